@@ -1,0 +1,3 @@
+from scoctl.cli.app import main
+
+main()

@@ -1,0 +1,88 @@
+"""The token budget: at most N mutating cloud calls per second per region, host-wide.
+
+Shared by every scoctl process on the host through one small file per region (DESIGN §2), not
+the state file. The file holds the start times of the calls of the last second (a sliding-window
+log), updated under an exclusive `flock`, so no 1-second window ever holds more than N calls —
+across processes, retries and recovery alike.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+WINDOW_S = 1.0
+
+
+class TokenBudget:
+    """A host-wide sliding-window rate limit for one region."""
+
+    def __init__(self, directory: Path, region: str, rate: int, *,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if rate < 1:
+            raise ValueError("rate must be at least 1 call per second")
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", region)
+        self.path = Path(directory) / f"budget-{safe}.json"
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self.spent = 0
+
+    def acquire(self) -> float:
+        """Block until a call may start; record it; return the recorded start time."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                now = self.clock()
+                calls = [t for t in _read(fd) if now - t < WINDOW_S]
+                if len(calls) < self.rate:
+                    calls.append(now)
+                    _write(fd, calls)
+                    self.spent += 1
+                    return now
+                wait = WINDOW_S - (now - calls[0]) + 0.001
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            self.sleep(max(wait, 0.001))
+
+    def __call__(self) -> None:
+        self.acquire()
+
+    def available(self) -> int:
+        """Tokens free right now (for metrics and dry-runs)."""
+        if not self.path.exists():
+            return self.rate
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            now = self.clock()
+            return max(0, self.rate - sum(1 for t in _read(fd) if now - t < WINDOW_S))
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _read(fd: int) -> list[float]:
+    raw = os.pread(fd, 1 << 16, 0)
+    if not raw.strip():
+        return []
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return []
+    return sorted(float(t) for t in data if isinstance(t, int | float))
+
+
+def _write(fd: int, calls: list[float]) -> None:
+    data = json.dumps(calls).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)

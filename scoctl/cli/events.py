@@ -1,0 +1,80 @@
+"""`scoctl events`: the token and event log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scoctl.cli.common import JsonOption
+
+
+def events(
+    ctx: typer.Context,
+    json_out: JsonOption = False,
+    workload: Annotated[str | None, typer.Option("--workload", "-w",
+                                                 help="Only this workload's events.")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Only events at or after this time: RFC 3339 (2026-11-30T05:00:00Z) "
+        "or an age (30m, 2h, 1d).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f",
+                                         help="Keep printing new events until interrupted.")
+                      ] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many events.")
+                     ] = None,
+) -> None:
+    """Print the event log (tokens, statuses, gate verdicts, cloud calls), oldest first.
+
+    With --json, one JSON object per line: {"ts", "workload", "token", "level", "status",
+    "detail"}. Read-only: never takes the run lock.
+
+    Example: scoctl events --workload orders-daily --since 1h --json
+    """
+    import time
+
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.clock import SystemClock, rfc3339
+    from scoctl.config import parse_duration
+    from scoctl.errors import UsageError
+    from scoctl.views import event_json
+
+    g = globals_of(ctx, json=json_out)
+    since_ts = None
+    if since:
+        try:
+            from datetime import timedelta
+
+            age = parse_duration(since)
+            since_ts = rfc3339(SystemClock().now() - timedelta(seconds=age))
+        except ValueError:
+            from scoctl.clock import parse_rfc3339
+
+            try:
+                since_ts = rfc3339(parse_rfc3339(since))
+            except ValueError as exc:
+                raise UsageError(f"--since: {since!r} is neither RFC 3339 nor an age") from exc
+    store = g.open_store()
+    last = 0
+    try:
+        while True:
+            batch = store.events(workload=workload, since=since_ts, after_id=last, limit=limit)
+            for e in batch:
+                last = e.id
+                if g.json:
+                    render.print_json_line(event_json(e))
+                else:
+                    detail = " ".join(f"{k}={v}" for k, v in sorted(e.detail.items()))
+                    render.line(f"{e.ts}  {e.level:<7} {e.workload or '-':<20} {e.token:<28} "
+                                f"{render.styled(e.status) if e.status else '-':<10} {detail}")
+            if not follow:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("events")(events)

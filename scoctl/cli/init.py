@@ -1,0 +1,50 @@
+"""`scoctl init`: create or migrate the state file."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scoctl.cli.common import WAIT_HELP, JsonOption, globals_of
+
+
+def init(
+    ctx: typer.Context,
+    json_out: JsonOption = False,
+    wait: Annotated[float, typer.Option("--wait", help=WAIT_HELP)] = 10.0,
+) -> None:
+    """Create the state file (mode 0600, WAL) or migrate it to this scoctl's schema.
+
+    Also creates the event spool directory. Safe to run again: an up-to-date file is left as
+    it is; a file from a newer scoctl is refused untouched.
+
+    Example: scoctl --config /etc/scoctl/config.yaml init
+    """
+    from scoctl.cli import render
+    from scoctl.spool import ensure_spool
+    from scoctl.state import SCHEMA_VERSION
+
+    g = globals_of(ctx, json=json_out)
+    config = g.config()
+    path = g.state_path()
+    existed = path.exists()
+    with g.writer(wait, create=True) as store:
+        version = store.schema_version()
+    spool_note = None
+    try:
+        ensure_spool(config.spool)
+    except OSError as exc:
+        spool_note = f"spool {config.spool} not created: {exc.strerror}"
+        render.warn(spool_note)
+    result = {"state": str(path), "schema_version": version, "created": not existed,
+              "spool": str(config.spool)}
+    if g.json:
+        render.print_json(result)
+    else:
+        verb = "created" if not existed else "up to date at"
+        render.line(f"state {path}: {verb} schema {version} (this scoctl: {SCHEMA_VERSION})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)

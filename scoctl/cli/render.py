@@ -1,0 +1,124 @@
+"""All terminal output: rich tables for people, JSON for machines. The only rich user."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_out: Console | None = None
+_err: Console | None = None
+
+
+def out() -> Console:
+    global _out
+    if _out is None:
+        _out = Console(soft_wrap=True)
+    return _out
+
+
+def err() -> Console:
+    global _err
+    if _err is None:
+        _err = Console(stderr=True, soft_wrap=True)
+    return _err
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(data: Any) -> None:
+    """One JSON object per line (events, streams)."""
+    sys.stdout.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
+    sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    err().print(f"[yellow]scoctl: warning:[/yellow] {message}", highlight=False)
+
+
+def info(message: str) -> None:
+    err().print(message, highlight=False)
+
+
+def line(message: str) -> None:
+    out().print(message, highlight=False)
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
+          empty: str = "(none)") -> None:
+    """A simple table on stdout; `empty` is printed when there are no rows."""
+    rows = list(rows)
+    if not rows:
+        if title:
+            out().print(f"[bold]{title}[/bold]: {empty}", highlight=False)
+        return
+    t = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    out().print(t)
+
+
+def key_values(title: str, pairs: Mapping[str, Any]) -> None:
+    t = Table(title=title, title_justify="left", title_style="bold", show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    for key, value in pairs.items():
+        t.add_row(key, "" if value is None else str(value))
+    out().print(t)
+
+
+STATUS_STYLE = {
+    "pending": "white", "queued": "yellow", "preparing": "cyan", "running": "green",
+    "succeeded": "green", "failed": "red", "cancelled": "magenta", "stopped": "magenta",
+    "deleted": "dim", "ready": "green", "active": "cyan", "building": "yellow",
+    "requested": "yellow", "error": "red", "draining": "magenta", "deleting": "magenta",
+}
+
+
+def styled(status: str) -> str:
+    style = STATUS_STYLE.get(status)
+    return f"[{style}]{status}[/{style}]" if style else status
+
+
+class Progress:
+    """A progress bar on stderr (hidden with --json or when stderr is not a terminal)."""
+
+    def __init__(self, description: str, total: int, *, enabled: bool = True) -> None:
+        self._progress = None
+        self._task = None
+        if enabled and err().is_terminal and total > 0:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
+            self._progress = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                          MofNCompleteColumn(), TimeElapsedColumn(),
+                                          console=err(), transient=True)
+            self._task = self._progress.add_task(description, total=total)
+
+    def __enter__(self) -> Progress:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def advance(self, amount: int = 1, description: str | None = None) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=amount, description=description)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,65 @@
+"""`scoctl status`: workloads, claims, the latest plan and the fleet."""
+
+from __future__ import annotations
+
+import typer
+
+from scoctl.cli.common import JsonOption
+
+
+def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
+    """Show every workload's status, its claim, the latest plan and the fleet.
+
+    Read-only: never takes the run lock and never blocks a running stage.
+
+    Example: scoctl status --json | jq '.workloads[] | select(.status=="failed")'
+    """
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.core.quantity import format_resources
+    from scoctl.views import claim_json, instance_json, plan_json, workload_json
+
+    g = globals_of(ctx, json=json_out)
+    with g.open_store() as store:
+        workloads = store.workloads()
+        claims = store.claims()
+        generation = store.latest_generation()
+        plans = store.plans()
+        instances = store.instances()
+    if g.json:
+        plan = plan_json(generation, plans)
+        plan.pop("changed", None)
+        render.print_json({
+            "workloads": [workload_json(w) for w in workloads],
+            "claims": [claim_json(c) for c in claims],
+            "plan": plan,
+            "instances": [instance_json(i) for i in instances],
+        })
+        return
+    render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
+                 [(w.slug, w.kind, w.source, w.contract, render.styled(w.status),
+                   w.last_token or "") for w in workloads])
+    render.table("Claims", ["workload", "version", "pods", "requests", "largest pod"],
+                 [(c.workload, c.version, c.pods, format_resources(c.requests),
+                   format_resources(c.largest_pod)) for c in claims])
+    title = (f"Plan generation {generation.generation} (ranking {generation.ranking})"
+             if generation else "Plan")
+    rows = []
+    for p in plans.values():
+        units = sum(u.units for u in p.pools)
+        flag = "infeasible" if not p.feasible else ("degraded" if p.degraded else "ok")
+        rows.append((p.workload, p.generation, units, len(p.pools), flag,
+                     "; ".join(p.reasons)))
+    render.table(title, ["workload", "gen", "units", "pools", "plan", "reasons"], rows)
+    counts: dict[str, int] = {}
+    for i in instances:
+        counts[i.status] = counts.get(i.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    render.table(f"Instances ({summary})" if summary else "Instances",
+                 ["name", "workload", "pool", "status", "node"],
+                 [(i.name, i.workload, i.pool, render.styled(i.status), i.node_name or "")
+                  for i in instances])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)

@@ -1,0 +1,83 @@
+"""Plain frozen values shared by the pure decisions and the stages.
+
+Quantities are canonical integers (see `scoctl.core.quantity`): cpu in millicores, memory in
+bytes, accelerators as counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scoctl.core.quantity import Resources
+
+Tier = Literal["committed", "reclaimable"]
+Source = Literal["k8s", "slurm"]
+Kind = Literal["job", "deployment", "inference"]
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,46}$")
+KINDS: tuple[Kind, ...] = ("job", "deployment", "inference")
+SOURCES: tuple[Source, ...] = ("k8s", "slurm")
+TIERS: tuple[Tier, ...] = ("committed", "reclaimable")
+
+
+def is_slug(value: str) -> bool:
+    """A workload slug fits `sco:workload=<slug>` inside Nova's 60-character tag limit."""
+    return bool(SLUG_RE.match(value))
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A Nova flavor as scoctl plans with it."""
+
+    name: str
+    vcpus: int
+    ram: int  # bytes
+    accelerators: Mapping[str, int] = field(default_factory=dict)
+    allocatable: Resources = field(default_factory=dict)  # capacity minus the node reserve
+
+    @property
+    def capacity(self) -> dict[str, int]:
+        out = {"cpu": self.vcpus * 1000, "memory": self.ram}
+        out.update({k: v for k, v in self.accelerators.items() if v})
+        return out
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One place instances can come from: a flavor in an availability zone of a region."""
+
+    name: str
+    region: str
+    az: str
+    flavor: str
+    group: str
+    tier: Tier
+    depth: int
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The rules for a tier (DESIGN §2, §5)."""
+
+    name: str
+    floor: float = 0.30
+    pool_cap: float = 0.15
+    group_cap: float = 0.30
+    min_pools: int = 8
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A workload's whole normalised demand (never instance counts)."""
+
+    workload: str
+    contract: str
+    requests: Resources
+    largest_pod: Resources
+    pods: int = 1
+    version: int = 0
+    tolerates_reclaimable: bool = True

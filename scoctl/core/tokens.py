@@ -1,0 +1,151 @@
+"""The workload status model and the token vocabulary (DESIGN §3, DD-0018).
+
+Pure: `map_token` turns a token (plus its detail) into a status change and a level, and
+`apply_token` decides what happens to a workload that receives it.
+
+Rules, in order (exact tokens first, then prefixes and suffixes):
+
+* ``SLURM_JOB_SUBMITTED`` -> queued
+* ``SLURM_INIT_*``, ``SLURM_REPO_*``, ``SLURM_PRE_COMMAND_*`` -> preparing
+* ``SLURM_JOB_STATUS`` with ``detail["state"]``: PENDING -> queued; CONFIGURING -> preparing;
+  RUNNING, COMPLETING -> running; COMPLETED -> succeeded; CANCELLED -> cancelled;
+  NODE_FAIL, PREEMPTED, BOOT_FAIL -> queued when ``detail["requeued"]`` is true, else failed;
+  FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE -> failed
+* ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
+* ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
+* ``POD_CREATION_BLOCKED``, ``CAPACITY_EXCEEDED`` -> log only (warning)
+* anything else -> logged, no status change
+
+An inactive status is terminal for its row: a late token never revives it. Among active
+statuses the latest token wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Level = Literal["info", "warning", "error"]
+
+ACTIVE_STATUSES = frozenset({"pending", "queued", "preparing", "running"})
+INACTIVE_JOB_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+INACTIVE_DEPLOYMENT_STATUSES = frozenset({"failed", "stopped", "deleted"})
+INACTIVE_STATUSES = INACTIVE_JOB_STATUSES | INACTIVE_DEPLOYMENT_STATUSES
+ALL_STATUSES = ACTIVE_STATUSES | INACTIVE_STATUSES
+
+SLURM_PREPARING_PREFIXES = ("SLURM_INIT_", "SLURM_REPO_", "SLURM_PRE_COMMAND_")
+SLURM_STATE_STATUS: Mapping[str, str] = {
+    "PENDING": "queued",
+    "CONFIGURING": "preparing",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "COMPLETED": "succeeded",
+    "CANCELLED": "cancelled",
+    "FAILED": "failed",
+    "TIMEOUT": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "DEADLINE": "failed",
+}
+SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
+LOG_ONLY_TOKENS = frozenset({"POD_CREATION_BLOCKED", "CAPACITY_EXCEEDED"})
+
+# Pending reasons that waiting cannot clear: the gate's capacity check decides.
+HOPELESS_SLURM_REASONS = frozenset(
+    {
+        "PartitionConfig",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "BadConstraints",
+        "DependencyNeverSatisfied",
+    }
+)
+
+
+def is_active(status: str) -> bool:
+    """True for pending, queued, preparing and running."""
+    return status in ACTIVE_STATUSES
+
+
+@dataclass(frozen=True)
+class TokenMeaning:
+    """What a token says: the status it maps to (None: no change) and its log level."""
+
+    status: str | None
+    level: Level
+    known: bool = True
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "y"}
+    return bool(value)
+
+
+def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMeaning:
+    """Map a token (and its detail) to a status and level. Unknown tokens change nothing."""
+    detail = detail or {}
+    if token == "SLURM_JOB_SUBMITTED":
+        return TokenMeaning("queued", "info")
+    if token.startswith(SLURM_PREPARING_PREFIXES):
+        return TokenMeaning("preparing", "info")
+    if token == "SLURM_JOB_STATUS":
+        state = str(detail.get("state", "")).upper().split()[0] if detail.get("state") else ""
+        if state in SLURM_STATE_STATUS:
+            status = SLURM_STATE_STATUS[state]
+            return TokenMeaning(status, "error" if status == "failed" else "info")
+        if state in SLURM_REQUEUE_STATES:
+            if _truthy(detail.get("requeued", False)):
+                return TokenMeaning("queued", "warning")
+            return TokenMeaning("failed", "error")
+        return TokenMeaning(None, "warning", known=False)
+    if token in LOG_ONLY_TOKENS:
+        return TokenMeaning(None, "warning")
+    if token.endswith("_QUEUED"):
+        return TokenMeaning("queued", "warning")
+    if token.endswith("_FAILED"):
+        return TokenMeaning("failed", "error")
+    if token == "POD_INITIALIZING":
+        return TokenMeaning("preparing", "info")
+    if token == "DEPLOYMENT_AVAILABLE":
+        return TokenMeaning("running", "info")
+    return TokenMeaning(None, "info", known=False)
+
+
+@dataclass(frozen=True)
+class TokenOutcome:
+    """The decision for one token arriving at one workload row."""
+
+    record: bool  # append the event to the log
+    status: str  # the row's status after the token
+    changed: bool  # the status changed
+    level: Level
+    note: str = ""  # why nothing changed, for the event detail
+
+
+def apply_token(
+    current: str,
+    token: str,
+    detail: Mapping[str, object] | None = None,
+    *,
+    last_queued_reason: str | None = None,
+) -> TokenOutcome:
+    """Decide what `token` does to a workload whose status is `current`.
+
+    * inactive `current` is terminal: the event is still logged, the status stays;
+    * ``SLURM_JOB_QUEUED`` with the same ``reason`` as the last recorded one is dropped
+      (once per distinct pending reason);
+    * among active statuses the latest token wins.
+    """
+    detail = detail or {}
+    meaning = map_token(token, detail)
+    if token == "SLURM_JOB_QUEUED":
+        reason = str(detail.get("reason", ""))
+        if last_queued_reason is not None and reason == last_queued_reason:
+            return TokenOutcome(False, current, False, meaning.level, "duplicate reason")
+    if meaning.status is None:
+        note = "" if meaning.known else "unknown token"
+        return TokenOutcome(True, current, False, meaning.level, note)
+    if not is_active(current):
+        return TokenOutcome(True, current, False, meaning.level, f"{current} is terminal")
+    return TokenOutcome(True, meaning.status, meaning.status != current, meaning.level)

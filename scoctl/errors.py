@@ -1,0 +1,107 @@
+"""scoctl's exception tree and the exit code each one maps to.
+
+    ScoctlError                  base; carries an exit code
+    ├── ConfigError              bad config or input: fix it, exit 2 (names file, line, field)
+    ├── UsageError               bad command-line use, exit 2
+    ├── LockHeld                 another scoctl run holds the state lock, exit 75
+    ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
+    ├── OverCapacity             gate verdict: no node or pool can ever hold it, exit 3
+    └── ApiError                 an outside API failed after bounded retries, exit 1
+        ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
+        └── PermanentError       needs a person (403 that is not quota, 400, auth)
+    Domain errors the planner and acquirer handle themselves (never reach the CLI):
+    ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
+    └── InsufficientCapacity     NoValidHost or another capacity fault: exclude the pool
+
+Adapters map third-party exceptions to these once, at the boundary (`raise ... from exc`).
+Messages never carry secrets.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_OVER_CAPACITY = 3
+EXIT_PLAN_CHECK = 4
+EXIT_TEMPFAIL = 75
+
+
+class ScoctlError(Exception):
+    """Base of every error scoctl raises on purpose."""
+
+    exit_code = EXIT_FAILURE
+
+
+class ConfigError(ScoctlError):
+    """Invalid configuration or input file; the message names the file, line and field."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        where = ""
+        if file:
+            where = file + (f":{line}" if line else "")
+        if field:
+            where = f"{where}: {field}" if where else field
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class UsageError(ScoctlError):
+    """The command line asks for something that cannot be done; exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class StateError(ScoctlError):
+    """The state file cannot be used as it is (written by a newer scoctl, unreadable)."""
+
+    exit_code = EXIT_USAGE
+
+
+class LockHeld(ScoctlError):
+    """Another scoctl process holds the run lock of this state file."""
+
+    exit_code = EXIT_TEMPFAIL
+
+
+class OverCapacity(ScoctlError):
+    """The gate found that no node and no pool can ever hold the request."""
+
+    exit_code = EXIT_OVER_CAPACITY
+
+
+class ApiError(ScoctlError):
+    """An outside API (Nova, Kubernetes, Slurm, a ranking URL) failed after bounded retries."""
+
+    exit_code = EXIT_FAILURE
+
+
+class TemporaryError(ApiError):
+    """A failure that may pass: retry later. `delay` is a hint in seconds (Retry-After)."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class PermanentError(ApiError):
+    """A failure retrying will not fix: a person has to look."""
+
+
+class QuotaExceeded(ScoctlError):
+    """Nova refused or failed a launch for quota; the pool stays eligible."""
+
+
+class InsufficientCapacity(ScoctlError):
+    """Nova could not place the instances (NoValidHost or another capacity fault)."""

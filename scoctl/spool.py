@@ -1,0 +1,78 @@
+"""The event spool: a group-writable directory where hooks drop tokens without the state lock.
+
+Writers (`scoctl emit`, Slurm prolog/epilog hooks, the submit wrapper) write one JSON file per
+event: first to a dot-file, then `rename` into place, so a reader never sees half a file and a
+writer never blocks. `watch` ingests the files in name order (time, then pid) and deletes each one
+only after the transaction that recorded it has committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets as _random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scoctl.secrets import scrub
+
+SPOOL_MODE = 0o2775
+
+
+@dataclass(frozen=True)
+class SpoolEvent:
+    path: Path
+    ts: str
+    token: str
+    workload: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def ensure_spool(directory: Path) -> None:
+    """Create the spool directory (setgid, group-writable) if it is missing."""
+    if not directory.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, SPOOL_MODE)
+
+
+def write_event(directory: Path, *, ts: str, token: str, workload: str,
+                detail: Mapping[str, Any] | None = None) -> Path:
+    """Drop one event into the spool atomically; returns its path. Takes no lock."""
+    directory.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"ts": ts, "token": token, "workload": workload,
+                       "detail": scrub(dict(detail or {}))}, sort_keys=True)
+    stamp = ts.replace(":", "").replace("-", "").replace(".", "")
+    name = f"{stamp}-{os.getpid():08d}-{_random.token_hex(4)}.json"
+    tmp = directory / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+    try:
+        os.write(fd, body.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    final = directory / name
+    os.rename(tmp, final)
+    return final
+
+
+def pending_events(directory: Path) -> Iterator[SpoolEvent]:
+    """The spool's events in order; unreadable files are skipped (and left for a person)."""
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob("[!.]*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            yield SpoolEvent(path=path, ts=str(data["ts"]), token=str(data["token"]),
+                             workload=str(data["workload"]), detail=dict(data.get("detail") or {}))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+
+
+def discard(event: SpoolEvent) -> None:
+    """Remove an ingested event file."""
+    try:
+        event.path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,124 @@
+"""Typed rows of the state file, as the stages see them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    id: int
+    slug: str
+    kind: str
+    source: str
+    contract: str
+    status: str
+    created: str
+    updated: str
+    last_token: str | None = None
+    last_queued_reason: str | None = None
+    job_id: str | None = None
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    ts: str
+    workload: str | None
+    token: str
+    level: str
+    status: str | None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    workload: str
+    version: int
+    contract: str
+    requests: Mapping[str, int]
+    largest_pod: Mapping[str, int]
+    pods: int
+    tolerates_reclaimable: bool
+    source: str
+    updated: str
+    nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
+
+
+@dataclass(frozen=True)
+class PlanGeneration:
+    generation: int
+    created: str
+    ranking: str | None
+    changed: tuple[str, ...]
+    full: bool
+
+
+@dataclass(frozen=True)
+class PlanUnitRecord:
+    pool: str
+    tier: str
+    group: str
+    units: int
+    share: float
+    score: float
+
+
+@dataclass(frozen=True)
+class PlanWorkloadRecord:
+    workload: str
+    generation: int
+    claim_version: int
+    contract: str
+    ranking: str | None
+    feasible: bool
+    degraded: bool
+    reasons: tuple[str, ...]
+    pools: tuple[PlanUnitRecord, ...]
+    exclusions: tuple[str, ...] = ()
+    explain: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    launch_id: str
+    region: str
+    workload: str
+    pool: str
+    generation: int
+    count: int
+    status: str  # intent | called | recorded | failed
+    created: str
+    updated: str
+    reservation_id: str | None = None
+    error: str | None = None
+    node_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    id: str
+    name: str
+    region: str
+    workload: str | None
+    pool: str | None
+    generation: int | None
+    launch_id: str | None
+    status: str  # requested building active ready draining deleting deleted error
+    created: str
+    updated: str
+    active_at: str | None = None
+    ready_at: str | None = None
+    idle_since: str | None = None
+    fault: str | None = None
+    node_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ExclusionRecord:
+    pool: str
+    reason: str
+    until: str

@@ -1,0 +1,70 @@
+"""State records as the JSON objects of DESIGN §12 (shared by status, plan and events)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scoctl.core.quantity import to_json_resources
+from scoctl.state.records import (
+    ClaimRecord,
+    EventRecord,
+    InstanceRecord,
+    PlanGeneration,
+    PlanWorkloadRecord,
+    WorkloadRecord,
+)
+
+
+def workload_json(w: WorkloadRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"slug": w.slug, "kind": w.kind, "source": w.source,
+                           "contract": w.contract, "status": w.status}
+    if w.job_id:
+        out["job_id"] = w.job_id
+    return out
+
+
+def claim_json(c: ClaimRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"workload": c.workload, "version": c.version, "pods": c.pods,
+                           "requests": to_json_resources(c.requests),
+                           "largest_pod": to_json_resources(c.largest_pod),
+                           "contract": c.contract, "source": c.source}
+    if c.nodes:
+        out["nodes"] = list(c.nodes)
+    return out
+
+
+def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "workload": p.workload, "feasible": p.feasible, "degraded": p.degraded,
+        "reasons": list(p.reasons),
+        "pools": [{"pool": u.pool, "tier": u.tier, "group": u.group, "units": u.units,
+                   "share": round(u.share, 4)} for u in p.pools],
+        "generation": p.generation, "claim_version": p.claim_version,
+    }
+    if explain:
+        out["explain"] = [dict(e) for e in p.explain]
+    return out
+
+
+def plan_json(generation: PlanGeneration | None, plans: Mapping[str, PlanWorkloadRecord], *,
+              changed: Iterable[str] | None = None) -> dict[str, Any]:
+    return {
+        "generation": generation.generation if generation else 0,
+        "ranking": generation.ranking if generation else None,
+        "changed": sorted(changed) if changed is not None else
+        (list(generation.changed) if generation else []),
+        "workloads": [plan_workload_json(p) for _, p in sorted(plans.items())],
+    }
+
+
+def instance_json(i: InstanceRecord) -> dict[str, Any]:
+    return {"id": i.id, "name": i.name, "workload": i.workload, "pool": i.pool,
+            "region": i.region, "generation": i.generation, "status": i.status,
+            **({"fault": i.fault} if i.fault else {}),
+            **({"node": i.node_name} if i.node_name else {})}
+
+
+def event_json(e: EventRecord) -> dict[str, Any]:
+    return {"ts": e.ts, "workload": e.workload, "token": e.token, "level": e.level,
+            "status": e.status, "detail": dict(e.detail)}

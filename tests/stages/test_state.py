@@ -1,0 +1,141 @@
+"""The state file: schema, one active row per slug, append-only events, generations."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+
+import pytest
+
+from scoctl.errors import StateError
+from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.state.records import PlanUnitRecord, PlanWorkloadRecord
+
+
+def test_new_state_file_is_private_wal_and_at_the_current_schema(tmp_path):
+    path = tmp_path / "s.db"
+    with Store.open(path, create=True) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_missing_state_file_is_an_error_unless_created(tmp_path):
+    with pytest.raises(StateError, match="scoctl init"):
+        Store.open(tmp_path / "missing.db")
+
+
+def test_a_state_file_from_a_newer_schema_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "s.db"
+    Store.open(path, create=True).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StateError, match="newer scoctl"):
+        Store.open(path)
+    assert path.read_bytes() == before
+
+
+def test_a_second_active_row_for_a_slug_is_refused(store):
+    store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    with pytest.raises(sqlite3.IntegrityError):
+        store.conn.execute(
+            "INSERT INTO workloads (slug, kind, source, contract, status, created, updated) "
+            "VALUES ('orders', 'deployment', 'k8s', 'T1', 'queued', 'x', 'x')")
+
+
+def test_ensure_workload_reuses_the_active_row_and_a_resubmission_is_a_new_row(store):
+    first = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    again = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    assert again.id == first.id
+    store.record_token("orders", "POD_SCHEDULING_FAILED")
+    assert store.active_workload("orders") is None
+    fresh = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    assert fresh.id != first.id and fresh.status == "pending"
+
+
+def test_a_failed_row_stays_failed_after_a_late_pod_queued(store):
+    store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    store.record_token("orders", "POD_QUOTA_EXCEEDED_FAILED")
+    row, outcome = store.record_token("orders", "POD_QUEUED")
+    assert row is not None and row.status == "failed"
+    assert outcome is not None and not outcome.changed
+    tokens = [e.token for e in store.events(workload="orders")]
+    assert tokens == ["POD_QUOTA_EXCEEDED_FAILED", "POD_QUEUED"]
+
+
+def test_slurm_job_queued_is_logged_once_per_distinct_reason(store):
+    store.ensure_workload("train", kind="job", source="slurm", contract="T1")
+    for reason in ["Resources", "Resources", "Priority", "Priority", "Resources"]:
+        store.record_token("train", "SLURM_JOB_QUEUED", {"reason": reason})
+    reasons = [e.detail["reason"] for e in store.events(workload="train")]
+    assert reasons == ["Resources", "Priority", "Resources"]
+
+
+def test_events_are_append_only(store):
+    store.append_event("w", "NOTE", "info", None, {})
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.conn.execute("UPDATE events SET token = 'X'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.conn.execute("DELETE FROM events")
+
+
+def test_secrets_in_event_detail_never_reach_the_state(store):
+    store.append_event("w", "NOTE", "info", None, {"join_token": "s3cr3t", "node": "n1"})
+    raw = store.conn.execute("SELECT detail FROM events").fetchone()[0]
+    assert "s3cr3t" not in raw and "n1" in raw
+
+
+def test_a_claim_gets_a_new_version_only_when_its_demand_changes(store):
+    demand = {"cpu": 168000, "memory": 672 * 2**30}
+    pod = {"cpu": 4000, "memory": 16 * 2**30}
+    c1, changed1 = store.put_claim("orders", contract="T1", requests=demand, largest_pod=pod,
+                                   pods=42, source="k8s")
+    c2, changed2 = store.put_claim("orders", contract="T1", requests=dict(demand),
+                                   largest_pod=dict(pod), pods=42, source="k8s")
+    c3, changed3 = store.put_claim("orders", contract="T1",
+                                   requests={**demand, "cpu": 172000}, largest_pod=pod,
+                                   pods=43, source="k8s")
+    assert (c1.version, changed1) == (1, True)
+    assert (c2.version, changed2) == (1, False)
+    assert (c3.version, changed3) == (2, True)
+
+
+def _plan(workload, units):
+    return PlanWorkloadRecord(
+        workload=workload, generation=0, claim_version=1, contract="T1", ranking="r-1",
+        feasible=True, degraded=False, reasons=(),
+        pools=(PlanUnitRecord("p1", "reclaimable", "g1", units, 1.0, 0.9),))
+
+
+def test_plan_generations_are_monotonic_and_rewrite_only_changed_workloads(store):
+    g1 = store.commit_plan(ranking="r-1", plans=[_plan("a", 1), _plan("b", 2)], full=True)
+    g2 = store.commit_plan(ranking="r-1", plans=[_plan("a", 3)], full=False)
+    assert g2 > g1
+    plans = store.plans()
+    assert plans["a"].generation == g2 and plans["a"].pools[0].units == 3
+    assert plans["b"].generation == g1 and plans["b"].pools[0].units == 2
+    assert store.latest_generation().changed == ("a",)
+
+
+def test_a_stage_transaction_rolls_back_whole_on_a_crash(store):
+    with pytest.raises(RuntimeError), store.transaction():
+        store.commit_plan(ranking="r-1", plans=[_plan("a", 1)], full=True)
+        store.put_claim("a", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
+                        pods=1, source="k8s")
+        raise RuntimeError("crash mid-stage")
+    assert store.latest_generation() is None and store.claims() == []
+
+
+def test_readers_are_not_blocked_by_a_writer(tmp_path):
+    path = tmp_path / "s.db"
+    writer = Store.open(path, create=True)
+    reader = Store.open(path)
+    with writer.transaction():
+        writer.ensure_workload("a", kind="job", source="slurm", contract="T1")
+        assert reader.workloads() == []  # WAL: the reader sees the last commit, at once
+    assert [w.slug for w in reader.workloads()] == ["a"]
+    writer.close()
+    reader.close()
