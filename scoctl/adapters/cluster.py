@@ -1,0 +1,199 @@
+"""The `Cluster` seam: what scoctl asks of a Kubernetes cluster, in its own words.
+
+The stages depend on this Protocol only; `scoctl.adapters.kubernetes.KubernetesCluster` is the
+real implementation (official client), and stage tests may use a fake of it. Every method returns
+plain frozen values (defined in `scoctl.core.demand`, re-exported here) and raises only:
+
+* `scoctl.errors.TemporaryError` — the API was unreachable, timed out, answered 429/5xx or a
+  conflict; retry on the next tick (``delay`` carries Retry-After when the server sent one);
+* `scoctl.errors.PermanentError` — the API refused (401/403/400/422), an object was unreadable,
+  or scoctl refused to act (deleting an object it does not manage); a person has to look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from scoctl.core.demand import (
+    Condition,
+    Container,
+    DeploymentInfo,
+    EventInfo,
+    InferenceServiceInfo,
+    JobInfo,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    ReplicaSetInfo,
+    ResourceQuotaInfo,
+    Taint,
+    Toleration,
+)
+
+__all__ = [
+    "MANAGED_KINDS",
+    "Cluster",
+    "Condition",
+    "Container",
+    "DeploymentInfo",
+    "EventInfo",
+    "InferenceServiceInfo",
+    "JobInfo",
+    "NodeInfo",
+    "OwnerRef",
+    "PodEvent",
+    "PodInfo",
+    "ReplicaSetInfo",
+    "ResourceQuotaInfo",
+    "Taint",
+    "Toleration",
+]
+
+ManagedKind = Literal["Deployment", "ReplicaSet", "Job", "Pod", "InferenceService"]
+MANAGED_KINDS: tuple[ManagedKind, ...] = ("Deployment", "ReplicaSet", "Job", "Pod",
+                                          "InferenceService")
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One step of a pod watch.
+
+    ``ADDED``/``MODIFIED``/``DELETED`` carry `pod`. ``RESYNC`` carries the complete current list
+    in `pods` and replaces whatever the consumer cached: it starts a watch begun without a
+    resourceVersion and follows every 410 Gone (history compacted) re-list.
+    `resource_version` is where the watch stands after this event.
+    """
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "RESYNC"]
+    resource_version: str
+    pod: PodInfo | None = None
+    pods: tuple[PodInfo, ...] = ()
+
+
+class Cluster(Protocol):
+    """A Kubernetes cluster, reduced to what scoctl reads and does."""
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node with labels, taints, allocatable, Ready, cordon state and provider id.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def pods(
+        self, namespace: str | None = None, label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[PodInfo]:
+        """Pods (all namespaces when `namespace` is None), optionally filtered server-side.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
+        """Pods in phase Pending that no node holds yet (filter with `is_provisionable`).
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Pods bound to `node`. Raises TemporaryError or PermanentError."""
+        ...
+
+    def watch_pods(
+        self, resource_version: str | None, timeout: float, *, namespace: str | None = None,
+        label_selector: str | None = None, field_selector: str | None = None,
+    ) -> Iterator[PodEvent]:
+        """Stream pod changes after `resource_version` for about `timeout` seconds, then end.
+
+        Without a resourceVersion, or when the server answers 410 Gone, the pods are re-listed
+        and a ``RESYNC`` event is yielded before watching on from the list's version; a watch the
+        server closes early is resumed from the last version seen.
+        Raises TemporaryError (API down, 5xx) or PermanentError.
+        """
+        ...
+
+    def deployments(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[DeploymentInfo]:
+        """Deployments. Raises TemporaryError or PermanentError."""
+        ...
+
+    def replicasets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[ReplicaSetInfo]:
+        """ReplicaSets. Raises TemporaryError or PermanentError."""
+        ...
+
+    def jobs(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[JobInfo]:
+        """batch/v1 Jobs. Raises TemporaryError or PermanentError."""
+        ...
+
+    def inference_services(self, namespace: str | None = None) -> list[InferenceServiceInfo]:
+        """KServe InferenceServices; an empty list when the CRD is not installed.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def resource_quotas(self, namespace: str | None = None) -> list[ResourceQuotaInfo]:
+        """ResourceQuotas with hard and used amounts. Raises TemporaryError or PermanentError."""
+        ...
+
+    def events(
+        self, namespace: str | None = None, *, involved_kind: str | None = None,
+        involved_name: str | None = None, reason: str | None = None,
+    ) -> list[EventInfo]:
+        """Events, optionally about one object or with one reason.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def delete_managed(self, kind: ManagedKind, namespace: str, name: str) -> bool:
+        """Delete an object scoctl manages (label ``sco/managed=true``), its dependents in the
+        background. False when it is already gone.
+
+        Raises PermanentError when the object is not labelled ``sco/managed=true`` (scoctl never
+        deletes what it does not manage), TemporaryError when the API is unavailable.
+        """
+        ...
+
+    def cordon(self, node: str) -> None:
+        """Mark the node unschedulable. Raises TemporaryError or PermanentError (also if gone)."""
+        ...
+
+    def uncordon(self, node: str) -> None:
+        """Mark the node schedulable again. Raises TemporaryError or PermanentError."""
+        ...
+
+    def evict(self, namespace: str, name: str) -> bool:
+        """Evict one pod through the Eviction API; False when it is already gone.
+
+        Raises TemporaryError (a PodDisruptionBudget blocks it: 429) or PermanentError.
+        """
+        ...
+
+    def drain(self, node: str) -> list[str]:
+        """Evict every pod on the node except DaemonSet, mirror and finished pods; returns the
+        evicted ``namespace/name``s. The node should be cordoned first.
+
+        Raises TemporaryError when some eviction was refused (after trying all), PermanentError.
+        """
+        ...
+
+    def delete_node(self, node: str) -> bool:
+        """Delete the Node object; False when it is already gone.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

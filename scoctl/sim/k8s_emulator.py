@@ -1,0 +1,1847 @@
+"""A small Kubernetes API server on 127.0.0.1 for tests, CI dry-runs and `scoctl sim`.
+
+It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
+API scoctl uses, with the semantics scoctl's logic depends on:
+
+* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events;
+  apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; and the KServe custom resource
+  serving.kserve.io/v1beta1 inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
+* list (``limit``/``continue`` pagination, label and field selectors) and watch (chunked, one JSON
+  event per line) with one etcd-like resourceVersion counter and a per-type history: a watch from
+  an RV replays what happened after it, ``""``/``"0"`` sends synthetic ADDED events first, a
+  compacted RV gets the apiserver's ``ERROR`` event with a 410 ``Expired`` Status, and
+  ``timeoutSeconds`` ends the stream; objects moving in or out of a selector are ADDED/DELETED;
+* create (``generateName``), replace (optimistic concurrency: 409 on a stale resourceVersion),
+  patch (JSON merge patch, strategic merge patch for the simple cases: lists of containers,
+  conditions, taints merged by key; JSON patch), delete with propagation (Background/Foreground
+  cascade through ownerReferences, Orphan, and the batch/v1 default of Orphan);
+* Status error bodies (400, 404, 409, 410, 422; injected 429/500/503);
+* strict objects: required fields checked and every quantity a string, so that the client 37.x
+  pydantic models deserialize everything served.
+
+Test-side API: `K8sEmulator.add`/`apply`/`update`/`delete`/`get`/`objects`, `set_pod_unschedulable`,
+`bind_pod`, `set_node_ready`, `set_replica_failure`, `compact`, `close_watches`, `fail_next`, the
+`requests` log, and the `make_*` builders of schema-valid objects.
+
+Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
+writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
+under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, …: `_control`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import bisect
+import collections
+import copy
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+Obj = dict[str, Any]
+
+
+# --- resource types ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One API resource the emulator serves."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+
+TYPES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "namespaces", "Namespace", False, ("status",)),
+    ResourceType("", "v1", "nodes", "Node", False, ("status",)),
+    ResourceType("", "v1", "pods", "Pod", True, ("status", "eviction")),
+    ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",)),
+    ResourceType("", "v1", "events", "Event", True),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
+    ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
+    ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
+                 ("status",)),
+)
+_BY_PATH = {(t.group, t.version, t.plural): t for t in TYPES}
+_BY_NAME: dict[str, ResourceType] = {}
+for _t in TYPES:
+    for _alias in (_t.kind, _t.kind.lower(), _t.plural):
+        _BY_NAME[_alias] = _t
+
+
+def resource_type(name: str) -> ResourceType:
+    """A served type by kind (``Pod``) or plural (``pods``)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"the emulator does not serve {name!r}") from None
+
+
+# Field selectors the apiserver accepts per kind (beyond metadata.name / metadata.namespace).
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec.nodeName", "status.phase", "spec.schedulerName", "spec.restartPolicy",
+            "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName"),
+    "Node": ("spec.unschedulable",),
+    "Event": ("involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
+              "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.fieldPath",
+              "involvedObject.resourceVersion", "reason", "type", "source", "reportingComponent"),
+    "Namespace": ("status.phase",),
+    "Job": ("status.successful",),
+    "ReplicaSet": ("status.replicas",),
+}
+_QUANTITY_MAPS = frozenset({"requests", "limits", "allocatable", "capacity", "hard", "used",
+                            "overhead"})
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+# --- errors and small helpers --------------------------------------------------------------------
+
+
+class StatusError(Exception):
+    """An API error, served as a `Status` object with this HTTP code."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, details: Obj | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def body(self) -> Obj:
+        out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+def _not_found(rt: ResourceType, name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'{rt.plural}{_group_suffix(rt)} "{name}" not found',
+                       {"name": name, "group": rt.group, "kind": rt.plural})
+
+
+def _group_suffix(rt: ResourceType) -> str:
+    return f".{rt.group}" if rt.group else ""
+
+
+def _invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> StatusError:
+    text = ", ".join(f"{f}: {m}" for f, m in causes)
+    return StatusError(
+        422, "Invalid", f'{rt.kind} "{name}" is invalid: {text}',
+        {"name": name, "group": rt.group, "kind": rt.kind,
+         "causes": [{"reason": "FieldValueRequired" if m == "Required value"
+                     else "FieldValueInvalid", "message": m, "field": f} for f, m in causes]},
+    )
+
+
+def now_rfc3339() -> str:
+    """The current time as the API writes it (``2026-01-02T03:04:05Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _clone(obj: Any) -> Any:
+    return json.loads(json.dumps(obj))
+
+
+def _dig(obj: Mapping[str, Any], path: str) -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = obj.get("metadata", {}).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+# --- selectors -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Requirement:
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "!"
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.op == "exists":
+            return present
+        if self.op == "!":
+            return not present
+        if self.op in ("=", "in"):
+            return present and labels[self.key] in self.values
+        # "!=" and "notin" match objects without the label too (apimachinery semantics)
+        return not present or labels[self.key] not in self.values
+
+
+_SET_REQ = re.compile(r"^\s*([^\s!=()]+)\s+(in|notin)\s*\(([^()]*)\)\s*$")
+_EQ_REQ = re.compile(r"^\s*([^\s!=()]+)\s*(==|=|!=)\s*([^\s=!(),]*)\s*$")
+_EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=()]+)\s*$")
+
+
+def _split_top(text: str) -> list[str]:
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p.strip()]
+
+
+def parse_label_selector(text: str) -> tuple[_Requirement, ...]:
+    """Parse ``a=b,c!=d,e in (x,y),f notin (z),g,!h``; raises StatusError 400 when malformed."""
+    reqs = []
+    for part in _split_top(text or ""):
+        m = _SET_REQ.match(part)
+        if m:
+            values = frozenset(v.strip() for v in m.group(3).split(",") if v.strip())
+            reqs.append(_Requirement(m.group(1), m.group(2), values))
+            continue
+        m = _EQ_REQ.match(part)
+        if m:
+            op = "=" if m.group(2) in ("=", "==") else "!="
+            reqs.append(_Requirement(m.group(1), op, frozenset({m.group(3)})))
+            continue
+        m = _EXISTS_REQ.match(part)
+        if m:
+            reqs.append(_Requirement(m.group(2), "!" if m.group(1) else "exists"))
+            continue
+        raise StatusError(400, "BadRequest", f"unable to parse requirement: {part.strip()!r}")
+    return tuple(reqs)
+
+
+def parse_field_selector(rt: ResourceType, text: str) -> tuple[tuple[str, bool, str], ...]:
+    """Parse ``f=v,g!=w`` into (field, equal, value) triples; unsupported fields give 400."""
+    out = []
+    allowed = ("metadata.name", "metadata.namespace", *_FIELDS.get(rt.kind, ()))
+    for part in _split_top(text or ""):
+        m = re.match(r"^\s*([^\s!=]+)\s*(==|=|!=)\s*(.*?)\s*$", part)
+        if not m:
+            raise StatusError(400, "BadRequest", f"invalid selector: {part!r}")
+        name, op, value = m.groups()
+        if name not in allowed:
+            raise StatusError(
+                400, "BadRequest",
+                f'field label not supported: {name}' if rt.group == "" else
+                f'"{name}" is not a known field selector: only "metadata.name", '
+                f'"metadata.namespace"')
+        out.append((name, op != "!=", value))
+    return tuple(out)
+
+
+def _field_value(obj: Mapping[str, Any], name: str) -> str:
+    value = _dig(obj, name)
+    if value is None:
+        return "false" if name == "spec.unschedulable" else ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class _Filter:
+    namespace: str | None
+    labels: tuple[_Requirement, ...] = ()
+    fields: tuple[tuple[str, bool, str], ...] = ()
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata", {})
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        labels = _labels(obj)
+        if not all(r.matches(labels) for r in self.labels):
+            return False
+        return all((_field_value(obj, f) == v) == eq for f, eq, v in self.fields)
+
+
+# --- patches -------------------------------------------------------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+_MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "ports":
+               "containerPort", "volumes": "name", "volumeMounts": "mountPath", "conditions":
+               "type", "taints": "key", "tolerations": "key", "ownerReferences": "uid",
+               "imagePullSecrets": "name", "schedulingGates": "name"}
+
+
+def strategic_merge_patch(target: Any, patch: Any, key: str = "") -> Any:
+    """Strategic merge patch for the simple cases: maps merged recursively, lists of objects with
+    a known merge key (``containers`` by name, ``conditions`` by type, …) merged element-wise,
+    ``$patch: delete`` on such an element removes it, other lists replaced."""
+    if isinstance(patch, dict):
+        if patch.get("$patch") == "replace":
+            return {k: v for k, v in patch.items() if k != "$patch"}
+        out = dict(target) if isinstance(target, dict) else {}
+        for k, value in patch.items():
+            if k.startswith("$"):
+                continue
+            if value is None:
+                out.pop(k, None)
+            else:
+                out[k] = strategic_merge_patch(out.get(k), value, k)
+        return out
+    if isinstance(patch, list) and key in _MERGE_KEYS and isinstance(target, list) and all(
+        isinstance(e, dict) for e in patch
+    ):
+        mkey = _MERGE_KEYS[key]
+        result = [dict(e) for e in target]
+        for element in patch:
+            idx = next((i for i, e in enumerate(result)
+                        if isinstance(e, dict) and e.get(mkey) == element.get(mkey)), None)
+            if element.get("$patch") == "delete":
+                if idx is not None:
+                    result.pop(idx)
+            elif idx is None:
+                result.append({k: v for k, v in element.items() if not k.startswith("$")})
+            else:
+                result[idx] = strategic_merge_patch(result[idx], element, "")
+        return result
+    return copy.deepcopy(patch)
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError(f"bad JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def json_patch(target: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
+    """RFC 6902 JSON patch (add, remove, replace, test, move, copy)."""
+    doc = copy.deepcopy(target)
+
+    def parent(parts: list[str]) -> tuple[Any, str]:
+        cur = doc
+        for p in parts[:-1]:
+            cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+        return cur, parts[-1]
+
+    def get(parts: list[str]) -> Any:
+        cur = doc
+        for p in parts:
+            cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+        return cur
+
+    for op in ops:
+        kind, parts = op.get("op"), _pointer(str(op.get("path", "")))
+        if kind == "test":
+            if get(parts) != op.get("value"):
+                raise ValueError(f"test failed at {op.get('path')}")
+            continue
+        if kind in ("move", "copy"):
+            value = copy.deepcopy(get(_pointer(str(op.get("from", "")))))
+            if kind == "move":
+                holder, last = parent(_pointer(str(op["from"])))
+                del holder[int(last) if isinstance(holder, list) else last]
+            kind, op = "add", {"value": value}
+        if not parts:
+            doc = copy.deepcopy(op.get("value"))
+            continue
+        holder, last = parent(parts)
+        if kind == "add":
+            if isinstance(holder, list):
+                holder.insert(len(holder) if last == "-" else int(last), copy.deepcopy(op["value"]))
+            else:
+                holder[last] = copy.deepcopy(op["value"])
+        elif kind == "replace":
+            if isinstance(holder, list):
+                holder[int(last)] = copy.deepcopy(op["value"])
+            else:
+                if last not in holder:
+                    raise ValueError(f"replace of a missing path {op.get('path')}")
+                holder[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            del holder[int(last) if isinstance(holder, list) else last]
+        else:
+            raise ValueError(f"unknown JSON patch op {kind!r}")
+    return doc
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def _check_string_map(value: Any, where: str, causes: list[tuple[str, str]]) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        causes.append((where, "Invalid value: must be an object"))
+        return
+    for k, v in value.items():
+        if not isinstance(v, str):
+            causes.append((f"{where}[{k}]", "Invalid value: must be a string"))
+
+
+def _walk_quantities(value: Any, where: str, causes: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{where}.{k}" if where else k
+            if k in _QUANTITY_MAPS and isinstance(v, dict):
+                _check_string_map(v, sub, causes)
+            else:
+                _walk_quantities(v, sub, causes)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _walk_quantities(v, f"{where}[{i}]", causes)
+
+
+def _check_pod_spec(spec: Any, where: str, causes: list[tuple[str, str]]) -> None:
+    if not isinstance(spec, dict):
+        causes.append((where, "Required value"))
+        return
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append((f"{where}.containers", "Required value"))
+        containers = []
+    for group in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(group) or []):
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+                causes.append((f"{where}.{group}[{i}].name", "Required value"))
+    for i, t in enumerate(spec.get("tolerations") or []):
+        if not isinstance(t, dict):
+            causes.append((f"{where}.tolerations[{i}]", "Invalid value"))
+    _check_string_map(spec.get("nodeSelector"), f"{where}.nodeSelector", causes)
+
+
+def _check_conditions(obj: Obj, causes: list[tuple[str, str]]) -> None:
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return
+    for i, cond in enumerate(status.get("conditions") or []):
+        if not isinstance(cond, dict):
+            causes.append((f"status.conditions[{i}]", "Invalid value"))
+            continue
+        for req in ("type", "status"):
+            if not isinstance(cond.get(req), str):
+                causes.append((f"status.conditions[{i}].{req}", "Required value"))
+
+
+def validate(rt: ResourceType, obj: Obj) -> None:
+    """Reject (422) what the client's models could not deserialize or the apiserver refuses."""
+    meta = obj.get("metadata")
+    causes: list[tuple[str, str]] = []
+    if not isinstance(meta, dict):
+        raise _invalid(rt, "", [("metadata", "Required value")])
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        causes.append(("metadata.name", "Required value: name or generateName is required"))
+        name = ""
+    elif len(name) > 253 or not _NAME.match(name):
+        causes.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 "
+                                        "subdomain must consist of lower case alphanumeric "
+                                        "characters, '-' or '.'"))
+    _check_string_map(meta.get("labels"), "metadata.labels", causes)
+    _check_string_map(meta.get("annotations"), "metadata.annotations", causes)
+    for i, ref in enumerate(meta.get("ownerReferences") or []):
+        for req in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(ref, dict) or not isinstance(ref.get(req), str):
+                causes.append((f"metadata.ownerReferences[{i}].{req}", "Required value"))
+    spec = obj.get("spec")
+    if rt.kind == "Pod":
+        _check_pod_spec(spec, "spec", causes)
+    elif rt.kind in ("Deployment", "ReplicaSet", "Job"):
+        if not isinstance(spec, dict):
+            causes.append(("spec", "Required value"))
+        else:
+            selector = spec.get("selector")
+            if rt.kind != "Job" and not isinstance(selector, dict):
+                causes.append(("spec.selector", "Required value"))
+            template = spec.get("template")
+            if rt.kind != "ReplicaSet" and not isinstance(template, dict):
+                causes.append(("spec.template", "Required value"))
+            if isinstance(template, dict):
+                _check_pod_spec(template.get("spec"), "spec.template.spec", causes)
+                if isinstance(selector, dict):
+                    tmpl_labels = template.get("metadata", {}).get("labels") or {}
+                    wanted = selector.get("matchLabels") or {}
+                    if any(tmpl_labels.get(k) != v for k, v in wanted.items()):
+                        causes.append(("spec.template.metadata.labels", "Invalid value: "
+                                       "`selector` does not match template `labels`"))
+    elif rt.kind == "Node":
+        for i, taint in enumerate((spec or {}).get("taints") or []):
+            for req in ("key", "effect"):
+                if not isinstance(taint, dict) or not isinstance(taint.get(req), str):
+                    causes.append((f"spec.taints[{i}].{req}", "Required value"))
+    elif rt.kind == "Event":
+        if not isinstance(obj.get("involvedObject"), dict):
+            causes.append(("involvedObject", "Required value"))
+    elif rt.kind == "InferenceService":
+        if not isinstance(spec, dict) or not isinstance(spec.get("predictor"), dict):
+            causes.append(("spec.predictor", "Required value"))
+    _walk_quantities(obj.get("spec"), "spec", causes)
+    _walk_quantities(obj.get("status"), "status", causes)
+    _check_conditions(obj, causes)
+    if causes:
+        raise _invalid(rt, name, causes)
+
+
+# --- the store -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str
+    obj: Obj
+    prev: Obj | None
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    status: int
+    retry_after: int | None
+    path_contains: str | None
+    method: str | None
+
+
+@dataclass
+class _TypeState:
+    objects: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    sorted_keys: list[tuple[str, str]] | None = None
+    history: list[_Event] = field(default_factory=list)
+    history_rvs: list[int] = field(default_factory=list)
+    floor: int = 0  # watching from an RV below this gets 410 Expired
+
+
+class K8sEmulator:
+    """An in-process Kubernetes API server on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_history: int = 200_000,
+                 token: str = "scoctl-sim") -> None:
+        self._host = host
+        self._port = port
+        self.token = token
+        self.max_history = max_history
+        self._cond = threading.Condition()
+        self._rv = 1000
+        self._types = {t: _TypeState(floor=self._rv) for t in TYPES}
+        self._watch_epoch = 0
+        self._stopping = False
+        self._faults: list[_Fault] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: set[socket.socket] = set()
+        self._uid_counter = 0
+        self._gen_counter = 0
+        self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
+        self.add(make_namespace("default"))
+        self.add(make_namespace("kube-system"))
+
+    # -- lifecycle
+
+    def start(self) -> K8sEmulator:
+        """Bind and serve in a daemon thread; returns self."""
+        emulator = self
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        class Handler(_Handler):
+            pass
+
+        Handler.emulator = emulator
+        self._stopping = False
+        self._server = Server((self._host, self._port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.1},
+                                        name="k8s-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: end every watch and close every connection."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for conn in list(self._conns):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> K8sEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the emulator is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://{self._host}:{self.port}"
+
+    def kubeconfig(self, context: str = "scoctl-sim", namespace: str = "default") -> str:
+        """A kubeconfig (YAML is a superset of JSON, so it is written as JSON) for this server."""
+        return json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": {"token": self.token}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context,
+                                                       "namespace": namespace}}],
+        }, indent=2)
+
+    @property
+    def resource_version(self) -> int:
+        """The current (latest) resourceVersion."""
+        with self._cond:
+            return self._rv
+
+    # -- test-side API
+
+    def add(self, obj: Mapping[str, Any], *, validate_obj: bool = True,
+            copy_obj: bool = True) -> Obj:
+        """Create an object (namespaces are created on demand); returns the stored object.
+
+        With ``copy_obj=False`` the emulator keeps the given dict itself (the caller hands it
+        over and must not change it), which makes seeding tens of thousands of pods fast.
+        """
+        rt = resource_type(str(obj.get("kind", "")))
+        body = _clone(obj) if copy_obj else dict(obj)
+        ns = body.get("metadata", {}).get("namespace") or ("default" if rt.namespaced else "")
+        with self._cond:
+            if rt.namespaced and ("", ns) not in self._types[_BY_NAME["Namespace"]].objects:
+                self._create(_BY_NAME["Namespace"], "", make_namespace(ns))
+            return self._create(rt, ns, body, validate_obj=validate_obj)
+
+    def add_many(self, objs: Iterable[Mapping[str, Any]], *, validate_obj: bool = True,
+                 copy_obj: bool = True) -> int:
+        """Create many objects under one lock (see `add` for the flags); returns how many."""
+        count = 0
+        with self._cond:
+            for obj in objs:
+                self.add(obj, validate_obj=validate_obj, copy_obj=copy_obj)
+                count += 1
+        return count
+
+    def apply(self, obj: Mapping[str, Any]) -> Obj:
+        """Create the object, or replace the stored one with the same name (keeping its uid)."""
+        rt = resource_type(str(obj.get("kind", "")))
+        meta = obj.get("metadata", {})
+        ns = meta.get("namespace") or ("default" if rt.namespaced else "")
+        with self._cond:
+            current = self._types[rt].objects.get((ns if rt.namespaced else "", meta.get("name")))
+            if current is None:
+                return self.add(obj)
+            body = _clone(obj)
+            body.setdefault("metadata", {}).pop("resourceVersion", None)
+            return self._replace(rt, ns, str(meta["name"]), body)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj:
+        """A stored object (a copy); raises StatusError 404."""
+        rt = resource_type(kind)
+        with self._cond:
+            out: Obj = _clone(self._get(rt, namespace or "", name))
+            return out
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Copies of the stored objects of a kind, sorted by namespace and name."""
+        rt = resource_type(kind)
+        with self._cond:
+            return [_clone(self._types[rt].objects[k]) for k in self._keys(rt)
+                    if namespace is None or k[0] == namespace]
+
+    def update(self, kind: str, namespace: str | None, name: str,
+               change: Callable[[Obj], None] | Mapping[str, Any]) -> Obj:
+        """Change a stored object with a function (mutating a copy) or a merge patch."""
+        rt = resource_type(kind)
+        with self._cond:
+            body = _clone(self._get(rt, namespace or "", name))
+            if callable(change):
+                change(body)
+            else:
+                body = merge_patch(body, dict(change))
+            body["metadata"].pop("resourceVersion", None)
+            return self._replace(rt, namespace or "", name, body)
+
+    def delete(self, kind: str, namespace: str | None, name: str,
+               propagation: str | None = None) -> Obj:
+        """Delete a stored object (with the API's propagation rules); returns it."""
+        rt = resource_type(kind)
+        with self._cond:
+            return self._delete(rt, namespace or "", name, propagation)
+
+    def set_pod_unschedulable(self, namespace: str, name: str,
+                              message: str = "0/1 nodes are available: 1 Insufficient cpu. "
+                                             "preemption: 0/1 nodes are available: 1 No "
+                                             "preemption victims found for incoming pod.."
+                              ) -> Obj:
+        """Mark a pod as the scheduler does when no node fits: PodScheduled=False/Unschedulable."""
+        def change(pod: Obj) -> None:
+            status = pod.setdefault("status", {})
+            status["phase"] = "Pending"
+            status["conditions"] = [c for c in status.get("conditions") or []
+                                    if c.get("type") != "PodScheduled"] + [
+                _condition("PodScheduled", "False", "Unschedulable", message)]
+        return self.update("Pod", namespace, name, change)
+
+    def bind_pod(self, namespace: str, name: str, node: str, *, running: bool = True) -> Obj:
+        """Bind a pod to a node as the scheduler + kubelet would (Running and Ready if asked)."""
+        def change(pod: Obj) -> None:
+            pod["spec"]["nodeName"] = node
+            status = pod.setdefault("status", {})
+            status["phase"] = "Running" if running else "Pending"
+            conds = [_condition("PodScheduled", "True")]
+            if running:
+                conds += [_condition("Initialized", "True"), _condition("Ready", "True"),
+                          _condition("ContainersReady", "True")]
+            status["conditions"] = conds
+        return self.update("Pod", namespace, name, change)
+
+    def set_node_ready(self, name: str, ready: bool = True) -> Obj:
+        """Set a node's Ready condition."""
+        def change(node: Obj) -> None:
+            status = node.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or []
+                                    if c.get("type") != "Ready"] + [
+                _condition("Ready", "True" if ready else "False",
+                           "KubeletReady" if ready else "KubeletNotReady",
+                           "kubelet is posting ready status" if ready else "container runtime "
+                           "network not ready")]
+        return self.update("Node", None, name, change)
+
+    def set_replica_failure(self, kind: str, namespace: str, name: str, message: str,
+                            reason: str = "FailedCreate") -> Obj:
+        """Set ``ReplicaFailure=True`` on a Deployment or ReplicaSet, as the controllers do when
+        pod creation fails (e.g. ``pods "x-1" is forbidden: exceeded quota: …``)."""
+        def change(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or []
+                                    if c.get("type") != "ReplicaFailure"] + [
+                _condition("ReplicaFailure", "True", reason, message)]
+        return self.update(kind, namespace, name, change)
+
+    def clear_replica_failure(self, kind: str, namespace: str, name: str) -> Obj:
+        """Remove the ReplicaFailure condition (creation succeeds again)."""
+        def change(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or []
+                                    if c.get("type") != "ReplicaFailure"]
+        return self.update(kind, namespace, name, change)
+
+    def compact(self, kind: str | None = None) -> int:
+        """Forget the history (of one kind, or all): every resourceVersion handed out so far
+        now gets 410 Expired (watches and continue tokens); returns the new current version."""
+        with self._cond:
+            self._rv += 1
+            for rt in ([resource_type(kind)] if kind else list(TYPES)):
+                state = self._types[rt]
+                state.history.clear()
+                state.history_rvs.clear()
+                state.floor = self._rv
+            self._cond.notify_all()
+            return self._rv
+
+    def close_watches(self) -> None:
+        """End every open watch stream (the client re-watches from its last RV)."""
+        with self._cond:
+            self._watch_epoch += 1
+            self._cond.notify_all()
+
+    def fail_next(self, count: int = 1, status: int = 500, *, retry_after: int | None = None,
+                  path_contains: str | None = None, method: str | None = None) -> None:
+        """Answer the next `count` matching API requests with `status` (a Status body)."""
+        with self._cond:
+            self._faults.append(_Fault(count, status, retry_after, path_contains, method))
+
+    def clear_faults(self) -> None:
+        """Drop every pending injected fault."""
+        with self._cond:
+            self._faults.clear()
+
+    # -- store internals (call with self._cond held)
+
+    def _keys(self, rt: ResourceType) -> list[tuple[str, str]]:
+        state = self._types[rt]
+        if state.sorted_keys is None:
+            state.sorted_keys = sorted(state.objects)
+        return state.sorted_keys
+
+    def _get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        obj = self._types[rt].objects.get((ns if rt.namespaced else "", name))
+        if obj is None:
+            raise _not_found(rt, name)
+        return obj
+
+    def _new_uid(self) -> str:
+        self._uid_counter += 1
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"scoctl-sim/{id(self)}/{self._uid_counter}"))
+
+    def _record(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> None:
+        state = self._types[rt]
+        state.history.append(_Event(self._rv, type_, obj, prev))
+        state.history_rvs.append(self._rv)
+        if len(state.history) > self.max_history:
+            drop = len(state.history) // 2
+            state.floor = state.history_rvs[drop - 1]
+            del state.history[:drop]
+            del state.history_rvs[:drop]
+        self._cond.notify_all()
+
+    def _create(self, rt: ResourceType, ns: str, body: Obj, *, validate_obj: bool = True) -> Obj:
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            self._gen_counter += 1
+            n, suffix = self._gen_counter, ""
+            for _ in range(5):
+                n, r = divmod(n, len(_GEN_CHARS))
+                suffix += _GEN_CHARS[r]
+            meta["name"] = f"{meta['generateName']}{suffix}"
+        if rt.namespaced:
+            meta["namespace"] = ns
+            if ("", ns) not in self._types[_BY_NAME["Namespace"]].objects:
+                raise StatusError(404, "NotFound", f'namespaces "{ns}" not found',
+                                  {"name": ns, "kind": "namespaces"})
+        else:
+            meta.pop("namespace", None)
+        body["apiVersion"] = rt.api_version
+        body["kind"] = rt.kind
+        if validate_obj:
+            validate(rt, body)
+        key = (ns if rt.namespaced else "", str(meta["name"]))
+        state = self._types[rt]
+        if key in state.objects:
+            raise StatusError(409, "AlreadyExists",
+                              f'{rt.plural}{_group_suffix(rt)} "{key[1]}" already exists',
+                              {"name": key[1], "group": rt.group, "kind": rt.plural})
+        self._rv += 1
+        meta["uid"] = meta.get("uid") or self._new_uid()
+        meta["resourceVersion"] = str(self._rv)
+        meta["creationTimestamp"] = meta.get("creationTimestamp") or now_rfc3339()
+        if rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService"):
+            meta["generation"] = 1
+        meta.pop("deletionTimestamp", None)
+        _defaults(rt, body)
+        state.objects[key] = body
+        state.sorted_keys = None
+        self._record(rt, "ADDED", body, None)
+        return body
+
+    def _replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
+                 *, expect_rv: str | None = None) -> Obj:
+        key = (ns if rt.namespaced else "", name)
+        state = self._types[rt]
+        current = state.objects.get(key)
+        if current is None:
+            raise _not_found(rt, name)
+        cmeta = current["metadata"]
+        if expect_rv and expect_rv != cmeta.get("resourceVersion"):
+            raise StatusError(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on {rt.plural}{_group_suffix(rt)} "{name}": the '
+                "object has been modified; please apply your changes to the latest version and "
+                "try again", {"name": name, "group": rt.group, "kind": rt.plural})
+        meta = body.setdefault("metadata", {})
+        if meta.get("name") not in (None, name):
+            raise _invalid(rt, name, [("metadata.name", "Invalid value: field is immutable")])
+        meta["name"] = name
+        if rt.namespaced:
+            meta["namespace"] = ns
+        body["apiVersion"] = rt.api_version
+        body["kind"] = rt.kind
+        for keep in ("uid", "creationTimestamp"):
+            meta[keep] = cmeta.get(keep)
+        if "generation" in cmeta:
+            spec_changed = body.get("spec") != current.get("spec")
+            meta["generation"] = int(cmeta["generation"]) + (1 if spec_changed else 0)
+        validate(rt, body)
+        _defaults(rt, body)
+        self._rv += 1
+        meta["resourceVersion"] = str(self._rv)
+        state.objects[key] = body
+        self._record(rt, "MODIFIED", body, current)
+        return body
+
+    def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str) -> Obj:
+        current = self._get(rt, ns, name)
+        try:
+            if content_type.startswith("application/json-patch+json"):
+                if not isinstance(patch, list):
+                    raise ValueError("a JSON patch must be a list of operations")
+                body = json_patch(current, patch)
+            elif content_type.startswith("application/strategic-merge-patch+json"):
+                if rt.group == "serving.kserve.io":
+                    raise StatusError(
+                        415, "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media "
+                        "types include: application/json-patch+json, "
+                        "application/merge-patch+json, application/apply-patch+yaml")
+                body = strategic_merge_patch(current, patch)
+            elif content_type.startswith("application/merge-patch+json"):
+                body = merge_patch(current, patch)
+            else:
+                raise StatusError(415, "UnsupportedMediaType",
+                                  f"the body of the request was in an unknown format: "
+                                  f"{content_type}")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise StatusError(422, "Invalid", f"the server rejected our request due to an error "
+                                              f"in our request: {exc}") from exc
+        if not isinstance(body, dict):
+            raise StatusError(422, "Invalid", "the patch did not produce an object")
+        expect = patch.get("metadata", {}).get("resourceVersion") if isinstance(
+            patch, dict) else None
+        body.setdefault("metadata", {})
+        body["metadata"].pop("resourceVersion", None)
+        return self._replace(rt, ns, name, body, expect_rv=expect)
+
+    def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None) -> Obj:
+        key = (ns if rt.namespaced else "", name)
+        state = self._types[rt]
+        current = state.objects.get(key)
+        if current is None:
+            raise _not_found(rt, name)
+        if propagation is None:
+            propagation = "Orphan" if rt.kind == "Job" else "Background"
+        del state.objects[key]
+        state.sorted_keys = None
+        self._rv += 1
+        final: Obj = _clone(current)
+        final["metadata"]["resourceVersion"] = str(self._rv)
+        self._record(rt, "DELETED", final, current)
+        uid = current["metadata"].get("uid")
+        if rt.kind == "Namespace":
+            for other in TYPES:
+                if other.namespaced:
+                    for okey in [k for k in self._types[other].objects if k[0] == name]:
+                        self._delete(other, okey[0], okey[1], "Background")
+        else:
+            for other in TYPES:
+                for okey, dep in list(self._types[other].objects.items()):
+                    refs = dep["metadata"].get("ownerReferences") or []
+                    if not any(r.get("uid") == uid for r in refs):
+                        continue
+                    if propagation in ("Background", "Foreground"):
+                        if okey in self._types[other].objects:
+                            self._delete(other, okey[0], okey[1], propagation)
+                    else:
+                        body = _clone(dep)
+                        kept = [r for r in refs if r.get("uid") != uid]
+                        if kept:
+                            body["metadata"]["ownerReferences"] = kept
+                        else:
+                            body["metadata"].pop("ownerReferences", None)
+                        body["metadata"].pop("resourceVersion", None)
+                        self._replace(other, okey[0], okey[1], body)
+        return final
+
+    # -- list / watch internals
+
+    def _list(self, rt: ResourceType, flt: _Filter, limit: int | None,
+              cont: str | None) -> Obj:
+        with self._cond:
+            start: tuple[str, str] | None = None
+            if cont:
+                try:
+                    token = json.loads(base64.urlsafe_b64decode(cont.encode()))
+                    snapshot, start = int(token["rv"]), (token["start"][0], token["start"][1])
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
+                    raise StatusError(400, "BadRequest",
+                                      "continue key is not valid: invalid token") from exc
+                if snapshot < self._types[rt].floor:
+                    raise StatusError(
+                        410, "Expired", "The provided continue parameter is too old to display a "
+                        "consistent list result. You can start a new list without the continue "
+                        "parameter.")
+            keys = self._keys(rt)
+            index = bisect.bisect_right(keys, start) if start is not None else 0
+            objects = self._types[rt].objects
+            items: list[Obj] = []
+            next_key: tuple[str, str] | None = None
+            while index < len(keys):
+                key = keys[index]
+                index += 1
+                if flt.namespace is not None and key[0] != flt.namespace:
+                    continue
+                obj = objects[key]
+                if flt.matches(obj):
+                    items.append(obj)
+                    if limit and len(items) >= limit:
+                        next_key = key
+                        break
+            rv = self._rv
+        meta: Obj = {"resourceVersion": str(rv)}
+        if next_key is not None and index < len(keys):
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"rv": rv, "start": list(next_key)}).encode()).decode()
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
+                "items": items}
+
+    def _watch(self, rt: ResourceType, flt: _Filter, rv_param: str, timeout: float | None,
+               bookmarks: bool) -> Iterator[Obj | None]:
+        """Yield watch events (dicts); None is an idle tick so the writer can notice closes."""
+        deadline = time.monotonic() + (timeout if timeout is not None else 1800.0)
+        state = self._types[rt]
+        initial: list[Obj] = []
+        error: Obj | None = None
+        with self._cond:
+            epoch = self._watch_epoch
+            if rv_param in ("", "0"):
+                position = self._rv
+                initial = [state.objects[k] for k in self._keys(rt)
+                           if flt.matches(state.objects[k])]
+            else:
+                try:
+                    position = int(rv_param)
+                except ValueError:
+                    position = 0
+                    error = _error_event(400, "BadRequest",
+                                         f"invalid resource version {rv_param!r}")
+        if error is not None:
+            yield error
+            return
+        for obj in initial:
+            yield {"type": "ADDED", "object": obj}
+        while True:
+            batch: list[_Event] = []
+            with self._cond:
+                if self._stopping or self._watch_epoch != epoch:
+                    return
+                if position < state.floor:
+                    error = _error_event(410, "Expired", f"too old resource version: "
+                                                         f"{position} ({state.floor})")
+                else:
+                    batch = state.history[bisect.bisect_right(state.history_rvs, position):]
+                    left = deadline - time.monotonic()
+                    if not batch and left > 0:
+                        self._cond.wait(min(left, 0.25))
+                current_rv = self._rv
+            if error is not None:
+                yield error
+                return
+            for ev in batch:
+                out = _transition(ev, flt)
+                position = ev.rv
+                if out is not None:
+                    yield out
+            if batch:
+                continue
+            if time.monotonic() >= deadline:
+                if bookmarks:
+                    yield {"type": "BOOKMARK", "object": {
+                        "kind": rt.kind, "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(max(position, current_rv))}}}
+                return
+            yield None
+
+    # -- HTTP dispatch
+
+    def _check_fault(self, method: str, path: str) -> StatusError | None:
+        with self._cond:
+            for fault in self._faults:
+                if fault.remaining <= 0:
+                    continue
+                if fault.path_contains and fault.path_contains not in path:
+                    continue
+                if fault.method and fault.method != method:
+                    continue
+                fault.remaining -= 1
+                self._faults = [f for f in self._faults if f.remaining > 0]
+                reason = {429: "TooManyRequests", 503: "ServiceUnavailable",
+                          504: "Timeout"}.get(fault.status, "InternalError")
+                err = StatusError(fault.status, reason, f"injected fault ({fault.status})")
+                if fault.retry_after is not None:
+                    err.details = {"retryAfterSeconds": fault.retry_after}
+                return err
+        return None
+
+
+def _condition(type_: str, status: str, reason: str = "", message: str = "") -> Obj:
+    out: Obj = {"type": type_, "status": status, "lastTransitionTime": now_rfc3339()}
+    if reason:
+        out["reason"] = reason
+    if message:
+        out["message"] = message
+    return out
+
+
+def _error_event(code: int, reason: str, message: str) -> Obj:
+    return {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                        "status": "Failure", "message": message,
+                                        "reason": reason, "code": code}}
+
+
+def _transition(ev: _Event, flt: _Filter) -> Obj | None:
+    new_ok = ev.type != "DELETED" and flt.matches(ev.obj)
+    old_ok = ev.prev is not None and flt.matches(ev.prev)
+    if ev.type == "ADDED":
+        return {"type": "ADDED", "object": ev.obj} if new_ok else None
+    if ev.type == "DELETED":
+        return {"type": "DELETED", "object": ev.obj} if old_ok else None
+    if new_ok and old_ok:
+        return {"type": "MODIFIED", "object": ev.obj}
+    if new_ok:
+        return {"type": "ADDED", "object": ev.obj}
+    if old_ok:
+        return {"type": "DELETED", "object": ev.obj}
+    return None
+
+
+def _defaults(rt: ResourceType, body: Obj) -> None:
+    """The few defaults the apiserver fills in that scoctl reads."""
+    if rt.kind == "Pod":
+        body["spec"].setdefault("restartPolicy", "Always")
+        body["spec"].setdefault("schedulerName", "default-scheduler")
+        body.setdefault("status", {}).setdefault("phase", "Pending")
+    elif rt.kind == "Namespace":
+        body.setdefault("spec", {"finalizers": ["kubernetes"]})
+        body.setdefault("status", {"phase": "Active"})
+    elif rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService", "Node",
+                     "ResourceQuota"):
+        body.setdefault("status", {})
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    emulator: K8sEmulator
+    server_version = "scoctl-k8s-emulator"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def setup(self) -> None:
+        super().setup()
+        self.emulator._conns.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.emulator._conns.discard(self.connection)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch("DELETE")
+
+    # -- plumbing
+
+    def _send(self, code: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, err: StatusError) -> None:
+        headers = {}
+        if err.details and "retryAfterSeconds" in err.details:
+            headers["Retry-After"] = str(err.details["retryAfterSeconds"])
+        self._send(err.code, err.body(), headers)
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise StatusError(400, "BadRequest", f"invalid JSON body: {exc}") from exc
+
+    def _dispatch(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        try:
+            body = self._read_body()
+            if path.startswith("/_sim/"):
+                self._send(200, _control(self.emulator, method, path[len("/_sim/"):], body))
+                return
+            self.emulator.requests.append(f"{method} {self.path}")
+            fault = self.emulator._check_fault(method, self.path)
+            if fault is not None:
+                raise fault
+            self._route(method, path, query, body)
+        except StatusError as err:
+            self._send_error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except (KeyError, ValueError, TypeError) as exc:
+            self._send_error(StatusError(400, "BadRequest", f"bad request: {exc}"))
+
+    def _route(self, method: str, path: str, query: Mapping[str, str], body: Any) -> None:
+        segs = [s for s in path.split("/") if s]
+        if path == "/version":
+            self._send(200, _VERSION)
+            return
+        if segs == ["api"]:
+            self._send(200, {"kind": "APIVersions", "versions": ["v1"],
+                             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                                             "serverAddress": self.emulator.url
+                                                             .removeprefix("http://")}]})
+            return
+        if segs == ["apis"]:
+            self._send(200, _group_list())
+            return
+        if segs and segs[0] == "api" and len(segs) >= 2:
+            group, version, rest = "", segs[1], segs[2:]
+        elif segs and segs[0] == "apis" and len(segs) >= 2:
+            if len(segs) == 2:
+                g = _group(segs[1])
+                if g is None:
+                    raise StatusError(404, "NotFound", "the server could not find the requested "
+                                                       "resource")
+                self._send(200, g)
+                return
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            listing = _resource_list(group, version)
+            if listing is None:
+                raise StatusError(404, "NotFound", "the server could not find the requested "
+                                                   "resource")
+            self._send(200, listing)
+            return
+        ns: str | None = None
+        if (rest[0] == "namespaces" and len(rest) >= 3
+                and (group, version, rest[2]) in _BY_PATH
+                and _BY_PATH[(group, version, rest[2])].namespaced):
+            ns, rest = rest[1], rest[2:]
+        rt = _BY_PATH.get((group, version, rest[0]))
+        if rt is None:
+            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in rt.subresources:
+            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+        if rt.namespaced and name is not None and ns is None:
+            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+        self._resource(method, rt, ns, name, sub, query, body)
+
+    def _resource(self, method: str, rt: ResourceType, ns: str | None, name: str | None,
+                  sub: str | None, query: Mapping[str, str], body: Any) -> None:
+        emu = self.emulator
+        if name is None:
+            if method == "GET":
+                flt = _Filter(ns if rt.namespaced else None,
+                              parse_label_selector(query.get("labelSelector", "")),
+                              parse_field_selector(rt, query.get("fieldSelector", "")))
+                if query.get("watch") in ("true", "1"):
+                    timeout = query.get("timeoutSeconds")
+                    self._stream(emu._watch(rt, flt, query.get("resourceVersion", ""),
+                                            float(timeout) if timeout else None,
+                                            query.get("allowWatchBookmarks") == "true"))
+                    return
+                limit = int(query["limit"]) if query.get("limit") else None
+                self._send(200, emu._list(rt, flt, limit, query.get("continue") or None))
+                return
+            if method == "POST":
+                if not isinstance(body, dict):
+                    raise StatusError(400, "BadRequest", "the request body must be an object")
+                if body.get("kind") not in (None, rt.kind):
+                    raise StatusError(400, "BadRequest", f"the kind {body.get('kind')!r} does "
+                                                         f"not match {rt.kind}")
+                body_ns = body.get("metadata", {}).get("namespace")
+                if rt.namespaced and body_ns and body_ns != ns:
+                    raise StatusError(400, "BadRequest", "the namespace of the provided object "
+                                                         "does not match the namespace sent on "
+                                                         "the request")
+                with emu._cond:
+                    created = emu._create(rt, ns or "", body)
+                self._send(201, created)
+                return
+            raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on the "
+                                                       "collection")
+        if sub == "eviction":
+            if method != "POST":
+                raise StatusError(405, "MethodNotAllowed", "eviction supports POST only")
+            with emu._cond:
+                emu._delete(rt, ns or "", name, None)
+            self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                             "status": "Success", "code": 201})
+            return
+        if method == "GET":
+            with emu._cond:
+                obj = emu._get(rt, ns or "", name)
+            self._send(200, obj)
+        elif method == "PUT":
+            if not isinstance(body, dict):
+                raise StatusError(400, "BadRequest", "the request body must be an object")
+            expect = body.get("metadata", {}).get("resourceVersion")
+            with emu._cond:
+                obj = emu._replace(rt, ns or "", name, _clone(body), expect_rv=expect)
+            self._send(200, obj)
+        elif method == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            with emu._cond:
+                obj = emu._patch(rt, ns or "", name, body, ctype)
+            self._send(200, obj)
+        elif method == "DELETE":
+            propagation = query.get("propagationPolicy")
+            if isinstance(body, dict) and body.get("propagationPolicy"):
+                propagation = str(body["propagationPolicy"])
+            if isinstance(body, dict) and body.get("orphanDependents") is True:
+                propagation = "Orphan"
+            pre = body.get("preconditions") if isinstance(body, dict) else None
+            with emu._cond:
+                if isinstance(pre, dict):
+                    cmeta = emu._get(rt, ns or "", name)["metadata"]
+                    for field_name in ("uid", "resourceVersion"):
+                        want = pre.get(field_name)
+                        if want and want != cmeta.get(field_name):
+                            raise StatusError(
+                                409, "Conflict",
+                                f"Precondition failed: {_PRECONDITION[field_name]} "
+                                f"in precondition: {want}, {field_name} in object meta: "
+                                f"{cmeta.get(field_name)}",
+                                {"name": name, "group": rt.group, "kind": rt.plural})
+                final = emu._delete(rt, ns or "", name, propagation)
+            if rt.kind == "Pod" or rt.group == "serving.kserve.io":
+                self._send(200, final)
+            else:
+                self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                 "status": "Success",
+                                 "details": {"name": name, "group": rt.group, "kind": rt.plural,
+                                             "uid": final["metadata"].get("uid")}})
+        else:
+            raise StatusError(405, "MethodNotAllowed", f"{method} is not supported")
+
+    def _peer_closed(self) -> bool:
+        try:
+            data: bytes = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return data == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def _stream(self, events: Iterator[Obj | None]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                if event is None:
+                    if self._peer_closed():
+                        self.close_connection = True
+                        return
+                    continue
+                data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+
+_PRECONDITION = {"uid": "UID", "resourceVersion": "ResourceVersion"}
+_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scoctl-sim",
+            "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc",
+            "platform": "linux/amd64"}
+
+
+def _group_versions() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for t in TYPES:
+        if t.group and t.version not in out.setdefault(t.group, []):
+            out[t.group].append(t.version)
+    return out
+
+
+def _group(name: str) -> Obj | None:
+    versions = _group_versions().get(name)
+    if versions is None:
+        return None
+    gv = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": gv,
+            "preferredVersion": gv[0]}
+
+
+def _group_list() -> Obj:
+    groups = [_group(g) for g in _group_versions()]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [g for g in groups if g]}
+
+
+def _resource_list(group: str, version: str) -> Obj | None:
+    types = [t for t in TYPES if t.group == group and t.version == version]
+    if not types:
+        return None
+    resources: list[Obj] = []
+    for t in types:
+        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+        resources.append({"name": t.plural, "singularName": t.singular, "namespaced":
+                          t.namespaced, "kind": t.kind, "verbs": verbs})
+        for sub in t.subresources:
+            resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced":
+                              t.namespaced, "kind": "Eviction" if sub == "eviction" else t.kind,
+                              "verbs": ["create"] if sub == "eviction" else ["get", "patch",
+                                                                             "update"]})
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+            "resources": resources}
+
+
+# --- the /_sim/ control API ----------------------------------------------------------------------
+
+
+def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
+    """Run a test-side operation for a client in another process (``scoctl sim``)."""
+    args: dict[str, Any] = body if isinstance(body, dict) else {}
+    if op == "health":
+        return {"ok": True, "resourceVersion": str(emu.resource_version)}
+    if op == "requests":
+        return {"requests": list(emu.requests)}
+    if method != "POST":
+        raise StatusError(405, "MethodNotAllowed", f"/_sim/{op} takes POST")
+    handlers: dict[str, Callable[[], Any]] = {
+        "apply": lambda: {"applied": [_ref(emu.apply(o)) for o in args.get("objects", [])]},
+        "add": lambda: {"added": [_ref(emu.add(o)) for o in args.get("objects", [])]},
+        "delete": lambda: _ref(emu.delete(args["kind"], args.get("namespace"), args["name"],
+                                          args.get("propagation"))),
+        "patch": lambda: _ref(emu.update(args["kind"], args.get("namespace"), args["name"],
+                                         dict(args["patch"]))),
+        "get": lambda: emu.get(args["kind"], args.get("namespace"), args["name"]),
+        "list": lambda: {"items": emu.objects(args["kind"], args.get("namespace"))},
+        "pod-unschedulable": lambda: _ref(emu.set_pod_unschedulable(
+            args["namespace"], args["name"], *(([args["message"]]) if "message" in args else []))),
+        "bind-pod": lambda: _ref(emu.bind_pod(args["namespace"], args["name"], args["node"],
+                                              running=bool(args.get("running", True)))),
+        "node-ready": lambda: _ref(emu.set_node_ready(args["name"],
+                                                      bool(args.get("ready", True)))),
+        "replica-failure": lambda: _ref(emu.set_replica_failure(
+            args.get("kind", "Deployment"), args["namespace"], args["name"], args["message"],
+            args.get("reason", "FailedCreate"))),
+        "clear-replica-failure": lambda: _ref(emu.clear_replica_failure(
+            args.get("kind", "Deployment"), args["namespace"], args["name"])),
+        "compact": lambda: {"resourceVersion": str(emu.compact(args.get("kind")))},
+        "close-watches": lambda: _done(emu.close_watches),
+        "faults": lambda: _done(lambda: emu.fail_next(
+            int(args.get("count", 1)), int(args.get("status", 500)),
+            retry_after=args.get("retry_after"), path_contains=args.get("path_contains"),
+            method=args.get("method"))),
+        "clear-faults": lambda: _done(emu.clear_faults),
+    }
+    if op not in handlers:
+        raise StatusError(404, "NotFound", f"unknown control operation /_sim/{op}")
+    try:
+        return handlers[op]()
+    except KeyError as exc:
+        raise StatusError(400, "BadRequest", f"/_sim/{op}: {exc.args[0]}") from exc
+
+
+def _done(action: Callable[[], None]) -> Obj:
+    action()
+    return {"ok": True}
+
+
+def _ref(obj: Obj) -> Obj:
+    meta = obj.get("metadata", {})
+    return {"kind": obj.get("kind"), "namespace": meta.get("namespace"),
+            "name": meta.get("name"), "resourceVersion": meta.get("resourceVersion"),
+            "uid": meta.get("uid")}
+
+
+# --- builders of schema-valid objects ------------------------------------------------------------
+
+
+def _resources(cpu: str | int | None, memory: str | None, gpus: int,
+               gpu_resource: str) -> Obj:
+    requests: dict[str, str] = {}
+    if cpu is not None:
+        requests["cpu"] = str(cpu)
+    if memory is not None:
+        requests["memory"] = str(memory)
+    if gpus:
+        requests[gpu_resource] = str(gpus)
+    out: Obj = {"requests": requests}
+    if gpus:
+        out["limits"] = {gpu_resource: str(gpus)}
+    return out
+
+
+def make_namespace(name: str, labels: Mapping[str, str] | None = None) -> Obj:
+    """A Namespace."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name,
+                                                  **(labels or {})}}}
+
+
+def make_container(name: str = "main", *, cpu: str | int | None = "1",
+                   memory: str | None = "1Gi", gpus: int = 0,
+                   gpu_resource: str = "nvidia.com/gpu", restart_policy: str | None = None,
+                   image: str = "registry.local/app:1") -> Obj:
+    """A container with requests (``restart_policy="Always"`` makes an init container a sidecar)."""
+    out: Obj = {"name": name, "image": image,
+                "resources": _resources(cpu, memory, gpus, gpu_resource)}
+    if restart_policy:
+        out["restartPolicy"] = restart_policy
+    return out
+
+
+def _pod_spec(containers: Sequence[Obj], init_containers: Sequence[Obj] | None,
+              tolerations: Sequence[Mapping[str, str]] | None,
+              node_selector: Mapping[str, str] | None) -> Obj:
+    spec: Obj = {"containers": [dict(c) for c in containers]}
+    if init_containers:
+        spec["initContainers"] = [dict(c) for c in init_containers]
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    return spec
+
+
+def make_pod(name: str, namespace: str = "default", *, cpu: str | int | None = "1",
+             memory: str | None = "1Gi", gpus: int = 0, gpu_resource: str = "nvidia.com/gpu",
+             labels: Mapping[str, str] | None = None,
+             annotations: Mapping[str, str] | None = None,
+             owner: Mapping[str, Any] | None = None,
+             containers: Sequence[Obj] | None = None,
+             init_containers: Sequence[Obj] | None = None,
+             tolerations: Sequence[Mapping[str, str]] | None = None,
+             node_selector: Mapping[str, str] | None = None,
+             unschedulable: str | None = None, node_name: str | None = None,
+             phase: str = "Pending", overhead: Mapping[str, str] | None = None,
+             scheduling_gates: Sequence[str] = ()) -> Obj:
+    """A Pod; `unschedulable` is the scheduler message of a PodScheduled=False condition.
+
+    `owner` is an owner object as stored (its apiVersion, kind, name and uid are referenced).
+    """
+    meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if owner is not None:
+        meta["ownerReferences"] = [owner_reference(owner)]
+    spec = _pod_spec(containers or [make_container(cpu=cpu, memory=memory, gpus=gpus,
+                                                   gpu_resource=gpu_resource)],
+                     init_containers, tolerations, node_selector)
+    if overhead:
+        spec["overhead"] = dict(overhead)
+    if scheduling_gates:
+        spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
+    status: Obj = {"phase": phase}
+    if node_name:
+        spec["nodeName"] = node_name
+        status["conditions"] = [_condition("PodScheduled", "True")]
+    elif scheduling_gates:
+        status["conditions"] = [_condition("PodScheduled", "False", "SchedulingGated",
+                                           "Scheduling is blocked due to non-empty scheduling "
+                                           "gates")]
+    elif unschedulable is not None:
+        status["conditions"] = [_condition("PodScheduled", "False", "Unschedulable",
+                                           unschedulable)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def owner_reference(owner: Mapping[str, Any], controller: bool = True) -> Obj:
+    """An ownerReference to a stored object."""
+    meta = owner["metadata"]
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+
+_NODE_INFO = {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://1.7",
+              "kernelVersion": "6.1", "kubeProxyVersion": "v1.32.0", "kubeletVersion": "v1.32.0",
+              "machineID": "", "operatingSystem": "linux", "osImage": "Debian 12",
+              "systemUUID": ""}
+
+
+def make_node(name: str, *, cpu: str | int = "16", memory: str = "64Gi", gpus: int = 0,
+              gpu_resource: str = "nvidia.com/gpu", labels: Mapping[str, str] | None = None,
+              taints: Sequence[Mapping[str, str]] | None = None, ready: bool = True,
+              unschedulable: bool = False, provider_id: str | None = None,
+              pods: int = 110) -> Obj:
+    """A Node with allocatable = capacity (strings, as the API serves them)."""
+    capacity = {"cpu": str(cpu), "memory": memory, "pods": str(pods),
+                "ephemeral-storage": "100Gi"}
+    if gpus:
+        capacity[gpu_resource] = str(gpus)
+    spec: Obj = {}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    if provider_id:
+        spec["providerID"] = provider_id
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                   **(labels or {})}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": node_labels}, "spec": spec,
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": [_condition(
+                           "Ready", "True" if ready else "False",
+                           "KubeletReady" if ready else "KubeletNotReady",
+                           "kubelet is posting ready status" if ready
+                           else "container runtime network not ready")],
+                       "nodeInfo": _NODE_INFO}}
+
+
+def _template(labels: Mapping[str, str], cpu: str | int | None, memory: str | None, gpus: int,
+              gpu_resource: str, restart_policy: str | None = None) -> Obj:
+    spec = _pod_spec([make_container(cpu=cpu, memory=memory, gpus=gpus,
+                                     gpu_resource=gpu_resource)], None, None, None)
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return {"metadata": {"labels": dict(labels)}, "spec": spec}
+
+
+def make_deployment(name: str, namespace: str = "default", *, replicas: int = 1,
+                    labels: Mapping[str, str] | None = None,
+                    pod_labels: Mapping[str, str] | None = None, cpu: str | int | None = "1",
+                    memory: str | None = "1Gi", gpus: int = 0,
+                    gpu_resource: str = "nvidia.com/gpu", managed: bool = False) -> Obj:
+    """A Deployment selecting ``app=<name>`` (plus `pod_labels` on the template)."""
+    meta_labels = dict(labels or {})
+    if managed:
+        meta_labels["sco/managed"] = "true"
+    selector = {"app": name}
+    tmpl_labels = {**selector, **(pod_labels or {})}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                     "template": _template(tmpl_labels, cpu, memory, gpus, gpu_resource)},
+            "status": {}}
+
+
+def make_replicaset(deployment: Mapping[str, Any], template_hash: str = "5d8f7c9b4",
+                    revision: int = 1) -> Obj:
+    """The ReplicaSet a stored Deployment owns (``<deployment>-<hash>``)."""
+    dmeta = deployment["metadata"]
+    spec = deployment["spec"]
+    selector = copy.deepcopy(spec["selector"])
+    selector.setdefault("matchLabels", {})["pod-template-hash"] = template_hash
+    template = copy.deepcopy(spec["template"])
+    template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = \
+        template_hash
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": f"{dmeta['name']}-{template_hash}",
+                         "namespace": dmeta.get("namespace", "default"),
+                         "labels": dict(template["metadata"]["labels"]),
+                         "annotations": {"deployment.kubernetes.io/revision": str(revision)},
+                         "ownerReferences": [owner_reference(deployment)]},
+            "spec": {"replicas": spec.get("replicas", 1), "selector": selector,
+                     "template": template},
+            "status": {"replicas": 0}}
+
+
+def pods_for(owner: Mapping[str, Any], count: int, *, unschedulable: str | None = None,
+             start: int = 0) -> list[Obj]:
+    """`count` pods as a stored ReplicaSet or Job would create them (names ``<owner>-<n>``)."""
+    spec = owner["spec"]
+    template = spec["template"]
+    meta = owner["metadata"]
+    out = []
+    for i in range(start, start + count):
+        labels = dict(template.get("metadata", {}).get("labels") or {})
+        if owner["kind"] == "Job":
+            labels.setdefault("batch.kubernetes.io/job-name", meta["name"])
+            labels.setdefault("job-name", meta["name"])
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"{meta['name']}-{i:05d}",
+                            "namespace": meta.get("namespace", "default"), "labels": labels,
+                            "ownerReferences": [owner_reference(owner)]},
+               "spec": copy.deepcopy(template["spec"]),
+               "status": {"phase": "Pending"}}
+        if unschedulable is not None:
+            pod["status"]["conditions"] = [_condition("PodScheduled", "False", "Unschedulable",
+                                                      unschedulable)]
+        out.append(pod)
+    return out
+
+
+def make_job(name: str, namespace: str = "default", *, parallelism: int = 1,
+             labels: Mapping[str, str] | None = None,
+             pod_labels: Mapping[str, str] | None = None, cpu: str | int | None = "1",
+             memory: str | None = "1Gi", gpus: int = 0,
+             gpu_resource: str = "nvidia.com/gpu") -> Obj:
+    """A batch/v1 Job."""
+    tmpl_labels = {"job-name": name, "batch.kubernetes.io/job-name": name, **(pod_labels or {})}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 6,
+                     "template": _template(tmpl_labels, cpu, memory, gpus, gpu_resource,
+                                           "Never")},
+            "status": {}}
+
+
+def make_inference_service(name: str, namespace: str = "default", *, gpus: int = 1,
+                           cpu: str = "4", memory: str = "16Gi",
+                           gpu_resource: str = "nvidia.com/gpu",
+                           labels: Mapping[str, str] | None = None, managed: bool = False,
+                           mode: str = "RawDeployment") -> Obj:
+    """A KServe InferenceService (serving.kserve.io/v1beta1) with one predictor."""
+    meta_labels = dict(labels or {})
+    if managed:
+        meta_labels["sco/managed"] = "true"
+    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace, "labels": meta_labels,
+                         "annotations": {"serving.kserve.io/deploymentMode": mode}},
+            "spec": {"predictor": {"model": {
+                "modelFormat": {"name": "huggingface"},
+                "storageUri": f"pvc://models/{name}",
+                "resources": _resources(cpu, memory, gpus, gpu_resource)}}},
+            "status": {}}
+
+
+def make_predictor_deployment(isvc: Mapping[str, Any], replicas: int = 1) -> Obj:
+    """The RawDeployment-mode predictor Deployment KServe creates for a stored InferenceService."""
+    name = isvc["metadata"]["name"]
+    res = isvc["spec"]["predictor"]["model"]["resources"]["requests"]
+    gpu = next(((k, int(v)) for k, v in res.items() if k not in ("cpu", "memory")), ("", 0))
+    dep = make_deployment(f"{name}-predictor", isvc["metadata"].get("namespace", "default"),
+                          replicas=replicas, cpu=res.get("cpu"), memory=res.get("memory"),
+                          gpus=gpu[1], gpu_resource=gpu[0] or "nvidia.com/gpu",
+                          labels={"serving.kserve.io/inferenceservice": name,
+                                  "component": "predictor"},
+                          pod_labels={"serving.kserve.io/inferenceservice": name,
+                                      "component": "predictor",
+                                      "app": f"isvc.{name}-predictor"})
+    dep["spec"]["selector"] = {"matchLabels": {"app": f"isvc.{name}-predictor"}}
+    dep["metadata"]["ownerReferences"] = [owner_reference(isvc)]
+    return dep
+
+
+def make_resource_quota(name: str, namespace: str, hard: Mapping[str, str],
+                        used: Mapping[str, str] | None = None) -> Obj:
+    """A ResourceQuota (``hard`` e.g. ``{"requests.cpu": "8", "pods": "10"}``)."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"hard": dict(hard)},
+            "status": {"hard": dict(hard), "used": dict(used or dict.fromkeys(hard, "0"))}}
+
+
+def make_event(involved: Mapping[str, Any], reason: str, message: str,
+               type_: str = "Warning", name: str | None = None) -> Obj:
+    """A core/v1 Event about a stored object."""
+    meta = involved["metadata"]
+    stamp = now_rfc3339()
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name or f"{meta['name']}.{abs(hash((reason, message))):x}"[:63],
+                         "namespace": meta.get("namespace", "default")},
+            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"],
+                               "name": meta["name"], "namespace": meta.get("namespace"),
+                               "uid": meta.get("uid")},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "firstTimestamp": stamp, "lastTimestamp": stamp,
+            "source": {"component": "replicaset-controller"}}
+
+
+# --- process entry point -------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; write ``{"url", "pid"}`` to --ready-file once listening."""
+    parser = argparse.ArgumentParser(prog="python -m scoctl.sim.k8s_emulator",
+                                     description="Kubernetes API emulator on loopback")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-file", help="write {url, pid} here (atomically) when listening")
+    parser.add_argument("--seed", help="a JSON file {\"objects\": [...]} to load first")
+    parser.add_argument("--token", default="scoctl-sim")
+    args = parser.parse_args(argv)
+    emu = K8sEmulator(args.host, args.port, token=args.token)
+    if args.seed:
+        with open(args.seed, encoding="utf-8") as fh:
+            for obj in json.load(fh).get("objects", []):
+                emu.apply(obj)
+    emu.start()
+    done = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if args.ready_file:
+        tmp = f"{args.ready_file}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"url": emu.url, "pid": os.getpid()}, fh)
+        os.replace(tmp, args.ready_file)
+    print(emu.url, flush=True)
+    while not done.wait(0.5):
+        pass
+    emu.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
