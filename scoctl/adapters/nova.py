@@ -1,0 +1,377 @@
+"""The `Cloud` adapter for OpenStack Nova, over openstacksdk (imported lazily).
+
+SDK and keystoneauth exceptions are mapped once, here:
+
+    403 "Quota exceeded ..." and 413      -> QuotaExceeded
+    429, 503                              -> TemporaryError(delay=Retry-After)
+    other 5xx, connection failures        -> TemporaryError
+    other 4xx, other SDK errors           -> PermanentError
+
+Reads and writes go through a `RetryPolicy`; writes (create, delete) call `spend_token` before
+every attempt so the caller's mutating-call budget pays for retries too. A launch is ONE
+multi-create POST (`return_reservation_id`), then a read of that reservation's servers. When a
+launch attempt failed in a way that may have reached Nova (a 500, a timeout), the retry first
+looks for servers carrying the request's tags and adopts them instead of launching twice.
+
+Image and network names are resolved through Nova's own image and network proxies
+(microversion 2.35), so a Nova endpoint alone is enough; UUIDs are used as they are.
+user_data and tokens never reach a log or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+from scoctl.adapters.cloud import (
+    MAX_METADATA_VALUE,
+    FlavorInfo,
+    Headroom,
+    LaunchRequest,
+    LaunchResult,
+    ServerInfo,
+    check_tags,
+    encode_user_data,
+)
+from scoctl.adapters.retry import RetryPolicy
+from scoctl.errors import (
+    ConfigError,
+    PermanentError,
+    QuotaExceeded,
+    ScoctlError,
+    TemporaryError,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CREATE_MICROVERSION = "2.52"  # tags in the create body
+PROXY_MICROVERSION = "2.35"  # last version with Nova's image and network proxies
+UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
+METADATA_KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
+RETRY_LATER = (429, 503)
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent."""
+    if not headers:
+        return None
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from datetime import UTC, datetime
+
+        when = parsedate_to_datetime(value)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def map_error(exc: BaseException) -> ScoctlError | None:
+    """The scoctl error for an openstacksdk/keystoneauth exception; None if it is neither."""
+    from keystoneauth1 import exceptions as ka
+    from openstack import exceptions as sdk
+
+    if isinstance(exc, sdk.HttpException):
+        status = exc.status_code
+        message = str(exc.details or exc.message or "").strip() or type(exc).__name__
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        if status == 413 or (status == 403 and "quota exceeded" in message.lower()):
+            return QuotaExceeded(f"Nova: {message}")
+        if status in RETRY_LATER:
+            return TemporaryError(f"Nova answered {status}: {message}", delay=retry_after(headers))
+        if status is None or status >= 500:
+            return TemporaryError(f"Nova answered {status}: {message}")
+        return PermanentError(f"Nova answered {status}: {message}")
+    if isinstance(exc, ka.ConnectionError | ka.RetriableConnectionFailure):
+        return TemporaryError(f"Nova unreachable: {type(exc).__name__}")
+    if isinstance(exc, ka.HttpError):
+        status = int(exc.http_status or 0)
+        if status in RETRY_LATER:
+            return TemporaryError(f"Nova answered {status}", delay=retry_after(
+                getattr(getattr(exc, "response", None), "headers", None)))
+        if status >= 500:
+            return TemporaryError(f"Nova answered {status}")
+        return PermanentError(f"Nova answered {status}: {exc.message}")
+    if isinstance(exc, ka.ClientException | sdk.SDKException):
+        return PermanentError(f"Nova client error: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _server_info(server: Any) -> ServerInfo:
+    fault = server.fault or {}
+    flavor = server.flavor or {}
+    flavor_name = flavor.get("original_name") or flavor.get("name") or flavor.get("id") or ""
+    return ServerInfo(
+        id=str(server.id),
+        name=str(server.name or ""),
+        status=str(server.status or ""),
+        tags=frozenset(server.tags or ()),
+        metadata=dict(server.metadata or {}),
+        flavor=str(flavor_name),
+        az=str(server.availability_zone or ""),
+        fault_code=int(fault["code"]) if fault.get("code") is not None else None,
+        fault_message=fault.get("message"),
+        created=str(server.created_at or ""),
+        reservation_id=server.reservation_id,
+    )
+
+
+def _launch_index(server: ServerInfo, base: str) -> int:
+    suffix = server.name[len(base) + 1:] if server.name.startswith(base + "-") else ""
+    return int(suffix) if suffix.isdigit() else 0
+
+
+class NovaCloud:
+    """`Cloud` over an openstacksdk `Connection` (one project, one region)."""
+
+    def __init__(
+        self,
+        connection: Any,
+        *,
+        retry: RetryPolicy | None = None,
+        spend_token: Callable[[], None] | None = None,
+    ) -> None:
+        self._conn = connection
+        self._retry = retry or RetryPolicy()
+        self._spend = spend_token
+        self._flavors: list[FlavorInfo] | None = None
+        self._names: dict[tuple[str, str], str] = {}
+
+    @classmethod
+    def connect(
+        cls,
+        cloud: str,
+        *,
+        retry: RetryPolicy | None = None,
+        spend_token: Callable[[], None] | None = None,
+        **options: Any,
+    ) -> NovaCloud:
+        """Connect to the `clouds.yaml` entry `cloud`. Raises ConfigError if it is unusable."""
+        import openstack
+        from openstack import exceptions as sdk
+
+        try:
+            connection = openstack.connect(cloud=cloud, **options)
+        except sdk.ConfigException as exc:
+            raise ConfigError(f"clouds.yaml entry {cloud!r}: {exc}", field="cloud") from exc
+        return cls(connection, retry=retry, spend_token=spend_token)
+
+    @property
+    def connection(self) -> Any:
+        """The underlying openstacksdk `Connection` (for callers that need raw access)."""
+        return self._conn
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _call(self, fn: Callable[[], T], *, mutating: bool = False) -> T:
+        def attempt() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                mapped = map_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        return self._retry.call(attempt, before_attempt=self._spend if mutating else None)
+
+    def _raw(self, method: str, url: str, microversion: str, **kwargs: Any) -> Any:
+        from openstack import exceptions as sdk
+
+        response = self._conn.compute.request(url, method, microversion=microversion, **kwargs)
+        sdk.raise_from_response(response)
+        return response.json() if response.content else None
+
+    # ------------------------------------------------------------------ reads
+
+    def flavors(self) -> list[FlavorInfo]:
+        """Every flavor visible to the project. Raises TemporaryError, PermanentError."""
+        def read() -> list[FlavorInfo]:
+            return [
+                FlavorInfo(id=str(f.id), name=str(f.name), vcpus=int(f.vcpus or 0),
+                           ram_mb=int(f.ram or 0), disk_gb=int(f.disk or 0),
+                           extra_specs=dict(f.extra_specs or {}))
+                for f in self._conn.compute.flavors(details=True)
+            ]
+
+        self._flavors = self._call(read)
+        return list(self._flavors)
+
+    def headroom(self) -> Headroom:
+        """Quota left (instances, cores, RAM MiB), None where unlimited.
+
+        Advisory only: Nova rechecks quota asynchronously. Raises TemporaryError, PermanentError.
+        """
+        limits = self._call(lambda: self._conn.compute.get_limits().absolute)
+
+        def left(limit: Any, used: Any) -> int | None:
+            if limit is None or int(limit) < 0:
+                return None
+            return max(0, int(limit) - int(used or 0))
+
+        return Headroom(
+            instances=left(limits.instances, limits.instances_used),
+            cores=left(limits.total_cores, limits.total_cores_used),
+            ram_mb=left(limits.total_ram, limits.total_ram_used),
+        )
+
+    def servers(
+        self,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        reservation_id: str | None = None,
+    ) -> list[ServerInfo]:
+        """Servers with all `tags` and one of `any_tags`, newest first (all pages).
+
+        List views may omit faults. Raises TemporaryError, PermanentError.
+        """
+        query: dict[str, str] = {}
+        all_tags, some_tags = list(tags), list(any_tags)
+        if all_tags:
+            query["tags"] = ",".join(all_tags)
+        if some_tags:
+            query["any_tags"] = ",".join(some_tags)
+        if reservation_id:
+            query["reservation_id"] = reservation_id
+        return self._call(lambda: [_server_info(s)
+                                   for s in self._conn.compute.servers(details=True, **query)])
+
+    def server(self, server_id: str) -> ServerInfo | None:
+        """One server by id, with its fault; None when gone. Raises TemporaryError,
+        PermanentError."""
+        from openstack import exceptions as sdk
+
+        def read() -> ServerInfo | None:
+            try:
+                return _server_info(self._conn.compute.get_server(server_id))
+            except sdk.NotFoundException:
+                return None
+
+        return self._call(read)
+
+    # ------------------------------------------------------------------ writes
+
+    def delete(self, server_id: str) -> None:
+        """Delete a server (gone already is fine). Raises TemporaryError, PermanentError."""
+        self._call(lambda: self._conn.compute.delete_server(server_id, ignore_missing=True),
+                   mutating=True)
+        log.info("deleted server %s", server_id)
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        """ONE multi-create call for `min_count`..`max_count` servers named `<name>-<i>`.
+
+        Raises ConfigError (rules broken or a name that does not resolve: nothing was sent),
+        QuotaExceeded (403), TemporaryError, PermanentError.
+        """
+        body = self._create_body(request)
+        ambiguous = False
+
+        def attempt() -> LaunchResult | str:
+            nonlocal ambiguous
+            if ambiguous and request.tags:
+                found = self.servers(tags=request.tags)
+                if found:
+                    return LaunchResult(reservation_id=found[0].reservation_id or "",
+                                        servers=self._ordered(found, request.name), adopted=True)
+            try:
+                answer = self._raw("POST", "/servers", CREATE_MICROVERSION, json=body)
+            except Exception as exc:
+                mapped = map_error(exc)
+                if mapped is None:
+                    raise
+                # 429/503 are refused before any work; a 500 or a timeout may have
+                # created the servers already.
+                status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
+                if isinstance(mapped, TemporaryError) and status not in RETRY_LATER:
+                    ambiguous = True
+                raise mapped from exc
+            return str(answer["reservation_id"])
+
+        log.info("launching %s: flavor %s, %d..%d servers, tags %s", request.name,
+                 request.flavor, request.min_count, request.max_count, ",".join(request.tags))
+        outcome = self._retry.call(attempt, before_attempt=self._spend)
+        if isinstance(outcome, LaunchResult):
+            log.info("adopted %d servers of an earlier attempt", len(outcome.servers))
+            return outcome
+        servers = self.servers(reservation_id=outcome)
+        return LaunchResult(reservation_id=outcome, servers=self._ordered(servers, request.name))
+
+    @staticmethod
+    def _ordered(servers: list[ServerInfo], base: str) -> tuple[ServerInfo, ...]:
+        return tuple(sorted(servers, key=lambda s: (_launch_index(s, base), s.name)))
+
+    def _create_body(self, request: LaunchRequest) -> dict[str, Any]:
+        check_tags(request.tags)
+        if request.min_count < 1 or request.max_count < request.min_count:
+            raise ConfigError(f"min_count {request.min_count} / max_count {request.max_count}: "
+                              "need 1 <= min_count <= max_count", field="count")
+        for key, value in request.metadata.items():
+            if not METADATA_KEY_RE.match(key):
+                raise ConfigError(f"metadata key {key!r} breaks Nova's rules", field="metadata")
+            if len(value) > MAX_METADATA_VALUE:
+                raise ConfigError(f"metadata {key!r} is longer than {MAX_METADATA_VALUE}",
+                                  field="metadata")
+        server: dict[str, Any] = {
+            "name": request.name,
+            "flavorRef": self._flavor_id(request.flavor),
+            "imageRef": self._resolve("image", request.image),
+            "min_count": request.min_count,
+            "max_count": request.max_count,
+            "return_reservation_id": True,
+        }
+        if request.networks in ("auto", "none"):
+            server["networks"] = request.networks
+        else:
+            server["networks"] = [{"uuid": self._resolve("network", n)}
+                                  for n in request.networks]
+        if request.tags:
+            server["tags"] = list(request.tags)
+        if request.metadata:
+            server["metadata"] = dict(request.metadata)
+        if request.user_data is not None:
+            server["user_data"] = encode_user_data(request.user_data)
+        if request.az:
+            server["availability_zone"] = request.az
+        if request.security_groups:
+            server["security_groups"] = [{"name": g} for g in request.security_groups]
+        if request.key_name:
+            server["key_name"] = request.key_name
+        body: dict[str, Any] = {"server": server}
+        if request.server_group:
+            body["os:scheduler_hints"] = {"group": request.server_group}
+        return body
+
+    # ------------------------------------------------------------------ name resolution
+
+    def _flavor_id(self, ref: str) -> str:
+        flavors = self._flavors if self._flavors is not None else self.flavors()
+        for flavor in flavors:
+            if ref in (flavor.id, flavor.name):
+                return flavor.id
+        raise ConfigError(f"flavor {ref!r} not found in the cloud", field="flavor")
+
+    def _resolve(self, kind: str, ref: str) -> str:
+        if UUID_RE.match(ref):
+            return ref
+        key = (kind, ref)
+        if key not in self._names:
+            path, collection, label = (("/images/detail", "images", "name") if kind == "image"
+                                       else ("/os-networks", "networks", "label"))
+            answer = self._call(lambda: self._raw("GET", path, PROXY_MICROVERSION))
+            matches = [item["id"] for item in (answer or {}).get(collection, [])
+                       if item.get(label) == ref]
+            if len(matches) != 1:
+                what = "not found" if not matches else "ambiguous"
+                raise ConfigError(f"{kind} {ref!r} {what} in the cloud", field=kind)
+            self._names[key] = str(matches[0])
+        return self._names[key]

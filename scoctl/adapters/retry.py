@@ -1,0 +1,75 @@
+"""A bounded retry policy for outside API calls.
+
+Only `TemporaryError` is retried. A `delay` on the error (from `Retry-After`) is honoured as it
+is; otherwise the wait is exponential backoff with full jitter (a uniform draw between 0 and
+`min(max_delay, base_delay * 2**n)`), so retries of different launches never march in lock-step.
+`before_attempt` runs before every attempt, the first one included: the caller spends a token of
+its mutating-call budget there, so retries are paid for like any other call.
+
+`sleep` and `rng` are injected, so tests assert the exact waits and never sleep.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from scoctl.errors import TemporaryError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a call that raised `TemporaryError`."""
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_after: float = 120.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def backoff(self, retry: int, hint: float | None) -> float:
+        """Seconds to wait before retry number `retry` (1-based), given a server hint."""
+        if hint is not None:
+            return min(max(0.0, hint), self.max_retry_after)
+        ceiling = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
+        return self.rng.uniform(0.0, ceiling)
+
+    def call(
+        self,
+        fn: Callable[[], T],
+        *,
+        before_attempt: Callable[[], None] | None = None,
+        on_retry: Callable[[int, TemporaryError, float], None] | None = None,
+    ) -> T:
+        """Run `fn`, retrying `TemporaryError` up to `max_attempts` attempts in all.
+
+        Raises the last `TemporaryError` when the attempts run out; any other error at once.
+        `on_retry(attempt, error, delay)` is told about each retry before its wait.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            if before_attempt is not None:
+                before_attempt()
+            try:
+                return fn()
+            except TemporaryError as error:
+                if attempt >= self.max_attempts:
+                    raise
+                delay = self.backoff(attempt, error.delay)
+                if on_retry is not None:
+                    on_retry(attempt, error, delay)
+                self.sleep(delay)
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
