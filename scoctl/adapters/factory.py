@@ -1,0 +1,60 @@
+"""Build the adapters a config asks for. The SDK imports happen here, lazily, on first use."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from scoctl.config import Config, Region
+from scoctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.cloud import Cloud
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.budget import TokenBudget
+
+
+def budget_for(config: Config, region: Region) -> TokenBudget:
+    """The host-wide token budget of `region`."""
+    from scoctl.budget import TokenBudget
+
+    return TokenBudget(config.budget_dir, region.name, region.mutating_calls_per_second)
+
+
+def cloud_for(config: Config, region: Region, *, budget: TokenBudget | None = None) -> Cloud:
+    """A Nova adapter for `region` (its clouds.yaml entry); mutating calls spend `budget`."""
+    from scoctl.adapters.nova import NovaCloud
+
+    if region.clouds_yaml is not None:
+        if not region.clouds_yaml.exists():
+            raise ConfigError(f"clouds.yaml not found: {region.clouds_yaml}",
+                              file=config.source_name, field=f"regions[{region.name}].clouds_yaml")
+        os.environ["OS_CLIENT_CONFIG_FILE"] = str(region.clouds_yaml.resolve())
+    return NovaCloud.connect(region.cloud, spend_token=budget if budget else None)
+
+
+def cluster_for(config: Config) -> Cluster:
+    """A Kubernetes adapter from the config's kubeconfig/context (else $KUBECONFIG/in-cluster)."""
+    from scoctl.adapters.kubernetes import KubernetesCluster
+
+    k = config.kubernetes
+    return KubernetesCluster(str(k.kubeconfig) if k.kubeconfig else None, k.context)
+
+
+def scheduler_for(config: Config) -> BatchScheduler:
+    """Slurm through slurmrestd when `slurm.rest_url` is set, else through its commands."""
+    from scoctl.adapters.slurm import SlurmCli, SlurmRest
+
+    s = config.slurm
+    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, timeout=s.timeout)
+    if not s.rest_url:
+        return cli
+    token = os.environ.get("SLURM_JWT")
+    if s.rest_token_file is not None:
+        try:
+            token = s.rest_token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the slurmrestd token: {exc.strerror}",
+                              file=config.source_name, field="slurm.rest_token_file") from exc
+    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=s.timeout, cli=cli)

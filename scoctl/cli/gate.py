@@ -1,0 +1,102 @@
+"""`scoctl gate`: the pre-submission capacity gate."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from scoctl.cli.common import JsonOption
+
+
+class Backend(StrEnum):
+    slurm = "slurm"
+    k8s = "k8s"
+
+
+class Kind(StrEnum):
+    job = "job"
+    deployment = "deployment"
+    inference = "inference"
+
+
+def gate(
+    ctx: typer.Context,
+    backend: Annotated[Backend, typer.Option("--backend", help="Where the request runs.")],
+    cpus: Annotated[int, typer.Option("--cpus", min=1, help="CPUs (whole).")] = 1,
+    mem: Annotated[str, typer.Option(
+        "--mem", help="Memory in sbatch units: a number with K, M, G, T (binary: 1G = 1024M); "
+        "a plain number is MB.")] = "0",
+    gpus: Annotated[int, typer.Option("--gpus", min=0, help="GPUs per node.")] = 0,
+    gpu_type: Annotated[str | None, typer.Option(
+        "--gpu-type", help="Slurm GRES type (a100); only GPUs of this type count.")] = None,
+    gpu_resource: Annotated[str | None, typer.Option(
+        "--gpu-resource", help="Kubernetes / flavor GPU resource name (default from config: "
+        "kubernetes.gpu_resource).")] = None,
+    partition: Annotated[str | None, typer.Option(
+        "--partition", "-p", help="Slurm partition (default: slurm.gpu_partition for GPU "
+        "requests, else the default partition).")] = None,
+    workload: Annotated[str | None, typer.Option(
+        "--workload", "-w", help="Record the verdict on this workload (row pending, or failed "
+        "with a CAPACITY_EXCEEDED event).")] = None,
+    kind: Annotated[Kind, typer.Option("--kind", help="The workload's kind.")] = Kind.job,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="Slurm job id to record.")
+                      ] = None,
+    no_elastic: Annotated[bool, typer.Option(
+        "--no-elastic", help="Count only existing nodes, not configured pool flavors.")] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Can any node, or (elastic) any configured pool flavor, ever hold this request?
+
+    fits → exit 0 (row pending); over_capacity → exit 3 (row failed + CAPACITY_EXCEEDED);
+    skipped (capacity unreadable: sinfo missing, failing, hanging or garbled; the Kubernetes API
+    unreadable) → exit 0 with a warning: the gate never fails a request it cannot judge.
+
+    Example: scoctl gate --backend slurm --cpus 32 --mem 256G --gpus 4 --gpu-type a100 \\
+    --workload train-7 --json
+    """
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.core.gate import OVER_CAPACITY, SKIPPED, GateRequest
+    from scoctl.core.model import is_slug
+    from scoctl.core.quantity import QuantityError, parse_slurm_mem_mb
+    from scoctl.errors import EXIT_OVER_CAPACITY, UsageError
+    from scoctl.stages.gate import run_gate
+
+    g = globals_of(ctx, json=json_out)
+    try:
+        memory_mb = parse_slurm_mem_mb(mem)
+    except QuantityError as exc:
+        raise UsageError(f"--mem: {exc}") from exc
+    if workload is not None and not is_slug(workload):
+        raise UsageError(f"--workload: {workload!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
+    config = g.config()
+    request = GateRequest(cpus=cpus, memory_mb=memory_mb, gpus=gpus, gpu_type=gpu_type,
+                          gpu_resource=gpu_resource or config.kubernetes.gpu_resource)
+    outcome = run_gate(config, request, backend=backend.value, partition=partition,
+                       elastic=config.elastic and not no_elastic, workload=workload,
+                       kind=kind.value, job_id=job_id,
+                       state_path=g.state_path() if workload else None)
+    verdict = outcome.verdict
+    if verdict.verdict == SKIPPED:
+        render.warn(f"gate skipped: {verdict.reason}")
+    if g.json:
+        render.print_json(outcome.as_dict())
+    else:
+        where = f" (partition {outcome.partition})" if outcome.partition else ""
+        target = ""
+        if verdict.pool:
+            target = f" via pool {verdict.pool}"
+        elif verdict.node:
+            target = f" on {verdict.node.name}"
+        render.line(f"{verdict.verdict}{target}{where}: {verdict.reason}")
+        if outcome.workload:
+            render.line(f"workload {outcome.workload.slug}: "
+                        f"{render.styled(outcome.workload.status)}")
+    if verdict.verdict == OVER_CAPACITY:
+        raise typer.Exit(EXIT_OVER_CAPACITY)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gate")(gate)
