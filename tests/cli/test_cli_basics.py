@@ -31,9 +31,9 @@ def test_help_imports_neither_kubernetes_nor_openstack():
 
 
 def test_every_command_has_help_with_an_example(cli):
-    from scoctl.cli.app import app
-
     import typer.main
+
+    from scoctl.cli.app import app
 
     group = typer.main.get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]
