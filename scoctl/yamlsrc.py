@@ -71,7 +71,7 @@ def _construct(node: yaml.Node, loader: Any, path: tuple[str | int, ...],
 
 def load_located(text: str, file: str) -> Located:
     """Parse `text` as YAML, keeping line numbers; a syntax error names file and line."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         lines: dict[tuple[str | int, ...], int] = {}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
+# rich is imported on first use: JSON output and the Slurm gate never pay for it.
 _out: Console | None = None
 _err: Console | None = None
 
@@ -17,6 +18,8 @@ _err: Console | None = None
 def out() -> Console:
     global _out
     if _out is None:
+        from rich.console import Console
+
         _out = Console(soft_wrap=True)
     return _out
 
@@ -24,6 +27,8 @@ def out() -> Console:
 def err() -> Console:
     global _err
     if _err is None:
+        from rich.console import Console
+
         _err = Console(stderr=True, soft_wrap=True)
     return _err
 
@@ -41,7 +46,10 @@ def print_json_line(data: Any) -> None:
 
 
 def warn(message: str) -> None:
-    err().print(f"[yellow]scoctl: warning:[/yellow] {message}", highlight=False)
+    if not sys.stderr.isatty():
+        print(f"scoctl: warning: {message}", file=sys.stderr)
+        return
+    err().print(f"[yellow]scoctl: warning:[/yellow] {message}", highlight=False, markup=True)
 
 
 def info(message: str) -> None:
@@ -55,6 +63,8 @@ def line(message: str) -> None:
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
           empty: str = "(none)") -> None:
     """A simple table on stdout; `empty` is printed when there are no rows."""
+    from rich.table import Table
+
     rows = list(rows)
     if not rows:
         if title:
@@ -69,6 +79,8 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 
 
 def key_values(title: str, pairs: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left", title_style="bold", show_header=False)
     t.add_column("key", style="bold")
     t.add_column("value", overflow="fold")

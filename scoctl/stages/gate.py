@@ -25,11 +25,11 @@ from scoctl.core.gate import (
     decide_slurm,
 )
 from scoctl.errors import ScoctlError
-from scoctl.state import Store, WorkloadRecord
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cluster import Cluster
+    from scoctl.state import Store, WorkloadRecord
 
 Backend = Literal["slurm", "k8s"]
 
@@ -144,6 +144,8 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
     if workload:
         spec = config.workload(workload)
         contract = contract or (spec.contract if spec else None) or "T1"
+        from scoctl.state import Store  # only a recorded verdict needs SQLite
+
         with Store.open(state_path or config.state, create=True) as store:
             row = record_verdict(store, verdict, request, slug=workload, kind=kind,
                                  source=backend, contract=contract, partition=partition,
