@@ -1,0 +1,922 @@
+"""The portfolio planner (DESIGN §5): a pure function from claims, pools and rankings to plans.
+
+No I/O, clock, randomness or logging: the `plan` stage gathers the inputs, calls `plan_all` and
+records the result.
+
+Coverage
+    One instance of a flavor holds ``k = min_r ⌊allocatable[r] / largest_pod[r]⌋`` of the
+    workload's largest pods, so it covers
+    ``cov(f) = min over requested r of min(allocatable[r], k·largest_pod[r]) / claim[r]`` of the
+    claim (`coverage`). ``allocatable`` is `Flavor.allocatable` (capacity minus the node reserve;
+    the stage fills it in), or the capacity when that is empty. A requested resource the largest
+    pod does not ask for is bounded by the allocatable alone.
+
+Shares and caps
+    A pool's ``share`` is its coverage over ``max(plan coverage, 1)``. The caps are enforced
+    against the claim itself (denominator 1): a reclaimable pool's coverage never exceeds
+    ``pool_cap`` and a correlation group's reclaimable coverage never exceeds ``group_cap``.
+    Because a share divides by a number ≥ 1, every output ``share`` of a plan that is not
+    ``degraded`` is within its cap, which is how invariant 3 is checked from the plan's JSON. The
+    claim denominator is also monotone: adding or dropping units elsewhere never pushes another
+    pool over its cap, so the fill and the waste drop cannot break a cap they already checked.
+    Only reclaimable units count against the caps and ``min_pools``; committed units have none.
+    A pool holds at most the whole claim's worth of coverage that matters, so a cap of 1 (100%)
+    or more means "no cap" (the unit that covers the last bit may overshoot it).
+
+Order
+    ``key = score + depth_premium · depth / max depth`` over the workload's eligible pools, ties by
+    pool name. ``depth`` here is the pool's own `Pool.depth` (what the fleet says it can still
+    give), not what is left of it after workloads planned earlier in this run: the order of a
+    workload's pools must not depend on which other workloads happen to be re-planned, or an
+    incremental re-plan would disagree with a full one. What is left limits how many *new* units
+    a workload may take (``depth_left``).
+
+Depth
+    `Pool.depth` counts instances beyond the ones that already exist. A workload's current units
+    (live and in-flight instances) need no depth; units beyond them consume it. Committed and
+    reclaimable depth are handed out in (contract tier, slug) order (`planning_order`); the
+    units of plans kept from a previous generation keep consuming theirs. Units a plan drops
+    give no depth back in the same run (the instances still exist until reconcile removes them).
+
+Fill (per workload)
+    (a) keep current units in pools that are still eligible; trim a pool above the pool cap to the
+    cap, and a group above the group cap worst-keyed pool first. (b) floor: committed units best
+    key first until committed coverage reaches the floor or committed depth runs out. (c)
+    reclaimable units, each to the best-keyed pool within its pool cap, group cap and depth; while
+    fewer than ``min_pools`` pools hold reclaimable units only pools holding none are candidates;
+    until the claim is covered and, once any reclaimable unit is placed, ``min_pools`` pools
+    hold one. (d) drop waste worst key first: reclaimable units while the plan stays covered and
+    keeps the pool count (all of them when committed units alone cover the claim), then
+    committed units above the floor while the plan stays covered. (d) looks at every unit, kept
+    or added, so a plan never holds a unit it could drop: this is what makes a re-plan of an
+    unchanged claim a fixed point (no churn) and makes a shrunk claim give units back. A grown
+    claim adds units; a current unit goes only if an added, larger unit made it redundant.
+    If (d) freed room in a group while fewer than ``min_pools`` pools hold units, (c) runs again.
+
+Degraded, infeasible (invariant 6)
+    When the caps cannot all hold and the contract is not strict the planner relaxes, in order:
+    ``min_pools`` (first to the number of pools that can take a unit; then, when spreading
+    first leaves the claim uncovered, by covering first and spreading afterwards as far as the
+    caps allow), then the group cap, then the pool cap down to "one unit per pool first" (every
+    pool may take ``max(cap units, m)`` units, m = 1, 2, …). At each step, what reclaimable
+    pools cannot cover within that step's caps is filled with committed units beyond the floor
+    (best key first) before anything more is relaxed: a committed unit breaks no cap, and a
+    re-plan that finds those units already placed must reach the same plan. The reasons are read
+    off the final
+    plan: one per constraint it breaks, and ``degraded`` is True when there is any. A strict
+    contract never relaxes the caps; a plan it cannot cover, or whose units fit in fewer than
+    ``min_pools`` pools, is ``feasible: False`` with the reason. A plan that covers less than the
+    claim (depth exhausted everywhere) is ``feasible: False`` with the shortfall. A committed
+    floor that committed depth cannot reach is reported (``floor_shortfall`` and a reason) but
+    neither degrades nor fails the plan: reclaimable units cover the rest (invariant 2).
+
+Floats
+    Coverages are floats. Every sum the decisions read is a `math.fsum` over ``units · cov`` (exact
+    rounding, independent of the order units were added), and every comparison allows ``EPS``
+    (1e-9): covered means ``coverage ≥ 1 - EPS``, within a cap means ``coverage ≤ cap + EPS``.
+    The same units therefore always give the same decisions, which the no-churn rule relies on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier
+from scoctl.core.quantity import Resources, format_resources
+from scoctl.errors import ConfigError
+
+EPS = 1e-9
+DEFAULT_DEPTH_PREMIUM = 0.05
+_UNLIMITED = 1 << 62
+
+_RESOURCE_KEY = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ExplainLine:
+    """Why one pool holds no units of a workload, or why it holds no more (`plan --explain`)."""
+
+    pool: str
+    units: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """How many units of one pool a workload should hold."""
+
+    pool: str
+    tier: Tier
+    group: str
+    units: int
+    share: float  # coverage / max(plan coverage, 1)
+    score: float
+    key: float
+    coverage: float  # units · cov(flavor), as a fraction of the claim
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """One workload's plan: the pools and units, and whether it keeps its contract."""
+
+    workload: str
+    contract: str
+    feasible: bool
+    degraded: bool
+    reasons: tuple[str, ...]
+    pools: tuple[PoolPlan, ...]
+    coverage: float
+    committed_coverage: float
+    floor_shortfall: float
+    explain: tuple[ExplainLine, ...] = ()
+
+    def units(self) -> dict[str, int]:
+        """Units per pool."""
+        return {p.pool: p.units for p in self.pools}
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+def allocatable(flavor: Flavor) -> Resources:
+    """What one instance offers to pods: `Flavor.allocatable`, or its capacity when unset."""
+    return flavor.allocatable or flavor.capacity
+
+
+def _resource_key(values: Resources) -> _RESOURCE_KEY:
+    return tuple(sorted((k, v) for k, v in values.items() if v > 0))
+
+
+def _bound(alloc: Resources, largest_pod: _RESOURCE_KEY) -> dict[str, int] | None:
+    """Per resource, what one instance gives the workload; None when it cannot hold one pod."""
+    k: int | None = None
+    for name, amount in largest_pod:
+        fit = alloc.get(name, 0) // amount
+        k = fit if k is None else min(k, fit)
+    if k is not None and k < 1:
+        return None
+    pods = dict(largest_pod)
+    out: dict[str, int] = {}
+    for name, amount in alloc.items():
+        per_pod = pods.get(name, 0)
+        out[name] = amount if (k is None or per_pod == 0) else min(amount, k * per_pod)
+    return out
+
+
+def _cov(bound: Mapping[str, int], requests: _RESOURCE_KEY) -> float:
+    if not requests:
+        return 0.0
+    return min(bound.get(name, 0) / amount for name, amount in requests)
+
+
+def coverage(flavor: Flavor, claim: Claim) -> float:
+    """The fraction of `claim` one instance of `flavor` covers (DESIGN §5 ``cov(f)``).
+
+    0 when the flavor cannot hold the claim's largest pod, lacks a requested resource, or the
+    claim requests nothing.
+    """
+    bound = _bound(allocatable(flavor), _resource_key(claim.largest_pod))
+    if bound is None:
+        return 0.0
+    return _cov(bound, _resource_key(claim.requests))
+
+
+def pool_key(score: float, depth: int, max_depth: int, depth_premium: float) -> float:
+    """A pool's order key: its score plus the depth premium scaled by the deepest eligible pool."""
+    if max_depth <= 0:
+        return score
+    return score + depth_premium * max(depth, 0) / max_depth
+
+
+def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", text)
+        if part
+    )
+
+
+def planning_order(claims: Iterable[Claim]) -> list[Claim]:
+    """Claims in the order depth is handed out: contract tier (T1 < T2 < T10), then slug."""
+    return sorted(claims, key=lambda c: (_natural(c.contract), c.workload))
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    name: str
+    tier: Tier
+    group: str
+    flavor: str
+    depth: int
+    score: float
+    key: float
+    rank: int  # position in the best-first order of its workload shape (0 = best)
+
+
+class _Order:
+    """The eligible pools of one workload shape, best key first, split by tier."""
+
+    __slots__ = ("by_name", "committed", "reclaimable", "flavors", "has_committed",
+                 "has_reclaimable")
+
+    def __init__(self, entries: list[_Entry]) -> None:
+        self.by_name = {e.name: e for e in entries}
+        self.committed = [e for e in entries if e.tier == "committed"]
+        self.reclaimable = [e for e in entries if e.tier == "reclaimable"]
+        self.flavors = sorted({e.flavor for e in entries})
+        self.has_committed = bool(self.committed)
+        self.has_reclaimable = bool(self.reclaimable)
+
+    def prune(self, depth_left: Mapping[str, int]) -> None:
+        """Forget pools with no depth left: within one run depth only goes down, and a pool
+        without depth can take no new unit (kept units are found through `by_name`)."""
+        self.committed = [e for e in self.committed if depth_left.get(e.name, e.depth) > 0]
+        self.reclaimable = [e for e in self.reclaimable if depth_left.get(e.name, e.depth) > 0]
+
+
+class _Context:
+    """Per-run lookups shared by every workload of a `plan_all` call."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool],
+        flavors: Mapping[str, Flavor],
+        scores: Mapping[str, float],
+        excluded: Collection[str],
+        depth_premium: float,
+    ) -> None:
+        self.pools = sorted(pools, key=lambda p: p.name)
+        self.pool_by_name = {p.name: p for p in self.pools}
+        self.flavors = flavors
+        self.alloc = {name: allocatable(f) for name, f in flavors.items()}
+        self.scores = scores
+        self.excluded = frozenset(excluded)
+        self.depth_premium = depth_premium
+        self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
+        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
+
+    def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
+        """Per flavor that holds the largest pod, what one instance gives."""
+        found = self._bounds.get(largest_pod)
+        if found is None:
+            found = {}
+            for name in sorted(self.alloc):
+                bound = _bound(self.alloc[name], largest_pod)
+                if bound is not None:
+                    found[name] = bound
+            self._bounds[largest_pod] = found
+        return found
+
+    def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool) -> _Order:
+        """The eligible pools of a workload shape, best key first."""
+        names = frozenset(name for name, _ in requests)
+        cache_key = (largest_pod, names, tolerates)
+        found = self._orders.get(cache_key)
+        if found is not None:
+            return found
+        bounds = self.bounds(largest_pod)
+        good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
+        eligible = [
+            p
+            for p in self.pools
+            if p.flavor in good
+            and p.name not in self.excluded
+            and p.name in self.scores
+            and (tolerates or p.tier == "committed")
+        ]
+        max_depth = max((p.depth for p in eligible), default=0)
+        keyed = sorted(
+            (
+                (-pool_key(float(self.scores[p.name]), p.depth, max_depth, self.depth_premium),
+                 p.name, p)
+                for p in eligible
+            ),
+        )
+        entries = [
+            _Entry(p.name, p.tier, p.group, p.flavor, p.depth, float(self.scores[p.name]),
+                   -neg_key, rank)
+            for rank, (neg_key, _, p) in enumerate(keyed)
+        ]
+        found = _Order(entries)
+        self._orders[cache_key] = found
+        return found
+
+    def why_ineligible(self, pool: Pool, claim: Claim) -> str | None:
+        """Why `pool` can never hold units of `claim`, or None when it is eligible."""
+        if pool.name in self.excluded:
+            return "excluded"
+        if pool.name not in self.scores:
+            return "not ranked (no score in the ranking)"
+        if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
+            return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
+        alloc = self.alloc.get(pool.flavor)
+        if alloc is None:
+            return f"unknown flavor {pool.flavor}"
+        bound = _bound(alloc, _resource_key(claim.largest_pod))
+        if bound is None:
+            return (f"flavor {pool.flavor} cannot hold the largest pod "
+                    f"({format_resources(claim.largest_pod)})")
+        missing = sorted(r for r, _ in _resource_key(claim.requests) if bound.get(r, 0) <= 0)
+        if missing:
+            return f"flavor {pool.flavor} has no {', '.join(missing)}"
+        return None
+
+
+# --------------------------------------------------------------------------- one workload
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+class _Fill:
+    """The mutable working state of one workload's fill at one relaxation level."""
+
+    def __init__(
+        self,
+        order: _Order,
+        cov: Mapping[str, float],
+        contract: Contract,
+        current: Mapping[str, int],
+        depth_left: Mapping[str, int],
+        level: int,
+        spread_first: bool = True,
+    ) -> None:
+        self.order = order
+        # (c) as written spreads one unit over min_pools pools first; when that leaves the
+        # claim uncovered, the next try covers first and then spreads as far as the caps allow
+        # (min_pools is the first thing to give).
+        self.spread_first = spread_first
+        self.cov = cov  # per flavor
+        self.contract = contract
+        self.current = current
+        self.depth_left = depth_left
+        self.level = level  # 0 all caps, 1 group cap relaxed, 2 pool cap relaxed too
+        self.m = 1  # level 2: every pool may take max(cap units, m) units
+        self.eff_min = contract.min_pools
+        self.held: dict[str, int] = {}
+        self.count = 0  # reclaimable pools holding units
+        self.dead_seen = 0
+        self._group_members: dict[str, set[str]] = {}
+        self._total: float | None = None
+        self._committed: float | None = None
+        self._groups: dict[str, float] = {}
+
+    # ---- bookkeeping
+
+    def c(self, e: _Entry) -> float:
+        return self.cov[e.flavor]
+
+    def set_units(self, e: _Entry, n: int) -> None:
+        before = self.held.get(e.name, 0)
+        if n == before:
+            return
+        if n:
+            self.held[e.name] = n
+        else:
+            del self.held[e.name]
+        self._total = None
+        if e.tier == "committed":
+            self._committed = None
+            return
+        self._groups.pop(e.group, None)
+        members = self._group_members.setdefault(e.group, set())
+        if before == 0:
+            self.count += 1
+            members.add(e.name)
+        elif n == 0:
+            self.count -= 1
+            members.discard(e.name)
+
+    def add(self, e: _Entry, n: int) -> None:
+        self.set_units(e, self.held.get(e.name, 0) + n)
+
+    def total(self) -> float:
+        if self._total is None:
+            by_name = self.order.by_name
+            self._total = math.fsum(n * self.c(by_name[p]) for p, n in self.held.items())
+        return self._total
+
+    def committed(self) -> float:
+        if self._committed is None:
+            by_name = self.order.by_name
+            self._committed = math.fsum(
+                n * self.c(by_name[p])
+                for p, n in self.held.items()
+                if by_name[p].tier == "committed"
+            )
+        return self._committed
+
+    def group(self, group: str) -> float:
+        found = self._groups.get(group)
+        if found is None:
+            by_name = self.order.by_name
+            found = math.fsum(
+                self.held[p] * self.c(by_name[p]) for p in self._group_members.get(group, ())
+            )
+            self._groups[group] = found
+        return found
+
+    def reclaimable_total(self) -> float:
+        by_name = self.order.by_name
+        return math.fsum(
+            n * self.c(by_name[p]) for p, n in self.held.items()
+            if by_name[p].tier == "reclaimable"
+        )
+
+    def covered(self) -> bool:
+        return self.total() >= 1 - EPS
+
+    # ---- limits
+
+    def depth_room(self, e: _Entry) -> int:
+        """Units the pool can still take: current units plus what is left of its depth."""
+        left = max(self.depth_left.get(e.name, e.depth), 0)
+        return self.current.get(e.name, 0) + left - self.held.get(e.name, 0)
+
+    def cap_units(self, e: _Entry) -> int:
+        """The most units the pool cap allows at this level."""
+        if self.contract.pool_cap >= 1 - EPS:
+            return _UNLIMITED
+        units = math.floor((self.contract.pool_cap + EPS) / self.c(e))
+        return max(units, self.m) if self.level >= 2 else units
+
+    def group_room(self, e: _Entry) -> int:
+        if self.level >= 1 or self.contract.group_cap >= 1 - EPS:
+            return _UNLIMITED
+        room = self.contract.group_cap - self.group(e.group) + EPS
+        return max(math.floor(room / self.c(e)), 0)
+
+    def can_take(self, e: _Entry) -> int:
+        """How many more units the pool may take now (reclaimable pools)."""
+        depth = self.depth_room(e)
+        if depth <= 0:
+            if self.depth_left.get(e.name, e.depth) <= 0:
+                self.dead_seen += 1
+            return 0
+        cap = self.cap_units(e) - self.held.get(e.name, 0)
+        if cap <= 0:
+            return 0
+        return min(depth, cap, self.group_room(e))
+
+    # ---- steps
+
+    def keep(self, kept: Mapping[str, int]) -> None:
+        """(a) Current units in eligible pools, trimmed to this level's caps."""
+        by_name = self.order.by_name
+        for name in sorted(kept):
+            self.set_units(by_name[name], kept[name])
+        if self.level >= 2:
+            return
+        for name in sorted(self.held):
+            e = by_name[name]
+            if e.tier == "reclaimable" and self.held[name] > self.cap_units(e):
+                self.set_units(e, self.cap_units(e))
+        if self.level >= 1 or self.contract.group_cap >= 1 - EPS:
+            return
+        for group in sorted(self._group_members):
+            members = sorted((by_name[p] for p in self._group_members[group]),
+                             key=lambda e: -e.rank)
+            for e in members:  # worst key first
+                over = self.group(group) - self.contract.group_cap - EPS
+                if over <= 0:
+                    break
+                drop = min(self.held[e.name], math.ceil(over / self.c(e)))
+                self.set_units(e, self.held[e.name] - drop)
+
+    def _take_committed(self, target: float, value: Callable[[], float]) -> None:
+        for e in self.order.committed:
+            if value() >= target - EPS:
+                return
+            room = self.depth_room(e)
+            if room <= 0:
+                if self.depth_left.get(e.name, e.depth) <= 0:
+                    self.dead_seen += 1
+                continue
+            need = max(math.ceil((target - EPS - value()) / self.c(e)), 1)
+            self.add(e, min(room, need))
+            while value() < target - EPS and self.depth_room(e) > 0:
+                self.add(e, 1)
+
+    def floor(self) -> None:
+        """(b) Committed units, best key first, up to the floor or until committed depth ends."""
+        self._take_committed(self.contract.floor, self.committed)
+
+    def overflow(self) -> None:
+        """Committed units beyond the floor when reclaimable pools cannot cover the claim."""
+        self._take_committed(1.0, self.total)
+
+    def _spread(self) -> None:
+        for e in self.order.reclaimable:
+            if self.count >= self.eff_min:
+                return
+            if e.name not in self.held and self.can_take(e) >= 1:
+                self.add(e, 1)
+        if self.count < self.eff_min:
+            self.eff_min = self.count  # min_pools relaxed as little as the pools allow
+
+    def _volume(self) -> None:
+        for e in self.order.reclaimable:
+            if self.covered():
+                return
+            room = self.can_take(e)
+            if room <= 0:
+                continue
+            need = max(math.ceil((1 - EPS - self.total()) / self.c(e)), 1)
+            self.add(e, min(room, need))
+            while not self.covered() and self.can_take(e) > 0:
+                self.add(e, 1)
+
+    def _new_pool_possible(self) -> bool:
+        return any(e.name not in self.held and self.can_take(e) >= 1
+                   for e in self.order.reclaimable)
+
+    def reclaim(self) -> None:
+        """(c) and (d): reclaimable units by key under the caps (committed units beyond the
+        floor for what they cannot cover), then drop waste; again while dropping waste freed
+        room for a new pool and fewer than min_pools pools hold reclaimable units."""
+        if self.level >= 2:
+            self.eff_min = 0
+            while not self.covered():
+                self._volume()
+                if self.covered():
+                    break
+                if not any(self.depth_room(e) > 0 for e in self.order.reclaimable):
+                    break
+                self.m += 1
+            if not self.covered():
+                self.overflow()
+            if self.covered():
+                self.drop_waste()
+            return
+        spread = self.spread_first
+        while True:
+            self.eff_min = self.contract.min_pools
+            if spread and (self.count > 0 or not self.covered()):
+                self._spread()
+            spread = True
+            self._volume()
+            if not self.covered():
+                self.overflow()
+            if not self.covered():
+                return
+            self.drop_waste()
+            if self.count == 0 or self.count >= self.contract.min_pools:
+                return
+            if not self._new_pool_possible():
+                return
+
+    def drop_waste(self) -> None:
+        """(d) Remove units the plan does not need, worst key first."""
+        by_name = self.order.by_name
+        if self.count and self.committed() >= 1 - EPS:
+            for name in sorted(self.held):
+                if by_name[name].tier == "reclaimable":
+                    self.set_units(by_name[name], 0)
+        held = sorted((by_name[p] for p in self.held), key=lambda e: -e.rank)
+        for e in held:
+            if e.tier != "reclaimable":
+                continue
+            n = self.held[e.name]
+            r = min(n, _removable(self.total() - (1 - EPS), self.c(e)))
+            if r == n and self.count - 1 < self.eff_min:
+                r = n - 1
+            if r > 0:
+                self.set_units(e, n - r)
+        for e in held:
+            if e.tier != "committed":
+                continue
+            n = self.held[e.name]
+            slack = min(self.total() - (1 - EPS), self.committed() - (self.contract.floor - EPS))
+            r = min(n, _removable(slack, self.c(e)))
+            if r > 0:
+                self.set_units(e, n - r)
+
+
+def _removable(slack: float, per_unit: float) -> int:
+    """How many units of `per_unit` coverage fit in `slack` (0 when slack is negative)."""
+    if slack < 0:
+        return 0
+    r = math.floor(slack / per_unit)
+    while r > 0 and r * per_unit > slack:
+        r -= 1
+    return r
+
+
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _relaxation_reasons(st: _Fill, contract: Contract) -> list[str]:
+    """One reason per cap the final plan breaks (measured against the claim, as enforced)."""
+    by_name = st.order.by_name
+    reasons: list[str] = []
+    if 0 < st.count < contract.min_pools:
+        reasons.append(
+            f"min_pools relaxed: reclaimable units in {st.count} pools, "
+            f"contract {contract.name} asks {contract.min_pools}"
+        )
+    groups = sorted(g for g, members in st._group_members.items() if members)
+    over_groups = [g for g in groups
+                   if contract.group_cap < 1 - EPS and st.group(g) > contract.group_cap + EPS]
+    if over_groups:
+        detail = "; ".join(f"{g} holds {_pct(st.group(g))}" for g in over_groups)
+        reasons.append(
+            f"group cap relaxed: {detail} of the claim (cap {_pct(contract.group_cap)})"
+        )
+    over_pools = sorted(
+        name for name, n in st.held.items()
+        if by_name[name].tier == "reclaimable" and contract.pool_cap < 1 - EPS
+        and n * st.c(by_name[name]) > contract.pool_cap + EPS
+    )
+    if over_pools:
+        shown = ", ".join(
+            f"{name} holds {_pct(st.held[name] * st.c(by_name[name]))}" for name in over_pools[:5]
+        )
+        more = f" and {len(over_pools) - 5} more" if len(over_pools) > 5 else ""
+        reasons.append(
+            f"pool cap relaxed: {shown}{more} of the claim (cap {_pct(contract.pool_cap)})"
+        )
+    return reasons
+
+
+def _explain(
+    ctx: _Context, st: _Fill, claim: Claim, current: Mapping[str, int]
+) -> tuple[ExplainLine, ...]:
+    """Why each pool outside the plan was skipped, and why pools in it hold no more."""
+    lines: list[ExplainLine] = []
+    contract = st.contract
+    for pool in ctx.pools:
+        name = pool.name
+        had = current.get(name, 0)
+        e = st.order.by_name.get(name)
+        reason: str | None
+        if e is None:
+            reason = ctx.why_ineligible(pool, claim) or "not eligible"
+            if had:
+                reason = f"{had} current units dropped: {reason}"
+            lines.append(ExplainLine(name, 0, reason))
+            continue
+        n = st.held.get(name, 0)
+        left = max(st.depth_left.get(name, e.depth), 0)
+        if e.tier == "committed":
+            if st.depth_room(e) <= 0:
+                reason = "no committed depth left" if n == 0 else "committed depth exhausted"
+            elif n == 0:
+                reason = "not needed: better-keyed pools meet the floor and cover the claim"
+            else:
+                reason = None
+        elif st.depth_room(e) <= 0:
+            reason = "no depth left" if n == 0 else f"depth exhausted ({left} new units allowed)"
+        elif st.cap_units(e) <= n:
+            reason = (
+                f"one unit covers {_pct(st.c(e))} of the claim, above the pool cap "
+                f"{_pct(contract.pool_cap)}"
+                if n == 0
+                else f"at the pool cap ({_pct(contract.pool_cap)})"
+            )
+        elif st.level == 0 and st.group_room(e) <= 0:
+            reason = f"group {e.group} is at its cap ({_pct(contract.group_cap)})"
+        elif n == 0:
+            reason = "not needed: better-keyed pools cover the claim"
+        else:
+            reason = None
+        if had > n:
+            dropped = f"{had - n} of {had} current units dropped"
+            reason = f"{dropped}: {reason}" if reason else dropped
+        if reason is not None:
+            lines.append(ExplainLine(name, n, reason))
+    return tuple(lines)
+
+
+def _result(
+    ctx: _Context,
+    st: _Fill,
+    claim: Claim,
+    contract: Contract,
+    current: Mapping[str, int],
+    want_explain: bool,
+) -> WorkloadPlan:
+    by_name = st.order.by_name
+    total = st.total()
+    committed = st.committed()
+    denominator = max(total, 1.0)
+    reasons: list[str] = []
+    feasible = True
+    if total < 1 - EPS:
+        feasible = False
+        if contract.strict:
+            reasons.append(
+                f"strict contract {contract.name}: the caps and depth allow only {_pct(total)} "
+                f"of the claim ({_pct(1 - total)} short)"
+            )
+        else:
+            reasons.append(
+                f"depth exhausted: the plan covers {_pct(total)} of the claim "
+                f"({_pct(1 - total)} short)"
+            )
+    floor_shortfall = 0.0
+    if committed < contract.floor - EPS:
+        floor_shortfall = contract.floor - committed
+        why = ("committed depth exhausted" if st.order.has_committed
+               else "no eligible committed pool")
+        reasons.append(
+            f"floor shortfall: committed coverage {_pct(committed)} is below the floor "
+            f"{_pct(contract.floor)} ({why}); reclaimable units cover the rest"
+        )
+    relaxed = _relaxation_reasons(st, contract)
+    degraded = False
+    if contract.strict:
+        if relaxed:
+            feasible = False
+            reasons.extend(
+                f"strict contract {contract.name}: " + r.split(": ", 1)[1]
+                .replace("reclaimable units in", "reclaimable units fit in only")
+                for r in relaxed
+            )
+    elif relaxed:
+        degraded = True
+        reasons.extend(relaxed)
+    pools = tuple(
+        PoolPlan(
+            pool=e.name,
+            tier=e.tier,
+            group=e.group,
+            units=st.held[e.name],
+            share=st.held[e.name] * st.c(e) / denominator,
+            score=e.score,
+            key=e.key,
+            coverage=st.held[e.name] * st.c(e),
+        )
+        for e in sorted((by_name[p] for p in st.held),
+                        key=lambda e: (e.tier != "committed", e.rank))
+    )
+    return WorkloadPlan(
+        workload=claim.workload,
+        contract=contract.name,
+        feasible=feasible,
+        degraded=degraded,
+        reasons=tuple(reasons),
+        pools=pools,
+        coverage=total,
+        committed_coverage=committed,
+        floor_shortfall=floor_shortfall,
+        explain=_explain(ctx, st, claim, current) if want_explain else (),
+    )
+
+
+def _empty_plan(
+    ctx: _Context, claim: Claim, contract: Contract, current: Mapping[str, int], want: bool
+) -> WorkloadPlan:
+    """A claim that requests nothing is covered by no units; current units are released."""
+    explain: tuple[ExplainLine, ...] = ()
+    if want:
+        explain = tuple(
+            ExplainLine(p.name, 0, f"{current[p.name]} current units dropped: the claim is empty"
+                        if current.get(p.name) else "the claim requests nothing")
+            for p in ctx.pools
+        )
+    return WorkloadPlan(claim.workload, contract.name, True, False, (), (), 1.0, 0.0, 0.0,
+                        explain)
+
+
+def _plan_one(
+    ctx: _Context,
+    claim: Claim,
+    contract: Contract,
+    current: Mapping[str, int],
+    depth_left: Mapping[str, int],
+    want_explain: bool,
+    prune: bool,
+) -> WorkloadPlan:
+    current = {p: n for p, n in current.items() if n > 0}
+    requests = _resource_key(claim.requests)
+    if not requests:
+        return _empty_plan(ctx, claim, contract, current, want_explain)
+    largest = _resource_key(claim.largest_pod)
+    order = ctx.order(largest, requests, claim.tolerates_reclaimable)
+    bounds = ctx.bounds(largest)
+    cov = {f: _cov(bounds[f], requests) for f in order.flavors}
+    kept = {p: n for p, n in current.items() if p in order.by_name}
+    if not order.has_reclaimable:
+        levels: tuple[tuple[int, bool], ...] = ((0, True),)
+    elif contract.strict:
+        levels = ((0, True), (0, False))
+    else:
+        levels = ((0, True), (0, False), (1, True), (1, False), (2, False))
+    st: _Fill | None = None
+    dead = 0
+    for level, spread_first in levels:
+        st = _Fill(order, cov, contract, current, depth_left, level, spread_first)
+        st.keep(kept)
+        st.floor()
+        st.reclaim()
+        dead += st.dead_seen
+        if st.covered():
+            break
+    assert st is not None
+    if prune and dead + st.dead_seen > 16:
+        order.prune(depth_left)
+    return _result(ctx, st, claim, contract, current, want_explain)
+
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def plan_workload(
+    claim: Claim,
+    contract: Contract,
+    pools: Sequence[Pool],
+    flavors: Mapping[str, Flavor],
+    scores: Mapping[str, float],
+    current: Mapping[str, int],
+    depth_left: Mapping[str, int],
+    excluded: Collection[str] = frozenset(),
+    depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+    explain: bool = False,
+) -> WorkloadPlan:
+    """Plan one workload's whole claim (DESIGN §5 fill (a)–(d)).
+
+    `current`: units the workload already holds per pool (live and in-flight instances).
+    `depth_left`: new units (beyond `current`) each pool may still give this workload; a pool
+    missing from it offers its whole `Pool.depth`. `scores`: the ranking; unranked pools are not
+    eligible. With `explain`, the plan lists why each other pool was skipped or capped.
+    """
+    ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    return _plan_one(ctx, claim, contract, current, depth_left, explain, prune=False)
+
+
+def plan_all(
+    claims: Iterable[Claim],
+    contracts: Mapping[str, Contract],
+    pools: Sequence[Pool],
+    flavors: Mapping[str, Flavor],
+    scores: Mapping[str, float],
+    current_by_workload: Mapping[str, Mapping[str, int]],
+    excluded: Collection[str] = frozenset(),
+    depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+    only: Collection[str] | None = None,
+    previous: Mapping[str, WorkloadPlan] | None = None,
+    explain: Collection[str] = (),
+) -> dict[str, WorkloadPlan]:
+    """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
+
+    Depth (committed and reclaimable) is handed out in `planning_order` (contract tier, then
+    slug). With `only`, just those workloads (and any claim without a `previous` plan) are
+    re-planned; every other claim keeps its previous plan, whose new units (beyond the
+    workload's current units) still consume depth. A previous plan whose claim is gone is
+    dropped. Returns the plans in planning order. Workloads named in `explain` get explain
+    lines. Raises `ConfigError` for a claim naming an unknown contract or a slug planned twice.
+    """
+    ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    ordered = planning_order(claims)
+    seen: set[str] = set()
+    for claim in ordered:
+        if claim.workload in seen:
+            raise ConfigError(f"workload {claim.workload} has more than one claim")
+        seen.add(claim.workload)
+        if claim.contract not in contracts:
+            raise ConfigError(
+                f"workload {claim.workload} names unknown contract {claim.contract!r}",
+                field="contract",
+            )
+    previous = previous or {}
+    explain_set = frozenset(explain)
+    replan = {
+        c.workload for c in ordered
+        if only is None or c.workload in only or c.workload not in previous
+    }
+    depth_left = {p.name: p.depth for p in ctx.pools}
+    empty: Mapping[str, int] = {}
+    for claim in ordered:
+        if claim.workload in replan:
+            continue
+        _consume(depth_left, previous[claim.workload],
+                 current_by_workload.get(claim.workload, empty))
+    out: dict[str, WorkloadPlan] = {}
+    for claim in ordered:
+        slug = claim.workload
+        if slug not in replan:
+            out[slug] = previous[slug]
+            continue
+        current = current_by_workload.get(slug, empty)
+        plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
+                         slug in explain_set, prune=True)
+        _consume(depth_left, plan, current)
+        out[slug] = plan
+    return out
+
+
+def _consume(depth_left: dict[str, int], plan: WorkloadPlan, current: Mapping[str, int]) -> None:
+    """Take a plan's new units (beyond the workload's current units) out of the pools' depth."""
+    for p in plan.pools:
+        new = p.units - current.get(p.pool, 0)
+        if new > 0 and p.pool in depth_left:
+            depth_left[p.pool] -= new
