@@ -1,0 +1,675 @@
+"""The node agent of `scoctl sim`: what kubelets, a cloud controller and kube-scheduler would do.
+
+Every poll it reads the Nova emulator's servers and the Kubernetes emulator's objects, then:
+
+* each ACTIVE server tagged ``sco:managed`` becomes a Node named after the server, with
+  ``spec.providerID = openstack:///<server id>``, the labels and taints its user-data asks for
+  (the contract JSON of the bundled template, else kubelet's ``--node-labels`` /
+  ``--register-with-taints`` flags anywhere in the user-data), and capacity / allocatable from
+  its flavor; the Node registers NotReady and turns Ready `ready_after` seconds later. A server
+  whose contract names a Slurm node does not join Kubernetes;
+* a server in ERROR makes its Node NotReady; a server gone (or DELETED) takes its Node with it,
+  and the pods bound there are replaced by new pending pods, as the ReplicaSet controller would;
+* spot reclaims: at `reclaim_rate_per_hour` (random, seeded) and on demand (`reclaim`, used by
+  ``scoctl sim reclaim``), a reclaimable ACTIVE server is taken back through the emulator;
+* a tiny scheduler binds pending pods to Ready nodes with room whose taints they tolerate, and
+  Deployment / ReplicaSet status follows the pods (Available once enough replicas run).
+
+The decisions are pure functions over the JSON objects (`plan_nodes`, `schedule`,
+`replacement_pods`, `deployment_status`, `pick_reclaim`); `Agent.step` reads, decides and acts.
+The agent talks to the emulators' control APIs (``/_sim/``) over httpx.
+
+Run as a process: ``python -m scoctl.sim.agent --settings F [--ready-file R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import logging
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from scoctl.core.demand import Taint, effective_request, tolerates
+from scoctl.core.quantity import add, fits
+
+log = logging.getLogger("scoctl.sim.agent")
+
+Obj = dict[str, Any]
+MANAGED_TAG = "sco:managed"
+PROVIDER_PREFIX = "openstack:///"
+CONTRACT_PATH = "/etc/scoctl/contract.json"
+_LABELS_FLAG = re.compile(r"--node-labels=([^\s\"']+)")
+_TAINTS_FLAG = re.compile(r"--register-with-taints=([^\s\"']+)")
+_INDEX_SUFFIX = re.compile(r"^(.*)-(\d+)$")
+REPLACEMENT_MESSAGE = ("0/{n} nodes are available: the pod's node was removed (instance "
+                       "reclaimed); waiting for capacity.")
+
+
+def now_rfc3339() -> str:
+    """The current time as the Kubernetes API writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- user-data → registration (pure) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a booting instance's user-data asks its kubelet to register with."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[str, ...] = ()  # "key=value:Effect"
+    reclaimable: bool = True
+    slurm_node: str | None = None
+
+
+def decode_user_data(value: str | None) -> str:
+    """Nova's base64 user_data as text ("" when absent or not base64)."""
+    if not value:
+        return ""
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8", errors="replace")
+    except (binascii.Error, ValueError):
+        return ""
+
+
+def registration(user_data: str) -> Registration:
+    """Labels, taints, tier and Slurm node name from rendered user-data (text)."""
+    from scoctl.core.userdata import parse_boot_contract
+
+    contract = parse_boot_contract(user_data) if user_data else None
+    if contract is not None:
+        labels = contract.get("labels")
+        taints = contract.get("taints")
+        slurm = contract.get("slurm")
+        return Registration(
+            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping)
+            else {},
+            taints=tuple(str(t) for t in taints) if isinstance(taints, list) else (),
+            reclaimable=bool(contract.get("reclaimable", True)),
+            slurm_node=str(slurm.get("node_name")) if isinstance(slurm, Mapping)
+            and slurm.get("node_name") else None,
+        )
+    labels_match = _LABELS_FLAG.search(user_data)
+    taints_match = _TAINTS_FLAG.search(user_data)
+    flag_labels: dict[str, str] = {}
+    if labels_match:
+        for item in labels_match.group(1).split(","):
+            key, sep, value = item.partition("=")
+            if sep and key:
+                flag_labels[key] = value
+    flag_taints = tuple(t for t in taints_match.group(1).split(",") if t) if taints_match else ()
+    reclaimable = flag_labels.get("sco/reclaimable", "true") != "false"
+    return Registration(labels=flag_labels, taints=flag_taints, reclaimable=reclaimable)
+
+
+def taint_object(text: str) -> Obj:
+    """``key=value:Effect`` as a Node taint object."""
+    key_value, _, effect = text.partition(":")
+    key, _, value = key_value.partition("=")
+    out: Obj = {"key": key, "effect": effect or "NoSchedule"}
+    if value:
+        out["value"] = value
+    return out
+
+
+def _condition(type_: str, status: str, reason: str, message: str, stamp: str) -> Obj:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+
+
+def node_for(server: Mapping[str, Any], shape: Mapping[str, Mapping[str, str]],
+             reg: Registration, stamp: str) -> Obj:
+    """The NotReady Node an ACTIVE server registers as."""
+    name = str(server["name"])
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64",
+              "node.kubernetes.io/instance-type": str(server.get("flavor") or ""),
+              **({"topology.kubernetes.io/zone": str(server["az"])} if server.get("az") else {}),
+              **reg.labels}
+    capacity = {**shape.get("capacity", {}), "pods": "110", "ephemeral-storage": "100Gi"}
+    allocatable = {**shape.get("allocatable", shape.get("capacity", {})), "pods": "110",
+                   "ephemeral-storage": "100Gi"}
+    spec: Obj = {"providerID": f"{PROVIDER_PREFIX}{server['id']}"}
+    if reg.taints:
+        spec["taints"] = [taint_object(t) for t in reg.taints]
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"scoctl.sim/server": str(server["id"])}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity, "allocatable": allocatable,
+            "conditions": [_condition("Ready", "False", "KubeletNotReady",
+                                      "container runtime network not ready: the node is "
+                                      "booting", stamp)],
+            "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion":
+                         "containerd://1.7", "kernelVersion": "6.1", "kubeProxyVersion":
+                         "v1.32.0", "kubeletVersion": "v1.32.0", "machineID": "",
+                         "operatingSystem": "linux", "osImage": "Debian 12",
+                         "systemUUID": str(server["id"])},
+        },
+    }
+
+
+# --- nodes (pure) ------------------------------------------------------------------------------
+
+
+def is_ready(node: Mapping[str, Any]) -> bool:
+    """The node's Ready condition is True."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def server_of(node: Mapping[str, Any]) -> str | None:
+    """The Nova server id behind a node (from its providerID), or None for other nodes."""
+    provider = str((node.get("spec") or {}).get("providerID") or "")
+    return provider[len(PROVIDER_PREFIX):] if provider.startswith(PROVIDER_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class NodeActions:
+    """What to change in Kubernetes so that nodes follow servers."""
+
+    create: tuple[Obj, ...] = ()
+    ready: tuple[str, ...] = ()
+    not_ready: tuple[str, ...] = ()
+    delete: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # servers that do not join Kubernetes (Slurm nodes)
+
+
+def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
+               registered_at: Mapping[str, float], now: float, ready_after: float,
+               shapes: Mapping[str, Mapping[str, Mapping[str, str]]], stamp: str) -> NodeActions:
+    """Nodes for ACTIVE managed servers; NotReady → Ready after `ready_after`; NotReady for
+    ERROR servers; nodes of servers gone (or DELETED) removed. `registered_at` maps node names
+    to when the agent first saw them."""
+    managed = {str(s["id"]): s for s in servers if MANAGED_TAG in (s.get("tags") or [])}
+    by_server = {sid: n for n in nodes if (sid := server_of(n)) is not None}
+    names = {str(n["metadata"]["name"]) for n in nodes}
+    create: list[Obj] = []
+    skipped: list[str] = []
+    ready: list[str] = []
+    not_ready: list[str] = []
+    for sid, server in sorted(managed.items(), key=lambda kv: str(kv[1]["name"])):
+        node = by_server.get(sid)
+        status = str(server.get("status"))
+        if node is None:
+            if status != "ACTIVE" or str(server["name"]) in names:
+                continue
+            reg = registration(decode_user_data(server.get("user_data")))
+            if reg.slurm_node:
+                skipped.append(str(server["name"]))
+                continue
+            shape = shapes.get(str(server.get("flavor")), {})
+            create.append(node_for(server, shape, reg, stamp))
+            continue
+        name = str(node["metadata"]["name"])
+        if status == "ACTIVE" and not is_ready(node):
+            since = registered_at.get(name)
+            if since is not None and now - since >= ready_after:
+                ready.append(name)
+        elif status not in ("ACTIVE", "BUILD") and status != "DELETED" and is_ready(node):
+            not_ready.append(name)
+    delete = sorted(str(n["metadata"]["name"]) for sid, n in by_server.items()
+                    if sid not in managed or str(managed[sid].get("status")) == "DELETED")
+    return NodeActions(tuple(create), tuple(ready), tuple(not_ready), tuple(delete),
+                       tuple(skipped))
+
+
+# --- pods (pure) -------------------------------------------------------------------------------
+
+
+def _pod_info(pod: Mapping[str, Any]) -> Any:
+    from scoctl.adapters.kubernetes import pod_info
+
+    return pod_info(pod)
+
+
+def _node_info(node: Mapping[str, Any]) -> Any:
+    from scoctl.adapters.kubernetes import node_info
+
+    return node_info(node)
+
+
+def is_pending(pod: Mapping[str, Any]) -> bool:
+    """Unbound, Pending, not being deleted and not scheduling-gated."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and (pod.get("status") or {}).get("phase") == "Pending"
+            and not meta.get("deletionTimestamp") and not spec.get("schedulingGates"))
+
+
+def is_running(pod: Mapping[str, Any]) -> bool:
+    """Running with Ready=True."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or [])
+
+
+def _holds(node: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    info = _pod_info(pod)
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not tolerates(info.tolerations, Taint(str(taint.get("key", "")),
+                                                 str(taint.get("effect", "")),
+                                                 str(taint.get("value") or ""))):
+            return False
+    return True
+
+
+def schedule(pods: Sequence[Mapping[str, Any]],
+             nodes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(namespace, pod, node) bindings for pending pods: Ready, schedulable nodes whose taints
+    the pod tolerates and whose free allocatable holds its effective request; the least
+    allocated such node first (as kube-scheduler's default scoring), ties by name."""
+    free: dict[str, dict[str, int]] = {}
+    pod_slots: dict[str, int] = {}
+    usable = [n for n in nodes
+              if is_ready(n) and not (n.get("spec") or {}).get("unschedulable")]
+    for node in usable:
+        name = str(node["metadata"]["name"])
+        info = _node_info(node)
+        free[name] = dict(info.allocatable)
+        pod_slots[name] = int(info.allocatable.get("pods", 110))
+    for pod in pods:
+        bound = str((pod.get("spec") or {}).get("nodeName") or "")
+        phase = (pod.get("status") or {}).get("phase")
+        if bound in free and phase not in ("Succeeded", "Failed"):
+            request = effective_request(_pod_info(pod))
+            free[bound] = {k: v - request.get(k, 0) for k, v in free[bound].items()}
+            pod_slots[bound] -= 1
+    bindings: list[tuple[str, str, str]] = []
+    pending = sorted((p for p in pods if is_pending(p)),
+                     key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+    for pod in pending:
+        request = effective_request(_pod_info(pod))
+        best: tuple[float, str] | None = None
+        for node in usable:
+            name = str(node["metadata"]["name"])
+            if pod_slots[name] <= 0 or not fits(request, free[name]) or not _holds(node, pod):
+                continue
+            cpu_total = max(1, _node_info(node).allocatable.get("cpu", 1))
+            score = free[name].get("cpu", 0) / cpu_total
+            if best is None or score > best[0] or (score == best[0] and name < best[1]):
+                best = (score, name)
+        if best is None:
+            continue
+        node_name = best[1]
+        free[node_name] = add(free[node_name], {k: -v for k, v in request.items()})
+        pod_slots[node_name] -= 1
+        bindings.append((str(pod["metadata"].get("namespace", "")),
+                         str(pod["metadata"]["name"]), node_name))
+    return bindings
+
+
+def replacement_pods(lost: Sequence[Mapping[str, Any]], existing: Iterable[str],
+                     node_count: int, stamp: str) -> list[Obj]:
+    """New pending pods for the controller-owned pods of removed nodes (standalone pods are not
+    replaced). Names continue the owner's numbering: ``<rs>-00042`` after ``<rs>-00041``."""
+    taken = set(existing)
+    next_index: dict[str, int] = {}
+    for name in taken:
+        match = _INDEX_SUFFIX.match(name)
+        if match:
+            base, index = match.group(1), int(match.group(2))
+            next_index[base] = max(next_index.get(base, 0), index + 1)
+    out: list[Obj] = []
+    for pod in lost:
+        meta = pod.get("metadata") or {}
+        if not any(o.get("controller") for o in meta.get("ownerReferences") or []):
+            continue
+        match = _INDEX_SUFFIX.match(str(meta["name"]))
+        base = match.group(1) if match else str(meta["name"])
+        index = next_index.get(base, 0)
+        name = f"{base}-{index:05d}"
+        while name in taken:
+            index += 1
+            name = f"{base}-{index:05d}"
+        next_index[base] = index + 1
+        taken.add(name)
+        spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+        new_meta = {k: v for k, v in meta.items()
+                    if k in ("namespace", "labels", "annotations", "ownerReferences")}
+        new_meta["name"] = name
+        out.append({
+            "apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec,
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": REPLACEMENT_MESSAGE.format(n=node_count),
+                "lastTransitionTime": stamp}]},
+        })
+    return out
+
+
+# --- workload status (pure) --------------------------------------------------------------------
+
+
+def _selects(selector: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool:
+    wanted = (selector or {}).get("matchLabels") or {}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _owned(owner: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    ns = owner["metadata"].get("namespace")
+    selector = (owner.get("spec") or {}).get("selector")
+    return [p for p in pods if p["metadata"].get("namespace") == ns and _selects(selector, p)
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def _max_unavailable(deployment: Mapping[str, Any], desired: int) -> int:
+    strategy = (deployment.get("spec") or {}).get("strategy") or {}
+    value = (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%")
+    if isinstance(value, str) and value.endswith("%"):
+        return int(desired * float(value[:-1]) / 100)  # the apiserver rounds down
+    return int(value)
+
+
+def _keep_times(new: Obj, previous: Mapping[str, Any]) -> Obj:
+    old = next((c for c in previous.get("conditions") or [] if c.get("type") == new["type"]),
+               None)
+    if old is not None and old.get("status") == new["status"]:
+        for key in ("lastTransitionTime", "lastUpdateTime"):
+            if old.get(key):
+                new[key] = old[key]
+        if old.get("reason") == new.get("reason"):
+            new["lastUpdateTime"] = old.get("lastUpdateTime", new.get("lastUpdateTime"))
+    return new
+
+
+def deployment_status(deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
+                      previous: Mapping[str, Any], stamp: str | None = None) -> Obj:
+    """A Deployment's status from its pods: replicas, ready/available counts and the Available
+    condition (enough replicas within maxUnavailable, 25% by default, as the controller does)."""
+    stamp = stamp or now_rfc3339()
+    owned = _owned(deployment, pods)
+    desired = int((deployment.get("spec") or {}).get("replicas", 1))
+    ready = sum(1 for p in owned if is_running(p))
+    available_ok = ready >= desired - _max_unavailable(deployment, desired)
+    all_ready = ready >= desired
+    conditions = [
+        _keep_times({"type": "Available", "status": "True" if available_ok else "False",
+                     "reason": "MinimumReplicasAvailable" if available_ok
+                     else "MinimumReplicasUnavailable",
+                     "message": "Deployment has minimum availability." if available_ok
+                     else "Deployment does not have minimum availability.",
+                     "lastUpdateTime": stamp, "lastTransitionTime": stamp}, previous),
+        _keep_times({"type": "Progressing", "status": "True",
+                     "reason": "NewReplicaSetAvailable" if all_ready else "ReplicaSetUpdated",
+                     "message": f'ReplicaSet of "{deployment["metadata"]["name"]}" has '
+                     + ("successfully progressed." if all_ready else "is progressing."),
+                     "lastUpdateTime": stamp, "lastTransitionTime": stamp}, previous),
+    ]
+    return {"observedGeneration": int(deployment["metadata"].get("generation", 1)),
+            "replicas": len(owned), "updatedReplicas": len(owned), "readyReplicas": ready,
+            "availableReplicas": ready, "unavailableReplicas": max(0, desired - ready),
+            "conditions": conditions}
+
+
+def replicaset_status(replicaset: Mapping[str, Any],
+                      pods: Sequence[Mapping[str, Any]]) -> Obj:
+    """A ReplicaSet's status from its pods."""
+    owned = _owned(replicaset, pods)
+    ready = sum(1 for p in owned if is_running(p))
+    return {"replicas": len(owned), "fullyLabeledReplicas": len(owned), "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": int(replicaset["metadata"].get("generation", 1))}
+
+
+def _comparable(status: Mapping[str, Any]) -> Any:
+    conditions = [{k: v for k, v in c.items() if not k.endswith("Time")}
+                  for c in status.get("conditions") or []]
+    return {**status, "conditions": conditions}
+
+
+# --- reclaims (pure) ---------------------------------------------------------------------------
+
+
+def reclaimable(server: Mapping[str, Any]) -> bool:
+    """A managed ACTIVE server whose contract is reclaimable (unknown contracts count)."""
+    return (MANAGED_TAG in (server.get("tags") or []) and server.get("status") == "ACTIVE"
+            and registration(decode_user_data(server.get("user_data"))).reclaimable)
+
+
+def pick_reclaim(servers: Sequence[Mapping[str, Any]], count: int,
+                 rng: random.Random) -> list[Mapping[str, Any]]:
+    """`count` reclaimable servers chosen at random (repeatable for a seeded `rng`)."""
+    candidates = sorted((s for s in servers if reclaimable(s)), key=lambda s: str(s["id"]))
+    return rng.sample(candidates, min(count, len(candidates)))
+
+
+# --- the imperative shell ----------------------------------------------------------------------
+
+
+class SimApi:
+    """The emulators' control APIs (``/_sim/``) over httpx."""
+
+    def __init__(self, k8s_url: str, nova_url: str, *, timeout: float = 10.0) -> None:
+        import httpx
+
+        self._k8s = httpx.Client(base_url=k8s_url.rstrip("/"), timeout=timeout)
+        nova_root = nova_url.rstrip("/").removesuffix("/v2.1")
+        self._nova = httpx.Client(base_url=nova_root, timeout=timeout)
+
+    def close(self) -> None:
+        self._k8s.close()
+        self._nova.close()
+
+    def k8s(self, op: str, **body: Any) -> Any:
+        """POST /_sim/<op> to the Kubernetes emulator; raises RuntimeError on a refusal."""
+        response = self._k8s.post(f"/_sim/{op}", json=body)
+        if response.status_code >= 400:
+            raise RuntimeError(f"kubernetes /_sim/{op}: {response.status_code} "
+                               f"{response.text[:300]}")
+        return response.json()
+
+    def objects(self, kind: str) -> list[Obj]:
+        items: list[Obj] = self.k8s("list", kind=kind)["items"]
+        return items
+
+    def servers(self) -> list[Obj]:
+        """Every server of every project, with tags and (base64) user_data."""
+        response = self._nova.get("/_sim/servers")
+        response.raise_for_status()
+        servers: list[Obj] = response.json()["servers"]
+        return servers
+
+    def reclaim(self, server_id: str, mode: str = "delete") -> None:
+        """Take a server back like a spot reclaim (`delete` or `error`)."""
+        response = self._nova.post("/_sim/reclaim", json={"server_id": server_id, "mode": mode})
+        if response.status_code >= 400:
+            raise RuntimeError(f"nova /_sim/reclaim {server_id}: {response.text[:300]}")
+
+
+def reclaim(api: SimApi, *, count: int | None = None, server_id: str | None = None,
+            mode: str = "delete", rng: random.Random | None = None) -> list[Obj]:
+    """Reclaim one named server, or `count` random reclaimable ones; returns what was taken.
+
+    Raises LookupError when the named server is not a managed server of the region.
+    """
+    servers = api.servers()
+    if server_id is not None:
+        chosen: list[Mapping[str, Any]] = [s for s in servers if s["id"] == server_id
+                                           or s["name"] == server_id]
+        if not chosen:
+            raise LookupError(f"no server {server_id!r} in the simulated region")
+    else:
+        chosen = pick_reclaim(servers, count or 1, rng or random.Random())
+    taken = []
+    for server in chosen:
+        api.reclaim(str(server["id"]), mode)
+        taken.append({"id": server["id"], "name": server["name"], "mode": mode,
+                      "tags": list(server.get("tags") or [])})
+    return taken
+
+
+class Agent:
+    """One node agent: `step()` once per poll."""
+
+    def __init__(self, settings: Mapping[str, Any], api: SimApi | None = None,
+                 clock: Any = time.monotonic) -> None:
+        self.settings = settings
+        self.api = api or SimApi(str(settings["k8s_url"]), str(settings["nova_url"]))
+        self.clock = clock
+        self.shapes: dict[str, Mapping[str, Mapping[str, str]]] = dict(settings.get("flavors")
+                                                                       or {})
+        self.ready_after = float(settings.get("ready_after", 2.0))
+        self.rate = float(settings.get("reclaim_rate_per_hour", 0.0))
+        self.mode = str(settings.get("reclaim_mode", "delete"))
+        seed = settings.get("seed")
+        self.rng = random.Random(seed) if seed is not None else random.Random()
+        self.registered_at: dict[str, float] = {}
+        self.last_step: float | None = None
+        self.failed_names: set[str] = set()
+        self.skipped: set[str] = set()
+
+    def step(self) -> None:
+        """Read Nova and Kubernetes, then register/ready/remove nodes, reclaim, schedule pods
+        and refresh Deployment status."""
+        now = self.clock()
+        stamp = now_rfc3339()
+        servers = self.api.servers()
+        nodes = self.api.objects("Node")
+        for node in nodes:
+            self.registered_at.setdefault(str(node["metadata"]["name"]), now)
+        actions = plan_nodes(servers, nodes, self.registered_at, now, self.ready_after,
+                             self.shapes, stamp)
+        for name in actions.skipped:
+            if name not in self.skipped:
+                self.skipped.add(name)
+                log.info("server %s is a Slurm node: not joining Kubernetes", name)
+        for node in actions.create:
+            name = node["metadata"]["name"]
+            if name in self.failed_names:
+                continue
+            try:
+                self.api.k8s("add", objects=[node])
+            except RuntimeError as exc:
+                self.failed_names.add(name)
+                log.error("node %s not registered: %s", name, exc)
+                continue
+            self.registered_at[name] = now
+            taints = ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}"
+                              for t in node["spec"].get("taints", []))
+            log.info("node %s registered NotReady (server %s, taints %s)", name,
+                     server_of(node), taints or "none")
+        for name in actions.ready:
+            self.api.k8s("node-ready", name=name, ready=True)
+            log.info("node %s Ready", name)
+        for name in actions.not_ready:
+            self.api.k8s("node-ready", name=name, ready=False)
+            log.info("node %s NotReady: its server is in error", name)
+        if actions.delete:
+            self._remove_nodes(actions.delete, nodes, stamp)
+        if self.rate > 0 and self.last_step is not None:
+            chance = self.rate / 3600.0 * (now - self.last_step)
+            if self.rng.random() < chance:
+                for server in reclaim(self.api, count=1, mode=self.mode, rng=self.rng):
+                    log.info("spot reclaim (rate %.1f/h): server %s (%s)", self.rate,
+                             server["name"], self.mode)
+        self.last_step = now
+        self._schedule_and_report(stamp)
+
+    def _remove_nodes(self, names: Sequence[str], nodes: Sequence[Mapping[str, Any]],
+                      stamp: str) -> None:
+        pods = self.api.objects("Pod")
+        gone = set(names)
+        lost = [p for p in pods if (p.get("spec") or {}).get("nodeName") in gone]
+        for name in names:
+            self.api.k8s("delete", kind="Node", name=name)
+            self.registered_at.pop(name, None)
+            log.info("node %s removed: its server is gone", name)
+        for pod in lost:
+            meta = pod["metadata"]
+            self.api.k8s("delete", kind="Pod", namespace=meta.get("namespace"),
+                         name=meta["name"])
+        remaining = len(nodes) - len(gone)
+        fresh = replacement_pods(lost, (str(p["metadata"]["name"]) for p in pods),
+                                 max(1, remaining), stamp)
+        if fresh:
+            self.api.k8s("add", objects=fresh)
+            log.info("%d pods of removed nodes replaced by pending pods", len(fresh))
+
+    def _schedule_and_report(self, stamp: str) -> None:
+        pods = self.api.objects("Pod")
+        nodes = self.api.objects("Node")
+        bindings = schedule(pods, nodes)
+        for namespace, pod, node in bindings:
+            self.api.k8s("bind-pod", namespace=namespace, name=pod, node=node, running=True)
+        if bindings:
+            log.info("scheduled %d pods on %d nodes", len(bindings),
+                     len({b[2] for b in bindings}))
+            pods = self.api.objects("Pod")
+        for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
+            for obj in self.api.objects(kind):
+                previous = obj.get("status") or {}
+                if compute is None:
+                    status = deployment_status(obj, pods, previous=previous, stamp=stamp)
+                else:
+                    status = compute(obj, pods)
+                if _comparable(status) != _comparable(previous):
+                    meta = obj["metadata"]
+                    self.api.k8s("patch", kind=kind, namespace=meta.get("namespace"),
+                                 name=meta["name"], patch={"status": status})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the agent until SIGTERM/SIGINT; write the ready file after the first good step."""
+    parser = argparse.ArgumentParser(prog="python -m scoctl.sim.agent",
+                                     description="scoctl sim node agent")
+    parser.add_argument("--settings", required=True, help="JSON settings written by sim up")
+    parser.add_argument("--ready-file", help="written with the PID after the first step")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s agent %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    with open(args.settings, encoding="utf-8") as fh:
+        settings = json.load(fh)
+    agent = Agent(settings)
+    done = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    interval = float(settings.get("poll_interval", 0.5))
+    ready_written = False
+    while not done.is_set():
+        try:
+            agent.step()
+        except Exception as exc:  # noqa: BLE001 - keep polling; the emulators may be restarting
+            log.warning("step failed: %s: %s", type(exc).__name__, exc)
+        else:
+            if not ready_written and args.ready_file:
+                tmp = f"{args.ready_file}.tmp"
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    json.dump({"pid": os.getpid()}, fh)
+                os.replace(tmp, args.ready_file)
+                ready_written = True
+        done.wait(interval)
+    agent.api.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
