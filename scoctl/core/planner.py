@@ -79,10 +79,13 @@ Floats
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier
 from scoctl.core.quantity import Resources, format_resources
@@ -201,14 +204,18 @@ def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
 
 def planning_order(claims: Iterable[Claim]) -> list[Claim]:
     """Claims in the order depth is handed out: contract tier (T1 < T2 < T10), then slug."""
-    return sorted(claims, key=lambda c: (_natural(c.contract), c.workload))
+    by_slug = sorted(claims, key=attrgetter("workload"))
+    tiers = {name: i for i, name in enumerate(
+        sorted({c.contract for c in by_slug}, key=_natural))}
+    return sorted(by_slug, key=lambda c: tiers[c.contract])  # stable: slugs stay sorted
 
 
 # --------------------------------------------------------------------------- context
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """One eligible pool of a workload shape (a tuple: thousands are built per shape)."""
+
     name: str
     tier: Tier
     group: str
@@ -217,6 +224,10 @@ class _Entry:
     score: float
     key: float
     rank: int  # position in the best-first order of its workload shape (0 = best)
+
+
+def _rank(e: _Entry) -> int:
+    return e.rank
 
 
 class _Order:
@@ -228,7 +239,12 @@ class _Order:
     def __init__(self, entries: list[_Entry]) -> None:
         self.by_name = {e.name: e for e in entries}
         self.committed = [e for e in entries if e.tier == "committed"]
-        self.reclaimable = [e for e in entries if e.tier == "reclaimable"]
+        # Reclaimable pools per flavor, best key first: a flavor whose one unit is above the
+        # pool cap is skipped as a whole instead of pool by pool.
+        self.reclaimable: dict[str, list[_Entry]] = {}
+        for e in entries:
+            if e.tier == "reclaimable":
+                self.reclaimable.setdefault(e.flavor, []).append(e)
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
         self.has_reclaimable = bool(self.reclaimable)
@@ -237,7 +253,9 @@ class _Order:
         """Forget pools with no depth left: within one run depth only goes down, and a pool
         without depth can take no new unit (kept units are found through `by_name`)."""
         self.committed = [e for e in self.committed if depth_left.get(e.name, e.depth) > 0]
-        self.reclaimable = [e for e in self.reclaimable if depth_left.get(e.name, e.depth) > 0]
+        for flavor, entries in self.reclaimable.items():
+            self.reclaimable[flavor] = [e for e in entries
+                                        if depth_left.get(e.name, e.depth) > 0]
 
 
 class _Context:
@@ -258,6 +276,10 @@ class _Context:
         self.scores = scores
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
+        self._score = {name: float(value) for name, value in scores.items()}
+        # pools any workload could use, in name order (the tie-break of the key)
+        self._usable = [p for p in self.pools if p.name not in self.excluded
+                        and p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
 
@@ -282,26 +304,17 @@ class _Context:
             return found
         bounds = self.bounds(largest_pod)
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
-        eligible = [
-            p
-            for p in self.pools
-            if p.flavor in good
-            and p.name not in self.excluded
-            and p.name in self.scores
-            and (tolerates or p.tier == "committed")
-        ]
+        eligible = [p for p in self._usable
+                    if p.flavor in good and (tolerates or p.tier == "committed")]
         max_depth = max((p.depth for p in eligible), default=0)
-        keyed = sorted(
-            (
-                (-pool_key(float(self.scores[p.name]), p.depth, max_depth, self.depth_premium),
-                 p.name, p)
-                for p in eligible
-            ),
-        )
+        score = self._score
+        premium = self.depth_premium
+        keys = {p.name: pool_key(score[p.name], p.depth, max_depth, premium) for p in eligible}
+        # a stable sort of a name-ordered list: equal keys stay in name order
+        keyed = sorted(eligible, key=lambda p: -keys[p.name])
         entries = [
-            _Entry(p.name, p.tier, p.group, p.flavor, p.depth, float(self.scores[p.name]),
-                   -neg_key, rank)
-            for rank, (neg_key, _, p) in enumerate(keyed)
+            _Entry(p.name, p.tier, p.group, p.flavor, p.depth, score[p.name], keys[p.name], rank)
+            for rank, p in enumerate(keyed)
         ]
         found = _Order(entries)
         self._orders[cache_key] = found
@@ -367,6 +380,7 @@ class _Fill:
         self._total: float | None = None
         self._committed: float | None = None
         self._groups: dict[str, float] = {}
+        self._cap_units: dict[str, int] = {}
 
     # ---- bookkeeping
 
@@ -435,6 +449,14 @@ class _Fill:
 
     # ---- limits
 
+    def candidates(self) -> Iterator[_Entry]:
+        """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
+        lists = [entries for flavor, entries in self.order.reclaimable.items()
+                 if entries and self.cap_units(entries[0]) >= 1]
+        if len(lists) == 1:
+            return iter(lists[0])
+        return heapq.merge(*lists, key=_rank)
+
     def depth_room(self, e: _Entry) -> int:
         """Units the pool can still take: current units plus what is left of its depth."""
         left = max(self.depth_left.get(e.name, e.depth), 0)
@@ -442,9 +464,13 @@ class _Fill:
 
     def cap_units(self, e: _Entry) -> int:
         """The most units the pool cap allows at this level."""
-        if self.contract.pool_cap >= 1 - EPS:
-            return _UNLIMITED
-        units = math.floor((self.contract.pool_cap + EPS) / self.c(e))
+        units = self._cap_units.get(e.flavor)
+        if units is None:
+            if self.contract.pool_cap >= 1 - EPS:
+                units = _UNLIMITED
+            else:
+                units = math.floor((self.contract.pool_cap + EPS) / self.c(e))
+            self._cap_units[e.flavor] = units
         return max(units, self.m) if self.level >= 2 else units
 
     def group_room(self, e: _Entry) -> int:
@@ -513,7 +539,7 @@ class _Fill:
         self._take_committed(1.0, self.total)
 
     def _spread(self) -> None:
-        for e in self.order.reclaimable:
+        for e in self.candidates():
             if self.count >= self.eff_min:
                 return
             if e.name not in self.held and self.can_take(e) >= 1:
@@ -522,7 +548,7 @@ class _Fill:
             self.eff_min = self.count  # min_pools relaxed as little as the pools allow
 
     def _volume(self) -> None:
-        for e in self.order.reclaimable:
+        for e in self.candidates():
             if self.covered():
                 return
             room = self.can_take(e)
@@ -535,7 +561,7 @@ class _Fill:
 
     def _new_pool_possible(self) -> bool:
         return any(e.name not in self.held and self.can_take(e) >= 1
-                   for e in self.order.reclaimable)
+                   for e in self.candidates())
 
     def reclaim(self) -> None:
         """(c) and (d): reclaimable units by key under the caps (committed units beyond the
@@ -547,7 +573,7 @@ class _Fill:
                 self._volume()
                 if self.covered():
                     break
-                if not any(self.depth_room(e) > 0 for e in self.order.reclaimable):
+                if not any(self.depth_room(e) > 0 for e in self.candidates()):
                     break
                 self.m += 1
             if not self.covered():
@@ -865,6 +891,7 @@ def plan_all(
     only: Collection[str] | None = None,
     previous: Mapping[str, WorkloadPlan] | None = None,
     explain: Collection[str] = (),
+    promised: Mapping[str, int] | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -873,33 +900,45 @@ def plan_all(
     re-planned; every other claim keeps its previous plan, whose new units (beyond the
     workload's current units) still consume depth. A previous plan whose claim is gone is
     dropped. Returns the plans in planning order. Workloads named in `explain` get explain
-    lines. Raises `ConfigError` for a claim naming an unknown contract or a slug planned twice.
+    lines. `promised`, when given, must be `promised_depth(previous, current_by_workload)`: a
+    caller that keeps it up to date saves a pass over every previous plan. Raises `ConfigError`
+    for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     ordered = planning_order(claims)
-    seen: set[str] = set()
-    for claim in ordered:
-        if claim.workload in seen:
-            raise ConfigError(f"workload {claim.workload} has more than one claim")
-        seen.add(claim.workload)
-        if claim.contract not in contracts:
-            raise ConfigError(
-                f"workload {claim.workload} names unknown contract {claim.contract!r}",
-                field="contract",
-            )
+    seen = {c.workload for c in ordered}
+    if len(seen) != len(ordered):
+        twice = sorted({a.workload for a, b in zip(ordered, ordered[1:], strict=False)
+                        if a.workload == b.workload})
+        raise ConfigError(f"workload {', '.join(twice)} has more than one claim")
+    unknown = {c.contract for c in ordered} - contracts.keys()
+    if unknown:
+        claim = next(c for c in ordered if c.contract in unknown)
+        raise ConfigError(
+            f"workload {claim.workload} names unknown contract {claim.contract!r}",
+            field="contract",
+        )
     previous = previous or {}
     explain_set = frozenset(explain)
-    replan = {
-        c.workload for c in ordered
-        if only is None or c.workload in only or c.workload not in previous
-    }
+    if only is None:
+        replan = seen
+    else:  # set algebra, not a Python loop: an incremental run touches few workloads
+        replan = (seen & set(only)) | (seen - previous.keys())
     depth_left = {p.name: p.depth for p in ctx.pools}
     empty: Mapping[str, int] = {}
-    for claim in ordered:
-        if claim.workload in replan:
-            continue
-        _consume(depth_left, previous[claim.workload],
-                 current_by_workload.get(claim.workload, empty))
+    if promised is None:
+        for claim in ordered:
+            if claim.workload not in replan:
+                _consume(depth_left, previous[claim.workload],
+                         current_by_workload.get(claim.workload, empty))
+    else:
+        for pool, units in promised.items():
+            if pool in depth_left:
+                depth_left[pool] -= units
+        # plans about to be replaced, and plans whose claim is gone, give their depth back
+        for slug in sorted(replan | (previous.keys() - seen)):
+            if slug in previous:
+                _consume(depth_left, previous[slug], current_by_workload.get(slug, empty), -1)
     out: dict[str, WorkloadPlan] = {}
     for claim in ordered:
         slug = claim.workload
@@ -914,9 +953,28 @@ def plan_all(
     return out
 
 
-def _consume(depth_left: dict[str, int], plan: WorkloadPlan, current: Mapping[str, int]) -> None:
-    """Take a plan's new units (beyond the workload's current units) out of the pools' depth."""
+def _consume(
+    depth_left: dict[str, int], plan: WorkloadPlan, current: Mapping[str, int], sign: int = 1
+) -> None:
+    """Take a plan's new units (beyond the workload's current units) out of the pools' depth
+    (or, with ``sign=-1``, give them back)."""
     for p in plan.pools:
         new = p.units - current.get(p.pool, 0)
         if new > 0 and p.pool in depth_left:
-            depth_left[p.pool] -= new
+            depth_left[p.pool] -= sign * new
+
+
+def promised_depth(
+    plans: Mapping[str, WorkloadPlan], current_by_workload: Mapping[str, Mapping[str, int]]
+) -> dict[str, int]:
+    """Per pool, the new units (beyond each workload's current units) the plans take from its
+    depth: what `plan_all` subtracts for the plans it keeps."""
+    out: dict[str, int] = {}
+    empty: Mapping[str, int] = {}
+    for slug in sorted(plans):
+        current = current_by_workload.get(slug, empty)
+        for p in plans[slug].pools:
+            new = p.units - current.get(p.pool, 0)
+            if new > 0:
+                out[p.pool] = out.get(p.pool, 0) + new
+    return out
