@@ -176,6 +176,19 @@ class Config:
                 return spec
         return None
 
+    @property
+    def uses_slurm(self) -> bool:
+        """Slurm is a demand source: a Slurm workload, slurmrestd or CLOUD partitions."""
+        return bool(any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
+                    or self.slurm.cloud_partitions)
+
+    @property
+    def uses_kubernetes(self) -> bool:
+        """Kubernetes is a demand source: a Kubernetes workload or a configured kubeconfig
+        (pods labelled with the workload label are demand even when not in `workloads`)."""
+        return bool(any(w.source == "k8s" for w in self.workloads)
+                    or self.kubernetes.kubeconfig or self.kubernetes.context)
+
     def pools_by_name(self) -> dict[str, Pool]:
         return {pool.name: pool for pool in self.pools}
 

@@ -31,18 +31,28 @@ def test_help_imports_neither_kubernetes_nor_openstack():
 
 
 def test_every_command_has_help_with_an_example(cli):
+    import click
     import typer.main
 
     from scoctl.cli.app import app
 
     group = typer.main.get_command(app)
-    names = sorted(group.commands)  # type: ignore[attr-defined]
-    assert {"init", "status", "events", "emit", "config"} <= set(names)
-    for name in names:
-        result = cli(name, "--help")
+    leaves: list[tuple[str, ...]] = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        else:
+            leaves.append(path)
+
+    walk(group, ())
+    names = {path[0] for path in leaves}
+    assert {"init", "status", "events", "emit", "config", "gate", "plan"} <= names
+    for path in leaves:
+        result = cli(*path, "--help")
         assert result.code == 0, result.stderr
-        if name not in ("config", "sim"):
-            assert "Example" in result.stdout, f"{name} --help has no example"
+        assert "Example" in result.stdout, f"scoctl {' '.join(path)} --help has no example"
 
 
 def test_the_bundled_demo_config_is_used_with_a_warning(cli):

@@ -1,0 +1,852 @@
+"""The watch stage's decisions (pure): demand into claims, cluster state into status tokens.
+
+Nothing here does I/O, reads a clock or logs. The watch stage gathers plain values (pods, nodes,
+Deployments, Slurm jobs, the workload rows) into a snapshot, calls `decide_k8s_intake` /
+`decide_slurm_intake`, and records what they return.
+
+Kubernetes (DESIGN §2-§3, DD-0018 §4b):
+
+* demand: provisionable pods, and pods bound to nodes scoctl launched (label
+  ``sco/managed=true``), of managed workloads only (named in the config, or pods carrying the
+  workload label), their effective requests summed per workload into one claim (the rule of
+  `core.demand.normalise`, computed once per pod) with the largest pod as the envelope;
+* backstop, first match wins per watched workload (settled ones, running or inactive, are no
+  longer watched): a quota block of a Deployment / InferenceService predictor →
+  ``POD_QUOTA_EXCEEDED_FAILED`` and teardown (with ``quota_block: queue`` a block whose request
+  alone fits the quota's limit stays ``POD_QUEUED``); a Job's quota block → ``POD_CREATION_BLOCKED``
+  (log only); an unschedulable pod no node and (elastic) no pool flavor could ever hold →
+  ``POD_SCHEDULING_FAILED``; all replicas available → ``DEPLOYMENT_AVAILABLE``; unschedulable
+  pods → ``POD_QUEUED``; pods bound but not ready → ``POD_INITIALIZING``. A token is only emitted
+  when it is not the workload's last token, so a steady state logs nothing.
+
+Slurm (DESIGN §2-§3, DD-0018 §3):
+
+* demand: pending jobs of managed workloads (a ``sco:workload=<slug>`` comment, or the config's
+  account / partition mapping) that more capacity could start, plus running jobs on CLOUD nodes
+  (the nodes Slurm resumed for them), normalised per node from CPUs, memory per node or per CPU,
+  GRES and the node count;
+* tracked jobs (rows with a job id): ``PENDING`` → ``SLURM_JOB_QUEUED`` with the reason, once per
+  distinct reason; a reason waiting cannot clear gets the gate's capacity check
+  (`core.gate.decide_slurm`) and ``SLURM_JOB_SCHEDULING_FAILED`` when nothing could ever hold
+  it; other states → ``SLURM_JOB_STATUS`` when the mapped status changes. A job that left
+  ``squeue`` keeps its row as it is: the EpilogSlurmctld hook records its end through the spool.
+
+The batch window (Karpenter's batcher): the first demand change opens it, every further change
+extends it; it closes `idle` seconds after the last change or `max` seconds after it opened.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from scoctl.adapters.batch import SlurmJob, SlurmNode
+from scoctl.core.demand import (
+    JOB_NAME_LABELS,
+    KSERVE_ISVC_LABEL,
+    MANAGED_LABEL,
+    POD_TEMPLATE_HASH_LABEL,
+    DeploymentInfo,
+    EventInfo,
+    InferenceServiceInfo,
+    JobInfo,
+    NodeInfo,
+    PodInfo,
+    ReplicaSetInfo,
+    WorkloadRef,
+    deployment_available,
+    deployment_quota_block,
+    effective_request,
+    events_quota_block,
+    is_provisionable,
+    max_allocatable,
+    node_fits,
+    scheduling_message,
+    tolerates_reclaimable,
+    workload_of,
+)
+from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm, flavor_allocatable
+from scoctl.core.gres import gpu_count, to_resources
+from scoctl.core.model import Flavor, Pool, is_slug
+from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
+from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token
+
+MIB = 2**20
+# Slurm pending reasons that more nodes cannot help: the job is not demand (yet).
+NOT_DEMAND_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "Dependency", "BeginTime",
+                                "JobArrayTaskLimit", "AssocGrpJobsLimit"}) | HOPELESS_SLURM_REASONS
+SLURM_HOLDING_STATES = frozenset({"RUNNING", "CONFIGURING"})
+SLURM_FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                                   "PREEMPTED", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE"})
+SLURM_FAILED_TOKEN = "SLURM_JOB_SCHEDULING_FAILED"
+# Resources a Nova flavor does not describe: ignored when asking whether a flavor could hold a pod.
+_NOT_FLAVOR_RESOURCES = frozenset({"ephemeral-storage", "pods"})
+
+ObjectKind = Literal["Deployment", "InferenceService", "Job"]
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """What the decisions need of a workload's newest row."""
+
+    slug: str
+    status: str
+    kind: str = "deployment"
+    source: str = "k8s"
+    last_token: str | None = None
+    last_queued_reason: str | None = None
+    job_id: str | None = None
+    namespace: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Running or inactive: the Kubernetes backstop no longer watches it."""
+        return self.status == "running" or self.status in INACTIVE_STATUSES
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """A Kubernetes object a teardown may delete; `managed` = labelled ``sco/managed=true``."""
+
+    kind: ObjectKind
+    namespace: str
+    name: str
+    managed: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class TokenDecision:
+    """Record `token` for `slug`; create the row first (kind, source, contract) if it has none.
+
+    `teardown` lists the objects to delete when this token turns the workload inactive.
+    """
+
+    slug: str
+    token: str
+    detail: Mapping[str, Any]
+    kind: str
+    source: str
+    contract: str
+    namespace: str | None = None
+    job_id: str | None = None
+    teardown: tuple[ObjectRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    """A workload's whole normalised demand, as `Store.put_claim` takes it."""
+
+    workload: str
+    contract: str
+    kind: str
+    source: str
+    requests: Resources
+    largest_pod: Resources
+    pods: int
+    tolerates_reclaimable: bool = True
+    namespace: str | None = None
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IntakeDecision:
+    """What one pass of one source decided: claims (zero claims for workloads whose demand
+    ended), tokens in the order to record them, and warnings (skipped pods or jobs)."""
+
+    claims: tuple[ClaimDecision, ...] = ()
+    tokens: tuple[TokenDecision, ...] = ()
+    warnings: tuple[str, ...] = ()
+    workloads: int = 0
+
+
+@dataclass(frozen=True)
+class WorkloadRule:
+    """A configured workload (the config's `workloads[]`), reduced to what intake matches on."""
+
+    name: str
+    contract: str
+    source: str
+    kind: str = "deployment"
+    namespace: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    tolerates_reclaimable: bool = True
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What "could ever hold it" is judged against beyond the nodes: the pools' flavors."""
+
+    pools: tuple[Pool, ...] = ()
+    flavors: tuple[Flavor, ...] = ()
+    node_reserve: Resources = field(default_factory=dict)
+    elastic: bool = True
+
+    def pool_flavors(self) -> list[Flavor]:
+        """Flavors some pool offers (a flavor no pool offers cannot be acquired)."""
+        used = {p.flavor for p in self.pools}
+        return [f for f in self.flavors if f.name in used]
+
+
+@dataclass(frozen=True)
+class K8sPolicy:
+    """The config's Kubernetes rules for intake."""
+
+    workloads: tuple[WorkloadRule, ...] = ()
+    contracts: frozenset[str] = frozenset({"T1"})
+    default_contract: str = "T1"
+    workload_label: str = "sco/workload"
+    contract_label: str = "sco/contract"
+    quota_block: Literal["fail", "queue"] = "fail"
+    capacity: Capacity = field(default_factory=Capacity)
+
+
+@dataclass(frozen=True)
+class K8sSnapshot:
+    """One consistent read of the cluster plus the workload rows (newest per slug)."""
+
+    pods: tuple[PodInfo, ...] = ()
+    nodes: tuple[NodeInfo, ...] = ()
+    deployments: tuple[DeploymentInfo, ...] = ()
+    replicasets: tuple[ReplicaSetInfo, ...] = ()
+    jobs: tuple[JobInfo, ...] = ()
+    inference_services: tuple[InferenceServiceInfo, ...] = ()
+    events: tuple[EventInfo, ...] = ()
+    workloads: Mapping[str, WorkloadState] = field(default_factory=dict)
+    claims: frozenset[str] = frozenset()  # workloads holding a non-empty k8s claim now
+
+
+@dataclass(frozen=True)
+class SlurmPolicy:
+    """The config's Slurm rules for intake."""
+
+    workloads: tuple[WorkloadRule, ...] = ()
+    contracts: frozenset[str] = frozenset({"T1"})
+    default_contract: str = "T1"
+    gres_map: Mapping[str, str] = field(default_factory=lambda: {"gpu": "nvidia.com/gpu"})
+    gpu_resource: str = "nvidia.com/gpu"
+    capacity: Capacity = field(default_factory=Capacity)
+
+
+@dataclass(frozen=True)
+class SlurmSnapshot:
+    """Every job `squeue` knows, every node (None when unreadable), and the workload rows."""
+
+    jobs: tuple[SlurmJob, ...] = ()
+    nodes: tuple[SlurmNode, ...] | None = ()
+    workloads: Mapping[str, WorkloadState] = field(default_factory=dict)
+    tracked: tuple[WorkloadState, ...] = ()  # active rows with a job id
+    known_jobs: frozenset[str] = frozenset()  # job ids some row (of any status) already has
+    claims: frozenset[str] = frozenset()  # workloads holding a non-empty slurm claim now
+
+
+# --- the batch window -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchWindow:
+    """An open intake window: when it opened, when demand last changed, how many changes."""
+
+    opened: float
+    last: float
+    changes: int = 1
+
+
+def extend_window(window: BatchWindow | None, now: float) -> BatchWindow:
+    """Open a window at `now`, or extend an open one (a new pod resets the idle timer)."""
+    if window is None:
+        return BatchWindow(opened=now, last=now)
+    return BatchWindow(opened=window.opened, last=now, changes=window.changes + 1)
+
+
+def window_deadline(window: BatchWindow, idle: float, longest: float) -> float:
+    """When the window closes: `idle` after the last change, `longest` after it opened."""
+    return min(window.last + idle, window.opened + longest)
+
+
+def window_due(window: BatchWindow | None, now: float, idle: float, longest: float) -> bool:
+    """True when an open window has closed and its claims should be committed."""
+    return window is not None and now >= window_deadline(window, idle, longest)
+
+
+# --- small pure helpers ----------------------------------------------------------------------
+
+
+def _contract(value: str | None, policy_contracts: frozenset[str], fallback: str) -> str:
+    return value if value and value in policy_contracts else fallback
+
+
+def _rule_for(rules: Iterable[WorkloadRule], name: str,
+              namespace: str | None) -> WorkloadRule | None:
+    for rule in rules:
+        if rule.name == name and (rule.namespace is None or namespace is None
+                                  or rule.namespace == namespace):
+            return rule
+    return None
+
+
+_QUOTA_PARTS = re.compile(r"requested:\s*(?P<req>.*?),\s*used:\s*(?P<used>.*?),\s*"
+                          r"limited:\s*(?P<lim>[^\s]*)", re.IGNORECASE)
+
+
+def _quota_amounts(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep:
+            raise ValueError(f"not name=quantity: {item!r}")
+        base = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+        out[key] = parse_quantity(base, value.strip())
+    return out
+
+
+def quota_request_fits(message: str) -> bool | None:
+    """Whether the request alone is within the quota's limit, from the quota admission text
+    (``exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=8, limited:
+    requests.cpu=8``): True means the quota is busy, not too small. None when the text does not
+    say (``failed quota: …: must specify …`` or an unknown format)."""
+    match = _QUOTA_PARTS.search(message)
+    if match is None:
+        return None
+    try:
+        requested = _quota_amounts(match.group("req"))
+        limited = _quota_amounts(match.group("lim").rstrip("."))
+    except (ValueError, QuantityError):
+        return None
+    return all(amount <= limited[key] for key, amount in requested.items() if key in limited)
+
+
+def could_ever_hold(request: Resources, nodes: Sequence[NodeInfo],
+                    capacity: Capacity) -> tuple[bool | None, str]:
+    """Could any node, or (elastic) any pool's flavor, ever hold `request`? (fit.go's
+    "Unresolvable": the whole allocatable, not what is free.)
+
+    None when capacity cannot be judged (no nodes, or a requested extended resource no node
+    advertises and no flavor offers) — never a false failure, as the gate's ``skipped``.
+    """
+    node = node_fits(request, nodes)
+    if node is not None:
+        return True, f"node {node.name} could hold it"
+    if capacity.elastic:
+        for flavor in capacity.pool_flavors():
+            allocatable = flavor_allocatable(flavor, capacity.node_reserve)
+            wanted = {k: v for k, v in request.items()
+                      if k not in _NOT_FLAVOR_RESOURCES and not k.startswith("hugepages-")}
+            if fits(wanted, allocatable):
+                return True, f"flavor {flavor.name} could hold it"
+    if not nodes:
+        return None, "no nodes to judge by"
+    unknown = [r for r in request if r not in (CPU, MEMORY) and max_allocatable(nodes, r) is None]
+    if unknown:
+        return None, f"no node advertises {', '.join(sorted(unknown))}"
+    where = " or pool flavor" if capacity.elastic and capacity.pool_flavors() else ""
+    return False, f"the request exceeds every node's allocatable{where}"
+
+
+def _json_request(request: Resources) -> dict[str, int | float]:
+    return {k: (v / 1000 if k == CPU and v % 1000 else (v // 1000 if k == CPU else v))
+            for k, v in sorted(request.items())}
+
+
+def _pod_ready(pod: PodInfo) -> bool:
+    cond = pod.condition("Ready")
+    return cond is not None and cond.status == "True"
+
+
+def _initialising(pod: PodInfo) -> bool:
+    """Bound to a node and not ready yet (init containers, image pulls, start-up probes)."""
+    return bool(pod.node_name) and not pod.deleting and (
+        pod.phase == "Pending" or (pod.phase == "Running" and not _pod_ready(pod)))
+
+
+def _emit(state: WorkloadState | None, token: str) -> bool:
+    """A token is news unless it is the workload's last one."""
+    return state is None or state.last_token != token
+
+
+# --- Kubernetes --------------------------------------------------------------------------------
+
+
+def is_managed_pod(pod: PodInfo, policy: K8sPolicy) -> bool:
+    """Whether a pod is demand scoctl manages: it carries the workload label, or its owner is a
+    workload named in the config (other pending pods are not scoctl's business)."""
+    if pod.labels.get(policy.workload_label):
+        return True
+    ref = workload_of(pod, policy.workload_label)
+    return ref is not None and _rule_for((r for r in policy.workloads if r.source == "k8s"),
+                                         ref.name, pod.namespace) is not None
+
+
+@dataclass
+class _K8sWorkload:
+    slug: str
+    kind: str
+    contract: str
+    namespace: str | None
+    tolerates: bool = True
+    demand: list[PodInfo] = field(default_factory=list)
+    waiting: list[PodInfo] = field(default_factory=list)  # provisionable
+    starting: list[PodInfo] = field(default_factory=list)  # bound, not ready
+    owners: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name)
+    requests: dict[str, int] = field(default_factory=dict)  # the sum over `demand`
+    largest: dict[str, int] = field(default_factory=dict)
+    shapes: dict[tuple[tuple[str, int], ...], PodInfo] = field(default_factory=dict)  # waiting
+
+    def add(self, pod: PodInfo, request: Mapping[str, int]) -> None:
+        self.demand.append(pod)
+        for name, amount in request.items():
+            self.requests[name] = self.requests.get(name, 0) + amount
+            if amount > self.largest.get(name, 0):
+                self.largest[name] = amount
+
+
+_OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
+
+
+def _objects_of(w: _K8sWorkload, snap: K8sSnapshot, label: str, configured: bool,
+                ) -> tuple[list[DeploymentInfo], list[InferenceServiceInfo], list[JobInfo]]:
+    namespaces = {ns for _, ns, _ in w.owners} | ({w.namespace} if w.namespace else set())
+
+    def named(name: str, labels: Mapping[str, str], namespace: str) -> bool:
+        if labels.get(label) == w.slug:
+            return True
+        return name == w.slug and (configured or namespace in namespaces)
+
+    isvcs = [i for i in snap.inference_services
+             if ("inference", i.namespace, i.name) in w.owners
+             or named(i.name, i.labels, i.namespace)]
+    isvc_keys = {(i.namespace, i.name) for i in isvcs}
+    deployments = [d for d in snap.deployments
+                   if ("deployment", d.namespace, d.name) in w.owners
+                   or named(d.name, d.labels, d.namespace)
+                   or (d.namespace, d.labels.get(KSERVE_ISVC_LABEL, "")) in isvc_keys
+                   or ("inference", d.namespace, d.labels.get(KSERVE_ISVC_LABEL, "")) in w.owners]
+    jobs = [j for j in snap.jobs
+            if ("job", j.namespace, j.name) in w.owners or named(j.name, j.labels, j.namespace)]
+    return deployments, isvcs, jobs
+
+
+def _teardown_refs(w: _K8sWorkload, deployments: Sequence[DeploymentInfo],
+                   isvcs: Sequence[InferenceServiceInfo]) -> tuple[ObjectRef, ...]:
+    """The objects a failed workload leaves behind: its InferenceServices (KServe would recreate
+    their predictor Deployments), else its Deployments."""
+    if isvcs:
+        return tuple(ObjectRef("InferenceService", i.namespace, i.name,
+                               i.labels.get(MANAGED_LABEL) == "true") for i in isvcs)
+    return tuple(ObjectRef("Deployment", d.namespace, d.name,
+                           d.labels.get(MANAGED_LABEL) == "true") for d in deployments)
+
+
+def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
+    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+    label = policy.workload_label
+    managed_nodes = {n.name for n in snap.nodes if n.labels.get(MANAGED_LABEL) == "true"}
+    found: dict[str, _K8sWorkload] = {}
+    warnings: list[str] = []
+    bad_slugs: set[str] = set()
+
+    k8s_rules = [r for r in policy.workloads if r.source == "k8s"]
+    owners: dict[object, WorkloadRef | None] = {}
+    for pod in snap.pods:
+        if pod.phase in ("Succeeded", "Failed"):
+            continue
+        # pods of one controller share their owner: resolve it once (40,000 pods, 40 owners)
+        key = (pod.namespace, pod.owners, tuple(pod.labels.get(k) for k in _OWNER_LABELS))
+        if key not in owners:
+            owners[key] = workload_of(pod, "")  # the owning object, whatever the label says
+        owner = owners[key]
+        named = pod.labels.get(label, "")
+        if not named and owner is None:
+            continue
+        name = named or (owner.name if owner else "")
+        rule = _rule_for(k8s_rules, name, pod.namespace)
+        if not named and rule is None:
+            continue  # not scoctl's business
+        if not is_slug(name):
+            bad_slugs.add(name)
+            continue
+        w = found.get(name)
+        if w is None:
+            contract = _contract(pod.labels.get(policy.contract_label), policy.contracts,
+                                 rule.contract if rule else policy.default_contract)
+            default_kind = owner.kind if owner else "job"
+            w = found[name] = _K8sWorkload(
+                slug=name, kind=rule.kind if rule else default_kind, contract=contract,
+                namespace=rule.namespace if rule and rule.namespace else pod.namespace,
+                tolerates=rule.tolerates_reclaimable if rule else True)
+        if owner is not None:
+            w.owners.add((owner.kind, owner.namespace, owner.name))
+        provisionable = is_provisionable(pod)
+        on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
+        if provisionable or on_ours:
+            request = effective_request(pod)
+            w.add(pod, request)
+            w.tolerates = w.tolerates and tolerates_reclaimable(pod)
+            if provisionable:
+                w.waiting.append(pod)
+                w.shapes.setdefault(tuple(sorted(request.items())), pod)
+        if not provisionable and _initialising(pod):
+            w.starting.append(pod)
+    for slug in sorted(bad_slugs):
+        warnings.append(f"workload name {slug!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}}): "
+                        "its pods are skipped")
+
+    # workloads known without pods: configured, labelled objects, or active rows
+    extra: dict[str, tuple[str, str | None, str]] = {}
+    for rule in policy.workloads:
+        if rule.source == "k8s":
+            extra.setdefault(rule.name, (rule.kind, rule.namespace, rule.contract))
+    for obj_kind, objs in (("deployment", snap.deployments), ("job", snap.jobs),
+                           ("inference", snap.inference_services)):
+        for obj in objs:
+            slug = obj.labels.get(label, "")
+            if slug and is_slug(slug):
+                contract = obj.labels.get(policy.contract_label) or policy.default_contract
+                extra.setdefault(slug, (obj_kind, obj.namespace, contract))
+    for state in snap.workloads.values():
+        if state.source == "k8s" and not state.settled:
+            extra.setdefault(state.slug, (state.kind, state.namespace, policy.default_contract))
+    for slug, (kind, namespace, contract) in extra.items():
+        if slug not in found:
+            found[slug] = _K8sWorkload(slug=slug, kind=kind, namespace=namespace,
+                                       contract=_contract(contract, policy.contracts,
+                                                          policy.default_contract))
+
+    claims: list[ClaimDecision] = []
+    tokens: list[TokenDecision] = []
+    rules = {r.name for r in policy.workloads if r.source == "k8s"}
+    for slug in sorted(found):
+        w = found[slug]
+        current = snap.workloads.get(slug)
+        token = None
+        if current is None or not current.settled:  # settled workloads are no longer watched
+            token = _k8s_token(w, current, snap, policy, configured=slug in rules)
+            if token is not None:
+                tokens.append(token)
+        ending = token is not None and map_token(token.token).status in INACTIVE_STATUSES
+        inactive = ending or (current is not None and current.status in INACTIVE_STATUSES)
+        if w.demand and not inactive:
+            claims.append(ClaimDecision(
+                workload=slug, contract=w.contract, kind=w.kind, source="k8s",
+                requests={k: v for k, v in w.requests.items() if v},
+                largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
+                tolerates_reclaimable=w.tolerates, namespace=w.namespace))
+        elif slug in snap.claims:
+            claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
+                                        source="k8s", requests={}, largest_pod={}, pods=0,
+                                        tolerates_reclaimable=w.tolerates,
+                                        namespace=w.namespace))
+    # a claim whose workload vanished altogether (no pods, no objects, no config)
+    for slug in sorted(snap.claims - set(found)):
+        claims.append(ClaimDecision(workload=slug, contract=policy.default_contract,
+                                    kind="deployment", source="k8s", requests={},
+                                    largest_pod={}, pods=0))
+    return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
+                          workloads=len(found))
+
+
+def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
+               policy: K8sPolicy, *, configured: bool) -> TokenDecision | None:
+    deployments, isvcs, jobs = _objects_of(w, snap, policy.workload_label, configured)
+    kind = w.kind
+    if isvcs and kind == "deployment":
+        kind = "inference"
+
+    def make(token: str, detail: dict[str, Any],
+             teardown: tuple[ObjectRef, ...] = ()) -> TokenDecision | None:
+        if not _emit(state, token):
+            return None
+        return TokenDecision(slug=w.slug, token=token, detail=detail, kind=kind, source="k8s",
+                             contract=w.contract, namespace=w.namespace, teardown=teardown)
+
+    # 1. quota blocks: pods that are never created
+    if kind in ("deployment", "inference"):
+        for dep in deployments:
+            message = deployment_quota_block(dep, snap.replicasets)
+            if message is None:
+                continue
+            detail = {"object": f"Deployment {dep.namespace}/{dep.name}", "message": message}
+            if policy.quota_block == "queue" and quota_request_fits(message):
+                return make("POD_QUEUED", {**detail, "reason": "quota busy: the request alone "
+                                           "fits the quota's limit"})
+            return make("POD_QUOTA_EXCEEDED_FAILED", detail, _teardown_refs(w, deployments, isvcs))
+    else:
+        for job in jobs:
+            message = events_quota_block(e for e in snap.events
+                                         if e.involved_kind == "Job" and e.involved_name == job.name
+                                         and e.namespace == job.namespace)
+            if message is not None:
+                return make("POD_CREATION_BLOCKED",
+                            {"object": f"Job {job.namespace}/{job.name}", "message": message})
+    # 2. a pod no node or pool could ever hold
+    for shape, pod in w.shapes.items():  # each distinct request once
+        request = dict(shape)
+        holds, why = could_ever_hold(request, snap.nodes, policy.capacity)
+        if holds is False:
+            teardown = _teardown_refs(w, deployments, isvcs) if kind != "job" else ()
+            return make("POD_SCHEDULING_FAILED",
+                        {"pod": f"{pod.namespace}/{pod.name}", "request": _json_request(request),
+                         "reason": why, "message": scheduling_message(pod)}, teardown)
+    # 3. available
+    if kind in ("deployment", "inference") and not w.waiting:
+        ready_isvc = any(any(c.type == "Ready" and c.status == "True" for c in i.conditions)
+                         for i in isvcs)
+        if ready_isvc or (deployments and all(deployment_available(d) for d in deployments)):
+            names = [f"{d.namespace}/{d.name}" for d in deployments]
+            return make("DEPLOYMENT_AVAILABLE", {"deployments": names})
+    # 4. waiting for capacity
+    if w.waiting:
+        first = w.waiting[0]
+        return make("POD_QUEUED", {"pods": len(w.waiting),
+                                   "message": scheduling_message(first)})
+    # 5. scheduled, starting
+    if w.starting:
+        return make("POD_INITIALIZING", {"pods": len(w.starting),
+                                         "nodes": sorted({p.node_name for p in w.starting})})
+    return None
+
+
+# --- Slurm ----------------------------------------------------------------------------------------
+
+
+def parse_sco_comment(comment: str) -> dict[str, str]:
+    """``sco:workload=<slug>`` (or ``sco:<slug>``) and ``sco:contract=<tier>`` items of a job
+    comment (separated by spaces, commas or semicolons)."""
+    out: dict[str, str] = {}
+    for item in re.split(r"[\s,;]+", comment or ""):
+        if not item.lower().startswith("sco:"):
+            continue
+        rest = item[4:]
+        key, sep, value = rest.partition("=")
+        if sep:
+            out[key.strip().lower()] = value.strip()
+        elif rest:
+            out.setdefault("workload", rest.strip())
+    return out
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's hostlist expression as names: ``gpu-a100-[1-2],local1`` → three names
+    (ranges keep zero padding: ``n[01-03]``)."""
+    names: list[str] = []
+    depth = 0
+    part: list[str] = []
+    parts: list[str] = []
+    for ch in text or "":
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(part))
+            part = []
+        else:
+            part.append(ch)
+    parts.append("".join(part))
+    for expr in (p.strip() for p in parts):
+        if not expr or expr.lower() in ("(null)", "none"):
+            continue
+        match = re.match(r"^(.*?)\[([^\]]*)\](.*)$", expr)
+        if match is None:
+            names.append(expr)
+            continue
+        head, ranges, tail = match.groups()
+        for tail_name in expand_hostlist(tail) if "[" in tail else [tail]:
+            for piece in ranges.split(","):
+                low, sep, high = piece.partition("-")
+                if sep:
+                    width = len(low)
+                    for number in range(int(low), int(high) + 1):
+                        names.append(f"{head}{number:0{width}d}{tail_name}")
+                else:
+                    names.append(f"{head}{piece}{tail_name}")
+    return names
+
+
+def job_node_shape(job: SlurmJob, gres_map: Mapping[str, str]) -> tuple[dict[str, int], int]:
+    """One node's worth of a job in canonical units, and how many nodes it asks for.
+
+    CPUs per node = ⌈CPUs / nodes⌉; memory per node (``--mem``) or per CPU (``--mem-per-cpu``)
+    times those CPUs, in MiB (Slurm's MB); GRES per node plus ⌈per-job GRES / nodes⌉, named
+    through `gres_map` (``gpu`` → ``nvidia.com/gpu``).
+    """
+    nodes = max(1, job.node_count)
+    cpus = max(1, math.ceil(job.cpus / nodes)) if job.cpus else 1
+    memory_mb = job.memory_per_node_mb or ((job.memory_per_cpu_mb or 0) * cpus)
+    shape: dict[str, int] = {CPU: cpus * 1000}
+    if memory_mb:
+        shape[MEMORY] = memory_mb * MIB
+    for name, count in to_resources(job.gres_per_node, gres_map).items():
+        shape[name] = shape.get(name, 0) + count
+    for name, count in to_resources(job.gres_per_job, gres_map).items():
+        shape[name] = shape.get(name, 0) + math.ceil(count / nodes)
+    return shape, nodes
+
+
+def job_gate_request(job: SlurmJob, gres_map: Mapping[str, str],
+                     gpu_resource: str) -> GateRequest:
+    """The gate's view of one node's worth of a job (whole CPUs, MB, a GPU count and type)."""
+    nodes = max(1, job.node_count)
+    cpus = max(1, math.ceil(job.cpus / nodes)) if job.cpus else 1
+    memory_mb = job.memory_per_node_mb or ((job.memory_per_cpu_mb or 0) * cpus)
+    entries = job.gres_per_node
+    gpus = gpu_count(entries, None, gres_map, gpu_resource) + math.ceil(
+        gpu_count(job.gres_per_job, None, gres_map, gpu_resource) / nodes)
+    gpu_type = next((g.type for g in (*entries, *job.gres_per_job) if g.type and
+                     gpu_count((g,), None, gres_map, gpu_resource)), None)
+    return GateRequest(cpus=cpus, memory_mb=memory_mb, gpus=gpus, gpu_type=gpu_type,
+                       gpu_resource=gpu_resource)
+
+
+def _slurm_workload(job: SlurmJob, policy: SlurmPolicy,
+                    by_job: Mapping[str, WorkloadState]) -> tuple[str, str, str] | None:
+    """(slug, contract, how) for a managed job, or None."""
+    tracked = by_job.get(str(job.job_id))
+    tags = parse_sco_comment(job.comment)
+    contract_tag = tags.get("contract")
+    if tracked is not None:
+        return tracked.slug, _contract(contract_tag, policy.contracts, policy.default_contract), \
+            "tracked"
+    if tags.get("workload"):
+        rule = _rule_for(policy.workloads, tags["workload"], None)
+        fallback = rule.contract if rule else policy.default_contract
+        return tags["workload"], _contract(contract_tag, policy.contracts, fallback), "comment"
+    for rule in policy.workloads:
+        if rule.source != "slurm":
+            continue
+        if rule.account and job.account == rule.account and (
+                rule.partition is None or rule.partition == job.partition):
+            return rule.name, rule.contract, "account"
+    for rule in policy.workloads:
+        if rule.source == "slurm" and rule.partition and rule.account is None \
+                and job.partition == rule.partition:
+            return rule.name, rule.contract, "partition"
+    return None
+
+
+def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecision:
+    """Claims and status tokens for the Slurm side (see the module docstring)."""
+    by_job = {t.job_id: t for t in snap.tracked if t.job_id}
+    cloud_nodes = {n.name for n in snap.nodes or () if n.cloud}
+    sums: dict[str, dict[str, int]] = {}
+    largest: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    held: dict[str, set[str]] = {}
+    contracts: dict[str, str] = {}
+    warnings: list[str] = []
+    tokens: list[TokenDecision] = []
+    discovered: dict[str, SlurmJob] = {}
+
+    for job in snap.jobs:
+        mapped = _slurm_workload(job, policy, by_job)
+        if mapped is None:
+            continue
+        slug, contract, how = mapped
+        if not is_slug(slug):
+            warnings.append(f"job {job.job_id}: workload {slug!r} is not a slug; skipped")
+            continue
+        state = snap.workloads.get(slug)
+        if how == "comment" and job.state in ("PENDING", *SLURM_HOLDING_STATES) \
+                and str(job.job_id) not in snap.known_jobs \
+                and (state is None or state.status in INACTIVE_STATUSES) \
+                and slug not in discovered:
+            discovered[slug] = job  # a new single-job workload: track it from now on
+        shape, nodes = job_node_shape(job, policy.gres_map)
+        if job.state == "PENDING" and job.reason not in NOT_DEMAND_REASONS:
+            count = nodes
+            names: list[str] = []
+        elif job.state in SLURM_HOLDING_STATES:
+            names = [n for n in expand_hostlist(job.nodes) if n in cloud_nodes]
+            count = len(names)
+        else:
+            continue
+        if not count:
+            continue
+        total = sums.setdefault(slug, {})
+        for name, amount in shape.items():
+            total[name] = total.get(name, 0) + amount * count
+        big = largest.setdefault(slug, {})
+        for name, amount in shape.items():
+            big[name] = max(big.get(name, 0), amount)
+        counts[slug] = counts.get(slug, 0) + count
+        held.setdefault(slug, set()).update(names)
+        contracts.setdefault(slug, contract)
+
+    claims = [ClaimDecision(workload=slug, contract=contracts[slug], kind="job", source="slurm",
+                            requests=sums[slug], largest_pod=largest[slug], pods=counts[slug],
+                            nodes=tuple(sorted(held[slug])))
+              for slug in sorted(sums)]
+    for slug in sorted(snap.claims - set(sums)):
+        claims.append(ClaimDecision(workload=slug, contract=policy.default_contract, kind="job",
+                                    source="slurm", requests={}, largest_pod={}, pods=0))
+
+    jobs = {str(j.job_id): j for j in snap.jobs}
+    watched = [(t, jobs.get(t.job_id or "")) for t in snap.tracked]
+    for slug, job in sorted(discovered.items()):
+        tags = parse_sco_comment(job.comment)
+        rule = _rule_for(policy.workloads, slug, None)
+        contract = _contract(tags.get("contract"), policy.contracts,
+                             rule.contract if rule else policy.default_contract)
+        fresh = WorkloadState(slug=slug, status="pending", kind="job", source="slurm",
+                              job_id=str(job.job_id))
+        for decision in _slurm_tokens(fresh, job, snap, policy):
+            tokens.append(replace(decision, contract=contract))
+    for row, tracked_job in watched:
+        if tracked_job is None:
+            continue  # left squeue: the EpilogSlurmctld hook records its end via the spool
+        tokens.extend(_slurm_tokens(row, tracked_job, snap, policy))
+    slugs = set(sums) | set(discovered) | {t.slug for t in snap.tracked}
+    return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
+                          workloads=len(slugs))
+
+
+def _slurm_tokens(state: WorkloadState, job: SlurmJob, snap: SlurmSnapshot,
+                  policy: SlurmPolicy) -> list[TokenDecision]:
+    def make(token: str, detail: dict[str, Any]) -> TokenDecision:
+        return TokenDecision(slug=state.slug, token=token, detail=detail, kind="job",
+                             source="slurm", contract=policy.default_contract,
+                             job_id=str(job.job_id))
+
+    out: list[TokenDecision] = []
+    base = {"job_id": str(job.job_id), "partition": job.partition}
+    if job.state == "PENDING":
+        reason = job.reason or "None"
+        if reason != state.last_queued_reason:
+            out.append(make("SLURM_JOB_QUEUED", {**base, "reason": reason}))
+        elif state.status != "queued":
+            # the same reason again after running (a requeue): the state says queued
+            out.append(make("SLURM_JOB_STATUS", {**base, "state": "PENDING", "reason": reason}))
+        if reason in HOPELESS_SLURM_REASONS:
+            request = job_gate_request(job, policy.gres_map, policy.gpu_resource)
+            nodes = None if snap.nodes is None else [
+                n for n in snap.nodes if job.partition in n.partitions]
+            capacity = policy.capacity
+            verdict = decide_slurm(request, nodes, capacity.pools, capacity.flavors,
+                                   elastic=capacity.elastic, partition=job.partition or None,
+                                   gres_map=policy.gres_map, node_reserve=capacity.node_reserve,
+                                   unreadable="sinfo unreadable" if nodes is None else None)
+            if verdict.verdict == OVER_CAPACITY:
+                out.append(make(SLURM_FAILED_TOKEN, {
+                    **base, "reason": reason, "gate": verdict.reason,
+                    "request": {"cpus": request.cpus, "memory_mb": request.memory_mb,
+                                "gpus": request.gpus, "gpu_type": request.gpu_type},
+                    "node": verdict.as_dict()["node"]}))
+        return out
+    state_name = job.state.split()[0] if job.state else ""
+    meaning = map_token("SLURM_JOB_STATUS", {"state": state_name})
+    if meaning.status is not None and meaning.status != state.status:
+        detail: dict[str, Any] = {**base, "state": state_name}
+        if job.nodes:
+            detail["nodes"] = job.nodes
+        out.append(make("SLURM_JOB_STATUS", detail))
+    return out
+

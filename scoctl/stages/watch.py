@@ -1,0 +1,641 @@
+"""The watch stage (DESIGN §1; DD-0018 §4b, §5; placement steps 1-3).
+
+read: the event spool, Kubernetes pods / nodes / Deployments / ReplicaSets / Jobs /
+InferenceServices / quota events, Slurm jobs and nodes · decide: `stages.intake` (pure) ·
+record: claims (a new version only when the normalised demand changed) and status tokens, all
+in one transaction per pass · act: tear down the objects of deployment and inference workloads
+that turned inactive (`stages.teardown`), and only then drop the ingested spool files.
+
+`run_pass` is one pass (``scoctl watch --once``, and the first step of ``scoctl run``).
+`follow` streams: a pod watch (list + watch with resourceVersion; 410 Gone and API restarts
+re-list) feeds a pod cache, the batch window (`intake.batch_idle` / `intake.batch_max`, timed
+by the injected Clock) decides when to commit, and a periodic pass (Slurm, quota blocks,
+availability) runs when the window is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from scoctl.clock import Clock
+from scoctl.config import Config, WorkloadSpec
+from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
+from scoctl.core.tokens import INACTIVE_STATUSES, is_active
+from scoctl.errors import ApiError, ConfigError, UsageError
+from scoctl.spool import SpoolEvent, discard, pending_events
+from scoctl.stages.intake import (
+    BatchWindow,
+    Capacity,
+    ClaimDecision,
+    IntakeDecision,
+    K8sPolicy,
+    K8sSnapshot,
+    ObjectRef,
+    SlurmPolicy,
+    SlurmSnapshot,
+    TokenDecision,
+    WorkloadRule,
+    WorkloadState,
+    decide_k8s_intake,
+    decide_slurm_intake,
+    extend_window,
+    is_managed_pod,
+    parse_sco_comment,
+    window_deadline,
+    window_due,
+)
+from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
+from scoctl.state import Store, WorkloadRecord
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.cluster import Cluster, PodEvent
+
+log = logging.getLogger(__name__)
+
+Source = Literal["k8s", "slurm"]
+SOURCES: tuple[Source, ...] = ("k8s", "slurm")
+PENDING_SELECTOR = "status.phase=Pending"
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SourceCounts:
+    """Per-source numbers of one pass."""
+
+    seen: int = 0  # pods (k8s) or jobs (slurm) read
+    workloads: int = 0
+    claims_written: int = 0
+    claims_changed: int = 0
+    tokens: int = 0
+    error: str | None = None
+
+    def as_dict(self, source: str) -> dict[str, Any]:
+        key = "pods" if source == "k8s" else "jobs"
+        return {key: self.seen, "workloads": self.workloads,
+                "claims_written": self.claims_written, "claims_changed": self.claims_changed,
+                "tokens": self.tokens, "error": self.error}
+
+
+@dataclass
+class WatchResult:
+    """What one pass did. ``--json`` prints `as_dict`."""
+
+    sources: dict[str, SourceCounts] = field(default_factory=dict)
+    spool_events: int = 0
+    spool_tokens: int = 0
+    changed: list[str] = field(default_factory=list)  # workloads whose claim got a new version
+    teardowns: list[TeardownResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def claims_written(self) -> int:
+        return sum(c.claims_written for c in self.sources.values())
+
+    @property
+    def claims_changed(self) -> int:
+        return sum(c.claims_changed for c in self.sources.values())
+
+    @property
+    def tokens(self) -> int:
+        return self.spool_tokens + sum(c.tokens for c in self.sources.values())
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{name}: {c.error}" for name, c in self.sources.items() if c.error]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON summary of a pass."""
+        return {
+            "claims_written": self.claims_written,
+            "claims_changed": self.claims_changed,
+            "changed": sorted(self.changed),
+            "tokens": self.tokens,
+            "spool_events": self.spool_events,
+            "sources": {name: c.as_dict(name) for name, c in self.sources.items()},
+            "teardowns": [t.as_dict() for t in self.teardowns],
+            "warnings": list(self.warnings),
+            "errors": self.errors,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+# --- config → policies -------------------------------------------------------------------------
+
+
+def _rules(workloads: Sequence[WorkloadSpec]) -> tuple[WorkloadRule, ...]:
+    return tuple(WorkloadRule(name=w.name, contract=w.contract, source=w.source, kind=w.kind,
+                              namespace=w.namespace, account=w.account, partition=w.partition,
+                              tolerates_reclaimable=w.tolerates_reclaimable)
+                 for w in workloads)
+
+
+def _default_contract(config: Config) -> str:
+    return "T1" if "T1" in config.contracts else sorted(config.contracts)[0]
+
+
+def capacity_of(config: Config) -> Capacity:
+    """The pools and flavors "could ever hold it" is judged against."""
+    return Capacity(pools=config.pools, flavors=tuple(config.flavors.values()),
+                    node_reserve=dict(config.node_reserve), elastic=config.elastic)
+
+
+def k8s_policy(config: Config) -> K8sPolicy:
+    """The Kubernetes intake rules of a config."""
+    k = config.kubernetes
+    return K8sPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
+                     default_contract=_default_contract(config), workload_label=k.workload_label,
+                     contract_label=k.contract_label, quota_block=config.quota_block,
+                     capacity=capacity_of(config))
+
+
+def slurm_policy(config: Config) -> SlurmPolicy:
+    """The Slurm intake rules of a config."""
+    gpu = config.kubernetes.gpu_resource
+    return SlurmPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
+                       default_contract=_default_contract(config),
+                       gres_map=dict(config.slurm.gres_map), gpu_resource=gpu,
+                       capacity=capacity_of(config))
+
+
+def available_sources(config: Config) -> list[Source]:
+    """The sources ``--source all`` watches: Kubernetes when a kubeconfig (config, $KUBECONFIG,
+    ~/.kube/config) or an in-cluster service account is there; Slurm when the config names a
+    Slurm workload, slurmrestd or CLOUD partitions, or when ``squeue`` exists on a host that
+    has a Slurm configuration ($SLURM_CONF or /etc/slurm/slurm.conf)."""
+    out: list[Source] = []
+    k = config.kubernetes
+    if (k.kubeconfig is not None or os.environ.get("KUBECONFIG")
+            or os.path.exists(os.path.expanduser("~/.kube/config"))
+            or os.environ.get("KUBERNETES_SERVICE_HOST")):
+        out.append("k8s")
+    if config.uses_slurm or (shutil.which(config.slurm.squeue) and slurm_configured()):
+        out.append("slurm")
+    return out
+
+
+def slurm_configured() -> bool:
+    """This host is a Slurm client: $SLURM_CONF or /etc/slurm/slurm.conf exists."""
+    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    return os.path.exists(conf)
+
+
+# --- read --------------------------------------------------------------------------------------
+
+
+def _states(store: Store) -> dict[str, WorkloadState]:
+    return {w.slug: _state(w) for w in store.workloads()}
+
+
+def _state(w: WorkloadRecord) -> WorkloadState:
+    return WorkloadState(slug=w.slug, status=w.status, kind=w.kind, source=w.source,
+                         last_token=w.last_token, last_queued_reason=w.last_queued_reason,
+                         job_id=w.job_id, namespace=w.namespace)
+
+
+def read_k8s(cluster: Cluster, config: Config,
+             pending: Sequence[PodInfo] | None = None) -> K8sSnapshot:
+    """Read the cluster: pending pods (or the given cache), pods on nodes scoctl launched,
+    nodes, Deployments, ReplicaSets, Jobs, InferenceServices and Jobs' FailedCreate events.
+
+    Raises TemporaryError / PermanentError from the cluster.
+    """
+    namespaces: list[str | None] = list(config.kubernetes.namespaces) or [None]
+    nodes = cluster.nodes()
+    pods: dict[tuple[str, str], PodInfo] = {}
+    if pending is None:
+        listed: list[PodInfo] = []
+        for ns in namespaces:
+            listed.extend(cluster.pods(ns, field_selector=PENDING_SELECTOR))
+        pending = listed
+    for pod in pending:
+        pods[(pod.namespace, pod.name)] = pod
+    wanted = set(namespaces)
+    for node in nodes:
+        if node.labels.get(MANAGED_LABEL) == "true":
+            for pod in cluster.pods_on_node(node.name):
+                if None in wanted or pod.namespace in wanted:
+                    pods[(pod.namespace, pod.name)] = pod
+    deployments, replicasets, jobs, isvcs, events = [], [], [], [], []
+    for ns in namespaces:
+        deployments.extend(cluster.deployments(ns))
+        replicasets.extend(cluster.replicasets(ns))
+        jobs.extend(cluster.jobs(ns))
+        isvcs.extend(cluster.inference_services(ns))
+        events.extend(cluster.events(ns, involved_kind="Job", reason="FailedCreate"))
+    return K8sSnapshot(pods=tuple(pods.values()), nodes=tuple(nodes),
+                       deployments=tuple(deployments), replicasets=tuple(replicasets),
+                       jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events))
+
+
+def read_slurm(scheduler: BatchScheduler) -> SlurmSnapshot:
+    """Every job and node Slurm knows (nodes None when only they are unreadable).
+
+    Raises a SchedulerError when the jobs cannot be read.
+    """
+    from scoctl.adapters.batch import SchedulerError
+
+    jobs = scheduler.jobs()
+    try:
+        nodes: tuple[Any, ...] | None = tuple(scheduler.nodes())
+    except SchedulerError as exc:
+        log.warning("Slurm nodes unreadable (%s): hopeless jobs are not judged", exc)
+        nodes = None
+    return SlurmSnapshot(jobs=tuple(jobs), nodes=nodes)
+
+
+# --- record ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """Teardowns to run once the pass has committed."""
+
+    items: list[tuple[WorkloadRecord, tuple[ObjectRef, ...] | None]] = field(default_factory=list)
+
+
+def _spool_create(config: Config, event: SpoolEvent) -> tuple[str, str, str]:
+    spec = config.workload(event.workload)
+    if spec is not None:
+        return spec.kind, spec.source, spec.contract
+    contract = str(event.detail.get("contract") or _default_contract(config))
+    if contract not in config.contracts:
+        contract = _default_contract(config)
+    if event.token.startswith("SLURM_"):
+        return "job", "slurm", contract
+    return "deployment", "k8s", contract
+
+
+def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
+                  pending: _Pending) -> int:
+    """Record each spool event (DESIGN §2 "spool"); returns how many tokens were recorded."""
+    recorded = 0
+    for event in events:
+        job_id = str(event.detail.get("job_id") or "") or None
+        active = store.active_workload(event.workload)
+        if job_id is not None:
+            owner = store.workload_by_job(job_id)
+            if owner is not None and owner.slug == event.workload and (
+                    active is None or owner.id != active.id):
+                # a late event of an older run of this slug: log it, never touch the new row
+                store.append_event(event.workload, event.token, "info", owner.status,
+                                   {**event.detail, "note": "event of an earlier run"},
+                                   workload_id=owner.id, ts=event.ts)
+                recorded += 1
+                continue
+            if owner is None and (active is None or active.job_id in (None, job_id)):
+                kind, source, contract = _spool_create(config, event)
+                store.ensure_workload(event.workload, kind=kind, source=source,
+                                      contract=contract, job_id=job_id)
+                active = store.active_workload(event.workload)
+        create = _spool_create(config, event)
+        row, outcome = store.record_token(event.workload, event.token, event.detail,
+                                          create=create, ts=event.ts)
+        if outcome is not None and outcome.record:
+            recorded += 1
+        if (active is not None and row is not None and row.id == active.id
+                and not is_active(row.status) and row.source == "k8s"
+                and row.kind in TORN_DOWN_KINDS):
+            pending.items.append((row, None))
+    return recorded
+
+
+def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: SourceCounts,
+                   result: WatchResult) -> None:
+    for claim in claims:
+        if claim.pods and store.latest_workload(claim.workload) is None:
+            store.ensure_workload(claim.workload, kind=claim.kind, source=claim.source,
+                                  contract=claim.contract, namespace=claim.namespace)
+        _, changed = store.put_claim(
+            claim.workload, contract=claim.contract, requests=claim.requests,
+            largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
+            tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes)
+        counts.claims_written += 1
+        if changed:
+            counts.claims_changed += 1
+            result.changed.append(claim.workload)
+
+
+def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: SourceCounts,
+                   pending: _Pending) -> None:
+    for token in tokens:
+        before = store.active_workload(token.slug)
+        if before is None:
+            before = store.ensure_workload(token.slug, kind=token.kind, source=token.source,
+                                           contract=token.contract, job_id=token.job_id,
+                                           namespace=token.namespace)
+        row, outcome = store.record_token(token.slug, token.token, token.detail)
+        if outcome is None or not outcome.record:
+            continue
+        counts.tokens += 1
+        if (row is not None and row.status in INACTIVE_STATUSES and row.source == "k8s"
+                and row.kind in TORN_DOWN_KINDS):
+            pending.items.append((row, token.teardown))
+
+
+def _record(store: Store, decision: IntakeDecision, counts: SourceCounts, result: WatchResult,
+            pending: _Pending) -> None:
+    counts.workloads = decision.workloads
+    result.warnings.extend(decision.warnings)
+    _record_claims(store, decision.claims, counts, result)
+    _record_tokens(store, decision.tokens, counts, pending)
+
+
+def _claimed(store: Store, source: str) -> frozenset[str]:
+    return frozenset(c.workload for c in store.claims() if c.source == source and c.requests)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic collector while deciding over tens of thousands of fresh values: they
+    are all alive, and repeated full collections find nothing to free (a third of the time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# --- one pass ----------------------------------------------------------------------------------
+
+
+def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
+             teardown: bool = True, cluster: Cluster | None = None,
+             scheduler: BatchScheduler | None = None,
+             pending_pods: Sequence[PodInfo] | None = None) -> WatchResult:
+    """One watch pass: spool, then each source; one transaction; then teardowns and spool
+    clean-up. A source whose API fails is reported in the result (``errors``) and skipped; the
+    others and the spool are still recorded.
+
+    `pending_pods` replaces the pending-pod list (the follow cache). Raises ConfigError when a
+    requested source has no usable configuration.
+    """
+    started = clock.monotonic()
+    wall = time.perf_counter()
+    result = WatchResult()
+    k8s_read: K8sSnapshot | None = None
+    slurm_read: SlurmSnapshot | None = None
+    if "k8s" in sources:
+        counts = result.sources["k8s"] = SourceCounts()
+        if cluster is None:
+            raise ConfigError("watch --source k8s needs a Kubernetes cluster",
+                              field="kubernetes.kubeconfig")
+        try:
+            k8s_read = read_k8s(cluster, config, pending_pods)
+            counts.seen = len(k8s_read.pods)
+        except ApiError as exc:
+            counts.error = str(exc)
+    if "slurm" in sources:
+        counts = result.sources["slurm"] = SourceCounts()
+        if scheduler is None:
+            raise ConfigError("watch --source slurm needs Slurm", field="slurm")
+        try:
+            slurm_read = read_slurm(scheduler)
+            counts.seen = len(slurm_read.jobs)
+        except ApiError as exc:
+            counts.error = str(exc)
+
+    events = list(pending_events(config.spool))
+    pending = _Pending()
+    with store.transaction(), _no_gc():
+        result.spool_tokens = _ingest_spool(config, store, events, pending)
+        result.spool_events = len(events)
+        states = _states(store)
+        if k8s_read is not None:
+            snap = K8sSnapshot(**{**k8s_read.__dict__, "workloads": states,
+                                  "claims": _claimed(store, "k8s")})
+            _record(store, decide_k8s_intake(snap, k8s_policy(config)), result.sources["k8s"],
+                    result, pending)
+            states = _states(store)
+        if slurm_read is not None:
+            tracked = tuple(_state(w) for w in store.workloads(active_only=True)
+                            if w.source == "slurm" and w.job_id)
+            known = frozenset(str(j.job_id) for j in slurm_read.jobs
+                              if parse_sco_comment(j.comment).get("workload")
+                              and store.workload_by_job(str(j.job_id)) is not None)
+            snap_s = SlurmSnapshot(jobs=slurm_read.jobs, nodes=slurm_read.nodes,
+                                   workloads=states, tracked=tracked, known_jobs=known,
+                                   claims=_claimed(store, "slurm"))
+            _record(store, decide_slurm_intake(snap_s, slurm_policy(config)),
+                    result.sources["slurm"], result, pending)
+    for event in events:  # only after the commit: a crash re-ingests, never loses
+        discard(event)
+    for row, refs in pending.items:
+        outcome = teardown_workload(store, cluster if "k8s" in sources else None, row,
+                                    refs=refs, enabled=teardown,
+                                    workload_label=config.kubernetes.workload_label)
+        result.teardowns.append(outcome)
+    result.seconds = max(clock.monotonic() - started, 0.0) or (time.perf_counter() - wall)
+    return result
+
+
+# --- follow ------------------------------------------------------------------------------------
+
+
+class Follower:
+    """The state of ``--follow``: a cache of pending pods fed by watch events, the batch window,
+    and when the next periodic pass is due. Time comes from the Clock only, so tests drive it
+    event by event without sleeping."""
+
+    def __init__(self, config: Config, store: Store, clock: Clock, *,
+                 sources: Collection[Source], teardown: bool = True,
+                 cluster: Cluster | None = None, scheduler: BatchScheduler | None = None,
+                 poll: float | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.sources = tuple(sources)
+        self.teardown = teardown
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.poll = poll if poll is not None else max(config.intake.batch_max, 1.0)
+        self.policy = k8s_policy(config)
+        self.pods: dict[tuple[str, str], PodInfo] = {}
+        self.synced = False
+        self.window: BatchWindow | None = None
+        self.next_poll = clock.monotonic()
+        self.resyncs = 0
+
+    def _demand(self, pod: PodInfo | None) -> bool:
+        return pod is not None and is_provisionable(pod) and is_managed_pod(pod, self.policy)
+
+    def handle(self, event: PodEvent) -> bool:
+        """Apply one watch event to the cache; returns whether demand changed (and the window
+        was opened or extended)."""
+        changed = False
+        if event.type == "RESYNC":
+            old = self.pods
+            self.pods = {(p.namespace, p.name): p for p in event.pods}
+            self.synced = True
+            self.resyncs += 1
+            before = {k for k, p in old.items() if self._demand(p)}
+            after = {k for k, p in self.pods.items() if self._demand(p)}
+            changed = before != after or any(old.get(k) != self.pods.get(k) for k in after)
+        elif event.pod is not None:
+            key = (event.pod.namespace, event.pod.name)
+            old_pod = self.pods.get(key)
+            if event.type == "DELETED":
+                self.pods.pop(key, None)
+                changed = self._demand(old_pod)
+            else:
+                self.pods[key] = event.pod
+                changed = self._demand(old_pod) or self._demand(event.pod)
+        if changed:
+            self.window = extend_window(self.window, self.clock.monotonic())
+        return changed
+
+    def seconds_to_due(self) -> float:
+        """How long until the next commit is due (0 when it is)."""
+        now = self.clock.monotonic()
+        intake = self.config.intake
+        if self.window is not None:
+            return max(0.0, window_deadline(self.window, intake.batch_idle,
+                                            intake.batch_max) - now)
+        return max(0.0, self.next_poll - now)
+
+    def due(self) -> bool:
+        """A closed batch window, or (no window open) the periodic pass."""
+        now = self.clock.monotonic()
+        intake = self.config.intake
+        if self.window is not None:
+            return window_due(self.window, now, intake.batch_idle, intake.batch_max)
+        return now >= self.next_poll
+
+    def commit(self) -> WatchResult:
+        """Run one pass over the cached pending pods (listed when no watch has synced yet)."""
+        pending = list(self.pods.values()) if self.synced else None
+        self.window = None
+        try:
+            return run_pass(self.config, self.store, self.clock, sources=self.sources,
+                            teardown=self.teardown, cluster=self.cluster,
+                            scheduler=self.scheduler, pending_pods=pending)
+        finally:
+            self.next_poll = self.clock.monotonic() + self.poll
+
+
+def _pump(cluster: Cluster, out: queue.Queue[PodEvent | Exception], stop: threading.Event,
+          timeout: float, namespace: str | None) -> None:
+    """Feed pod watch events into `out` until `stop`; API failures are put on the queue and
+    retried with back-off (the adapter re-lists after 410 Gone and on the first watch)."""
+    rv: str | None = None
+    failures = 0
+    while not stop.is_set():
+        try:
+            for event in cluster.watch_pods(rv, timeout, namespace=namespace,
+                                            field_selector=PENDING_SELECTOR):
+                out.put(event)
+                rv = event.resource_version or rv
+                failures = 0
+                if stop.is_set():
+                    return
+        except ApiError as exc:
+            out.put(exc)
+            failures += 1
+            stop.wait(min(10.0, 0.25 * 2 ** min(failures, 6)))
+
+
+def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
+           stop: threading.Event, on_pass: Callable[[WatchResult], None],
+           teardown: bool = True, cluster: Cluster | None = None,
+           scheduler: BatchScheduler | None = None, poll: float | None = None,
+           watch_timeout: float = 30.0, on_error: Callable[[str], None] | None = None) -> int:
+    """Stream until `stop` is set; returns the number of passes.
+
+    Pod events come from a watch thread per namespace (all namespaces when none is
+    configured); every pass is `Follower.commit`. An API failure (the watch or a pass) is
+    reported through `on_error` and retried, so ``--follow`` survives API restarts.
+    """
+    follower = Follower(config, store, clock, sources=sources, teardown=teardown,
+                        cluster=cluster, scheduler=scheduler, poll=poll)
+    events: queue.Queue[PodEvent | Exception] = queue.Queue()
+    threads: list[threading.Thread] = []
+    if cluster is not None and "k8s" in sources:
+        spaces: list[str | None] = list(config.kubernetes.namespaces) or [None]
+        for ns in spaces:
+            thread = threading.Thread(target=_pump, name=f"scoctl-watch-{ns or 'all'}",
+                                      args=(cluster, events, stop, watch_timeout, ns),
+                                      daemon=True)
+            thread.start()
+            threads.append(thread)
+    report = on_error or (lambda message: log.warning("%s", message))
+    passes = 0
+    while not stop.is_set():
+        wait = min(follower.seconds_to_due(), 0.2)
+        try:
+            item: PodEvent | Exception | None = events.get(timeout=wait) if wait > 0 \
+                else events.get_nowait()
+        except queue.Empty:
+            item = None
+        while item is not None:
+            if isinstance(item, Exception):
+                report(f"watch: {item}")
+            else:
+                follower.handle(item)
+            try:
+                item = events.get_nowait()
+            except queue.Empty:
+                item = None
+        if follower.due() and not stop.is_set():
+            result = follower.commit()
+            passes += 1
+            for error in result.errors:
+                report(error)
+            on_pass(result)
+    if follower.window is not None:  # commit what the open window holds before leaving
+        on_pass(follower.commit())
+        passes += 1
+    for thread in threads:
+        thread.join(timeout=0.1)
+    return passes
+
+
+def resolve_sources(config: Config, source: str) -> list[Source]:
+    """``k8s``, ``slurm`` or ``all`` (the configured ones) as a list; UsageError otherwise."""
+    if source == "all":
+        found = available_sources(config)
+        if not found:
+            raise UsageError("watch: neither Kubernetes nor Slurm is configured (set "
+                             "kubernetes.kubeconfig / $KUBECONFIG, or slurm.rest_url / squeue)")
+        return found
+    if source not in SOURCES:
+        raise UsageError(f"--source {source}: use k8s, slurm or all")
+    return ["k8s"] if source == "k8s" else ["slurm"]
+
+
+def connect(config: Config, sources: Collection[Source],
+            ) -> tuple[Cluster | None, BatchScheduler | None]:
+    """The adapters the sources need (lazily imported)."""
+    from scoctl.adapters.factory import cluster_for, scheduler_for
+
+    cluster = cluster_for(config) if "k8s" in sources else None
+    scheduler = scheduler_for(config) if "slurm" in sources else None
+    return cluster, scheduler
+
+
+def summary_rows(result: WatchResult) -> list[tuple[Any, ...]]:
+    """Rows of the human summary table: one per source."""
+    rows: list[tuple[Any, ...]] = []
+    for name, c in result.sources.items():
+        rows.append((name, c.seen, c.workloads, c.claims_written, c.claims_changed, c.tokens,
+                     c.error or ""))
+    return rows
+
+
+def claims_mapping(store: Store, names: Collection[str]) -> Mapping[str, Any]:
+    """The stored claims of `names` (for the human summary)."""
+    return {c.workload: c for c in store.claims() if c.workload in names}
