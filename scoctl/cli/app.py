@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "emit",
     "sim",
     "config_cmd",
+    "slurm_cmd",
 )
 
 app = typer.Typer(

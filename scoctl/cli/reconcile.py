@@ -1,0 +1,117 @@
+"""`scoctl reconcile`: bring the state in line with what Nova, Kubernetes and Slurm hold."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from scoctl.cli.common import WAIT_HELP, JsonOption
+
+if TYPE_CHECKING:
+    from scoctl.stages.reconcile import ReconcileResult
+
+
+def reconcile(
+    ctx: typer.Context,
+    region: Annotated[str | None, typer.Option("--region", help="Only this region.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Read everything, print the decision; change nothing.")] = False,
+    no_teardown: Annotated[bool, typer.Option(
+        "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
+                           ] = False,
+    json_out: JsonOption = False,
+    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+) -> None:
+    """Track every server tagged sco:managed (building → active → ready), delete launches that
+    time out or fail (a capacity fault excludes the pool for a while), adopt the servers of
+    crashed launches, report orphans, notice reclaims, scale down idle units the plan no longer
+    needs (under the disruption budget) and tear down failed deployments.
+
+    A second reconcile in a row changes nothing. Exit 1 when an API failed.
+
+    Example: scoctl reconcile --region region-a --dry-run --json
+    """
+    import contextlib
+
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.clock import SystemClock
+    from scoctl.errors import EXIT_FAILURE
+    from scoctl.stages.reconcile import run_reconcile
+    from scoctl.state import Store
+
+    g = globals_of(ctx, json=json_out)
+    config = g.config()
+    store_cm: contextlib.AbstractContextManager[Store] = (
+        g.open_store() if dry_run else g.writer(wait))
+    with store_cm as store:
+        result = run_reconcile(config, store, SystemClock(), region=region, dry_run=dry_run,
+                               teardown=not no_teardown)
+    body = result_json(result)
+    if g.json:
+        render.print_json(body)
+    else:
+        _show(result)
+    if result.errors:
+        for error in result.errors:
+            render.warn(error)
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def result_json(result: ReconcileResult) -> dict[str, Any]:
+    """The ``--json`` document of a reconcile pass."""
+    regions = []
+    for r in result.regions:
+        d = r.decision
+        regions.append({
+            "region": r.region,
+            "adopted": [i.id for i in d.new_instances],
+            "launches": [{"launch": u.launch_id, "status": u.status} for u in d.launch_updates],
+            "updates": [{"id": u.id, **u.fields} for u in d.updates],
+            "deletions": [{"server": x.server_id or None, "name": x.name, "reason": x.reason,
+                           "workload": x.workload, "slurm_node": x.slurm_node}
+                          for x in d.deletions],
+            "scale_downs": [{"server": s.server_id, "name": s.name, "workload": s.workload,
+                             "pool": s.pool} for s in d.scale_downs],
+            "exclusions": [{"pool": e.pool, "until": e.until, "reason": e.reason}
+                           for e in d.exclusions],
+            "events": [{"workload": e.workload, "token": e.token, "level": e.level,
+                        "detail": dict(e.detail)} for e in d.events],
+            "replan": dict(d.dirty),
+            "orphans": [{"server": o.server_id, "name": o.name, "first_seen": o.first_seen,
+                         "workload": o.workload, "delete": o.delete} for o in d.orphans],
+            "held": {w: dict(p) for w, p in d.held.items()},
+            "deleted": list(r.deleted), "scaled_down": list(r.scaled_down),
+            "kept": list(r.kept),
+        })
+    return {"dry_run": result.dry_run, "changed": result.changed, "regions": regions,
+            "torn_down": list(result.torn_down), "errors": list(result.errors),
+            "seconds": round(result.seconds, 4)}
+
+
+def _show(result: ReconcileResult) -> None:
+    from scoctl.cli import render
+
+    verb = "would" if result.dry_run else "did"
+    for r in result.regions:
+        d = r.decision
+        render.line(f"{r.region}: {len(d.updates)} instance changes, {len(d.new_instances)} "
+                    f"adopted, {len(d.deletions)} deletions, {len(d.scale_downs)} scale-downs, "
+                    f"{len(d.exclusions)} exclusions, {len(d.orphans)} orphans ({verb})")
+        rows = [(x.name, x.server_id or "-", x.reason) for x in d.deletions]
+        rows += [(s.name, s.server_id, "scale-down: idle, not in the plan")
+                 for s in d.scale_downs]
+        if rows:
+            render.table(f"{r.region}: removals", ["name", "server", "why"], rows)
+        if d.orphans:
+            render.table(f"{r.region}: orphans", ["server", "name", "first seen", "delete"],
+                         [(o.server_id, o.name, o.first_seen, o.delete) for o in d.orphans])
+    if result.torn_down:
+        render.line(f"torn down: {', '.join(result.torn_down)}")
+    if not result.changed:
+        render.line("nothing to change")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reconcile")(reconcile)

@@ -1,0 +1,98 @@
+"""`scoctl run`: the whole loop (watch → plan → acquire → reconcile) under one run lock."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scoctl.cli.common import WAIT_HELP, JsonOption
+
+
+def run(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit (for timers).")
+                    ] = False,
+    interval: Annotated[str | None, typer.Option(
+        "--interval", help="Loop: one pass every INTERVAL (e.g. 10s, 1m) until stopped.")
+                        ] = None,
+    region: Annotated[str | None, typer.Option("--region", help="Only this region.")] = None,
+    no_teardown: Annotated[bool, typer.Option(
+        "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
+                           ] = False,
+    json_out: JsonOption = False,
+    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+) -> None:
+    """Run the placement loop: watch (one pass) → plan → acquire → reconcile, holding the run
+    lock for the whole pass, with per-stage timings and metrics (config `metrics.textfile`).
+
+    Exit codes (--once): 0 success; 1 a stage's API failed after retries (the other stages
+    still ran; the failed ones are named); 2 bad config; 75 another scoctl run holds the lock.
+    With --interval a pass that finds the lock held is skipped; SIGTERM stops after the pass.
+
+    Example: scoctl run --once --json
+    """
+    import signal
+    import threading
+
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.clock import SystemClock
+    from scoctl.config import parse_duration
+    from scoctl.errors import EXIT_OK, LockHeld, UsageError
+    from scoctl.stages.run import connect_systems, run_once
+
+    if once and interval:
+        raise UsageError("give --once or --interval, not both")
+    period = 0.0
+    if interval:
+        try:
+            period = parse_duration(interval)
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from exc
+        if period <= 0:
+            raise UsageError("--interval must be more than 0")
+    g = globals_of(ctx, json=json_out)
+    config = g.config()
+    clock = SystemClock()
+    stop = threading.Event()
+    if period:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    systems = connect_systems(config)
+    code = EXIT_OK
+    try:
+        while True:
+            try:
+                with g.writer(wait) as store:
+                    result = run_once(config, store, clock, systems,
+                                      teardown=not no_teardown, region=region)
+            except LockHeld as exc:
+                if not period:
+                    raise
+                render.warn(f"{exc}; skipping this pass")
+            else:
+                code = result.exit_code
+                if g.json:
+                    render.print_json_line(result.as_dict())
+                else:
+                    timings = ", ".join(
+                        f"{s.name} {s.seconds * 1000:.0f} ms"
+                        + ("" if s.ok else " FAILED") + (f" (skipped: {s.skipped})"
+                                                         if s.skipped else "")
+                        for s in result.stages)
+                    render.line(f"pass in {result.seconds * 1000:.0f} ms: {timings}")
+                    for s in result.stages:
+                        for error in s.errors:
+                            render.warn(f"{s.name}: {error}")
+            if not period or stop.wait(period):
+                break
+    except KeyboardInterrupt:
+        code = EXIT_OK
+    finally:
+        systems.close()
+    if code:
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)

@@ -1,0 +1,263 @@
+"""Prometheus metrics in the text exposition format, for node_exporter's textfile collector.
+
+`scoctl run` writes them to the config's ``metrics.textfile`` after every pass, atomically
+(a temporary file in the same directory, then ``rename``), so the collector never reads half a
+file. Counters that must survive between runs (cloud calls) are kept in the state's key/value
+table; everything else is a gauge read at the end of the pass.
+
+    scoctl_claim_pods                        pods (Slurm: nodes) in claims, pending or placed
+    scoctl_claims                            claims with demand
+    scoctl_plan_duration_seconds             the last plan stage's decision time
+    scoctl_cloud_calls_total{region,outcome} Nova calls (ok, quota, temporary, permanent, error)
+    scoctl_budget_tokens_available{region}   mutating-call tokens free right now
+    scoctl_budget_tokens_spent_total{region} tokens this host's scoctl spent (all runs)
+    scoctl_instances{state}                  instances by lifecycle state
+    scoctl_workloads{status}                 workloads (newest row per slug) by status
+    scoctl_stage_duration_seconds{stage}     the last pass's time per stage
+    scoctl_stage_success{stage}              1 when the stage's last pass succeeded
+    scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
+
+if TYPE_CHECKING:
+    from scoctl.adapters.cloud import (
+        Cloud,
+        FlavorInfo,
+        Headroom,
+        LaunchRequest,
+        LaunchResult,
+        ServerInfo,
+    )
+    from scoctl.state import Store
+
+CALLS_KEY = "metrics:cloud_calls"
+SPENT_KEY = "metrics:tokens_spent"
+LAST_SUCCESS_KEY = "run:last_success"
+INSTANCE_STATES = ("requested", "building", "active", "ready", "draining", "deleting",
+                   "deleted", "error")
+
+
+class CallCounter:
+    """Cloud calls per (region, outcome); thread-safe."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, region: str, outcome: str, n: int = 1) -> None:
+        with self._lock:
+            key = (region, outcome)
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+def outcome_of(exc: BaseException | None) -> str:
+    """The `outcome` label of a call that raised `exc` (None: it succeeded)."""
+    if exc is None:
+        return "ok"
+    if isinstance(exc, QuotaExceeded):
+        return "quota"
+    if isinstance(exc, TemporaryError):
+        return "temporary"
+    if isinstance(exc, PermanentError):
+        return "permanent"
+    return "error"
+
+
+class CountingCloud:
+    """A `Cloud` that counts every call's outcome, then answers as the wrapped one does."""
+
+    def __init__(self, inner: Cloud, region: str, counter: CallCounter) -> None:
+        self.inner = inner
+        self.region = region
+        self.counter = counter
+
+    def _count(self, exc: BaseException | None) -> None:
+        self.counter.add(self.region, outcome_of(exc))
+
+    def flavors(self) -> list[FlavorInfo]:
+        """See `Cloud.flavors`."""
+        try:
+            out = self.inner.flavors()
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+        return out
+
+    def headroom(self) -> Headroom:
+        """See `Cloud.headroom`."""
+        try:
+            out = self.inner.headroom()
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+        return out
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        """See `Cloud.launch`."""
+        try:
+            out = self.inner.launch(request)
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+        return out
+
+    def servers(self, tags: Iterable[str] = (), any_tags: Iterable[str] = (),
+                reservation_id: str | None = None) -> list[ServerInfo]:
+        """See `Cloud.servers`."""
+        try:
+            out = self.inner.servers(tags=tags, any_tags=any_tags,
+                                     reservation_id=reservation_id)
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+        return out
+
+    def server(self, server_id: str) -> ServerInfo | None:
+        """See `Cloud.server`."""
+        try:
+            out = self.inner.server(server_id)
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+        return out
+
+    def delete(self, server_id: str) -> None:
+        """See `Cloud.delete`."""
+        try:
+            self.inner.delete(server_id)
+        except Exception as exc:
+            self._count(exc)
+            raise
+        self._count(None)
+
+
+@dataclass(frozen=True)
+class StageSample:
+    name: str
+    seconds: float
+    ok: bool
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """What one `scoctl run` pass measured, for `collect`."""
+
+    stages: Sequence[StageSample] = ()
+    plan_seconds: float | None = None
+    calls: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    tokens_available: Mapping[str, int] = field(default_factory=dict)
+    tokens_spent: Mapping[str, int] = field(default_factory=dict)
+    succeeded_at: float | None = None  # Unix time when the whole pass succeeded
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Text:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def metric(self, name: str, kind: str, help_text: str,
+               samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            text = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(labels.items()))
+            number = repr(float(value)) if isinstance(value, float) else str(value)
+            self.lines.append(f"{name}{{{text}}} {number}" if text else f"{name} {number}")
+
+    def render(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def collect(store: Store, sample: RunSample) -> str:
+    """Fold this pass into the persistent counters (in the state) and render every metric."""
+    with store.transaction():
+        calls = {tuple(k.split("\x1f", 1)): int(v)
+                 for k, v in dict(store.get_kv(CALLS_KEY, {})).items()}
+        for key, n in sample.calls.items():
+            calls[key] = calls.get(key, 0) + n
+        store.set_kv(CALLS_KEY, {"\x1f".join(k): v for k, v in sorted(calls.items())})
+        spent = {k: int(v) for k, v in dict(store.get_kv(SPENT_KEY, {})).items()}
+        for region, n in sample.tokens_spent.items():
+            spent[region] = spent.get(region, 0) + n
+        store.set_kv(SPENT_KEY, spent)
+        if sample.succeeded_at is not None:
+            store.set_kv(LAST_SUCCESS_KEY, sample.succeeded_at)
+    last_success = store.get_kv(LAST_SUCCESS_KEY)
+    claims = [c for c in store.claims() if c.requests]
+    states = dict.fromkeys(INSTANCE_STATES, 0)
+    for inst in store.instances(include_deleted=True):
+        states[inst.status] = states.get(inst.status, 0) + 1
+    statuses: dict[str, int] = {}
+    for row in store.workloads():
+        statuses[row.status] = statuses.get(row.status, 0) + 1
+
+    t = _Text()
+    t.metric("scoctl_claim_pods", "gauge",
+             "Pods (Slurm: nodes) in claims: pending or on scoctl nodes.",
+             [({}, sum(c.pods for c in claims))])
+    t.metric("scoctl_claims", "gauge", "Claims with demand.", [({}, len(claims))])
+    if sample.plan_seconds is not None:
+        t.metric("scoctl_plan_duration_seconds", "gauge", "Duration of the last plan stage.",
+                 [({}, round(sample.plan_seconds, 6))])
+    t.metric("scoctl_cloud_calls_total", "counter", "Nova API calls by region and outcome.",
+             [({"region": r, "outcome": o}, n) for (r, o), n in sorted(calls.items())])
+    t.metric("scoctl_budget_tokens_available", "gauge",
+             "Mutating-call tokens free now in the host-wide budget.",
+             [({"region": r}, n) for r, n in sorted(sample.tokens_available.items())])
+    t.metric("scoctl_budget_tokens_spent_total", "counter",
+             "Mutating-call tokens spent by scoctl runs.",
+             [({"region": r}, n) for r, n in sorted(spent.items())])
+    t.metric("scoctl_instances", "gauge", "Instances by lifecycle state.",
+             [({"state": s}, n) for s, n in sorted(states.items())])
+    t.metric("scoctl_workloads", "gauge", "Workloads by status (newest row per slug).",
+             [({"status": s}, n) for s, n in sorted(statuses.items())])
+    t.metric("scoctl_stage_duration_seconds", "gauge", "Duration of each stage in the last pass.",
+             [({"stage": s.name}, round(s.seconds, 6)) for s in sample.stages])
+    t.metric("scoctl_stage_success", "gauge", "1 when the stage's last pass succeeded.",
+             [({"stage": s.name}, 1 if s.ok else 0) for s in sample.stages])
+    if last_success is not None:
+        t.metric("scoctl_last_success_timestamp_seconds", "gauge",
+                 "Unix time of the last fully successful pass.", [({}, float(last_success))])
+    return t.render()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and `rename` (mode 0644)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,117 @@
+"""`scoctl run`: the whole loop over the Kubernetes and Nova emulators, one lock, exit codes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scoctl.adapters.kubernetes import KubernetesCluster
+from scoctl.adapters.nova import NovaCloud
+from scoctl.clock import FixedClock
+from scoctl.errors import TemporaryError
+from scoctl.lock import run_lock
+from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
+from scoctl.sim.nova_emulator import NovaEmulator
+from scoctl.stages.run import Systems, run_once
+from scoctl.state import Store
+from tests.fixtures.state import Cli
+from tests.stages.test_reconcile import REGION, emulator_cloud, make_config  # noqa: F401
+
+PODS = 6
+
+
+@pytest.fixture
+def loop(tmp_path: Path, emulator_cloud: NovaCloud, k8s_emulator: K8sEmulator,  # noqa: F811
+         k8s_kubeconfig: Path) -> Iterator[tuple[Store, Systems, FixedClock, Path]]:
+    clock = FixedClock()
+    store = Store.open(tmp_path / "state.db", clock=clock, create=True)
+    cluster = KubernetesCluster(str(k8s_kubeconfig), "scoctl-sim")
+    systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
+    for i in range(PODS):
+        k8s_emulator.add(make_pod(f"web-{i}", cpu="500m", memory="128Mi",
+                                  labels={"sco/workload": "web"},
+                                  tolerations=[{"key": "reclaimable", "operator": "Equal",
+                                                "value": "true", "effect": "NoSchedule"}],
+                                  unschedulable="0/0 nodes are available"))
+    try:
+        yield store, systems, clock, tmp_path
+    finally:
+        for server in emulator_cloud.servers():
+            emulator_cloud.delete(server.id)
+        cluster.close()
+        store.close()
+
+
+def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_units(
+    loop: tuple[Store, Systems, FixedClock, Path], nova_emulator: NovaEmulator,
+    k8s_emulator: K8sEmulator,
+) -> None:
+    store, systems, clock, tmp = loop
+    config = make_config(tmp, metrics="{textfile: " + str(tmp / "scoctl.prom") + "}")
+    first = run_once(config, store, clock, systems, acquire_watch=0)
+    assert first.exit_code == 0, first.as_dict()
+    assert [s.name for s in first.stages] == ["watch", "plan", "acquire", "reconcile"]
+    claim = store.claim("web")
+    assert claim is not None and claim.pods == PODS
+    servers = list(systems.clouds[REGION].servers(tags=["sco:managed"]))  # type: ignore
+    assert servers and {i.status for i in store.instances()} <= {"requested", "building",
+                                                                 "active"}
+    nova_emulator.settle()
+    for server in servers:  # the node agent: nodes register Ready, labelled and tainted
+        inst = store.instance(server.id)
+        assert inst is not None
+        k8s_emulator.add(make_node(server.name, provider_id=f"openstack:///{server.id}",
+                                   labels={"sco/managed": "true", "sco/workload": "web",
+                                           "sco/pool": inst.pool or ""},
+                                   taints=[{"key": "reclaimable", "value": "true",
+                                            "effect": "NoSchedule"}]))
+    second = run_once(config, store, clock, systems, acquire_watch=0)
+    assert second.exit_code == 0
+    assert {i.status for i in store.instances()} == {"ready"}
+    acquire = second.stage("acquire")
+    assert acquire is not None and acquire.result.launches == ()  # nothing launched twice
+    text = (tmp / "scoctl.prom").read_text()
+    assert 'scoctl_instances{state="ready"} ' + str(len(servers)) in text
+    assert "scoctl_stage_duration_seconds{stage=\"reconcile\"}" in text
+    assert f'scoctl_cloud_calls_total{{outcome="ok",region="{REGION}"}}' in text
+    assert "scoctl_last_success_timestamp_seconds" in text
+    assert "scoctl_claim_pods 6" in text
+
+
+def test_a_failed_stage_is_named_the_others_still_run_and_the_exit_code_is_1(
+    loop: tuple[Store, Systems, FixedClock, Path], nova_emulator: NovaEmulator,
+) -> None:
+    store, systems, clock, tmp = loop
+    config = make_config(tmp)
+    nova_emulator.inject(503, count=100, methods=["GET"])
+    started = time.perf_counter()
+    try:
+        result = run_once(config, store, clock, systems, acquire_watch=0,
+                          sleep=lambda _: None)
+    finally:
+        for _ in range(100):  # burn what is left of the injected faults
+            try:
+                systems.clouds[REGION].servers()  # type: ignore[index]
+                break
+            except TemporaryError:
+                continue
+    assert time.perf_counter() - started < 30
+    assert result.exit_code == 1
+    assert "reconcile" in result.failed
+    watch = result.stage("watch")
+    plan = result.stage("plan")
+    assert watch is not None and watch.ok and plan is not None and plan.ok
+    assert store.claim("web") is not None  # watch and plan did their part
+
+
+def test_run_once_exits_75_while_another_run_holds_the_lock(tmp_path: Path, cli: Cli) -> None:
+    config = make_config(tmp_path)
+    assert config.path is not None and config.path.exists()
+    Store.open(tmp_path / "state.db", create=True).close()
+    with run_lock(tmp_path / "state.db"):
+        done = cli("--config", str(config.path), "run", "--once")
+    assert done.code == 75, done.stderr
+    assert "lock" in done.stderr
