@@ -3,7 +3,10 @@
 Shared by every scoctl process on the host through one small file per region (DESIGN §2), not
 the state file. The file holds the start times of the calls of the last second (a sliding-window
 log), updated under an exclusive `flock`, so no 1-second window ever holds more than N calls —
-across processes, retries and recovery alike.
+across processes, retries and recovery alike. Each call holds its slot for the second plus a
+small guard (`GUARD_S`): a token is taken just before the request is sent, and the guard absorbs
+the jitter between taking it and the request reaching Nova, so Nova too never sees more than N
+calls in any second.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 WINDOW_S = 1.0
+GUARD_S = 0.05
 
 
 class TokenBudget:
@@ -24,7 +28,7 @@ class TokenBudget:
 
     def __init__(self, directory: Path, region: str, rate: int, *,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, guard: float = GUARD_S) -> None:
         if rate < 1:
             raise ValueError("rate must be at least 1 call per second")
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", region)
@@ -33,6 +37,7 @@ class TokenBudget:
         self.clock = clock
         self.sleep = sleep
         self.spent = 0
+        self.window = WINDOW_S + max(0.0, guard)
 
     def acquire(self) -> float:
         """Block until a call may start; record it; return the recorded start time."""
@@ -42,13 +47,13 @@ class TokenBudget:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 now = self.clock()
-                calls = [t for t in _read(fd) if now - t < WINDOW_S]
+                calls = [t for t in _read(fd) if now - t < self.window]
                 if len(calls) < self.rate:
                     calls.append(now)
                     _write(fd, calls)
                     self.spent += 1
                     return now
-                wait = WINDOW_S - (now - calls[0]) + 0.001
+                wait = self.window - (now - calls[0]) + 0.001
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
@@ -65,7 +70,7 @@ class TokenBudget:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             now = self.clock()
-            return max(0, self.rate - sum(1 for t in _read(fd) if now - t < WINDOW_S))
+            return max(0, self.rate - sum(1 for t in _read(fd) if now - t < self.window))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

@@ -307,6 +307,7 @@ class NovaEmulator:
         self._nvh_azs: set[str] = set()
         self._recheck_failures = 0
         self._calls: list[tuple[str, str, int]] = []
+        self._call_times: list[float] = []  # wall-clock arrival of each call in `_calls`
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -445,6 +446,11 @@ class NovaEmulator:
         """Every API call so far as (method, path, status)."""
         with self._lock:
             return list(self._calls)
+
+    def timed_calls(self) -> list[tuple[float, str, str, int]]:
+        """Every API call so far as (arrival time.time(), method, path, status)."""
+        with self._lock:
+            return [(t, *c) for t, c in zip(self._call_times, self._calls, strict=True)]
 
     # ----------------------------------------------------------------- time
 
@@ -630,6 +636,7 @@ class NovaEmulator:
     def handle(self, method: str, raw_path: str, headers: Mapping[str, str],
                body: bytes) -> tuple[int, dict[str, str], Json | None]:
         """Answer one HTTP request: (status, headers, JSON body or None)."""
+        arrived = time.time()
         parts = urlsplit(raw_path)
         path = parts.path.rstrip("/") or "/"
         query = parse_qs(parts.query, keep_blank_values=True)
@@ -648,6 +655,7 @@ class NovaEmulator:
                     pass
         with self._lock:
             self._calls.append((method, path, status))
+            self._call_times.append(arrived)
         return status, out_headers, payload
 
     def _dispatch(self, method: str, path: str, query: dict[str, list[str]],
