@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from scoctl.adapters.cloud import (
     MAX_METADATA_VALUE,
@@ -50,6 +51,7 @@ T = TypeVar("T")
 
 CREATE_MICROVERSION = "2.52"  # tags in the create body
 PROXY_MICROVERSION = "2.35"  # last version with Nova's image and network proxies
+LIST_PAGE = 1000  # Nova's default [api]max_limit
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
 METADATA_KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
 RETRY_LATER = (429, 503)
@@ -123,6 +125,26 @@ def _server_info(server: Any) -> ServerInfo:
         fault_message=fault.get("message"),
         created=str(server.created_at or ""),
         reservation_id=server.reservation_id,
+    )
+
+
+def _server_info_json(server: Mapping[str, Any]) -> ServerInfo:
+    """A server from Nova's JSON (microversion 2.52: tags and flavor names in list views)."""
+    fault = server.get("fault") or {}
+    flavor = server.get("flavor") or {}
+    flavor_name = flavor.get("original_name") or flavor.get("name") or flavor.get("id") or ""
+    return ServerInfo(
+        id=str(server["id"]),
+        name=str(server.get("name") or ""),
+        status=str(server.get("status") or ""),
+        tags=frozenset(server.get("tags") or ()),
+        metadata=dict(server.get("metadata") or {}),
+        flavor=str(flavor_name),
+        az=str(server.get("OS-EXT-AZ:availability_zone") or ""),
+        fault_code=int(fault["code"]) if fault.get("code") is not None else None,
+        fault_message=fault.get("message"),
+        created=str(server.get("created") or ""),
+        reservation_id=server.get("OS-EXT-SRV-ATTR:reservation_id"),
     )
 
 
@@ -240,11 +262,29 @@ class NovaCloud:
         if all_tags:
             query["tags"] = ",".join(all_tags)
         if some_tags:
-            query["any_tags"] = ",".join(some_tags)
+            query["tags-any"] = ",".join(some_tags)
         if reservation_id:
             query["reservation_id"] = reservation_id
-        return self._call(lambda: [_server_info(s)
-                                   for s in self._conn.compute.servers(details=True, **query)])
+
+        # Raw JSON, paged by marker: openstacksdk's Resource objects cost ~8 ms a server, which
+        # made listing a 1,000-server fleet take seconds.
+        def read() -> list[ServerInfo]:
+            out: list[ServerInfo] = []
+            marker: str | None = None
+            while True:
+                params = {**query, "limit": str(LIST_PAGE)}
+                if marker:
+                    params["marker"] = marker
+                answer = self._raw("GET", "/servers/detail?" + urlencode(params),
+                                   CREATE_MICROVERSION) or {}
+                page = answer.get("servers") or []
+                out.extend(_server_info_json(s) for s in page)
+                more = any(link.get("rel") == "next" for link in answer.get("servers_links") or [])
+                if not page or not more:
+                    return out
+                marker = str(page[-1]["id"])
+
+        return self._call(read)
 
     def server(self, server_id: str) -> ServerInfo | None:
         """One server by id, with its fault; None when gone. Raises TemporaryError,

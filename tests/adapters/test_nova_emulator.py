@@ -263,3 +263,21 @@ def test_subprocess_mode_serves_a_seed_takes_control_calls_and_stops_on_sigterm(
     finally:
         os.kill(process.pid, signal.SIGTERM)
         assert process.wait(10) == 0
+
+
+def test_the_adapter_lists_every_page_of_servers_with_tag_filters(cloud: NovaCloud) -> None:
+    import scoctl.adapters.nova as nova
+
+    cloud.launch(launch("p", 5, tags=("sco:managed", "sco:pool=p")))
+    cloud.launch(launch("q", 2, tags=("sco:managed", "sco:pool=q")))
+    page, nova.LIST_PAGE = nova.LIST_PAGE, 2  # our own constant: force several pages
+    try:
+        every = cloud.servers(tags=("sco:managed",))
+        only_p = cloud.servers(tags=("sco:managed", "sco:pool=p"))
+        either = cloud.servers(any_tags=("sco:pool=p", "sco:pool=q"))
+    finally:
+        nova.LIST_PAGE = page
+    assert len(every) == len({s.id for s in every}) == 7
+    assert {s.name for s in only_p} == {f"p-{i}" for i in range(1, 6)}
+    assert len(either) == 7
+    assert all("sco:managed" in s.tags and s.flavor for s in every)
