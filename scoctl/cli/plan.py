@@ -29,8 +29,10 @@ def plan(
     json_out: JsonOption = False,
     wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
 ) -> None:
-    """Plan the claims that changed: floor first on committed pools, then reclaimable units
-    water-filled by score under the pool and group caps, across at least min_pools pools.
+    """Plan the claims that changed into a new plan generation.
+
+    Floor first on committed pools, then reclaimable units water-filled by score under the pool
+    and group caps, across at least min_pools pools.
 
     Commits one new plan generation when anything changed; untouched workloads keep their rows.
 

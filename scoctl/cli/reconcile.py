@@ -23,7 +23,9 @@ def reconcile(
     json_out: JsonOption = False,
     wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
 ) -> None:
-    """Track every server tagged sco:managed (building → active → ready), delete launches that
+    """Bring the state in line with what Nova, Kubernetes and Slurm really hold.
+
+    Track every server tagged sco:managed (building → active → ready), delete launches that
     time out or fail (a capacity fault excludes the pool for a while), adopt the servers of
     crashed launches, report orphans, notice reclaims, scale down idle units the plan no longer
     needs (under the disruption budget) and tear down failed deployments.

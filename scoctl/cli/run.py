@@ -23,7 +23,9 @@ def run(
     json_out: JsonOption = False,
     wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
 ) -> None:
-    """Run the placement loop: watch (one pass) → plan → acquire → reconcile, holding the run
+    """The placement loop: watch → plan → acquire → reconcile under one run lock.
+
+    Run the placement loop: watch (one pass) → plan → acquire → reconcile, holding the run
     lock for the whole pass, with per-stage timings and metrics (config `metrics.textfile`).
 
     Exit codes (--once): 0 success; 1 a stage's API failed after retries (the other stages

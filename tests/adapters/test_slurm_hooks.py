@@ -191,8 +191,11 @@ def test_resume_claims_the_nodes_and_suspend_hands_them_back(hooked: HookCluster
         assert inst is not None and inst.idle_since is not None
         assert [e.token for e in store.events(workload="hpc")] == [
             "SLURM_NODES_RESUME", "SLURM_NODES_RELEASED"]
-    log = (hooked.cluster.dir / "log" / "power.log").read_text()
-    assert "RESUME_PROGRAM" in log and "rc=0" in log and "SUSPEND_PROGRAM" in log
+    power_log = hooked.cluster.dir / "log" / "power.log"
+    # the wrapper logs SUSPEND_PROGRAM once our program has returned: that can trail the claim
+    assert wait_for(lambda: "SUSPEND_PROGRAM" in power_log.read_text(), timeout=20)
+    log = power_log.read_text()
+    assert "RESUME_PROGRAM" in log and "rc=0" in log
 
 
 def test_resume_fail_puts_the_node_back_to_powered_down_never_down(
