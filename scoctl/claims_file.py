@@ -6,7 +6,6 @@ PyYAML's C loader where present. Errors name the file and the claim's field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,22 +13,12 @@ from typing import Any
 from scoctl.core.model import Claim, is_slug
 from scoctl.core.quantity import QuantityError, parse_resources
 from scoctl.errors import ConfigError
-from scoctl.yamlsrc import fast_load
+from scoctl.yamlsrc import load_data_file
 
 
 def load_claims(path: Path, contracts: Mapping[str, Any]) -> list[Claim]:
     """Parse and validate a claims file into Claim values (version 0)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read claims: {exc.strerror}", file=str(path)) from exc
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"not JSON: {exc}", file=str(path)) from exc
-    else:
-        data = fast_load(text, str(path))
+    data = load_data_file(path, "claims")
     if not isinstance(data, Mapping) or not isinstance(data.get("claims"), list):
         raise ConfigError("expected a mapping with a `claims` list", file=str(path),
                           field="claims")

@@ -8,7 +8,6 @@ the source and field.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,21 +60,10 @@ def load_ranking(source: RankingSource, *, now: datetime, cache: Any = None,
     if source.scores is not None:
         return Ranking(id=source.id or "inline", scores=dict(source.scores), source="config"), None
     if source.file is not None:
-        path = source.file
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read ranking: {exc.strerror}", file=str(path)) from exc
-        if path.suffix == ".json":
-            try:
-                data = json.loads(text)
-            except ValueError as exc:
-                raise ConfigError(f"not JSON: {exc}", file=str(path)) from exc
-        else:
-            from scoctl.yamlsrc import fast_load
+        from scoctl.yamlsrc import load_data_file
 
-            data = fast_load(text, str(path))
-        return parse_ranking(data, str(path), default_id=source.id), None
+        data = load_data_file(source.file, "ranking")
+        return parse_ranking(data, str(source.file), default_id=source.id), None
     assert source.url is not None
     import httpx
 

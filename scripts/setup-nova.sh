@@ -11,22 +11,8 @@ set -euo pipefail
 CACHE="${SCOCTL_NOVA_CACHE:-/var/cache/scoctl-test/nova}"
 PACKAGES=(python3-nova python3-placement python3-oslotest python3-wsgi-intercept)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
-export DEBIAN_FRONTEND=noninteractive
-
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-
 start=$(date +%s)
-if [ "${#missing[@]}" -gt 0 ]; then
-  if ! apt-cache show "${missing[0]}" >/dev/null 2>&1; then
-    "${APT[@]}" update -qq
-  fi
-  "${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$(dirname "$0")/apt-install.sh" "${PACKAGES[@]}"
 
 mkdir -p "$CACHE"
 if [ ! -s "$CACHE/api-paste.ini" ]; then

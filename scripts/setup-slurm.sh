@@ -10,23 +10,8 @@
 set -euo pipefail
 
 PACKAGES=(slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin munge)
-APT=(apt-get -o DPkg::Lock::Timeout=600)
-export DEBIAN_FRONTEND=noninteractive
-
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-
 start=$(date +%s)
-if [ "${#missing[@]}" -gt 0 ]; then
-  if ! apt-cache show "${missing[0]}" >/dev/null 2>&1; then
-    "${APT[@]}" update -qq
-  fi
-  "${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$(dirname "$0")/apt-install.sh" "${PACKAGES[@]}"
 
 echo "setup-slurm: slurm-wlm $(dpkg-query -W -f='${Version}' slurmctld)," \
   "munge $(dpkg-query -W -f='${Version}' munge), $(( $(date +%s) - start )) s"

@@ -35,7 +35,9 @@ def acquire(
     fault puts the pool on the negative cache and the workload is re-planned and launched
     elsewhere in the same run; quota faults are recorded. A second acquire in a row does nothing.
 
-    Example: scoctl acquire --region region-a --dry-run
+    \b
+    Example:
+      scoctl acquire --region region-a --dry-run
     """
     import contextlib
 

@@ -34,7 +34,7 @@ COMMAND_MODULES = (
     "slurm_cmd",
 )
 
-app = typer.Typer(
+app = typer.Typer(rich_markup_mode=None,
     name="scoctl",
     help=(
         "Spot Capacity Orchestrator: pending Kubernetes pods and Slurm jobs into a diversified "

@@ -6,7 +6,8 @@ import typer
 
 from scoctl.cli.common import JsonOption
 
-config_app = typer.Typer(help="Work with the config file.", no_args_is_help=True)
+config_app = typer.Typer(rich_markup_mode=None, help="Work with the config file.",
+                         no_args_is_help=True)
 
 
 @config_app.command("check")
@@ -14,7 +15,9 @@ def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Validate the config (exit 2 naming the file, line and field on the first error) and
     summarise regions, flavors, pools, groups, contracts, ranking and workloads.
 
-    Example: scoctl --config /etc/scoctl/config.yaml config check
+    \b
+    Example:
+      scoctl --config /etc/scoctl/config.yaml config check
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of

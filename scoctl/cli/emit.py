@@ -26,7 +26,9 @@ def emit(
     Takes no lock and never blocks, so Slurm's PrologSlurmctld/EpilogSlurmctld (as SlurmUser)
     and a submit wrapper (as the submitting user) can call it.
 
-    Example: scoctl emit SLURM_JOB_STATUS --workload train-7 --job-id 42 --detail state=COMPLETED
+    \b
+    Example:
+      scoctl emit SLURM_JOB_STATUS --workload train-7 --job-id 42 --detail state=COMPLETED
     """
     import re
     import sys

@@ -28,7 +28,9 @@ def events(
     With --json, one JSON object per line: {"ts", "workload", "token", "level", "status",
     "detail"}. Read-only: never takes the run lock.
 
-    Example: scoctl events --workload orders-daily --since 1h --json
+    \b
+    Example:
+      scoctl events --workload orders-daily --since 1h --json
     """
     import time
 

@@ -53,8 +53,10 @@ def gate(
     skipped (capacity unreadable: sinfo missing, failing, hanging or garbled; the Kubernetes API
     unreadable) → exit 0 with a warning: the gate never fails a request it cannot judge.
 
-    Example: scoctl gate --backend slurm --cpus 32 --mem 256G --gpus 4 --gpu-type a100 \\
-    --workload train-7 --json
+    \b
+    Example:
+      scoctl gate --backend slurm --cpus 32 --mem 256G --gpus 4 --gpu-type a100 \\
+        --workload train-7 --json
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of

@@ -19,7 +19,9 @@ def init(
     Also creates the event spool directory. Safe to run again: an up-to-date file is left as
     it is; a file from a newer scoctl is refused untouched.
 
-    Example: scoctl --config /etc/scoctl/config.yaml init
+    \b
+    Example:
+      scoctl --config /etc/scoctl/config.yaml init
     """
     from scoctl.cli import render
     from scoctl.spool import ensure_spool

@@ -36,7 +36,9 @@ def plan(
 
     Commits one new plan generation when anything changed; untouched workloads keep their rows.
 
-    Example: scoctl plan --claims what-if.yaml --dry-run --check --json
+    \b
+    Example:
+      scoctl plan --claims what-if.yaml --dry-run --check --json
     """
     import contextlib
 

@@ -32,7 +32,9 @@ def reconcile(
 
     A second reconcile in a row changes nothing. Exit 1 when an API failed.
 
-    Example: scoctl reconcile --region region-a --dry-run --json
+    \b
+    Example:
+      scoctl reconcile --region region-a --dry-run --json
     """
     import contextlib
 

@@ -32,7 +32,9 @@ def run(
     still ran; the failed ones are named); 2 bad config; 75 another scoctl run holds the lock.
     With --interval a pass that finds the lock held is skipped; SIGTERM stops after the pass.
 
-    Example: scoctl run --once --json
+    \b
+    Example:
+      scoctl run --once --json
     """
     import signal
     import threading

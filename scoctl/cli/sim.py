@@ -9,7 +9,7 @@ import typer
 
 from scoctl.cli.common import JsonOption
 
-sim_app = typer.Typer(
+sim_app = typer.Typer(rich_markup_mode=None,
     help=("A simulated region on 127.0.0.1 (Kubernetes and Nova emulators plus a node agent) "
           "for the demo and CI dry-runs: no cloud account needed.\n\n"
           "Example: scoctl sim up && scoctl run --once && scoctl sim status && scoctl sim down"),
@@ -37,7 +37,9 @@ def up(
     agent, detached, seeded from the scenario. Writes DIR/kubeconfig, DIR/clouds.yaml (entry
     `scoctl-sim`) and DIR/join-token. Running it again on a running region changes nothing.
 
-    Example: scoctl sim up --scenario my-scenario.yaml --dir .scoctl-sim
+    \b
+    Example:
+      scoctl sim up --scenario my-scenario.yaml --dir .scoctl-sim
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -92,7 +94,9 @@ def down(
     """Stop the simulated region: every recorded process by its PID (SIGTERM, then SIGKILL
     after --timeout). Logs stay in the folder. Safe to run when nothing runs.
 
-    Example: scoctl sim down --dir .scoctl-sim
+    \b
+    Example:
+      scoctl sim down --dir .scoctl-sim
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -123,7 +127,9 @@ def status(
     (the instances' and Ready), pods pending and running, Deployments. Exit 1 when it is not
     running.
 
-    Example: scoctl sim status --json
+    \b
+    Example:
+      scoctl sim status --json
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -175,7 +181,9 @@ def reclaim(
     deleted (or put in ERROR), the node agent removes its Kubernetes node and replaces the pods
     that ran there with pending ones. Default: one random reclaimable instance.
 
-    Example: scoctl sim reclaim --count 2
+    \b
+    Example:
+      scoctl sim reclaim --count 2
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of

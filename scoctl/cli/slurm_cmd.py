@@ -8,7 +8,7 @@ import typer
 
 from scoctl.cli.common import JsonOption
 
-app = typer.Typer(name="slurm", no_args_is_help=True,
+app = typer.Typer(rich_markup_mode=None, name="slurm", no_args_is_help=True,
                   help="Slurm power-saving programs (ResumeProgram, SuspendProgram, "
                        "ResumeFailProgram) hand their hostlists to scoctl here.")
 
@@ -72,7 +72,9 @@ def resume(
     Writes one claim in one short SQLite transaction without the run lock: Slurm gives
     ResumeProgram no retry, so it must never wait behind a long run.
 
-    Example (slurm.conf): ResumeProgram=/usr/lib/scoctl/slurm/resume
+    \b
+    Example (slurm.conf):
+      ResumeProgram=/usr/lib/scoctl/slurm/resume
     """
     from scoctl.adapters.factory import scheduler_for
     from scoctl.cli import render
@@ -129,7 +131,9 @@ def suspend(ctx: typer.Context, hostlist: HostList, json_out: JsonOption = False
     """SuspendProgram: Slurm powered these nodes down after SuspendTime idle. Their demand
     leaves the claim and the next reconcile deletes their servers (no drain: they are idle).
 
-    Example (slurm.conf): SuspendProgram=/usr/lib/scoctl/slurm/suspend
+    \b
+    Example (slurm.conf):
+      SuspendProgram=/usr/lib/scoctl/slurm/suspend
     """
     _release(ctx, hostlist, "suspended by Slurm power saving", json_out, power_down=False)
 
@@ -140,7 +144,9 @@ def resume_fail(ctx: typer.Context, hostlist: HostList, json_out: JsonOption = F
     (`scontrol update State=POWER_DOWN_FORCE`, never DOWN, so Slurm can resume them again and
     requeues their jobs), drops them from the claim; reconcile deletes whatever was launched.
 
-    Example (slurm.conf): ResumeFailProgram=/usr/lib/scoctl/slurm/resume-fail
+    \b
+    Example (slurm.conf):
+      ResumeFailProgram=/usr/lib/scoctl/slurm/resume-fail
     """
     _release(ctx, hostlist, "resume failed (ResumeTimeout)", json_out, power_down=True)
 

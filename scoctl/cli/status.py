@@ -12,7 +12,9 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
 
     Read-only: never takes the run lock and never blocks a running stage.
 
-    Example: scoctl status --json | jq '.workloads[] | select(.status=="failed")'
+    \b
+    Example:
+      scoctl status --json | jq '.workloads[] | select(.status=="failed")'
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -55,10 +57,11 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     for i in instances:
         counts[i.status] = counts.get(i.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    render.table(f"Instances ({summary})" if summary else "Instances",
-                 ["name", "workload", "pool", "status", "node"],
-                 [(i.name, i.workload, i.pool, render.styled(i.status), i.node_name or "")
-                  for i in instances])
+    with_nodes = any(i.node_name for i in instances)  # Slurm node names; Kubernetes nodes
+    render.table(f"Instances ({summary})" if summary else "Instances",  # carry the server name
+                 ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else []),
+                 [(i.name, i.workload, i.pool, render.styled(i.status))
+                  + ((i.node_name or "",) if with_nodes else ()) for i in instances])
 
 
 def register(app: typer.Typer) -> None:

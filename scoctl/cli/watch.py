@@ -32,7 +32,9 @@ def watch(
     block or a pod no node or pool can ever hold fails the workload and tears down its objects
     labelled sco/managed=true (unless --no-teardown). Exit 1 when a source's API failed.
 
-    Example: scoctl watch --source k8s --once --json
+    \b
+    Example:
+      scoctl watch --source k8s --once --json
     """
     import signal
     import threading
