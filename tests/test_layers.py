@@ -1,0 +1,61 @@
+"""Import contracts (STYLE §1, §3, §7): the layering holds in the code, not only in the docs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "scoctl"
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def modules(folder: str = "") -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+@pytest.mark.parametrize("path", modules("core"), ids=lambda p: p.name)
+def test_core_decisions_import_no_adapter_state_stage_or_io_library(path):
+    # state.records holds plain frozen row values (no SQL): the reconciler decides over them
+    allowed_scoctl = ("scoctl.core", "scoctl.errors", "scoctl.state.records")
+    for name in imports_of(path):
+        if top(name) == "scoctl":
+            assert name.startswith(allowed_scoctl), f"{path.name} imports {name}"
+        assert top(name) not in {"kubernetes", "openstack", "httpx", "sqlite3", "sqlite_utils",
+                                 "subprocess", "socket", "rich", "typer", "logging", "random",
+                                 "time"}, f"{path.name} imports {name}"
+
+
+def test_only_adapters_import_the_cloud_and_cluster_clients():
+    for path in modules():
+        clients = {top(n) for n in imports_of(path)} & {"kubernetes", "openstack",
+                                                         "keystoneauth1"}
+        if clients:
+            assert path.parent.name == "adapters", f"{path.relative_to(ROOT)} imports {clients}"
+
+
+def test_only_the_state_package_speaks_sql():
+    for path in modules():
+        if {top(n) for n in imports_of(path)} & {"sqlite3", "sqlite_utils"}:
+            assert path.parent.name == "state", f"{path.relative_to(ROOT)} imports SQLite"
+
+
+def test_only_render_uses_rich_in_the_cli():
+    for path in modules("cli"):
+        if any(top(n) == "rich" for n in imports_of(path)):
+            assert path.name == "render.py", f"{path.name} imports rich"
