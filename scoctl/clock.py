@@ -6,6 +6,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
+
+__all__ = ["Clock", "FixedClock", "SystemClock", "parse_rfc3339", "rfc3339"]
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -43,13 +47,3 @@ class FixedClock:
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)
         self._mono += seconds
-
-
-def rfc3339(moment: datetime) -> str:
-    """``2026-01-01T00:00:00.000000Z``: sortable as text."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_rfc3339(text: str) -> datetime:
-    """The inverse of `rfc3339` (also accepts offsets and no fraction)."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)

@@ -21,6 +21,9 @@ def imports_of(path: Path) -> set[str]:
     return out
 
 
+SEAMS = ("scoctl.adapters.cloud", "scoctl.adapters.batch", "scoctl.adapters.cluster")
+
+
 def modules(folder: str = "") -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
@@ -31,8 +34,9 @@ def top(name: str) -> str:
 
 @pytest.mark.parametrize("path", modules("core"), ids=lambda p: p.name)
 def test_core_decisions_import_no_adapter_state_stage_or_io_library(path):
-    # state.records holds plain frozen row values (no SQL): the reconciler decides over them
-    allowed_scoctl = ("scoctl.core", "scoctl.errors", "scoctl.state.records")
+    # state.records holds plain frozen row values (no SQL), and the seam modules hold the value
+    # types of our Protocols (no SDK): the reconciler decides over them
+    allowed_scoctl = ("scoctl.core", "scoctl.errors", "scoctl.state.records", *SEAMS)
     for name in imports_of(path):
         if top(name) == "scoctl":
             assert name.startswith(allowed_scoctl), f"{path.name} imports {name}"
@@ -59,3 +63,10 @@ def test_only_render_uses_rich_in_the_cli():
     for path in modules("cli"):
         if any(top(n) == "rich" for n in imports_of(path)):
             assert path.name == "render.py", f"{path.name} imports rich"
+
+
+@pytest.mark.parametrize("seam", SEAMS)
+def test_the_seam_modules_import_no_sdk_and_no_io(seam):
+    path = ROOT / "adapters" / (seam.rsplit(".", 1)[1] + ".py")
+    assert not {top(n) for n in imports_of(path)} & {"kubernetes", "openstack", "httpx",
+                                                      "subprocess", "sqlite3"}

@@ -25,9 +25,9 @@ from typing import Any
 
 from scoctl.adapters.batch import SlurmNode
 from scoctl.adapters.cloud import ServerInfo
-from scoctl.clock import parse_rfc3339, rfc3339
 from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
 from scoctl.errors import QuotaExceeded
 from scoctl.state.records import InstanceRecord, LaunchRecord
 

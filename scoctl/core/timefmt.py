@@ -1,0 +1,15 @@
+"""Timestamps as text (pure): RFC 3339 in UTC with microseconds, sortable as strings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def rfc3339(moment: datetime) -> str:
+    """``2026-01-01T00:00:00.000000Z``: sortable as text."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """The inverse of `rfc3339` (also accepts offsets and no fraction)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
