@@ -21,7 +21,7 @@ from scoctl.core.quantity import (
     parse_memory,
     parse_resources,
 )
-from scoctl.errors import ConfigError
+from scoctl.errors import ConfigError, UsageError
 from scoctl.yamlsrc import Located, load_located
 
 DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
@@ -165,10 +165,13 @@ class Config:
         return str(self.path) if self.path else "bundled demo config"
 
     def region(self, name: str) -> Region:
+        """The region `name` (a `--region` option); UsageError (exit 2) naming it if unknown."""
         for region in self.regions:
             if region.name == name:
                 return region
-        raise ConfigError(f"no region named {name!r}", file=self.source_name, field="regions")
+        known = ", ".join(r.name for r in self.regions)
+        raise UsageError(f"--region {name}: no such region in {self.source_name} "
+                         f"(regions: {known})")
 
     def workload(self, name: str) -> WorkloadSpec | None:
         for spec in self.workloads:
@@ -193,10 +196,38 @@ class Config:
         return {pool.name: pool for pool in self.pools}
 
 
-TOP_LEVEL = {
+TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
     "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
     "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic",
+})
+
+# Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
+# mapping whose keys are names (contracts by tier). The parser rejects any other key, and
+# configs/example.yaml documents every one of them (a test walks this table).
+FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
+    (): TOP_LEVEL,
+    ("regions", "[]"): frozenset({"name", "cloud", "clouds_yaml", "mutating_calls_per_second",
+                                  "launch"}),
+    ("regions", "[]", "launch"): frozenset({"image", "networks", "security_groups", "key_name",
+                                            "server_group"}),
+    ("flavors", "[]"): frozenset({"name", "vcpus", "ram", "accelerators", "allocatable"}),
+    ("pools", "[]"): frozenset({"name", "region", "az", "flavor", "group", "tier", "depth"}),
+    ("contracts", "*"): frozenset({"floor", "pool_cap", "group_cap", "min_pools", "strict"}),
+    ("planner",): frozenset({"depth_premium"}),
+    ("ranking",): frozenset({"id", "scores", "file", "url", "max_age"}),
+    ("workloads", "[]"): frozenset({"name", "contract", "source", "kind", "namespace", "account",
+                                    "partition", "tolerates_reclaimable"}),
+    ("kubernetes",): frozenset({"kubeconfig", "context", "workload_label", "contract_label",
+                                "gpu_resource", "namespaces"}),
+    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "gpu_partition",
+                           "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
+                           "sbatch", "timeout", "cloud_partitions"}),
+    ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
+    ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
+                              "orphan_grace", "lock_wait"}),
+    ("intake",): frozenset({"batch_idle", "batch_max"}),
+    ("metrics",): frozenset({"textfile"}),
 }
 
 
@@ -213,7 +244,7 @@ class _Reader:
         return data.get(key, default) if isinstance(data, Mapping) else default
 
     def mapping(self, value: Any, path: Path_, *,
-                allowed: set[str] | None = None) -> dict[str, Any]:
+                allowed: frozenset[str] | None = None) -> dict[str, Any]:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
@@ -309,12 +340,11 @@ def _bad_quantity(name: str, value: object) -> bool:
 
 
 def _region(r: _Reader, raw: Any, path: Path_) -> Region:
-    data = r.mapping(raw, path, allowed={"name", "cloud", "clouds_yaml",
-                                         "mutating_calls_per_second", "launch"})
+    data = r.mapping(raw, path, allowed=FIELDS[("regions", "[]")])
     name = r.req_string(data, path, "name")
     launch_path = (*path, "launch")
     launch = r.mapping(data.get("launch"), launch_path,
-                       allowed={"image", "networks", "security_groups", "key_name", "server_group"})
+                       allowed=FIELDS[("regions", "[]", "launch")])
     if not launch:
         raise r.fail(launch_path, "is required (image, networks, ...)")
     networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*launch_path, "networks")))
@@ -337,7 +367,7 @@ def _region(r: _Reader, raw: Any, path: Path_) -> Region:
 
 
 def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Flavor:
-    data = r.mapping(raw, path, allowed={"name", "vcpus", "ram", "accelerators", "allocatable"})
+    data = r.mapping(raw, path, allowed=FIELDS[("flavors", "[]")])
     name = r.req_string(data, path, "name")
     vcpus = r.integer(data, path, "vcpus", None, low=1)
     if "ram" not in data:
@@ -360,7 +390,7 @@ def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Fl
 
 
 def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
-    data = r.mapping(raw, path, allowed={"floor", "pool_cap", "group_cap", "min_pools", "strict"})
+    data = r.mapping(raw, path, allowed=FIELDS[("contracts", "*")])
     return Contract(
         name=name,
         floor=r.number(data, path, "floor", 0.30, low=0, high=1),
@@ -372,7 +402,7 @@ def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
 
 
 def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
-    data = r.mapping(raw, path, allowed={"id", "scores", "file", "url", "max_age"})
+    data = r.mapping(raw, path, allowed=FIELDS[("ranking",)])
     sources = [k for k in ("scores", "file", "url") if data.get(k) is not None]
     if len(sources) != 1:
         raise r.fail(path, "give exactly one of scores, file or url")
@@ -398,8 +428,7 @@ def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
 
 
 def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract]) -> WorkloadSpec:
-    data = r.mapping(raw, path, allowed={"name", "contract", "source", "kind", "namespace",
-                                         "account", "partition", "tolerates_reclaimable"})
+    data = r.mapping(raw, path, allowed=FIELDS[("workloads", "[]")])
     name = r.req_string(data, path, "name")
     if not is_slug(name):
         raise r.fail((*path, "name"), f"{name!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
@@ -453,8 +482,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     pools = []
     for i, raw in enumerate(r.seq(root.get("pools"), ("pools",))):
         p = ("pools", i)
-        data = r.mapping(raw, p, allowed={"name", "region", "az", "flavor", "group", "tier",
-                                          "depth"})
+        data = r.mapping(raw, p, allowed=FIELDS[("pools", "[]")])
         region = r.string(data, p, "region", default=regions[0].name) or regions[0].name
         if region not in region_names:
             raise r.fail((*p, "region"), f"unknown region {region!r}")
@@ -474,7 +502,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         ))
     _unique(r, [x.name for x in pools], "pools")
 
-    planner = r.mapping(root.get("planner"), ("planner",), allowed={"depth_premium"})
+    planner = r.mapping(root.get("planner"), ("planner",), allowed=FIELDS[("planner",)])
     ranking_raw = root.get("ranking")
     if ranking_raw is None:
         raise r.fail(("ranking",), "is required (scores, file or url)")
@@ -485,8 +513,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     _unique(r, [w.name for w in workloads], "workloads")
 
     k = r.mapping(root.get("kubernetes"), ("kubernetes",),
-                  allowed={"kubeconfig", "context", "workload_label", "contract_label",
-                           "gpu_resource", "namespaces"})
+                  allowed=FIELDS[("kubernetes",)])
     kp: Path_ = ("kubernetes",)
     kubernetes = KubernetesSettings(
         kubeconfig=r.path_value(k, kp, "kubeconfig"),
@@ -498,9 +525,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     )
 
     s = r.mapping(root.get("slurm"), ("slurm",),
-                  allowed={"rest_url", "rest_user", "rest_token_file", "gpu_partition",
-                           "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "timeout", "cloud_partitions"})
+                  allowed=FIELDS[("slurm",)])
     sp: Path_ = ("slurm",)
     gres_map = {str(a): str(b) for a, b in r.mapping(s.get("gres_map"), (*sp, "gres_map")).items()}
     slurm = SlurmSettings(
@@ -520,15 +545,14 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     )
 
     b = r.mapping(root.get("bootstrap"), ("bootstrap",),
-                  allowed={"join_secret_file", "user_data_template"})
+                  allowed=FIELDS[("bootstrap",)])
     bootstrap = Bootstrap(
         join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
         user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
     )
 
     t = r.mapping(root.get("timeouts"), ("timeouts",),
-                  allowed={"launch", "registration", "idle", "negative_cache", "orphan_grace",
-                           "lock_wait"})
+                  allowed=FIELDS[("timeouts",)])
     tp: Path_ = ("timeouts",)
     timeouts = Timeouts(
         launch=r.duration(t, tp, "launch", 300.0),
@@ -538,7 +562,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         orphan_grace=r.duration(t, tp, "orphan_grace", 1800.0),
         lock_wait=r.duration(t, tp, "lock_wait", 0.0),
     )
-    it = r.mapping(root.get("intake"), ("intake",), allowed={"batch_idle", "batch_max"})
+    it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),
                     batch_max=r.duration(it, ("intake",), "batch_max", 5.0))
     if intake.batch_max > 10:
@@ -549,7 +573,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     quota_block = r.string(root, (), "quota_block", default="fail") or "fail"
     if quota_block not in ("fail", "queue"):
         raise r.fail(("quota_block",), "must be fail or queue")
-    metrics = r.mapping(root.get("metrics"), ("metrics",), allowed={"textfile"})
+    metrics = r.mapping(root.get("metrics"), ("metrics",), allowed=FIELDS[("metrics",)])
 
     state = r.path_value(root, (), "state") or Path("./scoctl.db")
     return Config(

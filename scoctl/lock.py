@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scoctl.errors import LockHeld
+from scoctl.errors import LockHeld, StateError
 
 POLL_S = 0.05
 
@@ -25,10 +25,17 @@ def lock_path(state: Path) -> Path:
 
 @contextmanager
 def run_lock(state: Path, *, wait: float = 0.0) -> Iterator[None]:
-    """Hold the run lock of `state`, waiting up to `wait` seconds; LockHeld (exit 75) if not."""
+    """Hold the run lock of `state`, waiting up to `wait` seconds; LockHeld (exit 75) if not.
+
+    StateError (exit 2) when the lock file cannot be created (a bad ``--state`` path).
+    """
     path = lock_path(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StateError(f"{state}: cannot open the lock file {path}: "
+                         f"{exc.strerror or exc}") from exc
     try:
         deadline = time.monotonic() + max(0.0, wait)
         while True:

@@ -1,8 +1,11 @@
 """A bounded retry policy for outside API calls.
 
-Only `TemporaryError` is retried. A `delay` on the error (from `Retry-After`) is honoured as it
-is; otherwise the wait is exponential backoff with full jitter (a uniform draw between 0 and
-`min(max_delay, base_delay * 2**n)`), so retries of different launches never march in lock-step.
+Only `TemporaryError` is retried. A `delay` on the error (from `Retry-After`) is honoured: the
+wait is never shorter, plus a uniform draw between 0 and `retry_after_jitter` so that callers
+told the same Retry-After (several launches, several scoctl processes) do not all come back in
+the same instant. Otherwise the wait is exponential backoff with full jitter (a uniform draw
+between 0 and `min(max_delay, base_delay * 2**n)`), so retries of different launches never
+march in lock-step.
 `before_attempt` runs before every attempt, the first one included: the caller spends a token of
 its mutating-call budget there, so retries are paid for like any other call.
 
@@ -30,17 +33,21 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 30.0
     max_retry_after: float = 120.0
+    retry_after_jitter: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
     rng: random.Random = field(default_factory=random.Random, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.retry_after_jitter < 0:
+            raise ValueError("retry_after_jitter must not be negative")
 
     def backoff(self, retry: int, hint: float | None) -> float:
         """Seconds to wait before retry number `retry` (1-based), given a server hint."""
         if hint is not None:
-            return min(max(0.0, hint), self.max_retry_after)
+            told = min(max(0.0, hint), self.max_retry_after)
+            return told + self.rng.uniform(0.0, self.retry_after_jitter)
         ceiling = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
         return self.rng.uniform(0.0, ceiling)
 

@@ -272,7 +272,11 @@ def parse_jobs_json(text: str) -> list[SlurmJob]:
 
 
 def _in_partition(nodes: list[SlurmNode], partition: str | None) -> list[SlurmNode]:
-    return nodes if partition is None else [n for n in nodes if partition in n.partitions]
+    """The nodes of `partition`; a list (``cpu,ml``, as ``sbatch -p`` takes) means any of them."""
+    if partition is None:
+        return nodes
+    wanted = {p.strip() for p in partition.split(",") if p.strip()}
+    return [n for n in nodes if wanted.intersection(n.partitions)]
 
 
 # --------------------------------------------------------------------------- CLI adapter

@@ -57,10 +57,16 @@ def acquire(
     else:
         store_cm = g.writer(wait)
     observer = _Bar(enabled=not g.json and g.verbosity >= 0)
+    scheduler = None
+    if config.uses_slurm and not dry_run:
+        # to put the CLOUD nodes of failed launches back to powered-down (no call otherwise)
+        from scoctl.adapters.factory import scheduler_for
+
+        scheduler = scheduler_for(config)
     try:
         with store_cm as store:
             result = run_acquire(config, store, SystemClock(), region=region, dry_run=dry_run,
-                                 watch=watch, observer=observer)
+                                 watch=watch, observer=observer, scheduler=scheduler)
     finally:
         observer.round_done()
     if g.json:
@@ -126,6 +132,7 @@ def result_json(result: AcquireResult) -> dict[str, Any]:
                           "servers": q.servers, "message": q.message,
                           "asynchronous": q.asynchronous} for q in result.quota_faults],
         "replanned": list(result.replanned),
+        "powered_down": list(result.powered_down),
         "errors": list(result.errors),
         "calls": result.calls,
         "seconds": round(result.seconds, 3),
@@ -169,6 +176,9 @@ def _show(result: AcquireResult) -> None:
                      [(q.workload, q.pool, q.servers, q.message) for q in result.quota_faults])
     if result.replanned:
         render.line(f"re-planned in this run: {', '.join(result.replanned)}")
+    if result.powered_down:
+        render.line("Slurm nodes back to powered-down after a failed launch: "
+                    f"{', '.join(result.powered_down)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -72,6 +72,12 @@ def root(
         "--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     """Global options apply to every command."""
+    if config is not None and not config.exists():
+        # checked here, not only where the config is read: `status --state X` never reads it,
+        # and a mistyped --config must not pass silently
+        from scoctl.errors import UsageError
+
+        raise UsageError(f"--config {config}: no such file")
     verbosity = -1 if quiet else verbose
     ctx.obj = Globals(config_option=config, state_option=state, json=json_out,
                       verbosity=verbosity)

@@ -20,8 +20,8 @@ def events(
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="Keep printing new events until interrupted.")
                       ] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many events.")
-                     ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1,
+                                              help="At most this many events.")] = None,
 ) -> None:
     """Print the event log (tokens, statuses, gate verdicts, cloud calls), oldest first.
 
@@ -38,10 +38,13 @@ def events(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock, rfc3339
     from scoctl.config import parse_duration
+    from scoctl.core.model import is_slug
     from scoctl.errors import UsageError
     from scoctl.views import event_json
 
     g = globals_of(ctx, json=json_out)
+    if workload is not None and not is_slug(workload):
+        raise UsageError(f"--workload: {workload!r} is not a slug")
     since_ts = None
     if since:
         try:

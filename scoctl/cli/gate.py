@@ -83,6 +83,10 @@ def gate(
     verdict = outcome.verdict
     if verdict.verdict == SKIPPED:
         render.warn(f"gate skipped: {verdict.reason}")
+    if workload and outcome.workload is None:
+        render.warn(f"workload {workload} not recorded: the state is not writable"
+                    + (f"; CAPACITY_EXCEEDED spooled ({outcome.spooled})"
+                       if outcome.spooled else ""))
     if g.json:
         render.print_json(outcome.as_dict())
     else:

@@ -33,6 +33,7 @@ def init(
     existed = path.exists()
     with g.writer(wait, create=True) as store:
         version = store.schema_version()
+        migrated_from = store.migrated_from if existed else None
     spool_note = None
     try:
         ensure_spool(config.spool)
@@ -40,11 +41,13 @@ def init(
         spool_note = f"spool {config.spool} not created: {exc.strerror}"
         render.warn(spool_note)
     result = {"state": str(path), "schema_version": version, "created": not existed,
-              "spool": str(config.spool)}
+              "migrated_from": migrated_from, "spool": str(config.spool)}
     if g.json:
         render.print_json(result)
     else:
-        verb = "created" if not existed else "up to date at"
+        verb = ("created" if not existed else
+                f"migrated from schema {migrated_from} to" if migrated_from is not None else
+                "up to date at")
         render.line(f"state {path}: {verb} schema {version} (this scoctl: {SCHEMA_VERSION})")
 
 

@@ -41,6 +41,7 @@ def plan(
       scoctl plan --claims what-if.yaml --dry-run --check --json
     """
     import contextlib
+    from dataclasses import replace
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -71,10 +72,21 @@ def plan(
         result = run_plan(config, store, clock, only=only, full=all_, claims_path=claims,
                           dry_run=dry_run, explain=[explain] if explain else [])
         stored = store.plans() if not dry_run else {}
+        explained = result.records.get(explain) if explain else None
+        if explain and explained is None:
+            # an unchanged claim re-plans to the very same plan (no churn), so a dry re-plan of
+            # just this workload explains the committed one
+            probe = run_plan(config, store, clock, only=[explain], dry_run=True,
+                             explain=[explain])
+            explained = probe.records.get(explain)
     records = dict(stored)
     records.update(result.records)
     if claims is not None:
         records = dict(result.records)
+    if explained is not None:
+        records[explained.workload] = replace(explained,
+                                              generation=records[explain].generation
+                                              if explain in records else explained.generation)
     body = {
         "generation": result.generation,
         "ranking": result.ranking.id,

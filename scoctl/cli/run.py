@@ -8,6 +8,8 @@ import typer
 
 from scoctl.cli.common import WAIT_HELP, JsonOption
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
 
 def run(
     ctx: typer.Context,
@@ -30,14 +32,16 @@ def run(
 
     Exit codes (--once): 0 success; 1 a stage's API failed after retries (the other stages
     still ran; the failed ones are named); 2 bad config; 75 another scoctl run holds the lock.
-    With --interval a pass that finds the lock held is skipped; SIGTERM stops after the pass.
+    With --interval a pass that finds the lock held is skipped; SIGTERM or SIGINT (Ctrl-C)
+    stops the loop after the pass in progress and exits 0; a SIGINT that cuts a pass short
+    (--once, or a second Ctrl-C) exits 130.
 
     \b
     Example:
       scoctl run --once --json
     """
     import signal
-    import threading
+    import time
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -59,9 +63,28 @@ def run(
     g = globals_of(ctx, json=json_out)
     config = g.config()
     clock = SystemClock()
-    stop = threading.Event()
+    # Set by the signal handler. A plain list, not a threading.Event: Event.set() from a
+    # handler that interrupts Event.wait() can deadlock on the Event's own (non-reentrant) lock.
+    stopped_by: list[str] = []
     if period:
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        def on_signal(signum: int, _frame: object) -> None:
+            # no output here either: a signal can land in the middle of a write to stderr
+            if signum == signal.SIGINT and stopped_by:
+                raise KeyboardInterrupt  # a second Ctrl-C: stop now
+            stopped_by.append(signal.Signals(signum).name)
+
+        def pause(seconds: float) -> bool:
+            """Sleep up to `seconds`; True as soon as a stop was asked for."""
+            deadline = time.monotonic() + seconds
+            while not stopped_by:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(left, 0.1))
+            return True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
     systems = connect_systems(config)
     code = EXIT_OK
     try:
@@ -88,10 +111,15 @@ def run(
                     for s in result.stages:
                         for error in s.errors:
                             render.warn(f"{s.name}: {error}")
-            if not period or stop.wait(period):
+            if not period or pause(period):
                 break
     except KeyboardInterrupt:
-        code = EXIT_OK
+        render.warn("interrupted in the middle of a pass")
+        code = EXIT_INTERRUPTED
+    else:
+        if stopped_by:
+            render.warn(f"{stopped_by[0]}: stopped")
+            code = EXIT_OK  # stopped on request: a clean stop, whatever the last pass did
     finally:
         systems.close()
     if code:

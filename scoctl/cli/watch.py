@@ -84,14 +84,22 @@ def watch(
             render.warn(error)
 
     try:
-        with g.writer(wait, create=True) as store:
-            if not follow_:
+        if not follow_:
+            with g.writer(wait, create=True) as store:
                 result = run_pass(config, store, clock, sources=sources,
                                   teardown=not no_teardown, cluster=cluster, scheduler=scheduler)
-                show(result)
-                if result.errors:
-                    raise typer.Exit(EXIT_FAILURE)
-                return
+            show(result)
+            if result.errors:
+                raise typer.Exit(EXIT_FAILURE)
+            return
+        from scoctl.lock import run_lock
+
+        # --follow holds the run lock only while a pass records, never in between, so
+        # `scoctl run` on a timer keeps running beside it
+        with g.writer(wait, create=True):
+            pass  # create/migrate the state under the lock once
+        lock_wait = config.timeouts.lock_wait if wait is None else wait
+        with g.open_store() as store:
             stop = threading.Event()
 
             def interrupted(signum: int, frame: object) -> None:
@@ -102,7 +110,8 @@ def watch(
             try:
                 follow(config, store, clock, sources=sources, stop=stop, on_pass=show,
                        teardown=not no_teardown, cluster=cluster, scheduler=scheduler,
-                       on_error=lambda message: render.warn(message))
+                       on_error=lambda message: render.warn(message),
+                       guard=lambda: run_lock(g.state_path(), wait=lock_wait))
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)

@@ -6,7 +6,8 @@ Slurm prints a node's or a job's GRES in a few spellings, all handled by `parse_
   ``gpu:a100:4,mps:100``, ``(null)`` or ``""`` for none;
 * ``GresUsed`` / ``scontrol -d``: ``gpu:a100:2(IDX:0,2-3)`` (commas inside the parentheses);
 * job fields (``tres_per_node`` in 22.05): ``gres:gpu:fake:1``, later ``gres/gpu:fake:1``;
-* TRES strings: ``gres/gpu:a100=4``.
+* TRES strings: ``gres/gpu:a100=4``;
+* the ``no_consume`` flag of slurm.conf: ``bandwidth:lustre:no_consume:4G`` (ignored).
 
 Counts may carry Slurm's binary suffixes (``mps:1K`` is 1024). A name without a count means
 one (``gpu``, ``gpu:a100``), as in ``--gres``.
@@ -94,7 +95,8 @@ def parse_gres_entry(text: str) -> Gres:
     if "=" in entry:  # TRES spelling: gres/gpu:a100=4
         entry, _, number = entry.partition("=")
         tres_count = _count(number.strip(), whole)
-    fields = entry.split(":")
+    # slurm.conf's flag ``bandwidth:lustre:no_consume:4G`` (sinfo prints it as configured)
+    fields = [f for f in entry.split(":") if f.lower() != "no_consume"]
     if len(fields) > (2 if tres_count is not None else 3) or not all(
         _NAME.match(f) for f in fields
     ):

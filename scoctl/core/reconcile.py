@@ -38,6 +38,8 @@ RECLAIMABLE_TAINT = ("reclaimable", "true", "NoSchedule")
 SLURM_NOT_UP = frozenset({"POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "NOT_RESPONDING",
                           "POWER_DOWN"})
 SLURM_IDLE_STATES = frozenset({"idle"})
+# Slurm flags of a node that is powered down or on its way there
+SLURM_POWERED_OFF = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
 
 
 @dataclass(frozen=True)
@@ -303,12 +305,32 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
         node = k8s_node(inst)
         return node.name if node is not None else None
 
-    def delete(inst: InstanceRecord, reason: str, **fields: Any) -> None:
+    def power_down(name: str | None, server_id: str = "") -> str | None:
+        """The Slurm node to put back to powered-down, unless Slurm has it powered (or
+        powering) down already — POWER_DOWN_FORCE would run SuspendProgram again and keep the
+        node from resuming for SuspendTimeout — or another live instance (a fallback launch)
+        now serves that node name."""
+        if not name or snapshot.slurm_nodes is None:
+            return None
+        known = slurm.get(name)
+        if known is not None and known.flags & SLURM_POWERED_OFF:
+            return None
+        for other in instances.values():
+            status = b.updates.get(other.id, {}).get("status", other.status)
+            if other.id != server_id and other.node_name == name and status in LIVE:
+                return None
+        return name
+
+    def delete(inst: InstanceRecord, reason: str, *, power: bool = True,
+               **fields: Any) -> None:
+        """Delete the instance's server; a failed Slurm launch also powers its node down
+        (`power`; not on a retried delete — the first one did, and the name may be served
+        again — nor for a node Slurm handed back itself)."""
         b.update(inst, **fields)
         b.deletions.append(Deletion(
             server_id=inst.id, name=inst.name, reason=reason, workload=inst.workload,
             pool=inst.pool, instance=inst.id, node=node_of(inst),
-            slurm_node=inst.node_name if snapshot.slurm_nodes is not None else None))
+            slurm_node=power_down(inst.node_name, inst.id) if power else None))
 
     # 1. adopt servers scoctl launched but never recorded (crash between intent and record)
     adopted_launches: set[str] = set()
@@ -356,13 +378,15 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
                     pool=launch.pool, servers=0)
             b.mark_dirty(launch.workload, "launch failed")
             for name in launch.node_names:
-                b.deletions.append(Deletion(server_id="", name=name, reason="launch failed",
-                                            workload=launch.workload, pool=launch.pool,
-                                            slurm_node=name))
+                if power_down(name):
+                    b.deletions.append(Deletion(server_id="", name=name,
+                                                reason="launch failed", workload=launch.workload,
+                                                pool=launch.pool, slurm_node=name))
 
     # 3. every tracked instance against its server
     for inst in sorted(instances.values(), key=lambda i: (i.workload or "", i.name)):
-        _track(b, inst, by_id.get(inst.id), snapshot, policy, now, stamp, ready, delete)
+        _track(b, inst, by_id.get(inst.id), snapshot, policy, now, stamp, ready, delete,
+               power_down)
 
     # 4. orphans: tagged by scoctl, unknown launch and workload
     seen: dict[str, str] = {}
@@ -408,7 +432,8 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
 def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapshot: Snapshot,
            policy: Policy, now: datetime, stamp: str,
            ready: Callable[[InstanceRecord], bool | None],
-           delete: Callable[..., None]) -> None:
+           delete: Callable[..., None],
+           power_down: Callable[[str | None, str], str | None]) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
     if status == "deleted":
@@ -424,26 +449,28 @@ def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapsho
         b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
                 name=inst.name, pool=inst.pool, was=status)
         b.mark_dirty(inst.workload, "units lost to a reclaim")
-        if inst.node_name and snapshot.slurm_nodes is not None:
+        node = power_down(inst.node_name, inst.id)
+        if node:
             b.deletions.append(Deletion(server_id="", name=inst.name, reason="reclaimed",
                                         workload=inst.workload, pool=inst.pool,
-                                        slurm_node=inst.node_name))
+                                        slurm_node=node))
         return
     nova = _nova_status(server)
     if status == "deleting":
         # Nova accepted the delete; retry only if the server lingers past the launch timeout
         if _age(now, inst.updated) >= policy.launch_timeout:
-            delete(inst, "delete retried: the server is still there")
+            delete(inst, "delete retried: the server is still there", power=False)
         return
     if status == "draining":
         return  # the scale-down pass carries it on
     if inst.node_name and inst.node_name in snapshot.suspended and status in LIVE:
-        # Slurm's SuspendProgram / ResumeFailProgram handed the node back: no drain needed
-        delete(inst, "suspended by Slurm power saving", status=status)
+        # Slurm's SuspendProgram / ResumeFailProgram handed the node back, powered down
+        # already: no drain, and no second power-down
+        delete(inst, "suspended by Slurm power saving", power=False, status=status)
         return
     if nova == "ERROR":
         if status == "error":
-            delete(inst, "delete retried")  # recorded already; the last delete failed
+            delete(inst, "delete retried", power=False)  # recorded already; last delete failed
             return
         fault = server.fault_message or f"ERROR (fault {server.fault_code})"
         was_active = inst.active_at is not None or status in ("active", "ready")
@@ -468,7 +495,7 @@ def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapsho
         delete(inst, "launch failed", status="error", fault=fault)
         return
     if status == "error":
-        delete(inst, "delete retried")
+        delete(inst, "delete retried", power=False)
         return
     if nova == "BUILD":
         if status == "requested":

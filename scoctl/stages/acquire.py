@@ -13,6 +13,12 @@ and re-plans the workload without the pool in the same run, then launches the fa
 fault (Nova's asynchronous recheck, 413) or a 403 is recorded as `QUOTA_EXCEEDED`; the pool
 stays eligible and the ERROR servers are deleted.
 
+A Slurm CLOUD node whose launch failed for sure (a 403 quota answer, a refused call, servers
+failing the quota recheck) goes back to powered-down (``scontrol update
+State=POWER_DOWN_FORCE``, never DOWN) and leaves its claim, so Slurm requeues its job and can
+resume the node again later (DESIGN §11). A capacity fault does not: the same-run fallback
+launches the node in another pool.
+
 Nothing is launched twice: a launch intent still in flight counts as units, and the next acquire
 adopts the servers carrying its `sco:launch` tag (reconcile does the same, or fails the intent
 after the launch timeout). When the plan needs nothing, no cloud call is made at all.
@@ -34,7 +40,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import resources
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from scoctl.adapters.cloud import Cloud, LaunchRequest, Networks, ServerInfo, check_tags
 from scoctl.budget import TokenBudget
@@ -45,6 +51,7 @@ from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, diff_plan
 from scoctl.core.model import Pool
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import (
+    ApiError,
     ConfigError,
     InsufficientCapacity,
     PermanentError,
@@ -53,6 +60,9 @@ from scoctl.errors import (
 )
 from scoctl.stages.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, current_units, mark_dirty
 from scoctl.state import InstanceRecord, LaunchRecord, Store
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +180,7 @@ class AcquireResult:
     exclusions: tuple[ExclusionOutcome, ...] = ()
     quota_faults: tuple[QuotaFault, ...] = ()
     replanned: tuple[str, ...] = ()
+    powered_down: tuple[str, ...] = ()  # Slurm nodes handed back after a failed launch
     errors: tuple[str, ...] = ()
     calls: int = 0  # mutating call attempts (tokens spent), retries included
     seconds: float = 0.0
@@ -188,6 +199,7 @@ class _Collected:
     exclusions: list[ExclusionOutcome] = field(default_factory=list)
     quota_faults: list[QuotaFault] = field(default_factory=list)
     replanned: list[str] = field(default_factory=list)
+    powered_down: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -272,8 +284,10 @@ class _RegionRun:
     def __init__(self, config: Config, store: Store, clock: Clock, region: Region, *,
                  dry_run: bool, connect: CloudFactory, budget: TokenBudget, watch: float,
                  poll: float, sleep: Callable[[float], None], observer: Observer | None,
-                 collected: _Collected, texts: _Texts) -> None:
+                 collected: _Collected, texts: _Texts,
+                 scheduler: BatchScheduler | None = None) -> None:
         self.config, self.store, self.clock, self.region = config, store, clock, region
+        self.scheduler = scheduler
         self.dry_run, self.connect, self.budget = dry_run, connect, budget
         self.watch_s, self.poll_s, self.sleep, self.observer = watch, poll, sleep, observer
         self.out, self.texts = collected, texts
@@ -432,6 +446,7 @@ class _RegionRun:
                     "message": message, "region": self.region.name})
             self.out.quota_faults.append(QuotaFault(plan.workload, plan.pool, launch_id, 0,
                                                     message, asynchronous=False))
+            self.release_nodes(plan.node_names, "launch refused: quota exceeded")
             return replace(base, error=message)
         except TemporaryError as exc:
             # The call may have reached Nova (a 500, a timeout): adopt what carries the tag,
@@ -443,6 +458,7 @@ class _RegionRun:
                 self.store.update_launch(launch_id, status="failed", error=message)
                 self.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
                     "pool": plan.pool, "launch": launch_id, "message": message})
+            self.release_nodes(plan.node_names, "launch refused")
             if isinstance(exc, ConfigError):
                 raise
             self.out.errors.append(f"{plan.workload}/{plan.pool}: {message}")
@@ -615,8 +631,34 @@ class _RegionRun:
                         asynchronous=True))
             for server, _ in failed:
                 self.delete(server.id)
+            if not capacity:
+                self.release_nodes(tuple(n for s, _ in failed if (n := self.node_of(s.id))),
+                                   "launch failed: quota exceeded")
         self.out.exclusions.extend(excluded.values())
         return lost
+
+    def node_of(self, server_id: str) -> str | None:
+        inst = self.store.instance(server_id)
+        return inst.node_name if inst is not None else None
+
+    def release_nodes(self, names: Sequence[str], reason: str) -> None:
+        """Slurm CLOUD nodes whose launch failed for sure: back to powered-down
+        (POWER_DOWN_FORCE, never DOWN) and out of their claims, so Slurm requeues the job."""
+        if not names:
+            return
+        from scoctl.stages.reconcile import POWER_DOWN, power_release
+
+        for name in names:
+            if self.scheduler is None:
+                log.warning("Slurm node %s: launch failed (%s); no Slurm to power it down, "
+                            "ResumeFailProgram will", name, reason)
+                continue
+            try:
+                self.scheduler.update_node(name, state=POWER_DOWN, reason=f"scoctl: {reason}")
+            except ApiError as exc:
+                log.warning("could not power down Slurm node %s: %s", name, exc)
+        power_release(self.store, names, reason, suspend=False)
+        self.out.powered_down.extend(names)
 
     def delete(self, server_id: str) -> None:
         try:
@@ -677,13 +719,16 @@ def run_acquire(
     poll: float = DEFAULT_POLL_S,
     sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None,
+    scheduler: BatchScheduler | None = None,
 ) -> AcquireResult:
     """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
 
     The caller holds the run lock. `watch` bounds how long new servers are polled for ERROR
-    (0 disables it). Raises ConfigError (template, tags, unknown image/flavor: fix the config),
-    TemporaryError/PermanentError when quota headroom cannot be read; call failures of single
-    launches are reported in the result (`errors`) instead.
+    (0 disables it). `scheduler` (Slurm) puts the CLOUD nodes of failed launches back to
+    powered-down; without it they only leave their claims. Raises ConfigError (template, tags,
+    unknown image/flavor: fix the config), TemporaryError/PermanentError when quota headroom
+    cannot be read; call failures of single launches are reported in the result (`errors`)
+    instead.
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
@@ -695,7 +740,7 @@ def run_acquire(
         before = tokens.spent
         _RegionRun(config, store, clock, reg, dry_run=dry_run, connect=connect, budget=tokens,
                    watch=watch, poll=poll, sleep=sleep, observer=observer,
-                   collected=collected, texts=texts).run()
+                   collected=collected, texts=texts, scheduler=scheduler).run()
         spent += tokens.spent - before
     latest = store.latest_generation()
     return AcquireResult(
@@ -703,4 +748,5 @@ def run_acquire(
         launches=tuple(collected.launches), planned=tuple(collected.planned),
         shortfalls=tuple(collected.shortfalls), exclusions=tuple(collected.exclusions),
         quota_faults=tuple(collected.quota_faults), replanned=tuple(collected.replanned),
-        errors=tuple(collected.errors), calls=spent, seconds=time.perf_counter() - started)
+        powered_down=tuple(collected.powered_down), errors=tuple(collected.errors),
+        calls=spent, seconds=time.perf_counter() - started)

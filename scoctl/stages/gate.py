@@ -10,6 +10,7 @@ wrapper must never wait behind a long `scoctl run`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,7 +25,7 @@ from scoctl.core.gate import (
     decide_k8s,
     decide_slurm,
 )
-from scoctl.errors import ScoctlError
+from scoctl.errors import ScoctlError, StateError
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -36,16 +37,23 @@ Backend = Literal["slurm", "k8s"]
 
 @dataclass(frozen=True)
 class GateOutcome:
+    """The verdict, the partition judged (Slurm), the recorded workload row, and — when the
+    state was not writable — the spool file the over-capacity event went to."""
+
     verdict: GateVerdict
     partition: str | None
     workload: WorkloadRecord | None
+    spooled: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """DESIGN §12's ``scoctl gate --json`` object (plus ``partition`` / ``spooled``)."""
         out = self.verdict.as_dict()
         out["workload"] = ({"slug": self.workload.slug, "status": self.workload.status}
                            if self.workload else None)
         if self.partition:
             out["partition"] = self.partition
+        if self.spooled:
+            out["spooled"] = self.spooled
         return out
 
 
@@ -141,13 +149,62 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
                 unreadable = str(exc)
         verdict = k8s_verdict(config, cluster, request, elastic=elastic, unreadable=unreadable)
     row = None
+    spooled = None
     if workload:
         spec = config.workload(workload)
         contract = contract or (spec.contract if spec else None) or "T1"
-        from scoctl.state import Store  # only a recorded verdict needs SQLite
+        path = Path(state_path or config.state)
+        try:
+            if not _writable(path):
+                raise StateError(f"{path}: not writable by this user")
+            from scoctl.state import Store  # only a recorded verdict needs SQLite
 
-        with Store.open(state_path or config.state, create=True) as store:
-            row = record_verdict(store, verdict, request, slug=workload, kind=kind,
-                                 source=backend, contract=contract, partition=partition,
-                                 job_id=job_id)
-    return GateOutcome(verdict=verdict, partition=partition, workload=row)
+            with Store.open(path, create=True) as store:
+                row = record_verdict(store, verdict, request, slug=workload, kind=kind,
+                                     source=backend, contract=contract, partition=partition,
+                                     job_id=job_id)
+        except StateError as exc:
+            # a submit wrapper runs as the submitting user, who may not write the state: the
+            # verdict (and its exit code) must not depend on it, so the event goes to the spool
+            spooled = spool_verdict(config, verdict, request, slug=workload, kind=kind,
+                                    source=backend, contract=contract, partition=partition,
+                                    why=str(exc))
+    return GateOutcome(verdict=verdict, partition=partition, workload=row, spooled=spooled)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process can write the state at `path` (SQLite's WAL also writes files
+    beside it, so the directory must be writable too); a missing file needs a writable
+    directory (it is created)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if path.exists() and not os.access(path, os.W_OK):
+        return False
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def spool_verdict(config: Config, verdict: GateVerdict, request: GateRequest, *, slug: str,
+                  kind: str, source: str, contract: str, partition: str | None,
+                  why: str) -> str | None:
+    """Record an over-capacity verdict through the spool (``CAPACITY_EXCEEDED``, log only, with
+    the row's kind, source and contract for `watch` to create it) when the state cannot be
+    written; returns the spooled file, or None when there was nothing to record or the spool
+    is not writable either (the verdict and exit code stand regardless)."""
+    if verdict.verdict != OVER_CAPACITY:
+        return None
+    from scoctl.clock import SystemClock, rfc3339
+    from scoctl.spool import write_event
+
+    detail = {
+        "request": {"cpus": request.cpus, "memory_mb": request.memory_mb,
+                    "gpus": request.gpus, "gpu_type": request.gpu_type},
+        "reason": verdict.reason, "node": verdict.as_dict()["node"], "pool": verdict.pool,
+        "partition": partition, "backend": source, "kind": kind, "source": source,
+        "contract": contract, "note": f"spooled: {why}",
+    }
+    try:
+        return str(write_event(config.spool, ts=rfc3339(SystemClock().now()),
+                               token="CAPACITY_EXCEEDED", workload=slug, detail=detail))
+    except OSError:
+        return None

@@ -827,8 +827,9 @@ def _slurm_tokens(state: WorkloadState, job: SlurmJob, snap: SlurmSnapshot,
             out.append(make("SLURM_JOB_STATUS", {**base, "state": "PENDING", "reason": reason}))
         if reason in HOPELESS_SLURM_REASONS:
             request = job_gate_request(job, policy.gres_map, policy.gpu_resource)
+            partitions = {p for p in job.partition.split(",") if p}  # pending: may be a list
             nodes = None if snap.nodes is None else [
-                n for n in snap.nodes if job.partition in n.partitions]
+                n for n in snap.nodes if partitions.intersection(n.partitions)]
             capacity = policy.capacity
             verdict = decide_slurm(request, nodes, capacity.pools, capacity.flavors,
                                    elastic=capacity.elastic, partition=job.partition or None,

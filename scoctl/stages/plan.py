@@ -8,7 +8,7 @@ record: one generation in one transaction, rewriting only the changed workloads'
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,9 +70,19 @@ def changed_workloads(claims: list[Claim], previous: Mapping[str, PlanWorkloadRe
                       last_scores: Mapping[str, float], excluded: set[str],
                       dirty: Mapping[str, str]) -> dict[str, str]:
     """Which workloads to re-plan, and why (pure): claim version, contract, the ranking of an
-    eligible pool, an exclusion of an eligible pool, or lost units."""
+    eligible pool, an exclusion of an eligible pool, or lost units.
+
+    Eligibility is computed only when scores or exclusions moved, once per pod shape."""
     moved = {name for name in set(scores) | set(last_scores)
              if scores.get(name) != last_scores.get(name)}
+    eligible_by_shape: dict[tuple[object, ...], set[str]] = {}
+
+    def eligible(claim: Claim) -> set[str]:
+        shape = (tuple(sorted(claim.largest_pod.items())), claim.tolerates_reclaimable)
+        if shape not in eligible_by_shape:
+            eligible_by_shape[shape] = eligible_pools(claim, config.pools, config.flavors)
+        return eligible_by_shape[shape]
+
     out: dict[str, str] = {}
     for claim in claims:
         old = previous.get(claim.workload)
@@ -85,11 +95,11 @@ def changed_workloads(claims: list[Claim], previous: Mapping[str, PlanWorkloadRe
         if old.contract != claim.contract:
             out[claim.workload] = "contract changed"
             continue
-        eligible = eligible_pools(claim, config.pools, config.flavors)
-        if moved & eligible:
+        if moved and moved & eligible(claim):
             out[claim.workload] = "ranking changed"
             continue
-        if (set(old.exclusions) ^ excluded) & eligible:
+        flipped = set(old.exclusions) ^ excluded
+        if flipped and flipped & eligible(claim):
             out[claim.workload] = "exclusions changed"
             continue
         if claim.workload in dirty:
@@ -107,6 +117,19 @@ def to_workload_plan(record: PlanWorkloadRecord) -> planner.WorkloadPlan:
                                      score=u.score, key=0.0, coverage=0.0)
                     for u in record.pools),
         coverage=0.0, committed_coverage=0.0, floor_shortfall=0.0)
+
+
+def promised_depth(rows: Iterable[tuple[str, str, int]],
+                   current: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Per pool, the new units (beyond each workload's current units) the stored plans take
+    from its depth — `core.planner.promised_depth` over plain (workload, pool, units) rows."""
+    out: dict[str, int] = {}
+    empty: Mapping[str, int] = {}
+    for workload, pool, units in rows:
+        new = units - current.get(workload, empty).get(pool, 0)
+        if new > 0:
+            out[pool] = out.get(pool, 0) + new
+    return out
 
 
 def to_record(plan: planner.WorkloadPlan, claim: Claim, ranking: str,
@@ -141,7 +164,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
         if slug not in names:
             raise UsageError(f"--workload {slug}: no claim for this workload")
     excluded = {e.pool for e in store.exclusions()} & known
-    previous_records = store.plans()
+    previous_records = store.plans(units=False)  # enough to tell what changed
     dirty = take_dirty(store)
     last_scores = store.get_kv(SCORES_KEY, {})
     if full or claims_path is not None:
@@ -152,13 +175,23 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
         reasons = changed_workloads(claims, previous_records, config, ranking.scores,
                                     last_scores, excluded, dirty)
     removed = sorted(set(previous_records) - names) if claims_path is None else []
-    previous = {k: to_workload_plan(v) for k, v in previous_records.items() if k in names}
     current = current_units(store)
-    plans = planner.plan_all(
-        claims, config.contracts, config.pools, config.flavors, ranking.scores, current,
-        excluded=excluded, depth_premium=config.depth_premium,
-        only=set(reasons), previous=previous if claims_path is None else None,
-        explain=set(explain) | set(reasons))
+    if full or claims_path is not None:
+        plans = planner.plan_all(
+            claims, config.contracts, config.pools, config.flavors, ranking.scores, current,
+            excluded=excluded, depth_premium=config.depth_premium, explain=set(explain))
+    else:
+        # Incremental: plan just the changed claims. Every kept plan's new units arrive as
+        # `promised` depth (one pass over plain rows), and the plans being replaced or removed
+        # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
+        replan = [c for c in claims if c.workload in reasons]
+        previous = {k: to_workload_plan(v)
+                    for k, v in store.plans(only=set(reasons) | set(removed)).items()}
+        plans = planner.plan_all(
+            replan, config.contracts, config.pools, config.flavors, ranking.scores, current,
+            excluded=excluded, depth_premium=config.depth_premium, only=set(reasons),
+            previous=previous, explain=set(explain),
+            promised=promised_depth(store.planned_units(), current))
     by_name = {c.workload: c for c in claims}
     records = {name: to_record(plan, by_name[name], ranking.id, excluded)
                for name, plan in plans.items() if name in reasons}

@@ -26,6 +26,7 @@ from scoctl.config import Config, Region
 from scoctl.core.reconcile import (
     LIVE,
     MANAGED_TAG,
+    SLURM_POWERED_OFF,
     Decision,
     Deletion,
     Policy,
@@ -310,15 +311,19 @@ class _Region:
             except ApiError as exc:
                 self._note(f"scale-down of {s.name}", exc)
                 return "error"
-            if not slurm_idle(fresh.get(s.slurm_node)):
+            node = fresh.get(s.slurm_node)
+            if not slurm_idle(node):
                 self.store.update_instance(s.instance, status="ready", idle_since=None)
                 return "kept"
-            try:
-                self.scheduler.update_node(s.slurm_node, state=POWER_DOWN,
-                                           reason="scoctl: scale-down")
-            except ApiError as exc:
-                self._note(f"power down Slurm node {s.slurm_node}", exc)
-                return "error"
+            # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
+            # SuspendProgram again and block the node's resume for SuspendTimeout)
+            if node is not None and not node.flags & SLURM_POWERED_OFF:
+                try:
+                    self.scheduler.update_node(s.slurm_node, state=POWER_DOWN,
+                                               reason="scoctl: scale-down")
+                except ApiError as exc:
+                    self._note(f"power down Slurm node {s.slurm_node}", exc)
+                    return "error"
             power_release(self.store, [s.slurm_node], "scale-down", suspend=False)
         ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
                                 s.workload, s.name)

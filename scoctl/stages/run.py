@@ -176,7 +176,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                              connect=lambda cfg, reg, spend: cloud(cfg, reg, spend),
                              budget=tokens,
                              watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch,
-                             sleep=sleep)
+                             sleep=sleep, scheduler=systems.scheduler)
         return result, list(result.errors)
 
     def reconcile() -> tuple[Any, list[str]]:

@@ -24,6 +24,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,7 +32,7 @@ from scoctl.clock import Clock
 from scoctl.config import Config, WorkloadSpec
 from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
-from scoctl.errors import ApiError, ConfigError, UsageError
+from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.spool import SpoolEvent, discard, pending_events
 from scoctl.stages.intake import (
     BatchWindow,
@@ -274,6 +275,9 @@ def _spool_create(config: Config, event: SpoolEvent) -> tuple[str, str, str]:
     contract = str(event.detail.get("contract") or _default_contract(config))
     if contract not in config.contracts:
         contract = _default_contract(config)
+    kind, source = str(event.detail.get("kind") or ""), str(event.detail.get("source") or "")
+    if kind in ("job", "deployment", "inference") and source in SOURCES:
+        return kind, source, contract  # the gate's spooled verdict says what it is
     if event.token.startswith("SLURM_"):
         return "job", "slurm", contract
     return "deployment", "k8s", contract
@@ -553,8 +557,13 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
            stop: threading.Event, on_pass: Callable[[WatchResult], None],
            teardown: bool = True, cluster: Cluster | None = None,
            scheduler: BatchScheduler | None = None, poll: float | None = None,
-           watch_timeout: float = 30.0, on_error: Callable[[str], None] | None = None) -> int:
+           watch_timeout: float = 30.0, on_error: Callable[[str], None] | None = None,
+           guard: Callable[[], AbstractContextManager[object]] | None = None) -> int:
     """Stream until `stop` is set; returns the number of passes.
+
+    `guard` is entered around every pass (the CLI passes the run lock, so a long
+    ``--follow`` never starves `scoctl run`); a pass whose guard raises LockHeld is retried a
+    second later with its batch window kept.
 
     Pod events come from a watch thread per namespace (all namespaces when none is
     configured); every pass is `Follower.commit`. An API failure (the watch or a pass) is
@@ -591,14 +600,24 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
             except queue.Empty:
                 item = None
         if follower.due() and not stop.is_set():
-            result = follower.commit()
+            try:
+                with guard() if guard is not None else nullcontext():
+                    result = follower.commit()
+            except LockHeld as exc:  # another stage runs: keep the window, try again soon
+                report(str(exc))
+                follower.next_poll = clock.monotonic() + 1.0
+                continue
             passes += 1
             for error in result.errors:
                 report(error)
             on_pass(result)
     if follower.window is not None:  # commit what the open window holds before leaving
-        on_pass(follower.commit())
-        passes += 1
+        try:
+            with guard() if guard is not None else nullcontext():
+                on_pass(follower.commit())
+            passes += 1
+        except LockHeld as exc:
+            report(f"open batch window not committed: {exc}")
     for thread in threads:
         thread.join(timeout=0.1)
     return passes

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from scoctl.clock import Clock, SystemClock, rfc3339
+from scoctl.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from scoctl.core.tokens import TokenOutcome, apply_token, is_active
 from scoctl.errors import StateError
 from scoctl.secrets import scrub
@@ -55,6 +55,7 @@ class Store:
         self.path = path
         self.clock = clock
         self._depth = 0
+        self.migrated_from: int | None = None  # the schema `open` migrated from, if it did
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -71,9 +72,12 @@ class Store:
         if not path.exists():
             if not create:
                 raise StateError(f"{path}: no state file (run `scoctl init` first)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            os.close(fd)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except OSError as exc:
+                raise StateError(f"{path}: cannot create the state file: "
+                                 f"{exc.strerror or exc}") from exc
         try:
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
@@ -98,6 +102,7 @@ class Store:
         store = cls(conn, path, clock or SystemClock())
         if migrate and version < SCHEMA_VERSION:
             store._migrate(version)
+            store.migrated_from = version
         elif version < SCHEMA_VERSION:
             conn.close()
             raise StateError(f"{path}: schema {version} is older than {SCHEMA_VERSION}; "
@@ -105,21 +110,7 @@ class Store:
         return store
 
     def _migrate(self, current: int) -> None:
-        for number in range(current + 1, SCHEMA_VERSION + 1):
-            script = MIGRATIONS[number - 1]
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                again = self.conn.execute("PRAGMA user_version").fetchone()[0]
-                if again >= number:  # another process migrated it meanwhile
-                    self.conn.execute("ROLLBACK")
-                    continue
-                for statement in _split_sql(script):
-                    self.conn.execute(statement)
-                self.conn.execute(f"PRAGMA user_version = {number}")
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+        run_migrations(self.conn, MIGRATIONS, current)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
@@ -273,7 +264,15 @@ class Store:
     def append_event(self, workload: str | None, token: str, level: str, status: str | None,
                      detail: Mapping[str, Any] | None = None, *, workload_id: int | None = None,
                      ts: str | None = None) -> int:
-        """Append one event; secrets in `detail` are scrubbed first."""
+        """Append one event; secrets in `detail` are scrubbed first.
+
+        `ts` (RFC 3339 with any offset) is stored in UTC; an unreadable one becomes now.
+        """
+        if ts:  # one text form (UTC, microseconds), so `events --since` compares as text
+            try:
+                ts = rfc3339(parse_rfc3339(ts))
+            except ValueError:
+                ts = None
         with self.transaction():
             cursor = self.conn.execute(
                 "INSERT INTO events (ts, workload, workload_id, token, level, status, detail) "
@@ -315,7 +314,15 @@ class Store:
         return self._claim(row) if row else None
 
     def claims(self) -> list[ClaimRecord]:
-        return [self._claim(r) for r in self.db.query("SELECT * FROM claims ORDER BY workload")]
+        """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
+        cursor = self.conn.execute(
+            "SELECT workload, version, contract, requests, largest_pod, pods, "
+            "tolerates_reclaimable, source, updated, nodes FROM claims ORDER BY workload")
+        return [ClaimRecord(workload=w, version=v, contract=c, requests=_loads(req, {}),
+                            largest_pod=_loads(lp, {}), pods=pods,
+                            tolerates_reclaimable=bool(tol), source=src, updated=upd,
+                            nodes=tuple(_loads(nodes, [])) if nodes != "[]" else ())
+                for w, v, c, req, lp, pods, tol, src, upd, nodes in cursor]
 
     def put_claim(self, workload: str, *, contract: str, requests: Mapping[str, int],
                   largest_pod: Mapping[str, int], pods: int, source: str,
@@ -340,12 +347,12 @@ class Store:
                         return self.claim(workload) or old, False
                     return old, False
             version = (old.version if old else 0) + 1
-            self.db.table("claims").upsert({
-                "workload": workload, "version": version, "contract": contract,
-                "requests": _dumps(dict(requests)), "largest_pod": _dumps(dict(largest_pod)),
-                "pods": pods, "tolerates_reclaimable": int(tolerates_reclaimable),
-                "source": source, "nodes": _dumps(sorted(nodes)), "updated": self.now(),
-            }, pk="workload")
+            self.conn.execute(
+                "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
+                "largest_pod, pods, tolerates_reclaimable, source, nodes, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [workload, version, contract, _dumps(dict(requests)), _dumps(dict(largest_pod)),
+                 pods, int(tolerates_reclaimable), source, _dumps(sorted(nodes)), self.now()])
             stored = self.claim(workload)
             assert stored is not None
             return stored, True
@@ -360,24 +367,47 @@ class Store:
                               ranking=row["ranking"], changed=tuple(_loads(row["changed"], [])),
                               full=bool(row["full"]))
 
-    def plans(self) -> dict[str, PlanWorkloadRecord]:
-        """The current plan of every workload (rows of the generation that last planned it)."""
-        units: dict[str, list[PlanUnitRecord]] = {}
-        for r in self.db.query("SELECT * FROM plan_units ORDER BY workload, pool"):
-            units.setdefault(r["workload"], []).append(PlanUnitRecord(
-                pool=r["pool"], tier=r["tier"], group=r["grp"], units=r["units"],
-                share=r["share"], score=r["score"]))
+    def plans(self, *, explain: bool = False, units: bool = True,
+              only: Collection[str] | None = None) -> dict[str, PlanWorkloadRecord]:
+        """The current plan of every workload (rows of the generation that last planned it), or
+        of the workloads in `only`.
+
+        Explain lines are left out unless `explain` (they are large and only `--explain`
+        reads them); without `units` the plans carry no pools (what `plan` needs to tell which
+        workloads changed). Plain cursors: this runs on every plan over 10,000s of workloads."""
+        where, params = "", []
+        if only is not None:
+            names = sorted(set(only))
+            if not names:
+                return {}
+            where = f" WHERE workload IN ({','.join('?' * len(names))})"
+            params = names
+        held: dict[str, list[PlanUnitRecord]] = {}
+        for workload, pool, tier, grp, count, share, score in self.conn.execute(
+                "SELECT workload, pool, tier, grp, units, share, score FROM plan_units"
+                + where + " ORDER BY workload, pool", params) if units else ():
+            held.setdefault(workload, []).append(PlanUnitRecord(
+                pool=pool, tier=tier, group=grp, units=count, share=share, score=score))
         out = {}
-        for r in self.db.query("SELECT * FROM plan_workloads ORDER BY workload"):
-            out[r["workload"]] = PlanWorkloadRecord(
-                workload=r["workload"], generation=r["generation"],
-                claim_version=r["claim_version"], contract=r["contract"], ranking=r["ranking"],
-                feasible=bool(r["feasible"]), degraded=bool(r["degraded"]),
-                reasons=tuple(_loads(r["reasons"], [])),
-                pools=tuple(units.get(r["workload"], [])),
-                exclusions=tuple(_loads(r["exclusions"], [])),
-                explain=tuple(_loads(r["explain"], [])))
+        for (workload, generation, claim_version, contract, ranking, feasible, degraded,
+             reasons, exclusions, explained) in self.conn.execute(
+                "SELECT workload, generation, claim_version, contract, ranking, feasible, "
+                "degraded, reasons, exclusions, " + ("explain" if explain else "'[]'")
+                + " FROM plan_workloads" + where + " ORDER BY workload", params):
+            out[workload] = PlanWorkloadRecord(
+                workload=workload, generation=generation, claim_version=claim_version,
+                contract=contract, ranking=ranking, feasible=bool(feasible),
+                degraded=bool(degraded),
+                reasons=tuple(_loads(reasons, [])) if reasons != "[]" else (),
+                pools=tuple(held.get(workload, ())),
+                exclusions=tuple(_loads(exclusions, [])) if exclusions != "[]" else (),
+                explain=tuple(_loads(explained, [])) if explained != "[]" else ())
         return out
+
+    def planned_units(self) -> list[tuple[str, str, int]]:
+        """(workload, pool, units) of every current plan row: what kept plans hold."""
+        return [(w, p, n) for w, p, n in self.conn.execute(
+            "SELECT workload, pool, units FROM plan_units")]
 
     def commit_plan(self, *, ranking: str | None, plans: Sequence[PlanWorkloadRecord],
                     full: bool, removed: Sequence[str] = ()) -> int:
@@ -511,6 +541,30 @@ class Store:
                       "launches"):
             out[table] = int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
         return out
+
+
+def run_migrations(conn: sqlite3.Connection, migrations: Sequence[str], current: int) -> int:
+    """Bring a state file at schema `current` up to ``len(migrations)``; returns the version.
+
+    Each migration runs in its own transaction with the ``user_version`` bump, so a failing one
+    leaves the file at the previous version; a migration another process applied meanwhile is
+    skipped.
+    """
+    for number in range(current + 1, len(migrations) + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            again = conn.execute("PRAGMA user_version").fetchone()[0]
+            if again >= number:  # another process migrated it meanwhile
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _split_sql(migrations[number - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _split_sql(script: str) -> list[str]:

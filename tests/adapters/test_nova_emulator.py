@@ -98,7 +98,9 @@ def test_429_retry_after_is_honoured_and_every_attempt_spends_a_token(
 
     result = cloud.launch(launch("w", 2))
 
-    assert slept == [3.0]
+    # never sooner than Retry-After; a little jitter on top staggers callers told the same
+    assert slept == [3.0 + random.Random(7).uniform(0, 0.5)]
+    assert 3.0 <= slept[0] <= 3.5
     assert budget.spent == 2
     assert posts(emulator) == [429, 202]
     assert [s.name for s in result.servers] == ["w-1", "w-2"]
@@ -110,7 +112,9 @@ def test_503_on_a_read_waits_retry_after_and_spends_no_token(
     emulator.inject(503, count=2, retry_after=1)
 
     assert cloud.headroom().instances == 10
-    assert slept == [1.0, 1.0]
+    expected_rng = random.Random(7)
+    assert slept == [1.0 + expected_rng.uniform(0, 0.5) for _ in range(2)]
+    assert slept[0] != slept[1]  # two waits for the same Retry-After are not in lock-step
     assert budget.spent == 0
 
 
@@ -281,3 +285,12 @@ def test_the_adapter_lists_every_page_of_servers_with_tag_filters(cloud: NovaClo
     assert {s.name for s in only_p} == {f"p-{i}" for i in range(1, 6)}
     assert len(either) == 7
     assert all("sco:managed" in s.tags and s.flavor for s in every)
+
+
+def test_retry_after_waits_are_never_shorter_and_differ_between_callers() -> None:
+    hints = [RetryPolicy(rng=random.Random(seed)).backoff(1, 2.0) for seed in range(20)]
+
+    assert all(2.0 <= wait <= 2.5 for wait in hints)
+    assert len(set(hints)) == len(hints)  # twenty callers told "2 s" come back staggered
+    assert RetryPolicy(retry_after_jitter=0).backoff(1, 2.0) == 2.0
+    assert RetryPolicy(rng=random.Random(1)).backoff(1, 900.0) <= 120.5  # capped, then jitter

@@ -188,6 +188,9 @@ def test_nodes_of_a_partition(cli: SlurmCli) -> None:
         "gpu-any-1",
     }
     assert cli.nodes("nosuch") == []
+    # a partition list, as sbatch -p takes it: the nodes of any of them, each once
+    assert [n.name for n in cli.nodes("cloud,cpu")] == [
+        "big-cpu-1", "local1", "test-cloud-1", "test-cloud-2"]
 
 
 @pytest.mark.slurm

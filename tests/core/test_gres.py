@@ -36,6 +36,9 @@ from scoctl.core.gres import (
         ("gpu", (Gres("gpu", None, 1),)),  # --gres=gpu means one
         ("gpu:a100", (Gres("gpu", "a100", 1),)),
         (" gpu:h100:8 ", (Gres("gpu", "h100", 8),)),
+        ("gpu:a100:4,bandwidth:lustre:no_consume:4G",  # slurm.conf's no_consume flag
+         (Gres("gpu", "a100", 4), Gres("bandwidth", "lustre", 4 * 2**30))),
+        ("gpu:no_consume:2", (Gres("gpu", None, 2),)),
         ("(null)", ()),
         ("", ()),
         ("N/A", ()),

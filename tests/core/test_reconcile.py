@@ -241,6 +241,45 @@ def test_failed_slurm_intent_powers_its_node_down_never_deletes_a_server() -> No
     assert [(x.server_id, x.slurm_node) for x in d.deletions] == [("", "gpu-1")]
 
 
+def test_failed_slurm_launch_powers_its_node_down_once_not_on_a_retried_delete() -> None:
+    node = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle",
+                     flags=frozenset({"CLOUD", "POWERING_UP"}))
+    failed = make_server("a", name="gpu-1", status="ERROR", fault_code=500,
+                         fault="No valid host was found.")
+    building = make_instance("a", status="building", active=None, node_name="gpu-1",
+                             name="gpu-1")
+    first = decide(snap(servers=(failed,), instances=(building,), slurm_nodes=(node,)),
+                   POLICY, NOW)
+    assert [(x.server_id, x.slurm_node) for x in first.deletions] == [("a", "gpu-1")]
+    # the delete failed and the row stays `error`: the retry deletes, it does not power down
+    errored = replace(building, status="error", fault="No valid host was found.")
+    retry = decide(snap(servers=(failed,), instances=(errored,), slurm_nodes=(node,)),
+                   POLICY, NOW)
+    assert [(x.server_id, x.slurm_node) for x in retry.deletions] == [("a", None)]
+
+
+def test_a_failed_slurm_launch_never_powers_down_a_node_a_fallback_now_serves() -> None:
+    node = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle",
+                     flags=frozenset({"CLOUD", "POWERING_UP"}))
+    failed = make_server("a", name="gpu-1", status="ERROR", fault_code=500,
+                         fault="No valid host was found.")
+    fallback = make_server("b", name="gpu-1", status="BUILD", pool="p-spot2")
+    insts = (make_instance("a", status="building", active=None, node_name="gpu-1",
+                           name="gpu-1"),
+             make_instance("b", status="building", active=None, node_name="gpu-1",
+                           name="gpu-1", pool="p-spot2"))
+    d = decide(snap(servers=(failed, fallback), instances=insts, slurm_nodes=(node,)),
+               POLICY, NOW)
+    assert [(x.server_id, x.slurm_node) for x in d.deletions] == [("a", None)]
+    timed_out = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=400, count=1,
+                                                  node_names=("gpu-1",)),),
+                            servers=(fallback,), instances=insts[1:], slurm_nodes=(node,)),
+                       POLICY, NOW)
+    assert [(u.launch_id, u.status) for u in timed_out.launch_updates] == [
+        ("l-aaaaaaaaaaaa", "failed")]
+    assert timed_out.deletions == ()
+
+
 def test_orphans_are_reported_and_deleted_only_with_gc_after_grace() -> None:
     orphan = make_server("o", workload="ghost", launch="l-ffffffffffff")
     d = decide(snap(servers=(orphan,)), POLICY, NOW)
@@ -323,8 +362,29 @@ def test_slurm_suspended_node_loses_its_server_without_drain() -> None:
                      flags=frozenset({"CLOUD", "POWERED_DOWN"}))
     d = decide(snap(servers=(make_server("a", name="gpu-1"),), instances=(inst,),
                     slurm_nodes=(node,), suspended=frozenset({"gpu-1"})), POLICY, NOW)
-    assert [(x.server_id, x.slurm_node) for x in d.deletions] == [("a", "gpu-1")]
+    # Slurm powered the node down itself: a second POWER_DOWN_FORCE would run SuspendProgram
+    # again and keep the node from resuming for SuspendTimeout
+    assert [(x.server_id, x.slurm_node) for x in d.deletions] == [("a", None)]
     assert not d.scale_downs and not d.dirty
+
+
+def test_a_node_slurm_has_powered_down_already_is_not_powered_down_again() -> None:
+    for flags in ({"CLOUD", "POWERED_DOWN"}, {"CLOUD", "POWERING_DOWN"}):
+        node = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle",
+                         flags=frozenset(flags))
+        timed_out = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=400, count=1,
+                                                      node_names=("gpu-1",)),),
+                                slurm_nodes=(node,)), POLICY, NOW)
+        assert [u.status for u in timed_out.launch_updates] == ["failed"]
+        assert timed_out.deletions == ()
+        reclaimed = decide(snap(instances=(make_instance("a", node_name="gpu-1",
+                                                         name="gpu-1"),),
+                                slurm_nodes=(node,)), POLICY, NOW)
+        assert tokens(reclaimed) == ["INSTANCE_RECLAIMED"] and reclaimed.deletions == ()
+    up = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle", flags=frozenset())
+    reclaimed = decide(snap(instances=(make_instance("a", node_name="gpu-1", name="gpu-1"),),
+                            slurm_nodes=(up,)), POLICY, NOW)
+    assert [(x.server_id, x.slurm_node) for x in reclaimed.deletions] == [("", "gpu-1")]
 
 
 # -- properties ------------------------------------------------------------------------------

@@ -471,3 +471,90 @@ def test_a_refused_launch_is_failed_reported_and_the_others_still_run(
     assert not result.ok and "Invalid key_name" in result.errors[0]
     assert sorted(o.status for o in result.launches) == ["failed", "recorded"]
     assert [e.level for e in store.events() if e.token == "LAUNCH_FAILED"] == ["error"]
+
+
+class RecordingSlurm:
+    """Slurm as acquire sees it: only `update_node` is ever called (recorded here)."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, str, str | None]] = []
+
+    def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
+        self.updates.append((name, state, reason))
+
+
+def slurm_claim(store: Store, nodes: list[str]) -> None:
+    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": str(len(nodes))}),
+                    largest_pod=parse_resources({"cpu": "1"}), pods=len(nodes),
+                    source="slurm", nodes=nodes)
+
+
+def test_a_slurm_node_whose_launch_is_refused_goes_back_to_powered_down_never_down(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    slurm_claim(store, ["cloud-1", "cloud-2"])
+    set_plan(store, "hpc", {"small.a": 2})
+    slurm = RecordingSlurm()
+    fake.fail_next("launch", QuotaExceeded("Nova: Quota exceeded for instances: Requested 1"))
+
+    result = acquire(config, store, clock, fake, scheduler=slurm)
+
+    assert [(o.node_names, o.status) for o in result.launches] == [
+        (("cloud-1",), "failed"), (("cloud-2",), "recorded")]
+    assert [(n, s) for n, s, _ in slurm.updates] == [("cloud-1", "POWER_DOWN_FORCE")]
+    assert result.powered_down == ("cloud-1",)
+    claim = store.claim("hpc")
+    assert claim is not None and claim.nodes == ("cloud-2",)  # Slurm requeues cloud-1's job
+    fake.calls.clear()
+    assert acquire(config, store, clock, fake, scheduler=slurm).launches == ()
+    assert fake.mutating_calls() == 0  # the released node is not launched again by scoctl
+
+
+def test_a_refused_slurm_launch_without_slurm_at_hand_still_leaves_the_claim(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    slurm_claim(store, ["cloud-1"])
+    set_plan(store, "hpc", {"small.a": 1})
+    fake.fail_next("launch", PermanentError("Nova answered 400: Invalid key_name provided."))
+
+    result = acquire(config, store, clock, fake)
+
+    assert result.powered_down == ("cloud-1",) and not result.ok
+    claim = store.claim("hpc")
+    assert claim is not None and claim.nodes == ()
+    assert [e.detail["reason"] for e in store.events() if e.token == "SLURM_NODES_RELEASED"] == [
+        "launch refused"]
+
+
+def test_slurm_nodes_failing_the_async_quota_recheck_are_powered_down(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    slurm_claim(store, ["cloud-1"])
+    set_plan(store, "hpc", {"small.a": 1})
+    slurm = RecordingSlurm()
+    fake.fail_quota_recheck(1)
+
+    result = acquire(config, store, clock, fake, scheduler=slurm)
+
+    [fault] = result.quota_faults
+    assert fault.asynchronous
+    assert [(n, s) for n, s, _ in slurm.updates] == [("cloud-1", "POWER_DOWN_FORCE")]
+    assert fake.servers() == []
+
+
+def test_a_capacity_fault_on_a_slurm_node_falls_back_without_powering_it_down(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    slurm_claim(store, ["cloud-1"])
+    run_plan(config, store, clock)
+    assert [(u.pool, u.units) for u in store.plans()["hpc"].pools] == [("big.a", 1)]
+    slurm = RecordingSlurm()
+    fake.no_valid_host(flavor="m1.xlarge")
+
+    result = acquire(config, store, clock, fake, scheduler=slurm)
+
+    assert slurm.updates == [] and result.powered_down == ()
+    assert [(o.pool, o.node_names, o.round_no) for o in result.launches] == [
+        ("big.a", ("cloud-1",), 0), (result.launches[1].pool, ("cloud-1",), 1)]
+    assert result.launches[1].pool != "big.a" and result.launches[1].created == 1
+    assert [s.name for s in fake.servers()] == ["cloud-1"]

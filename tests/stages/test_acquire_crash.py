@@ -190,3 +190,22 @@ def test_the_summary_table_and_an_unknown_region(world: World) -> None:
     assert "acquire: 1 launch(es), 3 instance(s), 1 mutating call(s)" in run.stdout
     assert "Launches" in run.stdout and "recorded" in run.stdout
     assert unknown.code == 2 and "nowhere" in unknown.stderr
+
+
+def test_the_join_secret_never_reaches_the_output_the_logs_or_the_state_file(
+    world: World,
+) -> None:
+    import base64
+
+    run = world.scoctl("-vv", "acquire", "--json")
+
+    assert run.code == 0, run.stderr
+    assert "launching" in run.stderr  # debug logging really was on
+    encoded = base64.b64encode(SECRET.encode()).decode()[:16]
+    for text in (run.stdout, run.stderr):
+        assert SECRET not in text and encoded not in text
+    with Store.open(world.state) as store:
+        store.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    for path in world.home.glob("state.db*"):
+        assert SECRET.encode() not in path.read_bytes()
+    assert world.creates() == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
@@ -452,6 +453,15 @@ def test_hopeless_reason_fails_only_when_nothing_could_hold_it() -> None:
     unreadable = SlurmSnapshot(jobs=(too_big,), nodes=None, tracked=(row,))
     assert [t.token for t in decide_slurm_intake(unreadable, SPOLICY).tokens] == \
         ["SLURM_JOB_QUEUED"]
+    # pending in a partition list (sbatch -p cloud,cpu): a node of any of them may hold it
+    either = replace(too_big, partition="cloud,cpu")
+    decision = decide_slurm_intake(SlurmSnapshot(jobs=(either,), nodes=SNODES, tracked=(row,)),
+                                   SPOLICY)
+    assert [t.token for t in decision.tokens] == ["SLURM_JOB_QUEUED"]
+    nowhere = replace(too_big, partition="cloud,cpu", memory_per_node_mb=300000)
+    decision = decide_slurm_intake(SlurmSnapshot(jobs=(nowhere,), nodes=SNODES, tracked=(row,)),
+                                   SPOLICY)
+    assert [t.token for t in decision.tokens] == ["SLURM_JOB_QUEUED", "SLURM_JOB_SCHEDULING_FAILED"]
 
 
 def test_states_map_to_status_tokens_only_on_change() -> None:

@@ -250,3 +250,24 @@ def test_the_seed_scenario_on_the_bundled_config_keeps_the_t1_contract(cli, tmp_
     assert all(p["share"] <= 0.15 + 1e-9 for p in reclaimable)
     assert all(share <= 0.30 + 1e-9 for share in groups.values())
     assert len(reclaimable) >= 8
+
+
+def test_an_incremental_replan_leaves_the_depth_kept_plans_hold(setup):
+    config, store, clock = setup
+    put(store, "alpha", 96)
+    put(store, "beta", 96)
+    run_plan(config, store, clock)
+
+    def committed(plans):
+        return {name: {u.pool: u.units for u in p.pools if u.tier == "committed"}
+                for name, p in plans.items()}
+
+    before = committed(store.plans())
+    put(store, "beta", 112)  # beta grows; alpha's committed units must stay alpha's
+    assert run_plan(config, store, clock).changed == ("beta",)
+    after = committed(store.plans())
+    assert after["alpha"] == before["alpha"]
+    depth = {p.name: p.depth for p in config.pools}
+    for pool in depth:
+        held = sum(units.get(pool, 0) for units in after.values())
+        assert held <= depth[pool], f"{pool}: {held} units over depth {depth[pool]}"

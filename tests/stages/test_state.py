@@ -10,7 +10,9 @@ import pytest
 
 from scoctl.errors import StateError
 from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.records import PlanUnitRecord, PlanWorkloadRecord
+from scoctl.state.sqlite import run_migrations
 
 
 def test_new_state_file_is_private_wal_and_at_the_current_schema(tmp_path):
@@ -139,3 +141,94 @@ def test_readers_are_not_blocked_by_a_writer(tmp_path):
     assert [w.slug for w in reader.workloads()] == ["a"]
     writer.close()
     reader.close()
+
+
+def test_the_state_file_waits_for_a_busy_writer_instead_of_failing_at_once(store):
+    assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+# A schema 2 as a future scoctl would add it: a column on an existing table and a new table.
+NEXT = """
+ALTER TABLE workloads ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE budgets (region TEXT PRIMARY KEY, spent INTEGER NOT NULL);
+CREATE TRIGGER budgets_no_delete BEFORE DELETE ON budgets
+    BEGIN SELECT RAISE(ABORT, 'keep budgets'); END;
+"""
+
+
+def schema_1_file(path):
+    with Store.open(path, create=True) as s:
+        s.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+        s.append_event("orders", "POD_QUEUED", "warning", "queued", {})
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    return conn
+
+
+def test_a_schema_1_file_is_migrated_forward_keeping_its_rows(tmp_path):
+    conn = schema_1_file(tmp_path / "s.db")
+
+    version = run_migrations(conn, (*MIGRATIONS, NEXT), current=1)
+
+    assert version == 2 == conn.execute("PRAGMA user_version").fetchone()[0]
+    assert conn.execute("SELECT slug, priority FROM workloads").fetchall() == [("orders", 0)]
+    assert conn.execute("SELECT token FROM events").fetchall() == [("POD_QUEUED",)]
+    conn.execute("INSERT INTO budgets VALUES ('r', 1)")
+    with pytest.raises(sqlite3.DatabaseError, match="keep budgets"):
+        conn.execute("DELETE FROM budgets")
+    assert run_migrations(conn, (*MIGRATIONS, NEXT), current=2) == 2  # nothing left to do
+    conn.close()
+
+
+def test_a_failing_migration_leaves_the_file_at_its_previous_version(tmp_path):
+    conn = schema_1_file(tmp_path / "s.db")
+    broken = "ALTER TABLE workloads ADD COLUMN extra TEXT;\nCREATE TABLE workloads (x);\n"
+
+    with pytest.raises(sqlite3.OperationalError):
+        run_migrations(conn, (*MIGRATIONS, broken), current=1)
+
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(workloads)")]
+    assert "extra" not in columns
+    conn.close()
+
+
+def test_a_migration_another_process_applied_meanwhile_is_skipped(tmp_path):
+    conn = schema_1_file(tmp_path / "s.db")
+    other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    assert run_migrations(other, (*MIGRATIONS, NEXT), current=1) == 2
+    other.close()
+
+    # this process read version 1 before the other one migrated: it must not re-apply NEXT
+    assert run_migrations(conn, (*MIGRATIONS, NEXT), current=1) == 2
+    conn.close()
+
+
+def test_an_older_file_is_migrated_on_open_and_refused_without_migrate(tmp_path):
+    path = tmp_path / "s.db"
+    sqlite3.connect(path).close()  # an empty SQLite file: schema 0
+    with pytest.raises(StateError, match="scoctl init"):
+        Store.open(path, migrate=False)
+    with Store.open(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.workloads() == []
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_state_path_that_cannot_be_created_is_a_state_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StateError, match="cannot create the state file"):
+        Store.open(blocker / "s.db", create=True)
+
+
+def test_event_times_are_stored_in_one_utc_form_so_since_compares_as_text(store):
+    store.append_event("w", "A", "info", None, {}, ts="2026-01-01T01:30:00+01:00")
+    store.append_event("w", "B", "info", None, {}, ts="2026-01-01T00:45:00Z")
+    store.append_event("w", "C", "info", None, {}, ts="not a time")  # becomes the store's now
+    events = store.events()
+    assert [e.ts for e in events] == ["2026-01-01T00:30:00.000000Z",
+                                      "2026-01-01T00:45:00.000000Z", store.now()]
+    assert [e.token for e in store.events(since="2026-01-01T00:40:00.000000Z")] == ["B"]

@@ -543,3 +543,30 @@ def test_cli_follow_streams_json_lines_until_sigterm(
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+def test_cli_follow_takes_the_run_lock_only_while_a_pass_records(
+        k8s_emulator: K8sEmulator, tmp_path: Path, k8s_kubeconfig: Path) -> None:
+    path = write_config(tmp_path, k8s_kubeconfig, idle="200ms")
+    nodes(k8s_emulator)
+    orders(k8s_emulator, 3)
+    with subprocess.Popen([sys.executable, "-m", "scoctl", "--config", str(path), "watch",
+                           "--source", "k8s", "--follow", "--json"], env=cli_env(),
+                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            json.loads(proc.stdout.readline())  # the first pass has committed
+            # another writer gets the lock while --follow keeps streaming (a pass holds it for
+            # milliseconds; a --follow holding it for its whole life would give exit 75)
+            other = subprocess.run([sys.executable, "-m", "scoctl", "--config", str(path),
+                                    "init", "--wait", "5"], env=cli_env(), cwd=tmp_path,
+                                   capture_output=True, text=True, timeout=60)
+            assert other.returncode == 0, other.stderr
+            assert proc.poll() is None
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()

@@ -1,0 +1,168 @@
+"""Reconcile with Slurm CLOUD nodes: a failed launch puts the node back to powered-down
+(``POWER_DOWN_FORCE``, never DOWN) through the scheduler and drops it from its claim — from
+reconcile's own failure paths, not only from ResumeFailProgram. A second pass changes nothing.
+
+Nova is the in-package `FakeCloud` and Slurm a recording fake of scoctl's own `BatchScheduler`
+Protocol (STYLE §4); the real-Slurm side of `update_node` is covered by the adapter tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from scoctl.adapters.batch import SlurmJob, SlurmNode
+from scoctl.adapters.cloud import LaunchRequest
+from scoctl.adapters.fakes import FakeCloud
+from scoctl.clock import FixedClock, rfc3339
+from scoctl.config import Config
+from scoctl.core.quantity import parse_resources
+from scoctl.stages.reconcile import ReconcileResult, run_reconcile
+from scoctl.state import InstanceRecord, LaunchRecord, Store
+from tests.stages.test_acquire import make_config
+
+NODE = "cloud-1"
+
+
+class RecordingSlurm:
+    """Slurm's CLOUD node `NODE` (powering up) plus every `update_node` call."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, str]] = []
+        self.flags = frozenset({"CLOUD", "POWERING_UP"})
+
+    def nodes(self, partition: str | None = None) -> list[SlurmNode]:
+        return [SlurmNode(name=NODE, cpus=1, memory_mb=2000, partitions=("cloud",),
+                          state="idle", flags=self.flags)]
+
+    def default_partition(self) -> str | None:
+        return None
+
+    def jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        return []
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        return None
+
+    def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
+        self.updates.append((name, state))
+        if state == "POWER_DOWN_FORCE":
+            self.flags = frozenset({"CLOUD", "POWERED_DOWN"})
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return make_config(tmp_path)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCloud]:
+    cloud = FakeCloud()
+    yield cloud
+    cloud.reset()
+
+
+def reconcile(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+              slurm: RecordingSlurm) -> ReconcileResult:
+    return run_reconcile(config, store, clock, clouds={"region-a": fake}, scheduler=slurm,
+                         discover=False)
+
+
+def claim_node(store: Store) -> None:
+    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+                    largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
+                    nodes=[NODE])
+
+
+def claimed(store: Store) -> tuple[str, ...]:
+    claim = store.claim("hpc")
+    return claim.nodes if claim else ()
+
+
+def test_a_launch_intent_that_never_got_a_server_powers_its_node_down(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    claim_node(store)
+    store.add_launch(LaunchRecord(
+        launch_id="l-00000000000a", region="region-a", workload="hpc", pool="small.a",
+        generation=1, count=1, status="intent", created=rfc3339(clock.now()),
+        updated=rfc3339(clock.now()), node_names=(NODE,)))
+    slurm = RecordingSlurm()
+
+    young = reconcile(config, store, clock, fake, slurm)
+    assert slurm.updates == [] and not young.changed
+    clock.advance(config.timeouts.launch + 1)
+    timed_out = reconcile(config, store, clock, fake, slurm)
+
+    assert slurm.updates == [(NODE, "POWER_DOWN_FORCE")]  # never DOWN
+    assert [launch.status for launch in store.launches()] == ["failed"]
+    assert claimed(store) == ()
+    assert timed_out.errors == () and fake.mutating_calls() == 0
+    again = reconcile(config, store, clock, fake, slurm)
+    assert not again.changed and slurm.updates == [(NODE, "POWER_DOWN_FORCE")]
+
+
+def test_a_slurm_server_that_goes_error_is_deleted_and_its_node_powered_down_once(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    claim_node(store)
+    fake.no_valid_host(flavor="m1.small")
+    [server] = fake.launch(LaunchRequest(
+        name=NODE, flavor="m1.small", image="img-a", min_count=1, max_count=1,
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a", "sco:gen=1",
+              "sco:launch=l-00000000000b"))).servers
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
+        generation=1, launch_id="l-00000000000b", status="building", created=store.now(),
+        updated=store.now(), node_name=NODE))
+    slurm = RecordingSlurm()
+
+    result = reconcile(config, store, clock, fake, slurm)
+
+    assert slurm.updates == [(NODE, "POWER_DOWN_FORCE")]
+    assert fake.servers() == [] and result.regions[0].deleted == (NODE,)
+    assert [e.pool for e in store.exclusions()] == ["small.a"]
+    assert store.exclusions()[0].until == rfc3339(clock.now() + timedelta(seconds=180))
+    assert claimed(store) == ()
+    again = reconcile(config, store, clock, fake, slurm)
+    assert not again.changed and slurm.updates == [(NODE, "POWER_DOWN_FORCE")]
+
+
+def idle_slurm_unit(store: Store, clock: FixedClock, fake: FakeCloud, config: Config) -> str:
+    """A ready unit of NODE, idle past the idle timeout, that no plan wants any more."""
+    [server] = fake.launch(LaunchRequest(
+        name=NODE, flavor="m1.small", image="img-a", min_count=1, max_count=1,
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a", "sco:gen=1",
+              "sco:launch=l-00000000000c"))).servers
+    long_ago = rfc3339(clock.now() - timedelta(seconds=config.timeouts.idle + 60))
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
+        generation=1, launch_id="l-00000000000c", status="ready", created=long_ago,
+        updated=long_ago, active_at=long_ago, ready_at=long_ago, idle_since=long_ago,
+        node_name=NODE))
+    return server.id
+
+
+@pytest.mark.parametrize(("flags", "powered_down_by_scoctl"), [
+    (frozenset({"CLOUD"}), True),  # up and idle: scoctl powers it down, then deletes
+    (frozenset({"CLOUD", "POWERED_DOWN"}), False),  # power saving did: only the delete
+])
+def test_an_idle_slurm_unit_the_plan_no_longer_needs_is_scaled_down(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+    flags: frozenset[str], powered_down_by_scoctl: bool,
+) -> None:
+    server_id = idle_slurm_unit(store, clock, fake, config)
+    slurm = RecordingSlurm()
+    slurm.flags = flags
+
+    result = reconcile(config, store, clock, fake, slurm)
+
+    assert result.regions[0].scaled_down == (NODE,)
+    assert slurm.updates == ([(NODE, "POWER_DOWN_FORCE")] if powered_down_by_scoctl else [])
+    assert fake.servers() == []
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "deleted"
+    assert not reconcile(config, store, clock, fake, slurm).changed

@@ -1,0 +1,88 @@
+"""The Slurm flow of DESIGN §3 through the real commands a launcher runs: `scoctl emit` for the
+set-up, slurm/sbatch-gate in place of sbatch (real sbatch, options in every spelling), then
+`scoctl watch --source slurm --once` until the job has run:
+pending (gate) → preparing (set-up) → queued (submitted, held) → running → succeeded.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scoctl.state import Store
+from tests.fixtures.slurm import SlurmCluster, wait_for
+
+pytestmark = pytest.mark.slurm
+
+WRAPPER = Path(__file__).resolve().parents[2] / "slurm" / "sbatch-gate"
+BIN = Path(sys.executable).parent
+
+
+def write_config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        state: {tmp_path / "state.db"}
+        spool: {tmp_path / "spool"}
+        regions:
+          - name: r1
+            launch: {{image: img, networks: [net]}}
+        flavors:
+          - {{name: c4.xlarge, vcpus: 16, ram: 64Gi}}
+        pools:
+          - {{name: c4.xlarge.az1, region: r1, az: az1, flavor: c4.xlarge, group: g1,
+             tier: reclaimable, depth: 4}}
+        ranking: {{id: r-1, scores: {{c4.xlarge.az1: 0.9}}}}
+        slurm: {{gpu_partition: ml, timeout: 20s}}
+        """), encoding="utf-8")
+    return path
+
+
+def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluster: SlurmCluster):
+    import subprocess
+
+    config = write_config(tmp_path)
+    cli.env.update({"SLURM_CONF": str(slurm_cluster.conf), "SCOCTL_CONFIG": str(config),
+                    "SCOCTL": str(BIN / "scoctl")})
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -c 1 --mem=100M\n#SBATCH -J ignored-name\nsleep 1\n",
+                      encoding="utf-8")
+
+    assert cli("emit", "SLURM_INIT_REPO_CLONE", "--workload", "train-9").code == 0
+    # -H (held: no value), -t 5 and -o FILE (separate values), -x NODE: nothing boots
+    done = subprocess.run([str(WRAPPER), "--sco-workload", "train-9", "-H", "-t", "5",
+                           "-o", str(tmp_path / "out.txt"), "-p", "cpu", "-x", "big-cpu-1",
+                           str(script)], env=cli.env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = int(done.stdout.strip().rsplit(" ", 1)[-1])
+    try:
+        shown = slurm_cluster.run("squeue", "-h", "-j", str(job), "-o", "%T|%r|%l|%C|%m")
+        assert shown.strip() == "PENDING|JobHeldUser|5:00|1|100M"
+
+        def watch() -> str:
+            result = cli("watch", "--source", "slurm", "--once", "--json")
+            assert result.code == 0, result.stderr
+            with Store.open(tmp_path / "state.db") as store:
+                row = store.latest_workload("train-9")
+            assert row is not None and row.job_id == str(job)
+            return row.status
+
+        assert watch() == "queued"
+        slurm_cluster.run("scontrol", "release", str(job))
+        assert wait_for(lambda: watch() == "succeeded", timeout=30, interval=0.5)
+    finally:
+        slurm_cluster.cancel(job)
+    with Store.open(tmp_path / "state.db") as store:
+        events = store.events(workload="train-9")
+        first = store.conn.execute("SELECT status FROM workloads").fetchall()
+    history = [(e.token, e.status) for e in events]
+    assert history[:3] == [("SLURM_INIT_REPO_CLONE", "preparing"),
+                           ("SLURM_JOB_SUBMITTED", "queued"),
+                           ("SLURM_JOB_QUEUED", "queued")]
+    assert events[2].detail["reason"] == "JobHeldUser"
+    statuses = [s for _, s in history]
+    assert statuses[-1] == "succeeded" and "running" in statuses[3:]
+    assert len(first) == 1  # the gate's pending row is the one that ran

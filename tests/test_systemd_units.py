@@ -1,0 +1,59 @@
+"""configs/systemd/: the oneshot service and its timer say what the operator guide promises
+(one `scoctl run --once` per tick, exit 75 is not a failure, a dedicated user, hardening), and
+systemd itself accepts them when `systemd-analyze` is on the host."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+UNITS = Path(__file__).resolve().parents[1] / "configs" / "systemd"
+
+
+def directives(path: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    section = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, _, value = line.partition("=")
+        out.setdefault(f"{section}.{key}", []).append(value)
+    return out
+
+
+def test_the_service_is_one_hardened_oneshot_pass() -> None:
+    unit = directives(UNITS / "scoctl.service")
+    assert unit["Service.Type"] == ["oneshot"]
+    assert unit["Service.ExecStart"][0].endswith("scoctl run --once")
+    assert "75" in unit["Service.SuccessExitStatus"][0].split()
+    assert unit["Service.User"] == ["scoctl"] and unit["Service.StateDirectory"] == ["scoctl"]
+    assert unit["Service.ProtectSystem"] == ["strict"]
+    assert unit["Service.NoNewPrivileges"] == ["yes"]
+    # optional paths: a host without a spool or node_exporter must still start the unit
+    assert all(p.startswith("-") for p in unit["Service.ReadWritePaths"][0].split())
+
+
+def test_the_timer_starts_the_service() -> None:
+    timer = directives(UNITS / "scoctl.timer")
+    assert timer["Timer.Unit"] == ["scoctl.service"]
+    assert timer["Timer.OnUnitActiveSec"] and timer["Install.WantedBy"] == ["timers.target"]
+
+
+def test_systemd_accepts_the_units(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    for name in ("scoctl.service", "scoctl.timer"):
+        shutil.copy(UNITS / name, tmp_path / name)
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "scoctl.service",
+                           "scoctl.timer"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
+    problems = [line for line in (done.stdout + done.stderr).splitlines()
+                if line.strip() and "is not executable" not in line]  # scoctl not installed
+    assert problems == [], problems
