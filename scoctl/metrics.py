@@ -6,6 +6,7 @@ file. Counters that must survive between runs (cloud calls) are kept in the stat
 table; everything else is a gauge read at the end of the pass.
 
     scoctl_claim_pods                        pods (Slurm: nodes) in claims, pending or placed
+    scoctl_pending{source}                   provisionable pods / pending jobs at the last watch
     scoctl_claims                            claims with demand
     scoctl_plan_duration_seconds             the last plan stage's decision time
     scoctl_cloud_calls_total{region,outcome} Nova calls (ok, quota, temporary, permanent, error)
@@ -168,6 +169,7 @@ class RunSample:
     tokens_available: Mapping[str, int] = field(default_factory=dict)
     tokens_spent: Mapping[str, int] = field(default_factory=dict)
     succeeded_at: float | None = None  # Unix time when the whole pass succeeded
+    pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
 
 
 def _label(value: str) -> str:
@@ -219,6 +221,11 @@ def collect(store: Store, sample: RunSample) -> str:
              "Pods (Slurm: nodes) in claims: pending or on scoctl nodes.",
              [({}, sum(c.pods for c in claims))])
     t.metric("scoctl_claims", "gauge", "Claims with demand.", [({}, len(claims))])
+    if sample.pending:
+        t.metric("scoctl_pending", "gauge",
+                 "Demand still waiting at the last watch: provisionable pods (k8s) or pending "
+                 "jobs (slurm).",
+                 [({"source": source}, n) for source, n in sorted(sample.pending.items())])
     if sample.plan_seconds is not None:
         t.metric("scoctl_plan_duration_seconds", "gauge", "Duration of the last plan stage.",
                  [({}, round(sample.plan_seconds, 6))])

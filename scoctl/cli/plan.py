@@ -77,7 +77,7 @@ def plan(
             # an unchanged claim re-plans to the very same plan (no churn), so a dry re-plan of
             # just this workload explains the committed one
             probe = run_plan(config, store, clock, only=[explain], dry_run=True,
-                             explain=[explain])
+                             explain=[explain], option="--explain")
             explained = probe.records.get(explain)
     records = dict(stored)
     records.update(result.records)

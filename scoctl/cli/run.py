@@ -62,6 +62,8 @@ def run(
             raise UsageError("--interval must be more than 0")
     g = globals_of(ctx, json=json_out)
     config = g.config()
+    if region is not None:
+        config.region(region)  # UsageError naming --region before anything runs
     clock = SystemClock()
     # Set by the signal handler. A plain list, not a threading.Event: Event.set() from a
     # handler that interrupts Event.wait() can deadlock on the Event's own (non-reentrant) lock.

@@ -148,7 +148,7 @@ def to_record(plan: planner.WorkloadPlan, claim: Claim, ranking: str,
 
 def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
              full: bool = False, claims_path: Path | None = None, dry_run: bool = False,
-             explain: Collection[str] = ()) -> PlanResult:
+             explain: Collection[str] = (), option: str = "--workload") -> PlanResult:
     """Re-plan what changed (or `only`, or everything with `full`) and commit a generation."""
     started = time.perf_counter()
     now = clock.now()
@@ -162,7 +162,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
     names = {c.workload for c in claims}
     for slug in only:
         if slug not in names:
-            raise UsageError(f"--workload {slug}: no claim for this workload")
+            raise UsageError(f"{option} {slug}: no claim for this workload")
     excluded = {e.pool for e in store.exclusions()} & known
     previous_records = store.plans(units=False)  # enough to tell what changed
     dirty = take_dirty(store)

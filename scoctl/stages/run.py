@@ -188,7 +188,8 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                                discover=False)
         return result, list(result.errors)
 
-    stage("watch", watch, "" if systems.sources else "no Kubernetes or Slurm configured")
+    watch_result = stage("watch", watch,
+                         "" if systems.sources else "no Kubernetes or Slurm configured")
     plan_result = stage("plan", plan)
     stage("acquire", acquire)
     stage("reconcile", reconcile)
@@ -203,7 +204,9 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
             calls=counter.snapshot(),
             tokens_available={name: b.available() for name, b in budgets.items()},
             tokens_spent={name: b.spent for name, b in budgets.items()},
-            succeeded_at=clock.now().timestamp() if not run.failed else None)
+            succeeded_at=clock.now().timestamp() if not run.failed else None,
+            pending={name: c.pending for name, c in getattr(watch_result, "sources", {}).items()
+                     if c.error is None})
         write_atomically(config.metrics_file, collect(store, sample))
         run = RunResult(stages=run.stages, seconds=seconds,
                         metrics_file=str(config.metrics_file))

@@ -77,6 +77,7 @@ class SourceCounts:
     """Per-source numbers of one pass."""
 
     seen: int = 0  # pods (k8s) or jobs (slurm) read
+    pending: int = 0  # provisionable pods (k8s) or pending jobs (slurm): waiting demand
     workloads: int = 0
     claims_written: int = 0
     claims_changed: int = 0
@@ -85,7 +86,7 @@ class SourceCounts:
 
     def as_dict(self, source: str) -> dict[str, Any]:
         key = "pods" if source == "k8s" else "jobs"
-        return {key: self.seen, "workloads": self.workloads,
+        return {key: self.seen, "pending": self.pending, "workloads": self.workloads,
                 "claims_written": self.claims_written, "claims_changed": self.claims_changed,
                 "tokens": self.tokens, "error": self.error}
 
@@ -402,6 +403,9 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
         try:
             k8s_read = read_k8s(cluster, config, pending_pods)
             counts.seen = len(k8s_read.pods)
+            policy = k8s_policy(config)
+            counts.pending = sum(1 for pod in k8s_read.pods
+                                 if is_provisionable(pod) and is_managed_pod(pod, policy))
         except ApiError as exc:
             counts.error = str(exc)
     if "slurm" in sources:
@@ -411,6 +415,7 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
         try:
             slurm_read = read_slurm(scheduler)
             counts.seen = len(slurm_read.jobs)
+            counts.pending = sum(1 for job in slurm_read.jobs if job.state == "PENDING")
         except ApiError as exc:
             counts.error = str(exc)
 
