@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,16 @@ def info(message: str) -> None:
     err().print(message, highlight=False)
 
 
+_OWN_MARKUP = re.compile(r"\[/?(?:white|yellow|cyan|green|red|magenta|dim|bold)\]")
+
+
 def line(message: str) -> None:
+    """One line on stdout; plain (and without importing rich) when stdout is not a terminal,
+    as in Slurm hooks, timers and pipes."""
+    if not sys.stdout.isatty():
+        sys.stdout.write(_OWN_MARKUP.sub("", message) + "\n")
+        sys.stdout.flush()
+        return
     out().print(message, highlight=False)
 
 
