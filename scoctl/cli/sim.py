@@ -1,4 +1,4 @@
-"""`scoctl sim up | down | status | reclaim`: a simulated region on 127.0.0.1."""
+"""`scoctl sim up | down | status | reclaim | scale`: a simulated region on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -205,6 +205,39 @@ def reclaim(
         render.line("nothing to reclaim: no ACTIVE reclaimable instance")
     for item in taken:
         render.line(f"reclaimed {item['name']} ({item['id']}): {item['mode']}")
+
+
+@sim_app.command("scale")
+def scale(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(
+        metavar="NAMESPACE/DEPLOYMENT", help="The Deployment to scale, e.g. shop/orders-daily.")],
+    replicas: Annotated[int, typer.Option(
+        "--replicas", min=0, help="The new replica count (0: demand ends).")],
+    directory: DirOption = Path(".scoctl-sim"),
+    json_out: JsonOption = False,
+) -> None:
+    """Scale a Deployment of the simulated region, as `kubectl scale` would: its ReplicaSet
+    deletes the surplus pods (unassigned and pending first, then the newest) or creates new
+    pending ones; the node agent no longer replaces pods beyond the new count. With
+    --replicas 0 every instance node becomes idle.
+
+    \b
+    Example:
+      scoctl sim scale shop/orders-daily --replicas 0
+    """
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.sim import region
+
+    g = globals_of(ctx, json=json_out)
+    done = region.scale(_dir(directory), target, replicas)
+    if g.json:
+        render.print_json(done)
+        return
+    render.line(f"deployment {done['namespace']}/{done['name']} scaled from "
+                f"{done['replicas_before']} to {done['replicas']} replicas: "
+                f"{len(done['pods_deleted'])} pods deleted, {len(done['pods_created'])} created")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,8 @@ Every poll it reads the Nova emulator's servers and the Kubernetes emulator's ob
   Deployment / ReplicaSet status follows the pods (Available once enough replicas run).
 
 The decisions are pure functions over the JSON objects (`plan_nodes`, `schedule`,
-`replacement_pods`, `deployment_status`, `pick_reclaim`); `Agent.step` reads, decides and acts.
+`replacement_pods`, `scale_changes`, `deployment_status`, `pick_reclaim`); `Agent.step` reads,
+decides and acts; `scale` (``scoctl sim scale``) sets a Deployment's replicas.
 The agent talks to the emulators' control APIs (``/_sim/``) over httpx.
 
 Run as a process: ``python -m scoctl.sim.agent --settings F [--ready-file R]``.
@@ -321,10 +322,21 @@ def schedule(pods: Sequence[Mapping[str, Any]],
     return bindings
 
 
+def _controller_uid(meta: Mapping[str, Any]) -> str | None:
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    return None if owner is None else str(owner.get("uid"))
+
+
 def replacement_pods(lost: Sequence[Mapping[str, Any]], existing: Iterable[str],
-                     node_count: int, stamp: str) -> list[Obj]:
+                     node_count: int, stamp: str, *, room: Mapping[str, int] | None = None,
+                     message: str = REPLACEMENT_MESSAGE) -> list[Obj]:
     """New pending pods for the controller-owned pods of removed nodes (standalone pods are not
-    replaced). Names continue the owner's numbering: ``<rs>-00042`` after ``<rs>-00041``."""
+    replaced). Names continue the owner's numbering: ``<rs>-00042`` after ``<rs>-00041``.
+
+    `room` (owner uid → pods the owner still wants) caps the replacements as a ReplicaSet's
+    replica count would: pods of an owner already at its count (scaled down) are not replaced;
+    owners not in `room` are not capped."""
+    left = dict(room or {})
     taken = set(existing)
     next_index: dict[str, int] = {}
     for name in taken:
@@ -335,8 +347,13 @@ def replacement_pods(lost: Sequence[Mapping[str, Any]], existing: Iterable[str],
     out: list[Obj] = []
     for pod in lost:
         meta = pod.get("metadata") or {}
-        if not any(o.get("controller") for o in meta.get("ownerReferences") or []):
+        uid = _controller_uid(meta)
+        if uid is None:
             continue
+        if uid in left:
+            if left[uid] <= 0:
+                continue
+            left[uid] -= 1
         match = _INDEX_SUFFIX.match(str(meta["name"]))
         base = match.group(1) if match else str(meta["name"])
         index = next_index.get(base, 0)
@@ -354,10 +371,93 @@ def replacement_pods(lost: Sequence[Mapping[str, Any]], existing: Iterable[str],
             "apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec,
             "status": {"phase": "Pending", "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": REPLACEMENT_MESSAGE.format(n=node_count),
+                "message": message.format(n=node_count),
                 "lastTransitionTime": stamp}]},
         })
     return out
+
+
+SCALE_MESSAGE = ("0/{n} nodes are available: the Deployment was scaled up; waiting for "
+                 "capacity.")
+
+
+def _revision(obj: Mapping[str, Any]) -> int:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(
+        "deployment.kubernetes.io/revision", "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+def _pod_index(pod: Mapping[str, Any]) -> int:
+    match = _INDEX_SUFFIX.match(str(pod["metadata"]["name"]))
+    return int(match.group(2)) if match else 0
+
+
+def _deletion_rank(pod: Mapping[str, Any]) -> tuple[bool, bool, int]:
+    """A ReplicaSet removes unassigned pods first, then pending, then not-Ready, then the
+    newest: the lowest rank goes first."""
+    return (bool((pod.get("spec") or {}).get("nodeName")), is_running(pod), -_pod_index(pod))
+
+
+@dataclass(frozen=True)
+class ScaleChanges:
+    """What scaling a Deployment changes: spec patches (kind, namespace, name, replicas), pods
+    to delete (names) and new pending pods."""
+
+    replicas: tuple[tuple[str, str, str, int], ...]
+    delete: tuple[str, ...]
+    create: tuple[Obj, ...]
+
+
+def scale_changes(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                  pods: Sequence[Mapping[str, Any]], replicas: int, node_count: int,
+                  stamp: str) -> ScaleChanges:
+    """Scale a Deployment to `replicas` the way its controllers would: the Deployment and its
+    newest ReplicaSet get the count (older ones 0); surplus pods go (unassigned, pending,
+    not-Ready, then newest first); missing pods are created pending from the template."""
+    meta = deployment["metadata"]
+    ns, uid = str(meta.get("namespace")), str(meta.get("uid"))
+    owned = sorted((rs for rs in replicasets if rs["metadata"].get("namespace") == ns
+                    and _controller_uid(rs["metadata"]) == uid), key=_revision)
+    patches = [("Deployment", ns, str(meta["name"]), replicas)]
+    delete: list[str] = []
+    create: list[Obj] = []
+    for position, rs in enumerate(reversed(owned)):
+        wanted = replicas if position == 0 else 0
+        rs_meta = rs["metadata"]
+        patches.append(("ReplicaSet", ns, str(rs_meta["name"]), wanted))
+        mine = sorted((p for p in pods if p["metadata"].get("namespace") == ns
+                       and _controller_uid(p["metadata"]) == str(rs_meta.get("uid"))
+                       and not p["metadata"].get("deletionTimestamp")), key=_deletion_rank)
+        surplus = len(mine) - wanted
+        if surplus > 0:
+            delete.extend(str(p["metadata"]["name"]) for p in mine[:surplus])
+        elif surplus < 0:
+            template = rs["spec"]["template"]
+            model = {"metadata": {
+                "name": f"{rs_meta['name']}-00000", "namespace": ns,
+                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                "ownerReferences": [{"apiVersion": rs["apiVersion"], "kind": rs["kind"],
+                                     "name": rs_meta["name"], "uid": rs_meta["uid"],
+                                     "controller": True, "blockOwnerDeletion": True}]},
+                "spec": template["spec"]}
+            create.extend(replacement_pods([model] * -surplus,
+                                           (str(p["metadata"]["name"]) for p in pods),
+                                           node_count, stamp, message=SCALE_MESSAGE))
+    return ScaleChanges(tuple(patches), tuple(delete), tuple(create))
+
+
+def replica_room(replicasets: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+                 lost: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per ReplicaSet uid, how many pods it still wants once the `lost` pods are gone."""
+    gone = {(p["metadata"].get("namespace"), p["metadata"]["name"]) for p in lost}
+    room: dict[str, int] = {}
+    for rs in replicasets:
+        rs_uid = str(rs["metadata"].get("uid"))
+        alive = sum(1 for p in pods if _controller_uid(p["metadata"]) == rs_uid
+                    and (p["metadata"].get("namespace"), p["metadata"]["name"]) not in gone
+                    and not p["metadata"].get("deletionTimestamp"))
+        room[rs_uid] = int((rs.get("spec") or {}).get("replicas", 1)) - alive
+    return room
 
 
 # --- workload status (pure) --------------------------------------------------------------------
@@ -522,6 +622,30 @@ def reclaim(api: SimApi, *, count: int | None = None, server_id: str | None = No
     return taken
 
 
+def scale(api: SimApi, namespace: str, name: str, replicas: int) -> Obj:
+    """Set a Deployment's replicas and add or delete its pods as a ReplicaSet would; returns
+    what changed. Raises LookupError when the Deployment does not exist."""
+    deployments = [d for d in api.objects("Deployment")
+                   if d["metadata"].get("namespace") == namespace and d["metadata"]["name"] == name]
+    if not deployments:
+        raise LookupError(f"no Deployment {namespace}/{name} in the simulated region")
+    deployment = deployments[0]
+    before = int((deployment.get("spec") or {}).get("replicas", 1))
+    pods = api.objects("Pod")
+    changes = scale_changes(deployment, api.objects("ReplicaSet"), pods, replicas,
+                            max(1, len(api.objects("Node"))), now_rfc3339())
+    for kind, ns, obj_name, count in changes.replicas:
+        api.k8s("patch", kind=kind, namespace=ns, name=obj_name,
+                patch={"spec": {"replicas": count}})
+    for pod in changes.delete:
+        api.k8s("delete", kind="Pod", namespace=namespace, name=pod)
+    if changes.create:
+        api.k8s("add", objects=list(changes.create))
+    return {"namespace": namespace, "name": name, "replicas_before": before,
+            "replicas": replicas, "pods_deleted": list(changes.delete),
+            "pods_created": [str(p["metadata"]["name"]) for p in changes.create]}
+
+
 class Agent:
     """One node agent: `step()` once per poll."""
 
@@ -603,8 +727,9 @@ class Agent:
             self.api.k8s("delete", kind="Pod", namespace=meta.get("namespace"),
                          name=meta["name"])
         remaining = len(nodes) - len(gone)
+        room = replica_room(self.api.objects("ReplicaSet"), pods, lost)
         fresh = replacement_pods(lost, (str(p["metadata"]["name"]) for p in pods),
-                                 max(1, remaining), stamp)
+                                 max(1, remaining), stamp, room=room)
         if fresh:
             self.api.k8s("add", objects=fresh)
             log.info("%d pods of removed nodes replaced by pending pods", len(fresh))

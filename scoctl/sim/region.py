@@ -436,3 +436,28 @@ def reclaim(directory: Path, *, count: int | None = None, server: str | None = N
         raise ApiError(str(exc)) from exc
     finally:
         api.close()
+
+
+def scale(directory: Path, target: str, replicas: int) -> dict[str, Any]:
+    """Scale the Deployment `target` (``NAMESPACE/NAME``) of the running region to `replicas`:
+    surplus pods are deleted (and not replaced by the agent), missing ones created pending.
+    Raises UsageError when the region is not running or the Deployment unknown."""
+    from scoctl.sim.agent import scale as agent_scale
+
+    namespace, sep, name = target.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise UsageError(f"give the Deployment as NAMESPACE/NAME, not {target!r}")
+    if replicas < 0:
+        raise UsageError("--replicas must be 0 or more")
+    state = read_state(directory)
+    if state is None:
+        raise UsageError(f"no simulated region in {directory}: run `scoctl sim up`")
+    api = _api(state)
+    try:
+        return agent_scale(api, namespace, name, replicas)
+    except LookupError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    except RuntimeError as exc:
+        raise ApiError(str(exc)) from exc
+    finally:
+        api.close()

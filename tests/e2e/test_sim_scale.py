@@ -1,0 +1,182 @@
+"""`scoctl sim scale`: demand ends, and the loop scales the idle nodes down.
+
+One simulated region (real processes, real CLI) runs the whole story: `scoctl run --once`
+until the 42 pods run on Ready instance nodes, `scoctl sim scale shop/orders-daily --replicas
+0` (the pods go and are not recreated, even when a node is reclaimed), then `run --once` until
+reconcile has deleted every scoctl-managed server. The config is the bundled demo config with
+`timeouts.idle: 1s` and `disruption_budget: 1.0`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scoctl.sim import agent
+from scoctl.sim.k8s_emulator import make_deployment, make_pod, make_replicaset, pods_for
+from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim, wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.nova]
+
+DEMO = Path(__file__).resolve().parents[2] / "scoctl" / "data" / "demo.yaml"
+
+
+class Loop:
+    """The simulated region plus a short-idle copy of the demo config, driven by the CLI."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        config = yaml.safe_load(DEMO.read_text())
+        config["timeouts"]["idle"] = "1s"
+        config["disruption_budget"] = 1.0
+        self.config = cwd / "config.yaml"
+        self.config.write_text(yaml.safe_dump(config))
+        self.pids: list[int] = []
+
+    def scoctl(self, *args: str) -> Any:
+        result = run_scoctl(self.cwd, "--config", str(self.config), *args)
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+        return result
+
+    def sim_status(self) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(self.scoctl("sim", "status", "--json").stdout)
+        return body
+
+    def pods(self) -> list[dict[str, Any]]:
+        api = agent.SimApi(*self._urls())
+        try:
+            return [p for p in api.objects("Pod") if p["metadata"].get("namespace") == "shop"]
+        finally:
+            api.close()
+
+    def _urls(self) -> tuple[str, str]:
+        state = self.sim_status()
+        return str(state["k8s_url"]), str(state["nova_url"])
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
+    cwd = tmp_path_factory.mktemp("scale")
+    region = start_sim(cwd)
+    story = Loop(cwd)
+    story.pids = region.pids
+    try:
+        story.scoctl("init")
+        yield story
+    finally:
+        result = run_scoctl(cwd, "sim", "down")
+        kill_leftovers(region.pids)
+        assert result.returncode == 0, result.stderr
+
+
+def converge(loop: Loop, done: Any, rounds: int, pause: float) -> dict[str, Any]:
+    for _ in range(rounds):
+        loop.scoctl("run", "--once")
+        body = loop.sim_status()
+        if done(body):
+            return body
+        time.sleep(pause)
+    raise AssertionError(f"not converged after {rounds} passes: {body}")
+
+
+def test_scale_to_zero_deletes_the_pods_and_the_agent_does_not_recreate_them(loop):
+    body = converge(loop, lambda b: b["pods"]["running"] == 42 and b["pods"]["pending"] == 0,
+                    rounds=30, pause=1.0)
+    assert body["servers"]["managed"] > 0
+
+    scaled = json.loads(loop.scoctl("sim", "scale", "shop/orders-daily", "--replicas", "0",
+                                    "--json").stdout)
+    assert (scaled["replicas_before"], scaled["replicas"]) == (42, 0)
+    assert len(scaled["pods_deleted"]) == 42 and scaled["pods_created"] == []
+    assert loop.pods() == []
+    # a node going away (reclaim) must not bring scaled-away pods back
+    taken = json.loads(loop.scoctl("sim", "reclaim", "--count", "1", "--seed", "3",
+                                   "--json").stdout)["reclaimed"]
+    assert len(taken) == 1
+    body = wait_for(loop.sim_status, lambda b: b["nodes"]["instances"]
+                    == b["servers"]["by_status"].get("ACTIVE", 0))
+    time.sleep(1.0)  # a few more agent polls
+    assert loop.pods() == []
+    deployment = body["deployments"][0]
+    assert (deployment["replicas"], deployment["available"]) == (0, 0)
+
+
+def test_the_loop_then_deletes_every_idle_server(loop):
+    started = time.monotonic()
+    body = converge(loop, lambda b: b["servers"]["managed"] == 0, rounds=20, pause=1.2)
+    seconds = time.monotonic() - started
+    assert body["nodes"]["instances"] == 0
+    events = [json.loads(line) for line in
+              loop.scoctl("events", "--json").stdout.splitlines() if line.strip()]
+    tokens = [e["token"] for e in events]
+    assert "INSTANCE_SCALE_DOWN" in tokens
+    deleted = [e for e in events if e["token"] == "INSTANCE_DELETED"
+               and "scale-down" in json.dumps(e["detail"])]
+    assert deleted
+    status = json.loads(loop.scoctl("status", "--json").stdout)
+    assert not status.get("instances")
+    print(f"idle scale-down of the whole fleet: {seconds:.1f} s")
+
+
+def test_scale_up_creates_pending_pods_continuing_the_numbering(loop):
+    scaled = json.loads(loop.scoctl("sim", "scale", "shop/orders-daily", "--replicas", "3",
+                                    "--json").stdout)
+    assert scaled["pods_deleted"] == [] and len(scaled["pods_created"]) == 3
+    pods = loop.pods()
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(scaled["pods_created"])
+    assert all(agent.is_pending(p) for p in pods)
+
+
+def test_scale_of_an_unknown_deployment_is_a_usage_error(loop):
+    result = run_scoctl(loop.cwd, "sim", "scale", "shop/nope", "--replicas", "1")
+    assert result.returncode != 0
+    assert "no Deployment shop/nope" in result.stderr
+    bad = run_scoctl(loop.cwd, "sim", "scale", "orders-daily", "--replicas", "1")
+    assert bad.returncode != 0 and "NAMESPACE/NAME" in bad.stderr
+
+
+# --- the pure parts --------------------------------------------------------------------------
+
+
+def _objects(replicas: int) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    deployment = make_deployment("web", "shop", replicas=replicas)
+    deployment["metadata"]["uid"] = "d-uid"
+    replicaset = make_replicaset(deployment)
+    replicaset["metadata"]["uid"] = "rs-uid"
+    return deployment, replicaset, pods_for(replicaset, replicas)
+
+
+def test_scale_changes_removes_pending_pods_before_running_ones_then_the_newest():
+    deployment, replicaset, pods = _objects(4)
+    pods[0] = {**pods[0], "spec": {**pods[0]["spec"], "nodeName": "n1"},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready",
+                                                              "status": "True"}]}}
+    changes = agent.scale_changes(deployment, [replicaset], pods, 1, 1, "2026-01-01T00:00:00Z")
+    assert changes.replicas == (("Deployment", "shop", "web", 1),
+                                ("ReplicaSet", "shop", replicaset["metadata"]["name"], 1))
+    name = replicaset["metadata"]["name"]
+    assert changes.delete == (f"{name}-00003", f"{name}-00002", f"{name}-00001")
+    assert changes.create == ()
+
+
+def test_replacement_pods_respect_the_replica_count():
+    deployment, replicaset, pods = _objects(3)
+    replicaset["spec"]["replicas"] = 1  # scaled from 3 to 1: two pods surplus
+    lost = pods[:2]
+    room = agent.replica_room([replicaset], pods, lost)
+    assert room == {"rs-uid": 0}
+    assert agent.replacement_pods(lost, [p["metadata"]["name"] for p in pods], 1,
+                                  "2026-01-01T00:00:00Z", room=room) == []
+    replicaset["spec"]["replicas"] = 2
+    room = agent.replica_room([replicaset], pods, lost)
+    fresh = agent.replacement_pods(lost, [p["metadata"]["name"] for p in pods], 1,
+                                   "2026-01-01T00:00:00Z", room=room)
+    assert len(fresh) == 1
+    standalone = make_pod("solo", "shop")
+    assert agent.replacement_pods([standalone], [], 1, "2026-01-01T00:00:00Z") == []
