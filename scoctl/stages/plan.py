@@ -206,7 +206,14 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
                                                full=full or claims_path is not None,
                                                removed=removed)
                 committed = True
+                for name in removed:
+                    store.append_event(name, "PLAN_REMOVED", "info", None,
+                                       {"generation": generation, "reason": "claim gone"})
                 for name, record in records.items():
+                    store.append_event(name, "PLAN_UPDATED", "info", None, {
+                        "generation": generation, "claim_version": record.claim_version,
+                        "units": sum(u.units for u in record.pools), "pools": len(record.pools),
+                        "why": reasons.get(name, "")})
                     if not record.feasible or record.degraded:
                         store.append_event(
                             name, "PLAN_INFEASIBLE" if not record.feasible else "PLAN_DEGRADED",

@@ -271,3 +271,20 @@ def test_an_incremental_replan_leaves_the_depth_kept_plans_hold(setup):
     for pool in depth:
         held = sum(units.get(pool, 0) for units in after.values())
         assert held <= depth[pool], f"{pool}: {held} units over depth {depth[pool]}"
+
+
+def test_every_replanned_workload_gets_a_plan_event_and_an_unchanged_one_none(setup):
+    config, store, clock = setup
+    put(store, "alpha", 64)
+    put(store, "beta", 32)
+    first = run_plan(config, store, clock)
+    put(store, "beta", 48)
+    second = run_plan(config, store, clock)
+    run_plan(config, store, clock)  # nothing changed: no event
+    updates = [(e.workload, e.detail["generation"]) for e in store.events()
+               if e.token == "PLAN_UPDATED"]
+    assert updates == [("alpha", first.generation), ("beta", first.generation),
+                       ("beta", second.generation)]
+    store.conn.execute("DELETE FROM claims WHERE workload = 'alpha'")
+    run_plan(config, store, clock)
+    assert [e.workload for e in store.events() if e.token == "PLAN_REMOVED"] == ["alpha"]
