@@ -1,6 +1,6 @@
 """The acquire stage (placement steps 9-12): the latest plan into Nova instances.
 
-read: the latest plan, live and in-flight units (`fleet.current_units`), Slurm node names still
+read: the latest plan, live and in-flight units (`fleet.units_of`), Slurm node names still
 waiting for a server, Nova's quota headroom · decide: `core.diff.diff_plan`, then
 `clamp_to_headroom` (pure) · act: one multi-create per (workload, pool) batch, or one create per
 Slurm CLOUD node, each preceded by its launch intent in its own committed transaction · record:
@@ -58,7 +58,7 @@ from scoctl.errors import (
     QuotaExceeded,
     TemporaryError,
 )
-from scoctl.stages.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, current_units, mark_dirty
+from scoctl.stages.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, mark_dirty, units_of
 from scoctl.state import InstanceRecord, LaunchRecord, Store
 
 if TYPE_CHECKING:
@@ -351,7 +351,11 @@ class _RegionRun:
         targets = {name: pools for name, pools in targets.items() if pools}
         if not targets:
             return []
-        units = current_units(self.store)
+        # One read of the instances and in-flight launches serves both the units and the
+        # Slurm node names they hold.
+        instances = self.store.instances()
+        in_flight = self.store.launches(status=IN_FLIGHT_LAUNCHES)
+        units = units_of(instances, in_flight)
         live = {(w, p): n for w, pools in units.items() for p, n in pools.items()}
         generations = {name: plans[name].generation for name in targets}
         claim_nodes = {}
@@ -361,10 +365,10 @@ class _RegionRun:
                 claim_nodes[name] = list(claim.nodes)
         held: dict[str, set[str]] = {}
         if claim_nodes:
-            for inst in self.store.instances():
+            for inst in instances:
                 if inst.workload and inst.node_name and inst.status in LIVE_STATUSES:
                     held.setdefault(inst.workload, set()).add(inst.node_name)
-            for launch in self.store.launches(status=IN_FLIGHT_LAUNCHES):
+            for launch in in_flight:
                 held.setdefault(launch.workload, set()).update(launch.node_names)
         names = waiting_node_names(claim_nodes, held)
         # A Slurm claim launches only for node names still waiting (none: nothing to do).

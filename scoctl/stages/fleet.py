@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-from scoctl.state import Store
+from collections.abc import Iterable
 
-LIVE_STATUSES = frozenset({"requested", "building", "active", "ready"})
+from scoctl.core.reconcile import LIVE
+from scoctl.state import InstanceRecord, LaunchRecord, Store
+
+LIVE_STATUSES = LIVE  # one definition of a live instance, shared with the reconciler
 IN_FLIGHT_LAUNCHES = ("intent", "called")
 
 
 def current_units(store: Store) -> dict[str, dict[str, int]]:
     """Units each workload holds per pool: live instances plus launches not yet recorded."""
+    return units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
+
+
+def units_of(instances: Iterable[InstanceRecord],
+             in_flight: Iterable[LaunchRecord]) -> dict[str, dict[str, int]]:
+    """Units per workload and pool: the live `instances` plus the `in_flight` launches (pure)."""
     out: dict[str, dict[str, int]] = {}
-    for inst in store.instances():
+    for inst in instances:
         if inst.status in LIVE_STATUSES and inst.workload and inst.pool:
             pools = out.setdefault(inst.workload, {})
             pools[inst.pool] = pools.get(inst.pool, 0) + 1
-    for launch in store.launches(status=IN_FLIGHT_LAUNCHES):
+    for launch in in_flight:
         pools = out.setdefault(launch.workload, {})
         pools[launch.pool] = pools.get(launch.pool, 0) + launch.count
     return out

@@ -37,7 +37,7 @@ from scoctl.core.reconcile import (
 )
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.stages.fleet import mark_dirty
-from scoctl.state import InstanceRecord, Store
+from scoctl.state import InstanceRecord, PlanWorkloadRecord, Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler, SlurmNode
@@ -114,14 +114,13 @@ def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
     return out
 
 
-def _targets(store: Store) -> dict[str, dict[str, int]]:
-    return {name: {u.pool: u.units for u in plan.pools}
-            for name, plan in store.plans().items()}
+def _targets(plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, dict[str, int]]:
+    return {name: {u.pool: u.units for u in plan.pools} for name, plan in plans.items()}
 
 
-def _known_workloads(store: Store, config: Config) -> frozenset[str]:
+def _known_workloads(store: Store, config: Config, planned: Iterable[str]) -> frozenset[str]:
     names = {w.slug for w in store.workloads()} | {c.workload for c in store.claims()}
-    names |= {w.name for w in config.workloads} | set(store.plans())
+    names |= {w.name for w in config.workloads} | set(planned)
     return frozenset(names)
 
 
@@ -181,13 +180,14 @@ class _Region:
                 slurm_nodes = tuple(self.scheduler.nodes())
             except ApiError as exc:
                 self._note("Slurm nodes unreadable (nothing turns ready or idle)", exc)
+        plans = store.plans()
         return Snapshot(
             region=self.region.name, servers=tuple(servers), instances=tuple(tracked),
             launches=tuple(launch for launch in store.launches()
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
-            suspended=frozenset(store.get_kv(SUSPENDED_KEY, [])), targets=_targets(store),
-            workloads=_known_workloads(store, config),
+            suspended=frozenset(store.get_kv(SUSPENDED_KEY, [])), targets=_targets(plans),
+            workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
             orphans_seen=dict(store.get_kv(ORPHANS_KEY, {}).get(self.region.name, {})))
 
@@ -539,11 +539,12 @@ def power_release(store: Store, names: Iterable[str], reason: str, *,
             store.append_event(claim.workload, "SLURM_NODES_RELEASED", "info", None,
                                {"nodes": ",".join(gone), "reason": reason})
         if suspend:
-            live = {i.node_name for i in store.instances() if i.node_name and i.status in LIVE}
+            instances = store.instances()
+            live = {i.node_name for i in instances if i.node_name and i.status in LIVE}
             marked = set(store.get_kv(SUSPENDED_KEY, [])) | (wanted & live)
             store.set_kv(SUSPENDED_KEY, sorted(marked))
             now = rfc3339(store.clock.now())
-            for inst in store.instances():
+            for inst in instances:
                 if inst.node_name in wanted and inst.status in LIVE and not inst.idle_since:
                     store.update_instance(inst.id, idle_since=now)
     return dropped
