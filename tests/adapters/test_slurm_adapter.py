@@ -106,14 +106,15 @@ def test_failing_sinfo_raises_failed_with_its_stderr(tmp_path: Path) -> None:
 
 def test_every_sinfo_failure_is_one_scheduler_error_family(tmp_path: Path) -> None:
     programs = [
-        str(tmp_path / "absent"),
-        script(tmp_path, "hang", "exec sleep 30"),
-        script(tmp_path, "garbage", "echo '{\"nodes\": 3}'"),
-        script(tmp_path, "fail", "exit 2"),
+        (str(tmp_path / "absent"), SchedulerNotFound),
+        (script(tmp_path, "hang", "exec sleep 30"), SchedulerTimeout),
+        (script(tmp_path, "garbage", "echo '{\"nodes\": 3}'"), SchedulerUnparseable),
+        (script(tmp_path, "fail", "exit 2"), SchedulerFailed),
     ]
-    for program in programs:
-        with pytest.raises(SchedulerError):
+    for program, kind in programs:
+        with pytest.raises(SchedulerError) as caught:
             SlurmCli(sinfo=program, timeout=0.3).nodes()
+        assert isinstance(caught.value, kind), (program, caught.value)
 
 
 def test_format_state_suffixes_become_flags() -> None:

@@ -70,7 +70,9 @@ def test_every_example_key_is_a_field_the_parser_accepts():
     data = yaml.safe_load(EXAMPLE.read_text())
     free = {("flavors", "[]", "accelerators"), ("flavors", "[]", "allocatable"),
             ("node_reserve",), ("ranking", "scores"), ("slurm", "gres_map")}
-    for path in example_keys(data):
+    keys = example_keys(data)
+    assert keys
+    for path in keys:
         section, key = path[:-1], path[-1]
         if section in free or (section and section[:-1] in free) or section == ("contracts",):
             continue

@@ -322,7 +322,7 @@ def test_spool_is_ingested_first_and_files_go_only_after_the_commit(
         raise RuntimeError("crash in the middle of the pass")
 
     monkeypatch.setattr(watch_stage, "decide_k8s_intake", broken)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="crash in the middle of the pass"):
         once(config, wstore, k8s_cluster)
     assert len(list(config.spool.glob("*.json"))) == 2  # rolled back: nothing lost
     assert wstore.events() == []

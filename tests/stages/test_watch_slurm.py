@@ -177,8 +177,8 @@ def test_hopeless_job_fails_when_nothing_could_ever_hold_it(
 
 def test_pending_jobs_of_an_account_become_one_claim_through_slurmrestd(
         slurm_cluster: SlurmCluster, tmp_path: Path, wstore: Store, hog: int) -> None:
-    if not slurm_cluster.rest_url:
-        pytest.skip("slurmrestd is not running (no auth_jwt plugin)")
+    assert slurm_cluster.rest_url, "slurmrestd is not running (scripts/setup-slurm.sh installs " \
+        "slurm-wlm-jwt-plugin)"
     token_file = tmp_path / "jwt"
     token_file.write_text(slurm_cluster.token, encoding="utf-8")
     config = load_config(write_config(tmp_path, rest_url=slurm_cluster.rest_url,
