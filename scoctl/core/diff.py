@@ -8,7 +8,7 @@ which units the plan no longer needs (candidates for scale-down).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scoctl.core.model import Flavor, Pool
@@ -77,6 +77,35 @@ def diff_plan(targets: Mapping[str, Mapping[str, int]], live: Mapping[Key, int],
             else:
                 launches.append(base)
     return launches
+
+
+def waiting_node_names(claim_nodes: Mapping[str, Sequence[str]],
+                       held: Mapping[str, Collection[str]]) -> dict[str, list[str]]:
+    """Slurm node names each workload asks for that no live or in-flight unit holds."""
+    out: dict[str, list[str]] = {}
+    for workload, names in claim_nodes.items():
+        waiting = [n for n in names if n not in held.get(workload, ())]
+        if waiting:
+            out[workload] = waiting
+    return out
+
+
+def launches_needed(targets: Mapping[str, Mapping[str, int]],
+                    units: Mapping[str, Mapping[str, int]], pools: Mapping[str, Pool],
+                    generations: Mapping[str, int], *,
+                    claim_nodes: Mapping[str, Sequence[str]] | None = None,
+                    held_nodes: Mapping[str, Collection[str]] | None = None
+                    ) -> list[LaunchPlan]:
+    """What acquire launches: `diff_plan` of the plan `targets` against the live and in-flight
+    `units`, where a Slurm claim (`claim_nodes`) launches only for node names no unit holds
+    yet (`held_nodes`) — none waiting, nothing to launch."""
+    live = {(w, p): n for w, per_pool in units.items() for p, n in per_pool.items()}
+    claim_nodes = claim_nodes or {}
+    names = waiting_node_names(claim_nodes, held_nodes or {})
+    for name in claim_nodes:
+        names.setdefault(name, [])
+    return [plan for plan in diff_plan(targets, live, pools, generations, node_names=names)
+            if plan.workload not in claim_nodes or plan.node_names]
 
 
 def clamp_to_headroom(launches: Sequence[LaunchPlan], flavors: Mapping[str, Flavor],

@@ -1,7 +1,7 @@
 """The acquire stage (placement steps 9-12): the latest plan into Nova instances.
 
 read: the latest plan, live and in-flight units (`fleet.units_of`), Slurm node names still
-waiting for a server, Nova's quota headroom · decide: `core.diff.diff_plan`, then
+waiting for a server, Nova's quota headroom · decide: `core.diff.launches_needed`, then
 `clamp_to_headroom` (pure) · act: one multi-create per (workload, pool) batch, or one create per
 Slurm CLOUD node, each preceded by its launch intent in its own committed transaction · record:
 the servers as instances and the launch as `recorded`.
@@ -36,7 +36,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import resources
@@ -47,7 +47,7 @@ from scoctl.budget import TokenBudget
 from scoctl.clock import Clock, rfc3339
 from scoctl.config import Config, Region
 from scoctl.core.diff import Headroom as DiffHeadroom
-from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, diff_plan
+from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
 from scoctl.core.model import Pool
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import (
@@ -267,17 +267,6 @@ def join_secret(config: Config) -> str | None:
         return None
 
 
-def waiting_node_names(claim_nodes: Mapping[str, Sequence[str]],
-                       held: Mapping[str, Collection[str]]) -> dict[str, list[str]]:
-    """Slurm node names each workload asks for that no live or in-flight unit holds (pure)."""
-    out: dict[str, list[str]] = {}
-    for workload, names in claim_nodes.items():
-        waiting = [n for n in names if n not in held.get(workload, ())]
-        if waiting:
-            out[workload] = waiting
-    return out
-
-
 class _RegionRun:
     """One region's pass: adopt, decide, clamp, launch, watch, fall back."""
 
@@ -352,12 +341,9 @@ class _RegionRun:
         if not targets:
             return []
         # One read of the instances and in-flight launches serves both the units and the
-        # Slurm node names they hold.
+        # Slurm node names they hold; the decision itself is `core.diff.launches_needed`.
         instances = self.store.instances()
         in_flight = self.store.launches(status=IN_FLIGHT_LAUNCHES)
-        units = units_of(instances, in_flight)
-        live = {(w, p): n for w, pools in units.items() for p, n in pools.items()}
-        generations = {name: plans[name].generation for name in targets}
         claim_nodes = {}
         for name in targets:
             claim = self.store.claim(name)
@@ -370,16 +356,9 @@ class _RegionRun:
                     held.setdefault(inst.workload, set()).add(inst.node_name)
             for launch in in_flight:
                 held.setdefault(launch.workload, set()).update(launch.node_names)
-        names = waiting_node_names(claim_nodes, held)
-        # A Slurm claim launches only for node names still waiting (none: nothing to do).
-        for name in claim_nodes:
-            names.setdefault(name, [])
-        out = []
-        for plan in diff_plan(targets, live, self.pools, generations, node_names=names):
-            if plan.workload in claim_nodes and not plan.node_names:
-                continue
-            out.append(plan)
-        return out
+        return launches_needed(targets, units_of(instances, in_flight), self.pools,
+                               {name: plans[name].generation for name in targets},
+                               claim_nodes=claim_nodes, held_nodes=held)
 
     def clamp(self, launches: list[LaunchPlan]) -> list[LaunchPlan]:
         """Fit the launches into Nova's quota headroom; record each shortfall."""

@@ -14,10 +14,11 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.budget import TokenBudget
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.config import Config, Region, parse_config
+from scoctl.core.diff import waiting_node_names
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
 from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
-from scoctl.stages.acquire import AcquireResult, run_acquire, waiting_node_names
+from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.fleet import current_units
 from scoctl.stages.plan import run_plan
 from scoctl.state import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord, Store
