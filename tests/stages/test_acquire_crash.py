@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
+from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.state import PlanUnitRecord, PlanWorkloadRecord, Store
+from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 
 pytestmark = pytest.mark.nova
@@ -70,25 +71,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     emulator = NovaEmulator({"timing": FAST}).start()
     write_clouds_yaml(tmp_path, "crash-test", emulator.url, "crash-project")
     (tmp_path / "join-token").write_text(SECRET)
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-state: {tmp_path / "state.db"}
-budget_dir: {tmp_path / "budget"}
-regions:
-  - name: region-a
-    cloud: crash-test
-    clouds_yaml: {tmp_path / "clouds.yaml"}
-    launch: {{image: {IMAGE_ID}, networks: [none]}}
-flavors:
-  - {{name: m1.tiny, vcpus: 1, ram: 512Mi}}
-pools:
-  - {{name: tiny.a, region: region-a, az: nova, flavor: m1.tiny, group: g1,
-     tier: reclaimable, depth: 20}}
-ranking: {{id: r-1, scores: {{tiny.a: 0.5}}}}
-workloads:
-  - {{name: web, contract: T1, source: k8s}}
-bootstrap: {{join_secret_file: {tmp_path / "join-token"}}}
-""")
+    config = nova_config(tmp_path, "crash-test",
+                         extra=f"bootstrap: {{join_secret_file: {tmp_path / 'join-token'}}}\n")
     with Store.open(tmp_path / "state.db", create=True) as store:
         store.commit_plan(ranking="r-1", full=False, plans=[PlanWorkloadRecord(
             workload="web", generation=0, claim_version=1, contract="T1", ranking="r-1",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import slurm_config
+
 # name|CPUs|MB|GRES|partition|state|features|reason (scoctl.adapters.slurm.NODE_FORMAT)
 NODES = """\
 small|4|4096|(null)|cpu*|idle|(null)|none
@@ -44,22 +46,8 @@ def write_config(tmp_path: Path) -> Path:
     sinfo = bin_dir / "sinfo"
     sinfo.write_text(SINFO, encoding="utf-8")
     sinfo.chmod(0o755)
-    path = tmp_path / "config.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        state: {tmp_path / "state.db"}
-        spool: {tmp_path / "spool"}
-        regions:
-          - name: r1
-            launch: {{image: img, networks: [net]}}
-        flavors:
-          - {{name: c4.xlarge, vcpus: 16, ram: 64Gi}}
-        pools:
-          - {{name: c4.xlarge.az1, region: r1, az: az1, flavor: c4.xlarge, group: g1,
-             tier: reclaimable, depth: 4}}
-        ranking: {{id: r-1, scores: {{c4.xlarge.az1: 0.9}}}}
-        slurm: {{gpu_partition: ml, sinfo: {sinfo}, timeout: 5s,
-                gres_map: {{gpu: nvidia.com/gpu, shard: nvidia.com/gpu}}}}
-        """), encoding="utf-8")
+    path = slurm_config(tmp_path, f"{{sinfo: {sinfo}, timeout: 5s, gpu_partition: ml, "
+                        "gres_map: {gpu: nvidia.com/gpu, shard: nvidia.com/gpu}}")
     return path
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
+from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.state import Store
+from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,24 +49,7 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
     emulator = NovaEmulator({"timing": {"schedule": 0.0, "recheck": 0.0, "active": 0.0}})
     emulator.start()
     write_clouds_yaml(tmp_path, "loop-test", emulator.url, "loop-project")
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-state: {tmp_path / "state.db"}
-budget_dir: {tmp_path / "budget"}
-regions:
-  - name: region-a
-    cloud: loop-test
-    clouds_yaml: {tmp_path / "clouds.yaml"}
-    launch: {{image: {IMAGE_ID}, networks: [none]}}
-flavors:
-  - {{name: m1.tiny, vcpus: 1, ram: 512Mi}}
-pools:
-  - {{name: tiny.a, region: region-a, az: nova, flavor: m1.tiny, group: g1,
-     tier: reclaimable, depth: 20}}
-ranking: {{id: r-1, scores: {{tiny.a: 0.5}}}}
-workloads:
-  - {{name: web, contract: T1, source: k8s}}
-""")
+    config = nova_config(tmp_path, "loop-test")
     Store.open(tmp_path / "state.db", create=True).close()
     try:
         yield Loop(tmp_path, config)

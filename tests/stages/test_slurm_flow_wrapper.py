@@ -7,12 +7,12 @@ pending (gate) → preparing (set-up) → queued (submitted, held) → running �
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from scoctl.state import Store
+from tests.builders import slurm_config
 from tests.fixtures.slurm import SlurmCluster, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -22,22 +22,7 @@ BIN = Path(sys.executable).parent
 
 
 def write_config(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        state: {tmp_path / "state.db"}
-        spool: {tmp_path / "spool"}
-        regions:
-          - name: r1
-            launch: {{image: img, networks: [net]}}
-        flavors:
-          - {{name: c4.xlarge, vcpus: 16, ram: 64Gi}}
-        pools:
-          - {{name: c4.xlarge.az1, region: r1, az: az1, flavor: c4.xlarge, group: g1,
-             tier: reclaimable, depth: 4}}
-        ranking: {{id: r-1, scores: {{c4.xlarge.az1: 0.9}}}}
-        slurm: {{gpu_partition: ml, timeout: 20s}}
-        """), encoding="utf-8")
-    return path
+    return slurm_config(tmp_path, "{gpu_partition: ml, timeout: 20s}")
 
 
 def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluster: SlurmCluster):

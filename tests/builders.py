@@ -1,0 +1,52 @@
+"""Config builders shared by stage tests (one small world each, written into tmp_path)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from scoctl.sim.nova_emulator import IMAGE_ID
+
+
+def nova_config(tmp_path: Path, cloud: str, *, extra: str = "") -> Path:
+    """One region on the `cloud` entry of tmp_path/clouds.yaml, one m1.tiny pool, workload
+    `web`; `extra` is appended YAML."""
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        state: {tmp_path / "state.db"}
+        budget_dir: {tmp_path / "budget"}
+        regions:
+          - name: region-a
+            cloud: {cloud}
+            clouds_yaml: {tmp_path / "clouds.yaml"}
+            launch: {{image: {IMAGE_ID}, networks: [none]}}
+        flavors:
+          - {{name: m1.tiny, vcpus: 1, ram: 512Mi}}
+        pools:
+          - {{name: tiny.a, region: region-a, az: nova, flavor: m1.tiny, group: g1,
+             tier: reclaimable, depth: 20}}
+        ranking: {{id: r-1, scores: {{tiny.a: 0.5}}}}
+        workloads:
+          - {{name: web, contract: T1, source: k8s}}
+        """) + extra, encoding="utf-8")
+    return path
+
+
+def slurm_config(tmp_path: Path, slurm: str) -> Path:
+    """One c4.xlarge pool and a spool in tmp_path; `slurm` is the YAML flow mapping of the
+    `slurm:` section."""
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        state: {tmp_path / "state.db"}
+        spool: {tmp_path / "spool"}
+        regions:
+          - name: r1
+            launch: {{image: img, networks: [net]}}
+        flavors:
+          - {{name: c4.xlarge, vcpus: 16, ram: 64Gi}}
+        pools:
+          - {{name: c4.xlarge.az1, region: r1, az: az1, flavor: c4.xlarge, group: g1,
+             tier: reclaimable, depth: 4}}
+        ranking: {{id: r-1, scores: {{c4.xlarge.az1: 0.9}}}}
+        """) + f"slurm: {slurm}\n", encoding="utf-8")
+    return path
