@@ -210,6 +210,12 @@ def label_selector_string(selector: Any) -> str:
     return ",".join(parts)
 
 
+def _identity(meta: Raw) -> dict[str, Any]:
+    """The name, namespace, uid and labels every namespaced object's value carries."""
+    return {"name": str(meta.get("name", "")), "namespace": str(meta.get("namespace", "")),
+            "uid": str(meta.get("uid") or ""), "labels": _str_map(meta.get("labels"))}
+
+
 def deployment_info(obj: Raw) -> DeploymentInfo:
     """A Deployment API object as a DeploymentInfo."""
     meta = _meta(obj)
@@ -217,8 +223,7 @@ def deployment_info(obj: Raw) -> DeploymentInfo:
     status = obj.get("status") or {}
     replicas = spec.get("replicas")
     return DeploymentInfo(
-        name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-        uid=str(meta.get("uid") or ""), labels=_str_map(meta.get("labels")),
+        **_identity(meta),
         annotations=_str_map(meta.get("annotations")),
         selector=label_selector_string(spec.get("selector")),
         replicas=1 if replicas is None else _int(replicas),
@@ -234,8 +239,7 @@ def replicaset_info(obj: Raw) -> ReplicaSetInfo:
     meta = _meta(obj)
     status = obj.get("status") or {}
     return ReplicaSetInfo(
-        name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-        uid=str(meta.get("uid") or ""), labels=_str_map(meta.get("labels")),
+        **_identity(meta),
         annotations=_str_map(meta.get("annotations")), owners=_owners(meta),
         replicas=_int((obj.get("spec") or {}).get("replicas")),
         ready_replicas=_int(status.get("readyReplicas")), conditions=_conditions(obj),
@@ -247,8 +251,7 @@ def job_info(obj: Raw) -> JobInfo:
     meta = _meta(obj)
     status = obj.get("status") or {}
     return JobInfo(
-        name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-        uid=str(meta.get("uid") or ""), labels=_str_map(meta.get("labels")),
+        **_identity(meta),
         active=_int(status.get("active")), succeeded=_int(status.get("succeeded")),
         failed=_int(status.get("failed")), conditions=_conditions(obj),
     )
@@ -259,8 +262,7 @@ def inference_service_info(obj: Raw) -> InferenceServiceInfo:
     meta = _meta(obj)
     status = obj.get("status") or {}
     return InferenceServiceInfo(
-        name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-        uid=str(meta.get("uid") or ""), labels=_str_map(meta.get("labels")),
+        **_identity(meta),
         annotations=_str_map(meta.get("annotations")), conditions=_conditions(obj),
         url=str(status.get("url") or ""),
     )
