@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 from scoctl.clock import SystemClock
-from scoctl.config import load_config
+from scoctl.config.schema import load_config
+from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import run_acquire
-from scoctl.state import PlanUnitRecord, PlanWorkloadRecord, Store
+from scoctl.state import Store
 
 FAST = {"schedule": 0.05, "recheck": 0.01, "active": 0.2, "delete": 0.05}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
-from scoctl.config import load_config
+from scoctl.config.schema import load_config
 from scoctl.core.demand import is_provisionable, normalise
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_bench import CONTRACTS, flavors, fleet, make_claim  # noqa: E402
 
 from scoctl.clock import FixedClock  # noqa: E402
-from scoctl.config import Config, LaunchSettings, RankingSource, Region  # noqa: E402
+from scoctl.config.schema import Config, LaunchSettings, RankingSource, Region  # noqa: E402
 from scoctl.stages.plan import run_plan  # noqa: E402
 from scoctl.state import Store  # noqa: E402
 

@@ -20,12 +20,9 @@ that cannot be read never fails a request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from scoctl.core.gate import ELASTIC_FLAGS
-from scoctl.core.gres import DEFAULT_GPU_RESOURCE, DEFAULT_GRES_MAP, Gres, gpu_count
+from scoctl.core.model import SlurmJob, SlurmNode
 from scoctl.errors import ApiError, PermanentError, TemporaryError
 
 
@@ -72,73 +69,6 @@ class SchedulerAuthFailed(SchedulerError, PermanentError):
 
 class SchedulerUnparseable(SchedulerError, PermanentError):
     """The output was in no shape scoctl knows (not JSON, not the format string, bad GRES)."""
-
-
-@dataclass(frozen=True)
-class SlurmNode:
-    """One Slurm node as the gate and the reconciler see it.
-
-    `state` is the base state in lower case (``idle``, ``mixed``, ``allocated``, ``down``, ...);
-    `flags` the upper-case state flags (``CLOUD``, ``POWERED_DOWN``, ``DRAIN``,
-    ``NOT_RESPONDING``, ...). `memory_mb` is RealMemory. A node in several partitions is one
-    value with every partition listed (sorted).
-    """
-
-    name: str
-    cpus: int
-    memory_mb: int
-    gres: tuple[Gres, ...] = ()
-    partitions: tuple[str, ...] = ()
-    state: str = "unknown"
-    flags: frozenset[str] = frozenset()
-    features: tuple[str, ...] = ()
-    reason: str = ""
-
-    @property
-    def cloud(self) -> bool:
-        """A node power saving can start: CLOUD, or powered down / powering up or down."""
-        return bool(self.flags & ELASTIC_FLAGS)
-
-    @property
-    def powered_down(self) -> bool:
-        """Not running now; Slurm resumes it for a job (``idle~``)."""
-        return "POWERED_DOWN" in self.flags
-
-    def gpus(
-        self,
-        gpu_type: str | None = None,
-        gres_map: Mapping[str, str] = DEFAULT_GRES_MAP,
-        gpu_resource: str = DEFAULT_GPU_RESOURCE,
-    ) -> int:
-        """GPUs of this node (of `gpu_type` only, when given)."""
-        return gpu_count(self.gres, gpu_type, gres_map, gpu_resource)
-
-
-@dataclass(frozen=True)
-class SlurmJob:
-    """One job from ``squeue``. Memory is in MB: Slurm sets either per node or per CPU.
-
-    `reason` is the pending reason (``Resources``, ``Priority``, ``None``, ...); `nodes` the
-    allocated nodes as a hostlist expression (empty while pending). `gres_per_node` comes from
-    ``--gres`` / ``--gpus-per-node``, `gres_per_job` from ``--gpus``.
-    """
-
-    job_id: int
-    name: str
-    state: str
-    reason: str = ""
-    partition: str = ""
-    account: str = ""
-    user: str = ""
-    comment: str = ""
-    cpus: int = 0
-    memory_per_node_mb: int | None = None
-    memory_per_cpu_mb: int | None = None
-    gres_per_node: tuple[Gres, ...] = ()
-    gres_per_job: tuple[Gres, ...] = ()
-    node_count: int = 0
-    nodes: str = ""
-
 
 @runtime_checkable
 class BatchScheduler(Protocol):

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from scoctl.config import Config, Region
+from scoctl.config.schema import Config, Region
 from scoctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
-    from scoctl.budget import TokenBudget
 
 
-def budget_for(config: Config, region: Region) -> TokenBudget:
-    """The host-wide token budget of `region`."""
-    from scoctl.budget import TokenBudget
-
-    return TokenBudget(config.budget_dir, region.name, region.mutating_calls_per_second)
-
-
-def cloud_for(config: Config, region: Region, *, budget: TokenBudget | None = None) -> Cloud:
-    """A Nova adapter for `region` (its clouds.yaml entry); mutating calls spend `budget`."""
+def cloud_for(config: Config, region: Region, *,
+              budget: Callable[[], None] | None = None) -> Cloud:
+    """A Nova adapter for `region` (its clouds.yaml entry); mutating calls call `budget` first."""
     from scoctl.adapters.nova import NovaCloud
 
     if region.clouds_yaml is not None:

@@ -19,15 +19,14 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from scoctl.adapters.cloud import (
+from scoctl.adapters.cloud import check_tags, encode_user_data
+from scoctl.core.model import (
     QUOTA_FAULT_CODE,
     FlavorInfo,
     Headroom,
     LaunchRequest,
     LaunchResult,
     ServerInfo,
-    check_tags,
-    encode_user_data,
 )
 from scoctl.errors import ConfigError, QuotaExceeded, ScoctlError
 

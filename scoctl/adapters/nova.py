@@ -27,17 +27,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
-from scoctl.adapters.cloud import (
-    MAX_METADATA_VALUE,
-    FlavorInfo,
-    Headroom,
-    LaunchRequest,
-    LaunchResult,
-    ServerInfo,
-    check_tags,
-    encode_user_data,
-)
+from scoctl.adapters.cloud import MAX_METADATA_VALUE, check_tags, encode_user_data
 from scoctl.adapters.retry import RetryPolicy
+from scoctl.core.model import FlavorInfo, Headroom, LaunchRequest, LaunchResult, ServerInfo
 from scoctl.errors import (
     ConfigError,
     PermanentError,

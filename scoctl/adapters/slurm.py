@@ -33,10 +33,9 @@ from scoctl.adapters.batch import (
     SchedulerTimeout,
     SchedulerUnparseable,
     SchedulerUnreachable,
-    SlurmJob,
-    SlurmNode,
 )
 from scoctl.core.gres import Gres, GresError, parse_gres
+from scoctl.core.model import SlurmJob, SlurmNode
 
 if TYPE_CHECKING:
     import httpx

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from scoctl.config import Config
+    from scoctl.config.schema import Config
     from scoctl.state import Store
 
 
@@ -29,7 +29,7 @@ class Globals:
     def config(self) -> Config:
         """The config (loaded once). Falls back to the bundled demo with a warning on stderr."""
         if self._config is None:
-            from scoctl.config import load_config, resolve_config_path
+            from scoctl.config.schema import load_config, resolve_config_path
 
             path, warning = resolve_config_path(self.config_option)
             if warning and self.verbosity >= 0:
@@ -50,7 +50,7 @@ class Globals:
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:
         """Hold the run lock (waiting up to `wait`, else the config's lock_wait) and the store."""
-        from scoctl.lock import run_lock
+        from scoctl.host.lock import run_lock
 
         path = self.state_path()
         limit = self.config().timeouts.lock_wait if wait is None else wait

@@ -21,7 +21,7 @@ def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
-    from scoctl.config_summary import summarise
+    from scoctl.cli.config_summary import summarise
 
     g = globals_of(ctx, json=json_out)
     config = g.config()

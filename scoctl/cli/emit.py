@@ -38,7 +38,7 @@ def emit(
     from scoctl.clock import SystemClock, rfc3339
     from scoctl.core.model import is_slug
     from scoctl.errors import ScoctlError, UsageError
-    from scoctl.spool import write_event
+    from scoctl.host.spool import write_event
 
     g = globals_of(ctx, json=json_out)
     try:

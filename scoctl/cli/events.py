@@ -36,11 +36,11 @@ def events(
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
+    from scoctl.cli.views import event_json
     from scoctl.clock import SystemClock, rfc3339
-    from scoctl.config import parse_duration
+    from scoctl.config.schema import parse_duration
     from scoctl.core.model import is_slug
     from scoctl.errors import UsageError
-    from scoctl.views import event_json
 
     g = globals_of(ctx, json=json_out)
     if workload is not None and not is_slug(workload):

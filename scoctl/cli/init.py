@@ -24,7 +24,7 @@ def init(
       scoctl --config /etc/scoctl/config.yaml init
     """
     from scoctl.cli import render
-    from scoctl.spool import ensure_spool
+    from scoctl.host.spool import ensure_spool
     from scoctl.state import SCHEMA_VERSION
 
     g = globals_of(ctx, json=json_out)

@@ -45,10 +45,10 @@ def plan(
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
+    from scoctl.cli.views import plan_workload_json
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_PLAN_CHECK
     from scoctl.stages.plan import run_plan
-    from scoctl.views import plan_workload_json
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
@@ -124,7 +124,7 @@ def plan(
 
 def _show_explain(record: object, result: object) -> None:
     from scoctl.cli import render
-    from scoctl.state import PlanWorkloadRecord
+    from scoctl.core.model import PlanWorkloadRecord
 
     assert isinstance(record, PlanWorkloadRecord)
     render.table(f"{record.workload}: pools holding units",

@@ -46,7 +46,7 @@ def run(
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
-    from scoctl.config import parse_duration
+    from scoctl.config.schema import parse_duration
     from scoctl.errors import EXIT_OK, LockHeld, UsageError
     from scoctl.stages.run import connect_systems, run_once
 

@@ -43,7 +43,7 @@ def up(
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
-    from scoctl.config import load_config
+    from scoctl.config.schema import load_config
     from scoctl.sim import region
     from scoctl.sim.scenario import BUNDLED, load_scenario
 

@@ -19,7 +19,7 @@ def _expand(config: object, hostlist: str) -> list[str]:
     """`scontrol show hostnames HOSTLIST` (Slurm's own expansion)."""
     import subprocess
 
-    from scoctl.config import Config
+    from scoctl.config.schema import Config
     from scoctl.errors import ApiError, UsageError
 
     assert isinstance(config, Config)
@@ -39,7 +39,7 @@ def _resume_jobs() -> dict[str, str]:
     import json
     import os
 
-    from scoctl.stages.intake import expand_hostlist
+    from scoctl.core.intake import expand_hostlist
 
     path = os.environ.get("SLURM_RESUME_FILE")
     if not path:

@@ -18,8 +18,8 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
+    from scoctl.cli.views import claim_json, instance_json, plan_json, workload_json
     from scoctl.core.quantity import format_resources
-    from scoctl.views import claim_json, instance_json, plan_json, workload_json
 
     g = globals_of(ctx, json=json_out)
     with g.open_store() as store:

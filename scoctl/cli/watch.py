@@ -92,7 +92,7 @@ def watch(
             if result.errors:
                 raise typer.Exit(EXIT_FAILURE)
             return
-        from scoctl.lock import run_lock
+        from scoctl.host.lock import run_lock
 
         # --follow holds the run lock only while a pass records, never in between, so
         # `scoctl run` on a timer keeps running beside it

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from scoctl.core.gres import DEFAULT_GPU_RESOURCE, DEFAULT_GRES_MAP, Gres, gpu_count
-from scoctl.core.model import Flavor, Pool
+from scoctl.core.model import ELASTIC_FLAGS, Flavor, Pool
 from scoctl.core.quantity import CPU, MEMORY, Resources, cores
 
 Verdict = Literal["fits", "over_capacity", "skipped"]
@@ -54,7 +54,6 @@ MIB = 2**20
 
 # Slurm node flags meaning power saving can bring the node up (the sinfo format-string fallback
 # cannot see CLOUD itself, only the power states).
-ELASTIC_FLAGS = frozenset({"CLOUD", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "POWER_DOWN"})
 
 _GPU = "gpu"
 

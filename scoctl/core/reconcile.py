@@ -23,13 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scoctl.adapters.batch import SlurmNode
-from scoctl.adapters.cloud import ServerInfo
 from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
+from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 from scoctl.errors import QuotaExceeded
-from scoctl.state.records import InstanceRecord, LaunchRecord
 
 MANAGED_TAG = "sco:managed"
 LIVE = frozenset({"requested", "building", "active", "ready"})

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scoctl.config import Config
+from scoctl.config.schema import Config
 from scoctl.errors import ApiError, ScoctlError, UsageError
 from scoctl.sim.scenario import Scenario, agent_settings, kubernetes_objects, nova_seed
 

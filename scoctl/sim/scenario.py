@@ -22,7 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from scoctl.config import Config
+from scoctl.config.schema import Config
+from scoctl.config.yamlsrc import Located, load_located
 from scoctl.core.quantity import (
     CPU,
     MEMORY,
@@ -33,7 +34,6 @@ from scoctl.core.quantity import (
     parse_resources,
 )
 from scoctl.errors import ConfigError
-from scoctl.yamlsrc import Located, load_located
 
 SCENARIO_NAME = "scenario.yaml"
 BUNDLED = "bundled"
@@ -195,7 +195,7 @@ class _Reader:
         return value
 
     def duration(self, data: Mapping[str, Any], path: Path_, key: str, default: float) -> float:
-        from scoctl.config import parse_duration
+        from scoctl.config.schema import parse_duration
 
         try:
             return parse_duration(data.get(key, default))

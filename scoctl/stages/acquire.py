@@ -42,13 +42,20 @@ from datetime import timedelta
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol
 
-from scoctl.adapters.cloud import Cloud, LaunchRequest, Networks, ServerInfo, check_tags
-from scoctl.budget import TokenBudget
+from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
-from scoctl.config import Config, Region
+from scoctl.config.schema import Config, Region
 from scoctl.core.diff import Headroom as DiffHeadroom
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
-from scoctl.core.model import Pool
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, units_of
+from scoctl.core.model import (
+    InstanceRecord,
+    LaunchRecord,
+    LaunchRequest,
+    Networks,
+    Pool,
+    ServerInfo,
+)
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import (
     ApiError,
@@ -58,8 +65,8 @@ from scoctl.errors import (
     QuotaExceeded,
     TemporaryError,
 )
-from scoctl.stages.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, mark_dirty, units_of
-from scoctl.state import InstanceRecord, LaunchRecord, Store
+from scoctl.host.budget import TokenBudget
+from scoctl.state import Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -86,7 +93,7 @@ def default_connect(config: Config, region: Region, budget: TokenBudget) -> Clou
 
 def default_budget(config: Config, region: Region) -> TokenBudget:
     """The host-wide token budget of `region`."""
-    from scoctl.adapters.factory import budget_for
+    from scoctl.host.budget import budget_for
 
     return budget_for(config, region)
 
@@ -598,7 +605,7 @@ class _RegionRun:
                     self.store.append_event(outcome.workload, "POOL_EXCLUDED", "warning", None, {
                         "pool": outcome.pool, "until": until, "launch": launch_id,
                         "fault": message, "servers": len(failed)})
-                    mark_dirty(self.store, {outcome.workload}, f"pool {outcome.pool} excluded")
+                    self.store.mark_dirty({outcome.workload}, f"pool {outcome.pool} excluded")
                     previous = excluded.get(outcome.pool)
                     workloads = tuple(sorted({outcome.workload,
                                               *(previous.workloads if previous else ())}))

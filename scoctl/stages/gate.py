@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from scoctl.config import Config
+from scoctl.config.schema import Config
 from scoctl.core.gate import (
     OVER_CAPACITY,
     SKIPPED,
@@ -30,7 +30,8 @@ from scoctl.errors import ScoctlError, StateError
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cluster import Cluster
-    from scoctl.state import Store, WorkloadRecord
+    from scoctl.core.model import WorkloadRecord
+    from scoctl.state import Store
 
 Backend = Literal["slurm", "k8s"]
 
@@ -194,7 +195,7 @@ def spool_verdict(config: Config, verdict: GateVerdict, request: GateRequest, *,
     if verdict.verdict != OVER_CAPACITY:
         return None
     from scoctl.clock import SystemClock, rfc3339
-    from scoctl.spool import write_event
+    from scoctl.host.spool import write_event
 
     detail = {
         "request": {"cpus": request.cpus, "memory_mb": request.memory_mb,

@@ -12,16 +12,17 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scoctl.claims_file import load_claims
+from scoctl.adapters.ranking import CACHE_KEY, load_ranking
 from scoctl.clock import Clock
-from scoctl.config import Config
+from scoctl.config.claims_file import load_claims
+from scoctl.config.ranking import Ranking
+from scoctl.config.schema import Config
 from scoctl.core import planner
-from scoctl.core.model import Claim, Flavor, Pool
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
+from scoctl.core.model import Claim, Flavor, PlanUnitRecord, PlanWorkloadRecord, Pool
 from scoctl.core.quantity import fits
 from scoctl.errors import UsageError
-from scoctl.ranking import CACHE_KEY, Ranking, load_ranking
-from scoctl.stages.fleet import clear_dirty, current_units, take_dirty
-from scoctl.state import PlanUnitRecord, PlanWorkloadRecord, Store
+from scoctl.state import Store
 
 SCORES_KEY = "ranking:last_scores"
 
@@ -165,7 +166,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
             raise UsageError(f"{option} {slug}: no claim for this workload")
     excluded = {e.pool for e in store.exclusions()} & known
     previous_records = store.plans(units=False)  # enough to tell what changed
-    dirty = take_dirty(store)
+    dirty = store.dirty()
     last_scores = store.get_kv(SCORES_KEY, {})
     if full or claims_path is not None:
         reasons = {c.workload: "full re-plan" for c in claims}
@@ -175,7 +176,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
         reasons = changed_workloads(claims, previous_records, config, ranking.scores,
                                     last_scores, excluded, dirty)
     removed = sorted(set(previous_records) - names) if claims_path is None else []
-    current = current_units(store)
+    current = units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
     if full or claims_path is not None:
         plans = planner.plan_all(
             claims, config.contracts, config.pools, config.flavors, ranking.scores, current,
@@ -222,7 +223,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
             if cache_entry:
                 store.set_kv(CACHE_KEY, cache_entry)
             store.set_kv(SCORES_KEY, dict(ranking.scores))
-            clear_dirty(store, set(records))
+            store.clear_dirty(set(records))
     return PlanResult(generation=generation, ranking=ranking, changed=changed, plans=plans,
                       records=records, committed=committed,
                       seconds=time.perf_counter() - started, reasons_for_change=reasons)

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock, rfc3339
-from scoctl.config import Config, Region
+from scoctl.config.schema import Config, Region
+from scoctl.core.model import InstanceRecord, PlanWorkloadRecord
 from scoctl.core.reconcile import (
     LIVE,
     MANAGED_TAG,
@@ -36,13 +37,13 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.errors import ApiError, ScoctlError
-from scoctl.stages.fleet import mark_dirty
-from scoctl.state import InstanceRecord, PlanWorkloadRecord, Store
+from scoctl.state import Store
 
 if TYPE_CHECKING:
-    from scoctl.adapters.batch import BatchScheduler, SlurmNode
-    from scoctl.adapters.cloud import Cloud, ServerInfo
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster, PodInfo
+    from scoctl.core.model import ServerInfo, SlurmNode
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class _Region:
                 for name, reason in decision.dirty.items():
                     by_reason.setdefault(reason, set()).add(name)
                 for reason, names in sorted(by_reason.items()):
-                    mark_dirty(store, names, reason)
+                    store.mark_dirty(names, reason)
             seen = dict(store.get_kv(ORPHANS_KEY, {}))
             if seen.get(self.region.name, {}) != dict(decision.orphans_seen):
                 seen[self.region.name] = dict(decision.orphans_seen)
@@ -382,7 +383,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
             scheduler = scheduler_for(config)
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
-            from scoctl.adapters.factory import budget_for, cloud_for
+            from scoctl.adapters.factory import cloud_for
+            from scoctl.host.budget import budget_for
 
             return cloud_for(config, reg, budget=budget_for(config, reg))
 

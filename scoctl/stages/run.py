@@ -15,16 +15,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scoctl.adapters.counting import CallCounter, CountingCloud
 from scoctl.clock import Clock
-from scoctl.config import Config, Region
+from scoctl.config.schema import Config, Region
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError
-from scoctl.metrics import CallCounter, CountingCloud, RunSample, StageSample
+from scoctl.stages.metrics import RunSample, StageSample
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
-    from scoctl.budget import TokenBudget
+    from scoctl.host.budget import TokenBudget
     from scoctl.stages.watch import Source
     from scoctl.state import Store
 
@@ -115,7 +116,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
     started = time.perf_counter()
     counter = CallCounter()
     if budget is None:
-        from scoctl.adapters.factory import budget_for
+        from scoctl.host.budget import budget_for
 
         budget = budget_for
     budgets: dict[str, TokenBudget] = {}
@@ -196,7 +197,8 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
     seconds = time.perf_counter() - started
     run = RunResult(stages=tuple(reports), seconds=seconds)
     if config.metrics_file is not None:
-        from scoctl.metrics import collect, write_atomically
+        from scoctl.host.metrics import write_atomically
+        from scoctl.stages.metrics import collect
 
         sample = RunSample(
             stages=[StageSample(s.name, s.seconds, s.ok) for s in reports],

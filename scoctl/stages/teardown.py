@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 from scoctl.adapters.cluster import Cluster
 from scoctl.core.demand import KSERVE_ISVC_LABEL, MANAGED_LABEL
+from scoctl.core.intake import ObjectRef
+from scoctl.core.model import WorkloadRecord
 from scoctl.errors import PermanentError, TemporaryError
-from scoctl.stages.intake import ObjectRef
-from scoctl.state import Store, WorkloadRecord
+from scoctl.state import Store
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from scoctl.clock import Clock
-from scoctl.config import Config, WorkloadSpec
+from scoctl.config.schema import Config, WorkloadSpec
 from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
-from scoctl.core.tokens import INACTIVE_STATUSES, is_active
-from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
-from scoctl.spool import SpoolEvent, discard, pending_events
-from scoctl.stages.intake import (
+from scoctl.core.intake import (
     BatchWindow,
     Capacity,
     ClaimDecision,
@@ -55,8 +52,12 @@ from scoctl.stages.intake import (
     window_deadline,
     window_due,
 )
+from scoctl.core.model import WorkloadRecord
+from scoctl.core.tokens import INACTIVE_STATUSES, is_active
+from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
+from scoctl.host.spool import SpoolEvent, discard, pending_events
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
-from scoctl.state import Store, WorkloadRecord
+from scoctl.state import Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,7 @@ from typing import Any
 import sqlite_utils
 
 from scoctl.clock import Clock, SystemClock, parse_rfc3339, rfc3339
-from scoctl.core.tokens import TokenOutcome, apply_token, is_active
-from scoctl.errors import StateError
-from scoctl.secrets import scrub
-from scoctl.state.migrations import MIGRATIONS
-from scoctl.state.records import (
+from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
     ExclusionRecord,
@@ -33,8 +29,13 @@ from scoctl.state.records import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
+from scoctl.core.tokens import TokenOutcome, apply_token, is_active
+from scoctl.errors import StateError
+from scoctl.secrets import scrub
+from scoctl.state.migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)
+DIRTY_KEY = "plan:dirty"
 BUSY_TIMEOUT_S = 30.0
 
 
@@ -524,6 +525,24 @@ class Store:
         return [ExclusionRecord(pool=r["pool"], reason=r["reason"], until=r["until"])
                 for r in self.db.query("SELECT * FROM exclusions WHERE until > ? ORDER BY pool",
                                        [moment])]
+
+    def mark_dirty(self, workloads: Iterable[str], reason: str) -> None:
+        """Ask the next `plan` to re-plan these workloads (units lost, pool excluded, ...)."""
+        names = set(workloads)
+        if not names:
+            return
+        dirty = dict(self.get_kv(DIRTY_KEY, {}))
+        dirty.update(dict.fromkeys(names, reason))
+        self.set_kv(DIRTY_KEY, dirty)
+
+    def dirty(self) -> dict[str, str]:
+        """Workloads marked for re-planning, with the reason."""
+        return dict(self.get_kv(DIRTY_KEY, {}))
+
+    def clear_dirty(self, names: Iterable[str]) -> None:
+        """The plan stage re-planned these workloads."""
+        gone = set(names)
+        self.set_kv(DIRTY_KEY, {k: v for k, v in self.dirty().items() if k not in gone})
 
     def get_kv(self, key: str, default: Any = None) -> Any:
         row = self._one("SELECT value FROM kv WHERE key = ?", [key])

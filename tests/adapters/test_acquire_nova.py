@@ -23,25 +23,27 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.adapters.cloud import (
-    Cloud,
+from scoctl.adapters.cloud import Cloud
+from scoctl.adapters.factory import cloud_for
+from scoctl.clock import SystemClock
+from scoctl.config.schema import Config, Region, load_config
+from scoctl.core.fleet import current_units
+from scoctl.core.model import (
     FlavorInfo,
     Headroom,
     LaunchRequest,
     LaunchResult,
+    PlanUnitRecord,
+    PlanWorkloadRecord,
     ServerInfo,
 )
-from scoctl.adapters.factory import cloud_for
-from scoctl.budget import TokenBudget
-from scoctl.clock import SystemClock
-from scoctl.config import Config, Region, load_config
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import parse_boot_contract
+from scoctl.host.budget import TokenBudget
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult, run_acquire
-from scoctl.stages.fleet import current_units
 from scoctl.stages.plan import run_plan
-from scoctl.state import PlanUnitRecord, PlanWorkloadRecord, Store
+from scoctl.state import Store
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 pytestmark = pytest.mark.nova

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from scoctl.adapters.cloud import Headroom, LaunchRequest, LaunchResult, ServerInfo
+from scoctl.core.model import Headroom, LaunchRequest, LaunchResult, ServerInfo
 from scoctl.errors import ConfigError, InsufficientCapacity, QuotaExceeded
 from tests.fixtures.nova import NovaBackend
 

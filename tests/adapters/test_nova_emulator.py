@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scoctl.adapters.cloud import LaunchRequest
 from scoctl.adapters.nova import NovaCloud
 from scoctl.adapters.retry import RetryPolicy
+from scoctl.core.model import LaunchRequest
 from scoctl.errors import InsufficientCapacity, QuotaExceeded, TemporaryError
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from tests.fixtures.nova import write_clouds_yaml

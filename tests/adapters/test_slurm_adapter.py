@@ -21,7 +21,6 @@ from scoctl.adapters.batch import (
     SchedulerTimeout,
     SchedulerUnparseable,
     SchedulerUnreachable,
-    SlurmNode,
 )
 from scoctl.adapters.slurm import (
     NODE_FORMAT,
@@ -34,6 +33,7 @@ from scoctl.adapters.slurm import (
 )
 from scoctl.core.gate import GateRequest, decide_slurm
 from scoctl.core.gres import Gres
+from scoctl.core.model import SlurmNode
 from scoctl.errors import PermanentError, TemporaryError
 from tests.fixtures.slurm import SlurmCluster, wait_for
 

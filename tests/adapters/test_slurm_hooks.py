@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.state import InstanceRecord, Store
+from scoctl.core.model import InstanceRecord
+from scoctl.state import Store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

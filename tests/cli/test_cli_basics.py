@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.lock import run_lock
+from scoctl.host.lock import run_lock
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example.yaml"
 

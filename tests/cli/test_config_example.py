@@ -1,7 +1,8 @@
 """configs/example.yaml documents every field the config accepts (DESIGN §12, issue 2 item 5).
 
-The parser's own table of fields (`scoctl.config.FIELDS`) is walked: a field added to the parser
-without an example line fails here, and so does an example key the parser would not accept.
+The parser's own table of fields (`scoctl.config.schema.FIELDS`) is walked: a field added
+to the parser without an example line fails here, and so does an example key the parser would
+not accept.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from scoctl.config import FIELDS, TOP_LEVEL, load_config, parse_config
+from scoctl.config.schema import FIELDS, TOP_LEVEL, load_config, parse_config
+from scoctl.config.yamlsrc import load_located
 from scoctl.errors import ConfigError
-from scoctl.yamlsrc import load_located
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example.yaml"
 

@@ -118,7 +118,7 @@ def test_a_writer_waits_for_the_lock_up_to_wait_then_runs(cli, tmp_path):
     import threading
     import time
 
-    from scoctl.lock import run_lock
+    from scoctl.host.lock import run_lock
 
     state = tmp_path / "s.db"
     Store.open(state, create=True).close()

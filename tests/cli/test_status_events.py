@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from scoctl.clock import rfc3339
+from scoctl.core.model import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
 from scoctl.state import Store
-from scoctl.state.records import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_STATUSES = {"requested", "building", "active", "ready", "draining", "deleting",
@@ -168,7 +168,7 @@ def test_events_follow_prints_new_events_as_they_are_recorded_until_interrupted(
 
 
 def test_events_follow_does_not_wait_for_the_run_lock(tmp_path):
-    from scoctl.lock import run_lock
+    from scoctl.host.lock import run_lock
 
     state = tmp_path / "s.db"
     with Store.open(state, create=True) as store:

@@ -9,12 +9,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.adapters.batch import SlurmNode
-from scoctl.adapters.cloud import ServerInfo
 from scoctl.clock import rfc3339
 from scoctl.core.demand import NodeInfo, Taint
+from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
 from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
-from scoctl.state.records import InstanceRecord, LaunchRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = Policy()

@@ -21,16 +21,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from scoctl.adapters.cloud import LaunchRequest, ServerInfo
 from scoctl.adapters.nova import NovaCloud
-from scoctl.config import load_config
+from scoctl.config.schema import load_config
+from scoctl.config.yamlsrc import load_located
+from scoctl.core.model import LaunchRequest, ServerInfo
 from scoctl.core.userdata import BootContract, render_user_data
 from scoctl.errors import ConfigError
 from scoctl.sim import agent
 from scoctl.sim.k8s_emulator import make_node, make_pod
 from scoctl.sim.region import pid_alive
 from scoctl.sim.scenario import load_scenario, nova_seed, parse_scenario
-from scoctl.yamlsrc import load_located
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
 

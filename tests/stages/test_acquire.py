@@ -11,18 +11,19 @@ import pytest
 
 from scoctl.adapters.cloud import Cloud
 from scoctl.adapters.fakes import FakeCloud
-from scoctl.budget import TokenBudget
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.config import Config, Region, parse_config
+from scoctl.config.schema import Config, Region, parse_config
+from scoctl.config.yamlsrc import load_located
 from scoctl.core.diff import waiting_node_names
+from scoctl.core.fleet import current_units
+from scoctl.core.model import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
 from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
+from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
-from scoctl.stages.fleet import current_units
 from scoctl.stages.plan import run_plan
-from scoctl.state import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord, Store
-from scoctl.yamlsrc import load_located
+from scoctl.state import Store
 
 SECRET = "join-token-s3cr3t-value"
 

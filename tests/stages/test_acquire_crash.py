@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.sim.nova_emulator import NovaEmulator
-from scoctl.state import PlanUnitRecord, PlanWorkloadRecord, Store
+from scoctl.state import Store
 from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from scoctl.budget import TokenBudget
+from scoctl.host.budget import TokenBudget
 
 
 class FakeTime:

@@ -150,7 +150,7 @@ def test_a_state_the_user_cannot_write_keeps_the_verdict_and_spools_the_event(cl
     """A submit wrapper runs as the submitting user, who may not write the state: the gate
     still answers over_capacity (exit 3), and the event goes to the spool for `watch`."""
     from scoctl.clock import FixedClock
-    from scoctl.config import load_config
+    from scoctl.config.schema import load_config
     from scoctl.stages.watch import run_pass
     from scoctl.state import Store
 

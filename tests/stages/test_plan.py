@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from scoctl.clock import FixedClock
-from scoctl.config import load_config
+from scoctl.config.schema import load_config
 from scoctl.errors import ApiError
-from scoctl.stages.fleet import mark_dirty
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store
 
@@ -114,7 +113,7 @@ def test_a_dirty_workload_is_replanned_with_its_reason(setup):
     config, store, clock = setup
     put(store, "alpha", 64)
     run_plan(config, store, clock)
-    mark_dirty(store, {"alpha"}, "units lost")
+    store.mark_dirty({"alpha"}, "units lost")
     result = run_plan(config, store, clock)
     assert result.changed == ("alpha",) and result.reasons_for_change["alpha"] == "units lost"
     assert run_plan(config, store, clock).changed == ()

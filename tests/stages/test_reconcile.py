@@ -12,21 +12,32 @@ from typing import Any
 
 import pytest
 
-from scoctl.adapters.cloud import LaunchRequest, ServerInfo
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.adapters.nova import NovaCloud
 from scoctl.adapters.retry import RetryPolicy
 from scoctl.clock import FixedClock
-from scoctl.config import Config, parse_config
+from scoctl.config.schema import Config, parse_config
+from scoctl.config.yamlsrc import load_located
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
+from scoctl.core.model import (
+    InstanceRecord,
+    LaunchRecord,
+    LaunchRequest,
+    PlanUnitRecord,
+    PlanWorkloadRecord,
+    ServerInfo,
+)
 from scoctl.sim.k8s_emulator import K8sEmulator, make_deployment, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
-from scoctl.stages.fleet import current_units, take_dirty
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.state import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord, Store
-from scoctl.yamlsrc import load_located
+from scoctl.state import Store
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 REGION = "region-a"
+
+
+def held_units(world: World) -> dict[str, dict[str, int]]:
+    return units_of(world.store.instances(), world.store.launches(status=IN_FLIGHT_LAUNCHES))
 
 
 def make_config(tmp: Path, **extra: Any) -> Config:
@@ -184,7 +195,7 @@ def test_registration_timeout_deletes_the_server_and_replans(world: World) -> No
     world.reconcile()
     assert world.status(server.id) in ("deleting", "deleted")
     assert "REGISTRATION_TIMEOUT" in world.tokens()
-    assert "web" in take_dirty(world.store)
+    assert "web" in world.store.dirty()
     assert world.cloud.server(server.id) is None or \
         world.cloud.server(server.id).status == "DELETED"  # type: ignore[union-attr]
 
@@ -206,7 +217,7 @@ def test_capacity_fault_excludes_the_pool_deletes_and_replans(nova_cloud: NovaBa
         assert "No valid host" in (inst.fault or "")  # read by id: list views omit it
         assert [e.pool for e in world.store.exclusions()] == ["big.spot"]
         assert "POOL_EXCLUDED" in world.tokens()
-        assert "big.spot" in take_dirty(world.store)["web"]
+        assert "big.spot" in world.store.dirty()["web"]
         nova_cloud.wait_for(lambda: nova_cloud.cloud.server(server.id),
                             lambda s: s is None or s.status == "DELETED")
     finally:
@@ -239,7 +250,7 @@ def test_servers_of_a_crashed_launch_intent_are_adopted_and_not_launched_again(
     assert sorted(i.id for i in world.store.instances()) == sorted(s.id for s in servers)
     assert [launch.status for launch in world.store.launches()] == ["recorded"]
     assert world.tokens().count("LAUNCH_ADOPTED") == 1
-    assert current_units(world.store) == {"web": {"tiny.spot": 2}}
+    assert held_units(world) == {"web": {"tiny.spot": 2}}
 
 
 def test_an_intent_without_servers_fails_after_the_launch_timeout(world: World) -> None:
@@ -248,11 +259,11 @@ def test_an_intent_without_servers_fails_after_the_launch_timeout(world: World) 
         generation=1, count=3, status="intent", created=world.store.now(),
         updated=world.store.now()))
     world.reconcile()
-    assert current_units(world.store) == {"web": {"tiny.spot": 3}}
+    assert held_units(world) == {"web": {"tiny.spot": 3}}
     world.clock.advance(301)
     world.reconcile()
     assert [launch.status for launch in world.store.launches()] == ["failed"]
-    assert current_units(world.store) == {}
+    assert held_units(world) == {}
 
 
 def test_a_reclaim_is_noticed_and_replanned(world: World) -> None:
@@ -269,8 +280,8 @@ def test_a_reclaim_is_noticed_and_replanned(world: World) -> None:
     assert world.status(broken.id) in ("deleting", "deleted")
     assert world.tokens().count("INSTANCE_RECLAIMED") == 2
     assert world.store.exclusions() == []  # a reclaim is not a capacity fault
-    assert take_dirty(world.store) == {"web": "units lost to a reclaim"}
-    assert current_units(world.store) == {}
+    assert world.store.dirty() == {"web": "units lost to a reclaim"}
+    assert held_units(world) == {}
 
 
 def test_orphans_are_reported_and_foreign_servers_never_touched(world: World) -> None:

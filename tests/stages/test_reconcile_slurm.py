@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.adapters.batch import SlurmJob, SlurmNode
-from scoctl.adapters.cloud import LaunchRequest
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.config import Config
+from scoctl.config.schema import Config
+from scoctl.core.model import InstanceRecord, LaunchRecord, LaunchRequest, SlurmJob, SlurmNode
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.state import InstanceRecord, LaunchRecord, Store
+from scoctl.state import Store
 from tests.stages.test_acquire import make_config
 
 NODE = "cloud-1"

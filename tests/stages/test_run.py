@@ -12,7 +12,7 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.adapters.nova import NovaCloud
 from scoctl.clock import FixedClock
 from scoctl.errors import TemporaryError
-from scoctl.lock import run_lock
+from scoctl.host.lock import run_lock
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.stages.run import Systems, run_once

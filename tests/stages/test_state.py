@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
+from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
 from scoctl.state import SCHEMA_VERSION, Store
 from scoctl.state.migrations import MIGRATIONS
-from scoctl.state.records import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.state.sqlite import run_migrations
 
 

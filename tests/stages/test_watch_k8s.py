@@ -20,10 +20,10 @@ import pytest
 from scoctl.adapters.cluster import PodEvent
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import FixedClock, SystemClock
-from scoctl.config import Config, load_config
+from scoctl.config.schema import Config, load_config
+from scoctl.host.spool import write_event
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator, StatusError
-from scoctl.spool import write_event
 from scoctl.stages import watch as watch_stage
 from scoctl.stages.watch import Follower, WatchResult, follow, run_pass
 from scoctl.state import Store

@@ -14,8 +14,8 @@ import pytest
 from scoctl.adapters.batch import BatchScheduler
 from scoctl.adapters.factory import scheduler_for
 from scoctl.clock import FixedClock
-from scoctl.config import Config, load_config
-from scoctl.spool import write_event
+from scoctl.config.schema import Config, load_config
+from scoctl.host.spool import write_event
 from scoctl.stages.watch import WatchResult, run_pass
 from scoctl.state import Store
 from tests.fixtures.slurm import SlurmCluster, wait_for

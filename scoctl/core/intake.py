@@ -43,7 +43,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from scoctl.adapters.batch import SlurmJob, SlurmNode
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -70,7 +69,7 @@ from scoctl.core.demand import (
 )
 from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm, flavor_allocatable
 from scoctl.core.gres import gpu_count, to_resources
-from scoctl.core.model import Flavor, Pool, is_slug
+from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode, is_slug
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token
 

@@ -9,7 +9,6 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.adapters.batch import SlurmJob, SlurmNode
 from scoctl.core.demand import (
     Condition,
     Container,
@@ -24,9 +23,7 @@ from scoctl.core.demand import (
     Toleration,
 )
 from scoctl.core.gres import Gres
-from scoctl.core.model import Flavor, Pool
-from scoctl.core.quantity import parse_resources
-from scoctl.stages.intake import (
+from scoctl.core.intake import (
     Capacity,
     IntakeDecision,
     K8sPolicy,
@@ -46,6 +43,8 @@ from scoctl.stages.intake import (
     window_deadline,
     window_due,
 )
+from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode
+from scoctl.core.quantity import parse_resources
 
 GI = 2**30
 UNSCHEDULABLE = Condition("PodScheduled", "False", "Unschedulable",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scoctl.config import Config
+from scoctl.config.schema import Config
 from scoctl.core.quantity import to_json_resources
 
 

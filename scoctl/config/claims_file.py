@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from scoctl.config.yamlsrc import load_data_file
 from scoctl.core.model import Claim, is_slug
 from scoctl.core.quantity import QuantityError, parse_resources
 from scoctl.errors import ConfigError
-from scoctl.yamlsrc import load_data_file
 
 
 def load_claims(path: Path, contracts: Mapping[str, Any]) -> list[Claim]:

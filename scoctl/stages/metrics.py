@@ -21,25 +21,11 @@ table; everything else is a gauge read at the end of the pass.
 
 from __future__ import annotations
 
-import os
-import tempfile
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
-
 if TYPE_CHECKING:
-    from scoctl.adapters.cloud import (
-        Cloud,
-        FlavorInfo,
-        Headroom,
-        LaunchRequest,
-        LaunchResult,
-        ServerInfo,
-    )
     from scoctl.state import Store
 
 CALLS_KEY = "metrics:cloud_calls"
@@ -47,109 +33,6 @@ SPENT_KEY = "metrics:tokens_spent"
 LAST_SUCCESS_KEY = "run:last_success"
 INSTANCE_STATES = ("requested", "building", "active", "ready", "draining", "deleting",
                    "deleted", "error")
-
-
-class CallCounter:
-    """Cloud calls per (region, outcome); thread-safe."""
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, region: str, outcome: str, n: int = 1) -> None:
-        with self._lock:
-            key = (region, outcome)
-            self.counts[key] = self.counts.get(key, 0) + n
-
-    def snapshot(self) -> dict[tuple[str, str], int]:
-        with self._lock:
-            return dict(self.counts)
-
-
-def outcome_of(exc: BaseException | None) -> str:
-    """The `outcome` label of a call that raised `exc` (None: it succeeded)."""
-    if exc is None:
-        return "ok"
-    if isinstance(exc, QuotaExceeded):
-        return "quota"
-    if isinstance(exc, TemporaryError):
-        return "temporary"
-    if isinstance(exc, PermanentError):
-        return "permanent"
-    return "error"
-
-
-class CountingCloud:
-    """A `Cloud` that counts every call's outcome, then answers as the wrapped one does."""
-
-    def __init__(self, inner: Cloud, region: str, counter: CallCounter) -> None:
-        self.inner = inner
-        self.region = region
-        self.counter = counter
-
-    def _count(self, exc: BaseException | None) -> None:
-        self.counter.add(self.region, outcome_of(exc))
-
-    def flavors(self) -> list[FlavorInfo]:
-        """See `Cloud.flavors`."""
-        try:
-            out = self.inner.flavors()
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
-        return out
-
-    def headroom(self) -> Headroom:
-        """See `Cloud.headroom`."""
-        try:
-            out = self.inner.headroom()
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
-        return out
-
-    def launch(self, request: LaunchRequest) -> LaunchResult:
-        """See `Cloud.launch`."""
-        try:
-            out = self.inner.launch(request)
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
-        return out
-
-    def servers(self, tags: Iterable[str] = (), any_tags: Iterable[str] = (),
-                reservation_id: str | None = None) -> list[ServerInfo]:
-        """See `Cloud.servers`."""
-        try:
-            out = self.inner.servers(tags=tags, any_tags=any_tags,
-                                     reservation_id=reservation_id)
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
-        return out
-
-    def server(self, server_id: str) -> ServerInfo | None:
-        """See `Cloud.server`."""
-        try:
-            out = self.inner.server(server_id)
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
-        return out
-
-    def delete(self, server_id: str) -> None:
-        """See `Cloud.delete`."""
-        try:
-            self.inner.delete(server_id)
-        except Exception as exc:
-            self._count(exc)
-            raise
-        self._count(None)
 
 
 @dataclass(frozen=True)
@@ -249,22 +132,3 @@ def collect(store: Store, sample: RunSample) -> str:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])
     return t.render()
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and `rename` (mode 0644)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

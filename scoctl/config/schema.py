@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from scoctl.config.yamlsrc import Located, load_located
 from scoctl.core.model import KINDS, SOURCES, TIERS, Contract, Flavor, Pool, is_slug
 from scoctl.core.quantity import (
     QuantityError,
@@ -22,7 +23,6 @@ from scoctl.core.quantity import (
     parse_resources,
 )
 from scoctl.errors import ConfigError, UsageError
-from scoctl.yamlsrc import Located, load_located
 
 DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
 DEMO_CONFIG_NAME = "demo.yaml"

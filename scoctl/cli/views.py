@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scoctl.core.quantity import to_json_resources
-from scoctl.state.records import (
+from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
     InstanceRecord,
@@ -14,6 +13,7 @@ from scoctl.state.records import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
+from scoctl.core.quantity import to_json_resources
 
 
 def workload_json(w: WorkloadRecord) -> dict[str, Any]:

@@ -18,6 +18,10 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scoctl.config.schema import Config, Region
 
 WINDOW_S = 1.0
 GUARD_S = 0.05
@@ -91,3 +95,8 @@ def _write(fd: int, calls: list[float]) -> None:
     data = json.dumps(calls).encode()
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
+
+
+def budget_for(config: Config, region: Region) -> TokenBudget:
+    """The host-wide token budget of `region`."""
+    return TokenBudget(config.budget_dir, region.name, region.mutating_calls_per_second)

@@ -1,0 +1,1 @@
+"""The config file, claims files, YAML with line numbers and ranking documents."""

@@ -1,0 +1,41 @@
+"""The ranking: pool scores from the pool-scoring pipeline, with an id (``r-8812``).
+
+This module validates ranking documents (pure); `scoctl.adapters.ranking` reads them from the
+config, a file or a URL. A malformed ranking is a ConfigError naming the source and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scoctl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Ranking:
+    id: str
+    scores: Mapping[str, float]
+    source: str
+    fetched: str | None = None
+    stale: bool = False
+
+
+def parse_ranking(data: Any, source: str, *, default_id: str | None = None) -> Ranking:
+    """Validate a ranking document ``{"id": ..., "scores": {pool: number}}`` (pure)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("a ranking must be a mapping with id and scores", file=source)
+    rid = data.get("id", default_id)
+    if not isinstance(rid, str) or not rid:
+        raise ConfigError("missing or empty ranking id", file=source, field="id")
+    scores = data.get("scores")
+    if not isinstance(scores, Mapping) or not scores:
+        raise ConfigError("missing or empty scores", file=source, field="scores")
+    out: dict[str, float] = {}
+    for pool, score in scores.items():
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise ConfigError(f"score must be a number, not {score!r}", file=source,
+                              field=f"scores.{pool}")
+        out[str(pool)] = float(score)
+    return Ranking(id=rid, scores=out, source=source)

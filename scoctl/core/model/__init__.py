@@ -1,0 +1,50 @@
+"""Every value type the pure decisions take and give, in one namespace.
+
+`pools` holds the configured world (flavors, pools, contracts, claims), `cloud` and `slurm` what
+the outside systems report, `records` the rows of the state. Each type is defined once, in its
+submodule; this package only gathers them.
+"""
+
+from scoctl.core.model.cloud import (
+    QUOTA_FAULT_CODE,
+    FlavorInfo,
+    Headroom,
+    LaunchRequest,
+    LaunchResult,
+    Networks,
+    ServerInfo,
+)
+from scoctl.core.model.pools import (
+    KINDS,
+    SLUG_RE,
+    SOURCES,
+    TIERS,
+    Claim,
+    Contract,
+    Flavor,
+    Kind,
+    Pool,
+    Source,
+    Tier,
+    is_slug,
+)
+from scoctl.core.model.records import (
+    ClaimRecord,
+    EventRecord,
+    ExclusionRecord,
+    InstanceRecord,
+    LaunchRecord,
+    PlanGeneration,
+    PlanUnitRecord,
+    PlanWorkloadRecord,
+    WorkloadRecord,
+)
+from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
+
+__all__ = [
+    "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
+    "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
+    "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
+    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
+    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "is_slug",
+]

@@ -1,0 +1,1 @@
+"""What lives on the host beside the state: run lock, token budget file, spool, metrics file."""
