@@ -167,10 +167,10 @@ def k8s_policy(config: Config) -> K8sPolicy:
 
 def slurm_policy(config: Config) -> SlurmPolicy:
     """The Slurm intake rules of a config."""
-    gpu = config.kubernetes.gpu_resource
     return SlurmPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
                        default_contract=_default_contract(config),
-                       gres_map=dict(config.slurm.gres_map), gpu_resource=gpu,
+                       gres_map=dict(config.slurm.gres_map),
+                       gpu_resource=config.slurm_gpu_resource,
                        capacity=capacity_of(config))
 
 
