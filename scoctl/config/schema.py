@@ -207,9 +207,6 @@ class Config:
         return bool(any(w.source == "k8s" for w in self.workloads)
                     or self.kubernetes.kubeconfig or self.kubernetes.context)
 
-    def pools_by_name(self) -> dict[str, Pool]:
-        return {pool.name: pool for pool in self.pools}
-
 
 TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",

@@ -265,7 +265,6 @@ class _Context:
         depth_premium: float,
     ) -> None:
         self.pools = sorted(pools, key=lambda p: p.name)
-        self.pool_by_name = {p.name: p for p in self.pools}
         self.flavors = flavors
         self.alloc = {name: flavor_allocatable(f) for name, f in flavors.items()}
         self.scores = scores
@@ -431,13 +430,6 @@ class _Fill:
             )
             self._groups[group] = found
         return found
-
-    def reclaimable_total(self) -> float:
-        by_name = self.order.by_name
-        return math.fsum(
-            n * self.c(by_name[p]) for p, n in self.held.items()
-            if by_name[p].tier == "reclaimable"
-        )
 
     def covered(self) -> bool:
         return self.total() >= 1 - EPS
