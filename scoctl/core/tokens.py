@@ -13,7 +13,7 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
   FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE -> failed
 * ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
 * ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
-* ``POD_CREATION_BLOCKED``, ``CAPACITY_EXCEEDED`` -> log only (warning)
+* ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
 * anything else -> logged, no status change
 
 An inactive status is terminal for its row: a late token never revives it. Among active
@@ -48,7 +48,9 @@ SLURM_STATE_STATUS: Mapping[str, str] = {
     "DEADLINE": "failed",
 }
 SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
-LOG_ONLY_TOKENS = frozenset({"POD_CREATION_BLOCKED", "CAPACITY_EXCEEDED"})
+# log only, at their level: the gate's over-capacity verdict is an error wherever it is recorded
+LOG_ONLY_TOKENS: Mapping[str, Level] = {"POD_CREATION_BLOCKED": "warning",
+                                        "CAPACITY_EXCEEDED": "error"}
 
 # Pending reasons that waiting cannot clear: the gate's capacity check decides.
 HOPELESS_SLURM_REASONS = frozenset(
@@ -100,7 +102,7 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
             return TokenMeaning("failed", "error")
         return TokenMeaning(None, "warning", known=False)
     if token in LOG_ONLY_TOKENS:
-        return TokenMeaning(None, "warning")
+        return TokenMeaning(None, LOG_ONLY_TOKENS[token])
     if token.endswith("_QUEUED"):
         return TokenMeaning("queued", "warning")
     if token.endswith("_FAILED"):

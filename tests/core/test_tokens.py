@@ -46,7 +46,7 @@ from scoctl.core.tokens import (
         ("POD_INITIALIZING", {}, "preparing", "info"),
         ("DEPLOYMENT_AVAILABLE", {}, "running", "info"),
         ("POD_CREATION_BLOCKED", {}, None, "warning"),
-        ("CAPACITY_EXCEEDED", {}, None, "warning"),
+        ("CAPACITY_EXCEEDED", {}, None, "error"),  # the gate's verdict: one level everywhere
         ("SOMETHING_ELSE", {}, None, "info"),
     ],
 )
