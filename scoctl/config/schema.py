@@ -69,7 +69,7 @@ class Region:
     name: str
     cloud: str
     mutating_calls_per_second: int
-    launch: LaunchSettings
+    launch: LaunchSettings | None  # None: a what-if config (gate, watch, plan only)
     clouds_yaml: Path | None = None  # else openstacksdk's search (OS_CLIENT_CONFIG_FILE, ...)
 
 
@@ -181,6 +181,16 @@ class Config:
         known = ", ".join(r.name for r in self.regions)
         raise UsageError(f"--region {name}: no such region in {self.source_name} "
                          f"(regions: {known})")
+
+    def launch_settings(self, region: Region) -> LaunchSettings:
+        """`region`'s launch settings; ConfigError (exit 2) naming ``regions[i].launch`` when
+        the config has none (gate, watch and plan run without them, acquire cannot)."""
+        if region.launch is not None:
+            return region.launch
+        index = self.regions.index(region)
+        raise ConfigError("is required to launch instances (scoctl acquire): image, networks, "
+                          "security_groups, ...", file=self.source_name,
+                          field=f"regions[{index}].launch")
 
     def workload(self, name: str) -> WorkloadSpec | None:
         for spec in self.workloads:
@@ -354,27 +364,32 @@ def _bad_quantity(name: str, value: object) -> bool:
 def _region(r: _Reader, raw: Any, path: Path_) -> Region:
     data = r.mapping(raw, path, allowed=FIELDS[("regions", "[]")])
     name = r.req_string(data, path, "name")
-    launch_path = (*path, "launch")
-    launch = r.mapping(data.get("launch"), launch_path,
-                       allowed=FIELDS[("regions", "[]", "launch")])
-    if not launch:
-        raise r.fail(launch_path, "is required (image, networks, ...)")
-    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*launch_path, "networks")))
-    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
-                                         (*launch_path, "security_groups")))
     calls = r.integer(data, path, "mutating_calls_per_second", 10, low=1)
     return Region(
         name=name,
         cloud=r.string(data, path, "cloud", default=name) or name,
         mutating_calls_per_second=calls,
-        launch=LaunchSettings(
-            image=r.req_string(launch, launch_path, "image"),
-            networks=networks,
-            security_groups=groups,
-            key_name=r.string(launch, launch_path, "key_name"),
-            server_group=r.string(launch, launch_path, "server_group"),
-        ),
+        launch=_launch(r, data.get("launch"), (*path, "launch")),
         clouds_yaml=r.path_value(data, path, "clouds_yaml"),
+    )
+
+
+def _launch(r: _Reader, raw: Any, path: Path_) -> LaunchSettings | None:
+    """A region's launch settings; absent is fine until something launches (`launch_settings`)."""
+    if raw is None:
+        return None
+    launch = r.mapping(raw, path, allowed=FIELDS[("regions", "[]", "launch")])
+    if not launch:
+        raise r.fail(path, "is empty: give at least the image (or leave launch out)")
+    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*path, "networks")))
+    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
+                                         (*path, "security_groups")))
+    return LaunchSettings(
+        image=r.req_string(launch, path, "image"),
+        networks=networks,
+        security_groups=groups,
+        key_name=r.string(launch, path, "key_name"),
+        server_group=r.string(launch, path, "server_group"),
     )
 
 

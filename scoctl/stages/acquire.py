@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
-from scoctl.config.schema import Config, Region
+from scoctl.config.schema import Config, LaunchSettings, Region
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, units_of
 from scoctl.core.model import (
@@ -237,9 +237,9 @@ def server_name(plan: LaunchPlan, launch_id: str) -> str:
     return plan.node_names[0] if plan.node_names else f"sco-{plan.workload}-{launch_id}"
 
 
-def networks_of(region: Region) -> Networks:
-    """The region's networks; none configured, or the single word auto/none, map to Nova's."""
-    nets = region.launch.networks
+def networks_of(launch: LaunchSettings) -> Networks:
+    """A region's networks; none configured, or the single word auto/none, map to Nova's."""
+    nets = launch.networks
     if not nets:
         return "none"
     if len(nets) == 1 and nets[0] in ("auto", "none"):
@@ -391,10 +391,10 @@ class _RegionRun:
         user_data = render_user_data(self.texts.template(), contract, secret)
         tags = launch_tags(plan, launch_id)
         check_tags(tags)
-        launch = self.region.launch
+        launch = self.config.launch_settings(self.region)
         request = LaunchRequest(
             name=server_name(plan, launch_id), flavor=plan.flavor, image=launch.image,
-            networks=networks_of(self.region), az=plan.az or None, min_count=1,
+            networks=networks_of(launch), az=plan.az or None, min_count=1,
             max_count=plan.count, tags=tags, metadata=launch_metadata(plan, launch_id),
             user_data=user_data, security_groups=launch.security_groups,
             key_name=launch.key_name, server_group=launch.server_group)
@@ -718,6 +718,8 @@ def run_acquire(
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
+    for reg in regions:  # a what-if config has none: exit 2 before any call
+        config.launch_settings(reg)
     collected = _Collected()
     texts = _Texts(config)
     spent = 0
