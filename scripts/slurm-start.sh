@@ -34,6 +34,8 @@
 #   SIMULATE_BOOT       1 = resumed CLOUD nodes really boot      (1)
 #   BOOT_DELAY          seconds a simulated boot takes           (1)
 #   RESUME_TIMEOUT SUSPEND_TIME                                  (60 600)
+#   MIN_JOB_AGE         seconds a finished job stays in squeue  (300; below 60 slurmctld
+#                       purges every max(10, MIN_JOB_AGE) s)
 #   RESUME_PROGRAM SUSPEND_PROGRAM RESUME_FAIL_PROGRAM   programs chained by the wrappers
 #   PROLOG_SLURMCTLD EPILOG_SLURMCTLD                    PrologSlurmctld / EpilogSlurmctld
 #
@@ -63,6 +65,7 @@ SIMULATE_BOOT=${SIMULATE_BOOT:-1}
 BOOT_DELAY=${BOOT_DELAY:-1}
 RESUME_TIMEOUT=${RESUME_TIMEOUT:-60}
 SUSPEND_TIME=${SUSPEND_TIME:-600}
+MIN_JOB_AGE=${MIN_JOB_AGE:-300}
 HOST_SHORT=$(hostname -s)
 
 log() { printf '[slurm-start %6.2fs] %s\n' "$(elapsed)" "$*"; }
@@ -262,7 +265,7 @@ ReturnToService=2
 MessageTimeout=10
 SlurmdTimeout=30
 InactiveLimit=0
-MinJobAge=300
+MinJobAge=$MIN_JOB_AGE
 KillWait=5
 Waittime=0
 # no slurmdbd: no accounting, but a job-completion log (sacct -c)

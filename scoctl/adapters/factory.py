@@ -64,7 +64,8 @@ def scheduler_for(config: Config) -> BatchScheduler:
     from scoctl.adapters.slurm import SlurmCli, SlurmRest
 
     s = config.slurm
-    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, timeout=s.timeout)
+    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, sacct=s.sacct,
+                   timeout=s.timeout)
     if not s.rest_url:
         return cli
     token = os.environ.get("SLURM_JWT")

@@ -35,7 +35,7 @@ from scoctl.adapters.batch import (
     SchedulerUnreachable,
 )
 from scoctl.core.gres import Gres, GresError, parse_gres
-from scoctl.core.model import SlurmJob, SlurmNode
+from scoctl.core.model import FinishedJob, SlurmJob, SlurmNode
 
 if TYPE_CHECKING:
     import httpx
@@ -270,6 +270,26 @@ def parse_jobs_json(text: str) -> list[SlurmJob]:
     return sorted(jobs, key=lambda j: j.job_id)
 
 
+SACCT_FIELDS = "JobIDRaw,State,ExitCode"
+
+
+def parse_sacct(text: str) -> list[FinishedJob]:
+    """``sacct -X -n -P -o JobIDRaw,State,ExitCode`` output (``123|CANCELLED by 0|0:15``) as
+    finished jobs sorted by id; lines of other ids (``123+0`` het components) are skipped."""
+    jobs: dict[int, FinishedJob] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 3:
+            raise SchedulerUnparseable(f"sacct line {number}: not {SACCT_FIELDS!r}: {line!r:.200}")
+        job_id, state, exit_code = (f.strip() for f in fields)
+        if job_id.isdigit() and state:
+            jobs[int(job_id)] = FinishedJob(job_id=int(job_id), state=state.split()[0].upper(),
+                                            exit_code=exit_code)
+    return [jobs[j] for j in sorted(jobs)]
+
+
 def _in_partition(nodes: list[SlurmNode], partition: str | None) -> list[SlurmNode]:
     """The nodes of `partition`; a list (``cpu,ml``, as ``sbatch -p`` takes) means any of them."""
     if partition is None:
@@ -294,6 +314,7 @@ class SlurmCli:
         sinfo: str = "sinfo",
         squeue: str = "squeue",
         scontrol: str = "scontrol",
+        sacct: str = "sacct",
         timeout: float = DEFAULT_TIMEOUT,
         env: Mapping[str, str] | None = None,
         use_json: bool = True,
@@ -301,6 +322,7 @@ class SlurmCli:
         self.sinfo = sinfo
         self.squeue = squeue
         self.scontrol = scontrol
+        self.sacct = sacct
         self.timeout = timeout
         self.env = dict(env or {})
         self._json = use_json
@@ -367,6 +389,14 @@ class SlurmCli:
     def job(self, job_id: int) -> SlurmJob | None:
         """See `BatchScheduler.job`."""
         return next((j for j in self.jobs() if j.job_id == job_id), None)
+
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        """See `BatchScheduler.finished` (``sacct -X -n -P -j IDS -o SACCT_FIELDS``)."""
+        if not job_ids:
+            return []
+        ids = ",".join(str(int(j)) for j in sorted(set(job_ids)))
+        return parse_sacct(self.run([self.sacct, "-X", "-n", "-P", "-j", ids,
+                                     "-o", SACCT_FIELDS]))
 
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         """See `BatchScheduler.update_node`."""
@@ -513,6 +543,10 @@ class SlurmRest:
                 return None
             raise
         return next((j for j in jobs if j.job_id == job_id), None)
+
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        """See `BatchScheduler.finished` (through ``sacct``, like `update_node`)."""
+        return self.cli.finished(job_ids)
 
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         """See `BatchScheduler.update_node` (through ``scontrol``: v0.0.38 cannot)."""

@@ -116,6 +116,7 @@ class SlurmSettings:
     squeue: str = "squeue"
     scontrol: str = "scontrol"
     sbatch: str = "sbatch"
+    sacct: str = "sacct"
     timeout: float = 10.0
     cloud_partitions: tuple[str, ...] = ()
 
@@ -244,7 +245,7 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                 "gpu_resource", "namespaces"}),
     ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "timeout", "cloud_partitions"}),
+                           "sbatch", "sacct", "timeout", "cloud_partitions"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait"}),
@@ -564,6 +565,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         squeue=r.string(s, sp, "squeue", default="squeue") or "squeue",
         scontrol=r.string(s, sp, "scontrol", default="scontrol") or "scontrol",
         sbatch=r.string(s, sp, "sbatch", default="sbatch") or "sbatch",
+        sacct=r.string(s, sp, "sacct", default="sacct") or "sacct",
         timeout=r.duration(s, sp, "timeout", 10.0),
         cloud_partitions=tuple(str(x) for x in r.seq(s.get("cloud_partitions"),
                                                      (*sp, "cloud_partitions"))),

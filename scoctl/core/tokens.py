@@ -11,6 +11,9 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
   RUNNING, COMPLETING -> running; COMPLETED -> succeeded; CANCELLED -> cancelled;
   NODE_FAIL, PREEMPTED, BOOT_FAIL -> queued when ``detail["requeued"]`` is true, else failed;
   FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE -> failed
+* ``SLURM_JOB_ENDED`` (a job that ended without a final state: the EpilogSlurmctld hook's
+  record, or the end of a job that left squeue with none) -> failed (error); its detail says
+  why (`core.jobend`)
 * ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
 * ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
 * ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
@@ -101,6 +104,8 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
                 return TokenMeaning("queued", "warning")
             return TokenMeaning("failed", "error")
         return TokenMeaning(None, "warning", known=False)
+    if token == "SLURM_JOB_ENDED":
+        return TokenMeaning("failed", "error")
     if token in LOG_ONLY_TOKENS:
         return TokenMeaning(None, LOG_ONLY_TOKENS[token])
     if token.endswith("_QUEUED"):

@@ -30,10 +30,11 @@ from scoctl.adapters.slurm import (
     parse_jobs_json,
     parse_long_state,
     parse_nodes_json,
+    parse_sacct,
 )
 from scoctl.core.gate import GateRequest, decide_slurm
 from scoctl.core.gres import Gres
-from scoctl.core.model import SlurmNode
+from scoctl.core.model import FinishedJob, SlurmNode
 from scoctl.errors import PermanentError, TemporaryError
 from tests.fixtures.slurm import SlurmCluster, wait_for
 
@@ -383,6 +384,24 @@ def test_node_json_of_later_slurm_releases_parses_too() -> None:
         flags=frozenset({"CLOUD", "POWERED_DOWN"}),
         features=("a100", "fast"),
     )
+
+
+def test_sacct_lines_become_finished_jobs() -> None:
+    text = ("41|COMPLETED|0:0\n42|CANCELLED by 1000|0:15\n43+0|FAILED|1:0\n"
+            "44|OUT_OF_MEMORY|0:125\n\n")
+    assert parse_sacct(text) == [FinishedJob(41, "COMPLETED", "0:0"),
+                                 FinishedJob(42, "CANCELLED", "0:15"),
+                                 FinishedJob(44, "OUT_OF_MEMORY", "0:125")]
+    with pytest.raises(SchedulerUnparseable):
+        parse_sacct("41 COMPLETED\n")
+
+
+def test_sacct_is_asked_for_exactly_the_jobs_given(tmp_path: Path) -> None:
+    argv = tmp_path / "argv"
+    sacct = script(tmp_path, "sacct", f'echo "$@" > {argv}; echo "7|TIMEOUT|0:15"')
+    assert SlurmCli(sacct=sacct).finished([9, 7, 9]) == [FinishedJob(7, "TIMEOUT", "0:15")]
+    assert argv.read_text().split() == ["-X", "-n", "-P", "-j", "7,9", "-o",
+                                        "JobIDRaw,State,ExitCode"]
 
 
 def test_slurm_json_errors_and_missing_fields_are_scheduler_errors() -> None:

@@ -40,12 +40,13 @@ from scoctl.core.model.records import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
-from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
+from scoctl.core.model.slurm import ELASTIC_FLAGS, FinishedJob, SlurmJob, SlurmNode
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
-    "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
-    "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
+    "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "FinishedJob", "Flavor",
+    "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest",
+    "LaunchResult",
     "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
     "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]

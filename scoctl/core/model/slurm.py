@@ -74,3 +74,14 @@ class SlurmJob:
     gres_per_job: tuple[Gres, ...] = ()
     node_count: int = 0
     nodes: str = ""
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A finished job as accounting (``sacct``) records it: its final state (``COMPLETED``,
+    ``CANCELLED``, ``FAILED``, ...; ``CANCELLED by 1000`` is ``CANCELLED``) and exit code
+    (``exit:signal``)."""
+
+    job_id: int
+    state: str
+    exit_code: str = ""
