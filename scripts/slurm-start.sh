@@ -30,6 +30,7 @@
 #   RESTD_PORT          slurmrestd on 127.0.0.1, JWT auth        (PORT_BASE+3)
 #   NODE_PORT_BASE      CLOUD nodes get NODE_PORT_BASE+0..6      (PORT_BASE+10)
 #   RESTD               1 = start slurmrestd                     (1)
+#   RESTD_PLUGINS       its OpenAPI plugins            (every installed openapi/v0.0.NN)
 #   LOCAL_NODE LOCAL_CPUS LOCAL_MEM LOCAL_GPUS                   (local1 4 4000 2)
 #   SIMULATE_BOOT       1 = resumed CLOUD nodes really boot      (1)
 #   BOOT_DELAY          seconds a simulated boot takes           (1)
@@ -350,9 +351,18 @@ echo $! >"$BASE/run/slurmd.pid"
 SLURMD_PID=$!
 
 if [ "$RESTD" = 1 ]; then
-  # slurmrestd refuses root and SlurmUser; it authenticates every request with a JWT
+  # slurmrestd refuses root and SlurmUser; it authenticates every request with a JWT. Every
+  # installed slurmctld API version is served (22.05: v0.0.36 to v0.0.38), as a site would,
+  # so clients have to pick one.
+  if [ -z "${RESTD_PLUGINS:-}" ]; then
+    for so in /usr/lib/*/slurm-wlm/openapi_v0_0_*.so; do
+      [ -e "$so" ] || continue
+      v=${so##*/openapi_v}; v=${v%.so}
+      RESTD_PLUGINS="${RESTD_PLUGINS:+$RESTD_PLUGINS,}openapi/v$(echo "$v" | tr _ .)"
+    done
+  fi
   SLURM_JWT=daemon setsid /usr/sbin/slurmrestd -f "$SLURM_CONF" -a rest_auth/jwt \
-    -s openapi/v0.0.38 -u nobody -g nogroup "127.0.0.1:$RESTD_PORT" \
+    -s "${RESTD_PLUGINS:-openapi/v0.0.38}" -u nobody -g nogroup "127.0.0.1:$RESTD_PORT" \
     >"$BASE/log/slurmrestd.log" 2>&1 </dev/null &
   echo $! >"$BASE/run/slurmrestd.pid"
 fi

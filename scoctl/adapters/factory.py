@@ -60,7 +60,8 @@ def cluster_for(config: Config) -> Cluster:
 
 
 def scheduler_for(config: Config) -> BatchScheduler:
-    """Slurm through slurmrestd when `slurm.rest_url` is set, else through its commands."""
+    """Slurm through slurmrestd when `slurm.rest_url` is set (at `slurm.rest_api_version`, else
+    the newest version it offers), else through its commands."""
     from scoctl.adapters.slurm import SlurmCli, SlurmRest
 
     s = config.slurm
@@ -75,4 +76,5 @@ def scheduler_for(config: Config) -> BatchScheduler:
         except OSError as exc:
             raise ConfigError(f"cannot read the slurmrestd token: {exc.strerror}",
                               file=config.source_name, field="slurm.rest_token_file") from exc
-    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=s.timeout, cli=cli)
+    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=s.timeout,
+                     api=s.rest_api_version, cli=cli)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from scoctl.config.yamlsrc import Located, load_located
 from scoctl.core.model import (
     KINDS,
+    OLDEST_REST_API,
     SOURCES,
     TIERS,
     Contract,
@@ -24,6 +25,7 @@ from scoctl.core.model import (
     Pool,
     flavor_allocatable,
     is_slug,
+    rest_api_version,
 )
 from scoctl.core.quantity import (
     QuantityError,
@@ -109,6 +111,7 @@ class SlurmSettings:
     rest_url: str | None = None
     rest_user: str = "root"
     rest_token_file: Path | None = None
+    rest_api_version: str | None = None  # e.g. v0.0.40; None: the newest slurmrestd offers
     gpu_partition: str = "ml"
     default_partition: str | None = None
     gres_map: Mapping[str, str] = field(default_factory=lambda: {"gpu": "nvidia.com/gpu"})
@@ -243,7 +246,8 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                     "partition", "tolerates_reclaimable"}),
     ("kubernetes",): frozenset({"kubeconfig", "context", "workload_label", "contract_label",
                                 "gpu_resource", "namespaces"}),
-    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "gpu_partition",
+    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "rest_api_version",
+                           "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
                            "sbatch", "sacct", "timeout", "cloud_partitions"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
@@ -352,6 +356,19 @@ class _Reader:
     def path_value(self, data: Mapping[str, Any], path: Path_, key: str) -> Path | None:
         value = self.string(data, path, key)
         return Path(os.path.expanduser(value)) if value else None
+
+
+def _rest_api(r: _Reader, data: Mapping[str, Any], path: Path_) -> str | None:
+    """`slurm.rest_api_version`: a data-parser version scoctl reads (v0.0.38 or later)."""
+    text = r.string(data, path, "rest_api_version")
+    if text is None:
+        return None
+    version = rest_api_version(text)
+    if version is None or version < OLDEST_REST_API:
+        raise r.fail((*path, "rest_api_version"),
+                     f"{text!r}: give a slurmrestd data-parser version v0.0.38 or later "
+                     "(e.g. v0.0.40), or leave it out to use the newest the server offers")
+    return text.strip()
 
 
 def _bad_quantity(name: str, value: object) -> bool:
@@ -558,6 +575,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         rest_url=r.string(s, sp, "rest_url"),
         rest_user=r.string(s, sp, "rest_user", default="root") or "root",
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
+        rest_api_version=_rest_api(r, s, sp),
         gpu_partition=r.string(s, sp, "gpu_partition", default="ml") or "ml",
         default_partition=r.string(s, sp, "default_partition"),
         gres_map=gres_map or {"gpu": "nvidia.com/gpu"},

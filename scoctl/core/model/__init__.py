@@ -40,13 +40,20 @@ from scoctl.core.model.records import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
-from scoctl.core.model.slurm import ELASTIC_FLAGS, FinishedJob, SlurmJob, SlurmNode
+from scoctl.core.model.slurm import (
+    ELASTIC_FLAGS,
+    OLDEST_REST_API,
+    FinishedJob,
+    SlurmJob,
+    SlurmNode,
+    rest_api_version,
+)
 
 __all__ = [
-    "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
-    "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "FinishedJob", "Flavor",
+    "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
+    "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "FinishedJob", "Flavor",
     "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest",
-    "LaunchResult",
-    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "LaunchResult", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
+    "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable",
+    "is_slug", "rest_api_version",
 ]
