@@ -39,6 +39,7 @@ DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
 DEMO_CONFIG_NAME = "demo.yaml"
 Path_ = tuple[str | int, ...]
 
+_CA_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -126,8 +127,11 @@ class SlurmSettings:
 
 @dataclass(frozen=True)
 class Bootstrap:
-    join_secret_file: Path | None = None
+    join_secret_file: Path | None = None  # static fallback; never logged or stored
     user_data_template: Path | None = None
+    api_endpoint: str | None = None  # the Kubernetes API nodes join (host:port)
+    ca_cert_hash: str | None = None  # sha256:<hex> of the cluster CA (kubeadm discovery)
+    join_tokens: bool = True  # a short-lived bootstrap token per Kubernetes launch
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,8 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                            "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
                            "sbatch", "sacct", "timeout", "cloud_partitions"}),
-    ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
+    ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
+                               "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
@@ -369,6 +374,15 @@ def _rest_api(r: _Reader, data: Mapping[str, Any], path: Path_) -> str | None:
                      f"{text!r}: give a slurmrestd data-parser version v0.0.38 or later "
                      "(e.g. v0.0.40), or leave it out to use the newest the server offers")
     return text.strip()
+
+
+def _ca_cert_hash(r: _Reader, data: Mapping[str, Any]) -> str | None:
+    """`bootstrap.ca_cert_hash`: what ``kubeadm token create --print-join-command`` prints."""
+    text = r.string(data, ("bootstrap",), "ca_cert_hash")
+    if text is not None and not _CA_HASH.match(text):
+        raise r.fail(("bootstrap", "ca_cert_hash"),
+                     f"{text!r}: give sha256:<64 hex digits> (kubeadm's discovery hash)")
+    return text
 
 
 def _bad_quantity(name: str, value: object) -> bool:
@@ -594,6 +608,9 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     bootstrap = Bootstrap(
         join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
         user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
+        api_endpoint=r.string(b, ("bootstrap",), "api_endpoint"),
+        ca_cert_hash=_ca_cert_hash(r, b),
+        join_tokens=r.boolean(b, ("bootstrap",), "join_tokens", True),
     )
 
     t = r.mapping(root.get("timeouts"), ("timeouts",),

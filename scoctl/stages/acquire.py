@@ -388,7 +388,10 @@ class _RegionRun:
             slurm_node_name=plan.node_names[0] if plan.node_names else None,
             slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
         secret = self.texts.secret()
-        user_data = render_user_data(self.texts.template(), contract, secret)
+        boot = self.config.bootstrap
+        user_data = render_user_data(self.texts.template(), contract, secret,
+                                     join_endpoint=boot.api_endpoint,
+                                     join_ca_hash=boot.ca_cert_hash)
         tags = launch_tags(plan, launch_id)
         check_tags(tags)
         launch = self.config.launch_settings(self.region)
