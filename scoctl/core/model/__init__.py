@@ -14,6 +14,7 @@ from scoctl.core.model.cloud import (
     Networks,
     ServerInfo,
 )
+from scoctl.core.model.join import BootstrapToken, TokenSecret
 from scoctl.core.model.pools import (
     KINDS,
     SLUG_RE,
@@ -51,9 +52,9 @@ from scoctl.core.model.slurm import (
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
-    "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "FinishedJob", "Flavor",
-    "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest",
-    "LaunchResult", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
-    "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable",
-    "is_slug", "rest_api_version",
+    "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
+    "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord",
+    "LaunchRequest", "LaunchResult", "Networks", "PlanGeneration", "PlanUnitRecord",
+    "PlanWorkloadRecord", "Pool", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier",
+    "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug", "rest_api_version",
 ]
