@@ -39,6 +39,7 @@ from scoctl.core.model.records import (
     PlanUnitRecord,
     PlanWorkloadRecord,
     RankingCache,
+    TokenRecord,
     WorkloadRecord,
 )
 from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
@@ -49,5 +50,5 @@ __all__ = [
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
     "RankingCache", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "is_slug",
+    "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "WorkloadRecord", "is_slug",
 ]
