@@ -26,6 +26,7 @@ from scoctl.core.model.pools import (
     Pool,
     Source,
     Tier,
+    flavor_allocatable,
     is_slug,
 )
 from scoctl.core.model.records import (
@@ -49,6 +50,6 @@ __all__ = [
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
-    "RankingCache", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "WorkloadRecord", "is_slug",
+    "RankingCache", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord",
+    "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]
