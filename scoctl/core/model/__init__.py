@@ -36,9 +36,12 @@ from scoctl.core.model.records import (
     ExclusionRecord,
     InstanceRecord,
     LaunchRecord,
+    MetricCounters,
     PlanGeneration,
     PlanUnitRecord,
     PlanWorkloadRecord,
+    RankingCache,
+    TokenRecord,
     WorkloadRecord,
 )
 from scoctl.core.model.slurm import (
@@ -54,7 +57,8 @@ __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
     "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
     "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord",
-    "LaunchRequest", "LaunchResult", "Networks", "PlanGeneration", "PlanUnitRecord",
-    "PlanWorkloadRecord", "Pool", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier",
-    "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug", "rest_api_version",
+    "LaunchRequest", "LaunchResult", "MetricCounters", "Networks", "PlanGeneration",
+    "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "RankingCache", "ServerInfo", "SlurmJob",
+    "SlurmNode", "Source", "Tier", "TokenRecord", "TokenSecret", "WorkloadRecord",
+    "flavor_allocatable", "is_slug", "rest_api_version",
 ]
