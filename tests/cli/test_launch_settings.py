@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node
-from scoctl.state import Store
+from scoctl.state import open_store
 
 
 def what_if_config(tmp_path: Path, kubeconfig: Path) -> Path:
@@ -58,11 +58,11 @@ def test_acquire_and_config_check_name_the_missing_launch_field(
     check = cli("--config", str(config), "config", "check")
     assert check.code == 2
     assert "regions[0].launch: is required to launch instances (scoctl acquire)" in check.stderr
-    Store.open(tmp_path / "state.db", create=True).close()
+    open_store(tmp_path / "state.db", create=True).close()
     for args in (["acquire", "--dry-run"], ["acquire"]):
         result = cli("--config", str(config), *args)
         assert result.code == 2, (args, result.stderr)
         assert "regions[0].launch" in result.stderr and "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         assert store.events() == [] and store.launches() == []

@@ -27,7 +27,7 @@ from scoctl.config.schema import Config, load_config
 from scoctl.core.jobend import UNKNOWN_END
 from scoctl.host.spool import write_event
 from scoctl.stages.watch import WatchResult, run_pass
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -107,7 +107,7 @@ slurm: {{timeout: 20s}}
         pytest.fail(f"slurm-start.sh failed:\n{done.stdout}\n{done.stderr}")
     cluster = SlurmCluster(dir=base, conf=base / "etc" / "slurm.conf", rest_url=None,
                            port_base=int(env["PORT_BASE"]), token="")
-    store = Store.open(tmp / "state.db", clock=FixedClock(), create=True)
+    store = open_store(tmp / "state.db", clock=FixedClock(), create=True)
     try:
         yield EndingWorld(cluster, load_config(config_path), store,
                           SlurmCli(env={"SLURM_CONF": str(cluster.conf)}, timeout=20))
