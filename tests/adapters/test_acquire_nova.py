@@ -27,7 +27,7 @@ from scoctl.adapters.cloud import Cloud
 from scoctl.adapters.factory import cloud_for
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, Region, load_config
-from scoctl.core.fleet import current_units
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import (
     FlavorInfo,
     Headroom,
@@ -59,6 +59,11 @@ POOLS = """
   - {name: big.a, region: region-a, az: nova, flavor: m1.xlarge, group: g3, tier: reclaimable,
      depth: 50}
 """
+
+
+def current_units(store: Store) -> dict[str, dict[str, int]]:
+    """Live and in-flight units per workload and pool, as acquire counts them."""
+    return units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
 
 
 def write_config(tmp: Path, *, cloud: str = "scoctl-test", rate: int = 10,

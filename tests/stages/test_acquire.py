@@ -15,7 +15,7 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, Region, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.diff import waiting_node_names
-from scoctl.core.fleet import current_units
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
@@ -26,6 +26,11 @@ from scoctl.stages.plan import run_plan
 from scoctl.state import Store
 
 SECRET = "join-token-s3cr3t-value"
+
+
+def current_units(store: Store) -> dict[str, dict[str, int]]:
+    """Live and in-flight units per workload and pool, as acquire counts them."""
+    return units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
 
 
 def make_config(tmp: Path, *, regions: int = 1) -> Config:
