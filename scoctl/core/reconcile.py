@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
-from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
+from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
+from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
-from scoctl.errors import QuotaExceeded
 
 MANAGED_TAG = "sco:managed"
 LIVE = frozenset({"requested", "building", "active", "ready"})
@@ -42,15 +42,17 @@ SLURM_POWERED_OFF = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
 
 @dataclass(frozen=True)
 class Policy:
-    """The reconciler's knobs (seconds), from the config's `timeouts` and friends."""
+    """The reconciler's knobs (seconds), from the config's `timeouts`, `gc_orphans` and
+    `disruption_budget`. No defaults here: the config (`scoctl.config.schema.Timeouts`) is the
+    one place that says what an unset knob means."""
 
-    launch_timeout: float = 300.0
-    registration_timeout: float = 900.0
-    idle_timeout: float = 600.0
-    negative_cache: float = 180.0
-    orphan_grace: float = 1800.0
-    gc_orphans: bool = False
-    disruption_budget: float = 0.10
+    launch_timeout: float
+    registration_timeout: float
+    idle_timeout: float
+    negative_cache: float
+    orphan_grace: float
+    gc_orphans: bool
+    disruption_budget: float
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,6 @@ class ScaleDown:
 
 
 @dataclass(frozen=True)
-class Exclusion:
-    pool: str
-    reason: str
-    until: str
-
-
-@dataclass(frozen=True)
 class Event:
     workload: str | None
     token: str
@@ -163,7 +158,7 @@ class Decision:
     launch_updates: tuple[LaunchUpdate, ...] = ()
     deletions: tuple[Deletion, ...] = ()
     scale_downs: tuple[ScaleDown, ...] = ()
-    exclusions: tuple[Exclusion, ...] = ()
+    exclusions: tuple[ExclusionRecord, ...] = ()
     events: tuple[Event, ...] = ()
     dirty: Mapping[str, str] = field(default_factory=dict)
     adoptions: tuple[str, ...] = ()
@@ -247,7 +242,7 @@ class _Builder:
         self.launches: dict[str, LaunchUpdate] = {}
         self.deletions: list[Deletion] = []
         self.scale_downs: list[ScaleDown] = []
-        self.exclusions: dict[str, Exclusion] = {}
+        self.exclusions: dict[str, ExclusionRecord] = {}
         self.events: list[Event] = []
         self.dirty: dict[str, str] = {}
         self.adopted: list[str] = []
@@ -470,7 +465,7 @@ def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapsho
         if status == "error":
             delete(inst, "delete retried", power=False)  # recorded already; last delete failed
             return
-        fault = server.fault_message or f"ERROR (fault {server.fault_code})"
+        fault = fault_text(server)
         was_active = inst.active_at is not None or status in ("active", "ready")
         if was_active:
             b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
@@ -478,19 +473,16 @@ def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapsho
             b.mark_dirty(inst.workload, "units lost to a reclaim")
             delete(inst, "reclaimed (ERROR after ACTIVE)", status="error", fault=fault)
             return
-        if server.fault_error() is QuotaExceeded:
-            b.event(inst.workload, "QUOTA_EXCEEDED", "warning", server=inst.id,
-                    pool=inst.pool, fault=fault)
-            b.mark_dirty(inst.workload, "launch failed on quota")
-        else:
-            until = rfc3339(now + timedelta(seconds=policy.negative_cache))
-            if inst.pool and inst.pool not in b.exclusions:
-                b.exclusions[inst.pool] = Exclusion(inst.pool, f"capacity fault: {fault}",
-                                                    until)
-                b.event(inst.workload, "POOL_EXCLUDED", "warning", pool=inst.pool,
-                        until=until, fault=fault)
-            b.mark_dirty(inst.workload, f"pool {inst.pool} excluded")
-        delete(inst, "launch failed", status="error", fault=fault)
+        verdict = judge_fault(workload=inst.workload, pool=inst.pool, region=snapshot.region,
+                              fault=fault_text(server), quota=is_quota_fault(server),
+                              launch=inst.launch_id, servers=1, now=now,
+                              negative_cache=policy.negative_cache)
+        if verdict.exclusion is None or verdict.exclusion.pool not in b.exclusions:
+            if verdict.exclusion is not None:
+                b.exclusions[verdict.exclusion.pool] = verdict.exclusion
+            b.event(inst.workload, verdict.token, "warning", **verdict.detail)
+        b.mark_dirty(inst.workload, verdict.replan)
+        delete(inst, "launch failed", status="error", fault=verdict.fault)
         return
     if status == "error":
         delete(inst, "delete retried", power=False)

@@ -38,7 +38,6 @@ import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,8 +46,10 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region
 from scoctl.core.diff import Headroom as DiffHeadroom
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
+from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, units_of
 from scoctl.core.model import (
+    ExclusionRecord,
     InstanceRecord,
     LaunchRecord,
     LaunchRequest,
@@ -60,7 +61,6 @@ from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import (
     ApiError,
     ConfigError,
-    InsufficientCapacity,
     PermanentError,
     QuotaExceeded,
     TemporaryError,
@@ -154,16 +154,6 @@ class LaunchOutcome:
 
 
 @dataclass(frozen=True)
-class ExclusionOutcome:
-    """A pool put on the negative cache by a capacity fault."""
-
-    pool: str
-    reason: str
-    until: str
-    workloads: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class QuotaFault:
     """A launch Nova refused (403) or whose servers failed its quota recheck (ERROR, 413)."""
 
@@ -184,7 +174,7 @@ class AcquireResult:
     launches: tuple[LaunchOutcome, ...] = ()
     planned: tuple[CallSpec, ...] = ()
     shortfalls: tuple[Shortfall, ...] = ()
-    exclusions: tuple[ExclusionOutcome, ...] = ()
+    exclusions: tuple[ExclusionRecord, ...] = ()
     quota_faults: tuple[QuotaFault, ...] = ()
     replanned: tuple[str, ...] = ()
     powered_down: tuple[str, ...] = ()  # Slurm nodes handed back after a failed launch
@@ -203,7 +193,7 @@ class _Collected:
     launches: list[LaunchOutcome] = field(default_factory=list)
     planned: list[CallSpec] = field(default_factory=list)
     shortfalls: list[Shortfall] = field(default_factory=list)
-    exclusions: list[ExclusionOutcome] = field(default_factory=list)
+    exclusions: list[ExclusionRecord] = field(default_factory=list)
     quota_faults: list[QuotaFault] = field(default_factory=list)
     replanned: list[str] = field(default_factory=list)
     powered_down: list[str] = field(default_factory=list)
@@ -429,11 +419,14 @@ class _RegionRun:
             result = self.cloud.launch(request)
         except QuotaExceeded as exc:
             message = str(exc)
+            verdict = judge_fault(workload=plan.workload, pool=plan.pool,
+                                  region=self.region.name, fault=message, quota=True,
+                                  launch=launch_id, servers=0, now=self.clock.now(),
+                                  negative_cache=self.config.timeouts.negative_cache)
             with self.store.transaction():
                 self.store.update_launch(launch_id, status="failed", error=message)
-                self.store.append_event(plan.workload, "QUOTA_EXCEEDED", "warning", None, {
-                    "pool": plan.pool, "launch": launch_id, "requested": plan.count,
-                    "message": message, "region": self.region.name})
+                self.store.append_event(plan.workload, verdict.token, "warning", None,
+                                        dict(verdict.detail))
             self.out.quota_faults.append(QuotaFault(plan.workload, plan.pool, launch_id, 0,
                                                     message, asynchronous=False))
             self.release_nodes(plan.node_names, "launch refused: quota exceeded")
@@ -580,51 +573,45 @@ class _RegionRun:
 
     def handle_errors(self, errors: list[ServerInfo],
                       launches: Mapping[str, LaunchOutcome]) -> set[str]:
-        by_launch: dict[str, list[tuple[ServerInfo, type[Exception]]]] = {}
+        by_launch: dict[str, list[ServerInfo]] = {}
         for listed in errors:
             server = self.cloud.server(listed.id) or listed  # list views may lack the fault
-            kind = server.fault_error() or InsufficientCapacity
             launch_id = _launch_of(listed)
             if launch_id in launches:
-                by_launch.setdefault(launch_id, []).append((server, kind))
+                by_launch.setdefault(launch_id, []).append(server)
         lost: set[str] = set()
-        excluded: dict[str, ExclusionOutcome] = {}
+        excluded: list[ExclusionRecord] = []
         for launch_id, failed in by_launch.items():
             outcome = launches[launch_id]
-            fault = failed[0][0]
-            message = f"{fault.fault_code}: {(fault.fault_message or '').strip()}"
-            capacity = any(kind is InsufficientCapacity for _, kind in failed)
+            # one capacity fault among the launch's servers makes it a capacity fault
+            first = next((s for s in failed if not is_quota_fault(s)), failed[0])
+            verdict = judge_fault(
+                workload=outcome.workload, pool=outcome.pool, region=self.region.name,
+                fault=fault_text(first), quota=is_quota_fault(first),
+                launch=launch_id, servers=len(failed), now=self.clock.now(),
+                negative_cache=self.config.timeouts.negative_cache)
             with self.store.transaction():
-                for server, _ in failed:
-                    self.store.update_instance(server.id, status="error", fault=message)
-                if capacity:
-                    until = rfc3339(self.clock.now()
-                                    + timedelta(seconds=self.config.timeouts.negative_cache))
-                    reason = f"capacity fault on launch {launch_id}: {message}"
-                    self.store.exclude(outcome.pool, reason, until)
-                    self.store.append_event(outcome.workload, "POOL_EXCLUDED", "warning", None, {
-                        "pool": outcome.pool, "until": until, "launch": launch_id,
-                        "fault": message, "servers": len(failed)})
-                    self.store.mark_dirty({outcome.workload}, f"pool {outcome.pool} excluded")
-                    previous = excluded.get(outcome.pool)
-                    workloads = tuple(sorted({outcome.workload,
-                                              *(previous.workloads if previous else ())}))
-                    excluded[outcome.pool] = ExclusionOutcome(outcome.pool, reason, until,
-                                                              workloads)
-                    lost.add(outcome.workload)
-                else:
-                    self.store.append_event(outcome.workload, "QUOTA_EXCEEDED", "warning", None, {
-                        "pool": outcome.pool, "launch": launch_id, "servers": len(failed),
-                        "message": message, "asynchronous": True})
-                    self.out.quota_faults.append(QuotaFault(
-                        outcome.workload, outcome.pool, launch_id, len(failed), message,
-                        asynchronous=True))
-            for server, _ in failed:
+                for server in failed:
+                    self.store.update_instance(server.id, status="error", fault=verdict.fault)
+                if verdict.exclusion is not None:
+                    ex = verdict.exclusion
+                    self.store.exclude(ex.pool, ex.reason, ex.until)
+                    excluded.append(ex)
+                self.store.append_event(outcome.workload, verdict.token, "warning", None,
+                                        dict(verdict.detail))
+                self.store.mark_dirty({outcome.workload}, verdict.replan)
+            if verdict.quota:
+                self.out.quota_faults.append(QuotaFault(
+                    outcome.workload, outcome.pool, launch_id, len(failed), verdict.fault,
+                    asynchronous=True))
+            else:
+                lost.add(outcome.workload)
+            for server in failed:
                 self.delete(server.id)
-            if not capacity:
-                self.release_nodes(tuple(n for s, _ in failed if (n := self.node_of(s.id))),
+            if verdict.quota:
+                self.release_nodes(tuple(n for s in failed if (n := self.node_of(s.id))),
                                    "launch failed: quota exceeded")
-        self.out.exclusions.extend(excluded.values())
+        self.out.exclusions.extend(merge_exclusions(excluded))
         return lost
 
     def node_of(self, server_id: str) -> str | None:

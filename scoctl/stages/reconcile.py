@@ -37,6 +37,7 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.errors import ApiError, ScoctlError
+from scoctl.host.discovery import host_hints
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -87,18 +88,6 @@ def policy_of(config: Config) -> Policy:
                   idle_timeout=t.idle, negative_cache=t.negative_cache,
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
                   disruption_budget=config.disruption_budget)
-
-
-def uses_kubernetes(config: Config) -> bool:
-    """Kubernetes is in play when a workload comes from it or a kubeconfig is configured."""
-    return (config.kubernetes.kubeconfig is not None
-            or any(w.source == "k8s" for w in config.workloads))
-
-
-def uses_slurm(config: Config) -> bool:
-    """Slurm is in play when a workload comes from it or CLOUD partitions are configured."""
-    return (bool(config.slurm.cloud_partitions) or config.slurm.rest_url is not None
-            or any(w.source == "slurm" for w in config.workloads))
 
 
 def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
@@ -373,13 +362,14 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     if discover:
         from scoctl.adapters.factory import cluster_for, scheduler_for
 
-        if cluster is None and uses_kubernetes(config):
+        sources = config.sources(host_hints(config))
+        if cluster is None and "k8s" in sources:
             try:
                 cluster = cluster_for(config)
                 owned.append(cluster)
             except ScoctlError as exc:
                 errors.append(f"kubernetes: {exc}")
-        if scheduler is None and uses_slurm(config):
+        if scheduler is None and "slurm" in sources:
             scheduler = scheduler_for(config)
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:

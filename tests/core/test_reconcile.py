@@ -15,7 +15,11 @@ from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNod
 from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-POLICY = Policy()
+# the config's defaults (timeouts: launch 5m, registration 15m, idle 10m, negative_cache 3m,
+# orphan_grace 30m; gc_orphans off; disruption_budget 10%)
+POLICY = Policy(launch_timeout=300.0, registration_timeout=900.0, idle_timeout=600.0,
+                negative_cache=180.0, orphan_grace=1800.0, gc_orphans=False,
+                disruption_budget=0.10)
 REGION = "region-a"
 TIERS = {"p-spot": "reclaimable", "p-res": "committed", "p-spot2": "reclaimable"}
 
@@ -168,6 +172,7 @@ def test_capacity_fault_excludes_the_pool_and_deletes() -> None:
     assert [e.pool for e in d.exclusions] == ["p-spot"]
     assert d.exclusions[0].until == rfc3339(NOW + timedelta(seconds=180))
     assert tokens(d) == ["POOL_EXCLUDED"]
+    assert set(d.events[0].detail) == {"pool", "launch", "servers", "fault", "region", "until"}
     assert fields(d, "a")["status"] == "error"
     assert "No valid host" in fields(d, "a")["fault"]
     assert [x.server_id for x in d.deletions] == ["a"]
@@ -180,6 +185,7 @@ def test_quota_fault_deletes_without_excluding() -> None:
     d = decide(snap(servers=(server,), instances=(inst,)), POLICY, NOW)
     assert d.exclusions == ()
     assert tokens(d) == ["QUOTA_EXCEEDED"]
+    assert set(d.events[0].detail) == {"pool", "launch", "servers", "fault", "region"}
     assert [x.server_id for x in d.deletions] == ["a"]
 
 

@@ -261,6 +261,8 @@ def test_a_403_quota_answer_fails_the_launch_but_keeps_the_pool_eligible(
     [fault] = result.quota_faults
     assert (fault.pool, fault.asynchronous) == ("small.a", False)
     assert tokens(store, "QUOTA_EXCEEDED")[0]["pool"] == "small.a"
+    assert set(tokens(store, "QUOTA_EXCEEDED")[0]) == {"pool", "launch", "servers", "fault",
+                                                       "region"}
     assert store.exclusions() == [] and result.exclusions == ()
     assert result.ok  # quota is a domain outcome, not a failed run
     assert current_units(store) == {}  # the units are free for the next run
@@ -302,6 +304,9 @@ def test_no_valid_host_excludes_the_pool_and_the_workload_falls_back_in_the_same
     assert exclusion.until == rfc3339(clock.now() + timedelta(seconds=180))
     assert [(e.pool, e.workloads) for e in result.exclusions] == [("big.a", ("web",))]
     assert tokens(store, "POOL_EXCLUDED")[0]["pool"] == "big.a"
+    # the one fault rule (core.faults) gives acquire and reconcile the same detail shape
+    assert set(tokens(store, "POOL_EXCLUDED")[0]) == {"pool", "launch", "servers", "fault",
+                                                      "region", "until"}
     assert result.replanned == ("web",)
     assert [(u.pool, u.units) for u in store.plans()["web"].pools] == [("medium.a", 2)]
     assert [(o.pool, o.created, o.round_no) for o in result.launches] == [
