@@ -79,13 +79,13 @@ def resume(
     from scoctl.adapters.factory import scheduler_for
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
-    from scoctl.stages.reconcile import power_resume
+    from scoctl.stages.slurm_power import resume_nodes
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
     names = _expand(config, hostlist)
     with g.open_store() as store:
-        added = power_resume(config, store, scheduler_for(config), names, workload=workload,
+        added = resume_nodes(config, store, scheduler_for(config), names, workload=workload,
                              jobs=_resume_jobs())
     if g.json:
         render.print_json({"resumed": added})
@@ -99,8 +99,9 @@ def _release(ctx: typer.Context, hostlist: str, reason: str, json_out: bool,
     from scoctl.adapters.factory import scheduler_for
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
+    from scoctl.core.model import NodeRelease
     from scoctl.errors import ApiError
-    from scoctl.stages.reconcile import POWER_DOWN, power_release
+    from scoctl.stages.slurm_power import POWER_DOWN, release_nodes
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
@@ -114,7 +115,7 @@ def _release(ctx: typer.Context, hostlist: str, reason: str, json_out: bool,
             except ApiError as exc:
                 failed.append(f"{name}: {exc}")
     with g.open_store() as store:
-        dropped = power_release(store, names, reason)
+        dropped = release_nodes(store, [NodeRelease(n, reason) for n in names], suspend=True)
     if g.json:
         render.print_json({"released": dropped, "nodes": names, "errors": failed})
     else:

@@ -8,9 +8,9 @@ state changes, exclusions, events, workloads to re-plan) · act: deletes and sca
 the region's token budget, each outcome recorded as it lands; then the teardown of failed
 deployment / inference workloads through the watch stage's one teardown path.
 
-Slurm power saving meets the fleet here too: `power_resume` turns a ResumeProgram hostlist into
-a claim for those nodes, `power_release` hands nodes back (SuspendProgram, ResumeFailProgram, a
-failed launch) so their servers get deleted and their demand leaves the claim.
+Slurm CLOUD nodes this pass powers down (a failed launch, a scale-down) are returned in
+`released`: their demand leaves the claims when the composer hands them to the Slurm power stage
+(`scoctl.stages.run.reconcile_and_release`). Reconcile calls no other stage.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scoctl.clock import Clock, rfc3339
+from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
-from scoctl.core.model import InstanceRecord, PlanWorkloadRecord
+from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
 from scoctl.core.reconcile import (
     LIVE,
     MANAGED_TAG,
@@ -38,19 +38,18 @@ from scoctl.core.reconcile import (
 )
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
+from scoctl.stages.slurm_marks import set_suspended_nodes, suspended_nodes
 from scoctl.state import Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster, PodInfo
-    from scoctl.core.model import ServerInfo, SlurmNode
+    from scoctl.core.model import ServerInfo
 
 log = logging.getLogger(__name__)
 
 ORPHANS_KEY = "reconcile:orphans_seen"
-SUSPENDED_KEY = "slurm:suspended"
-SHAPES_KEY = "slurm:node_shapes"
 POWER_DOWN = "POWER_DOWN_FORCE"
 
 
@@ -64,6 +63,7 @@ class RegionOutcome:
     scaled_down: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()  # scale-downs called off: the node got work meanwhile
     errors: tuple[str, ...] = ()
+    released: tuple[NodeRelease, ...] = ()  # Slurm nodes powered down: out of their claims
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,11 @@ class ReconcileResult:
     def changed(self) -> bool:
         """True when this pass changed the state or the world."""
         return any(not r.decision.empty for r in self.regions) or bool(self.torn_down)
+
+    @property
+    def released(self) -> tuple[NodeRelease, ...]:
+        """The Slurm nodes this pass powered down, whose demand leaves their claims."""
+        return tuple(item for r in self.regions for item in r.released)
 
 
 def policy_of(config: Config) -> Policy:
@@ -125,6 +130,7 @@ class _Region:
         self.dry_run = dry_run
         self.count = count
         self.errors: list[str] = []
+        self.released: list[NodeRelease] = []
 
     def _note(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{self.region.name}: {what}: {exc}")
@@ -176,7 +182,7 @@ class _Region:
             launches=tuple(launch for launch in store.launches()
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
-            suspended=frozenset(store.get_kv(SUSPENDED_KEY, [])), targets=_targets(plans),
+            suspended=suspended_nodes(store), targets=_targets(plans),
             workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
             orphans_seen=dict(store.get_kv(ORPHANS_KEY, {}).get(self.region.name, {})))
@@ -243,9 +249,8 @@ class _Region:
                                     {"server": inst.id, "name": inst.name, "pool": inst.pool,
                                      "reason": reason})
             if inst.node_name:
-                suspended = set(self.store.get_kv(SUSPENDED_KEY, []))
-                if inst.node_name in suspended:
-                    self.store.set_kv(SUSPENDED_KEY, sorted(suspended - {inst.node_name}))
+                set_suspended_nodes(self.store,
+                                    suspended_nodes(self.store) - {inst.node_name})
 
     def power_down(self, node: str, reason: str) -> None:
         if self.scheduler is None:
@@ -254,7 +259,7 @@ class _Region:
             self.scheduler.update_node(node, state=POWER_DOWN, reason=reason)
         except ApiError as exc:
             self._note(f"power down Slurm node {node}", exc)
-        power_release(self.store, [node], reason, suspend=False)
+        self.released.append(NodeRelease(node, reason))
 
     def deletion(self, d: Deletion) -> bool:
         if d.node and self.cluster is not None:
@@ -314,7 +319,7 @@ class _Region:
                 except ApiError as exc:
                     self._note(f"power down Slurm node {s.slurm_node}", exc)
                     return "error"
-            power_release(self.store, [s.slurm_node], "scale-down", suspend=False)
+            self.released.append(NodeRelease(s.slurm_node, "scale-down"))
         ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
                                 s.workload, s.name)
         return "deleted" if ok else "error"
@@ -335,7 +340,7 @@ class _Region:
             outcome = self.scale_down(s)
             (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(s.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
-                             tuple(kept), tuple(self.errors))
+                             tuple(kept), tuple(self.errors), tuple(self.released))
 
 
 def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | None = None,
@@ -433,110 +438,3 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
         else:
             done.append(row.slug)
     return tuple(sorted(done))
-
-
-# -- Slurm power saving ---------------------------------------------------------------------
-
-
-def node_shape(node: SlurmNode, config: Config) -> dict[str, int]:
-    """A Slurm node's shape as a claim counts it: cpu millicores, memory bytes, GPUs."""
-    gpu_resource = config.slurm.gres_map.get("gpu", config.kubernetes.gpu_resource)
-    shape = {"cpu": node.cpus * 1000, "memory": node.memory_mb * 2**20}
-    gpus = node.gpus(gres_map=config.slurm.gres_map, gpu_resource=gpu_resource)
-    if gpus:
-        shape[gpu_resource] = gpus
-    return shape
-
-
-def _claim_for(store: Store, workload: str, nodes: Sequence[str],
-               shapes: Mapping[str, Mapping[str, int]], contract: str, tolerates: bool) -> bool:
-    requests: dict[str, int] = {}
-    largest: dict[str, int] = {}
-    for name in nodes:
-        for res, amount in shapes.get(name, {}).items():
-            requests[res] = requests.get(res, 0) + amount
-            largest[res] = max(largest.get(res, 0), amount)
-    _, changed = store.put_claim(workload, contract=contract, requests=requests,
-                                 largest_pod=largest, pods=len(nodes), source="slurm",
-                                 tolerates_reclaimable=tolerates, nodes=list(nodes))
-    return changed
-
-
-def power_resume(config: Config, store: Store, scheduler: BatchScheduler,
-                 names: Sequence[str], *, workload: str | None = None,
-                 jobs: Mapping[str, str] | None = None) -> dict[str, list[str]]:
-    """Slurm asked to resume `names`: add them to their workloads' claims (one server per node
-    name follows from plan and acquire). Returns the nodes added per workload.
-
-    The workload is `workload`, else the one tracking a job of the resume file that runs on
-    the node (`jobs[node] = job id`), else the config's Slurm workload for the node's
-    partition, else ``slurm-<partition>``.
-    """
-    known = {n.name: n for n in scheduler.nodes()}
-    shapes = dict(store.get_kv(SHAPES_KEY, {}))
-    by_workload: dict[str, list[str]] = {}
-    for name in names:
-        node = known.get(name)
-        if node is None:
-            log.warning("slurm resume: unknown node %s", name)
-            continue
-        shapes[name] = node_shape(node, config)
-        target = workload
-        job = (jobs or {}).get(name)
-        if target is None and job:
-            row = store.workload_by_job(job)
-            target = row.slug if row else None
-        if target is None:
-            for spec in config.workloads:
-                if spec.source == "slurm" and spec.partition in node.partitions:
-                    target = spec.name
-                    break
-        if target is None:
-            target = f"slurm-{node.partitions[0] if node.partitions else 'cloud'}"
-        by_workload.setdefault(target, []).append(name)
-    with store.transaction():
-        store.set_kv(SHAPES_KEY, shapes)
-        suspended = set(store.get_kv(SUSPENDED_KEY, []))
-        if suspended & set(names):
-            store.set_kv(SUSPENDED_KEY, sorted(suspended - set(names)))
-        for slug, added in sorted(by_workload.items()):
-            wanted = config.workload(slug)
-            old = store.claim(slug)
-            nodes = sorted(set(old.nodes if old else ()) | set(added))
-            _claim_for(store, slug, nodes, shapes, wanted.contract if wanted else
-                       (old.contract if old else "T1"),
-                       wanted.tolerates_reclaimable if wanted else True)
-            store.append_event(slug, "SLURM_NODES_RESUME", "info", None,
-                               {"nodes": ",".join(sorted(added))})
-    return by_workload
-
-
-def power_release(store: Store, names: Iterable[str], reason: str, *,
-                  suspend: bool = True) -> dict[str, list[str]]:
-    """Slurm handed `names` back (suspended, or a resume that failed): drop them from their
-    claims and, with `suspend`, mark them so the next reconcile deletes their servers.
-    Returns the nodes dropped per workload."""
-    wanted = set(names)
-    shapes = dict(store.get_kv(SHAPES_KEY, {}))
-    dropped: dict[str, list[str]] = {}
-    with store.transaction():
-        for claim in store.claims():
-            gone = sorted(set(claim.nodes) & wanted)
-            if not gone:
-                continue
-            keep = sorted(set(claim.nodes) - wanted)
-            _claim_for(store, claim.workload, keep, shapes, claim.contract,
-                       claim.tolerates_reclaimable)
-            dropped[claim.workload] = gone
-            store.append_event(claim.workload, "SLURM_NODES_RELEASED", "info", None,
-                               {"nodes": ",".join(gone), "reason": reason})
-        if suspend:
-            instances = store.instances()
-            live = {i.node_name for i in instances if i.node_name and i.status in LIVE}
-            marked = set(store.get_kv(SUSPENDED_KEY, [])) | (wanted & live)
-            store.set_kv(SUSPENDED_KEY, sorted(marked))
-            now = rfc3339(store.clock.now())
-            for inst in instances:
-                if inst.node_name in wanted and inst.status in LIVE and not inst.idle_since:
-                    store.update_instance(inst.id, idle_since=now)
-    return dropped

@@ -39,12 +39,12 @@ from scoctl.core.model.records import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
-from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
+from scoctl.core.model.slurm import ELASTIC_FLAGS, NodeRelease, SlurmJob, SlurmNode
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "is_slug",
+    "Networks", "NodeRelease", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
+    "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "is_slug",
 ]

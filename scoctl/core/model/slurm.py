@@ -74,3 +74,13 @@ class SlurmJob:
     gres_per_job: tuple[Gres, ...] = ()
     node_count: int = 0
     nodes: str = ""
+
+
+@dataclass(frozen=True)
+class NodeRelease:
+    """A Slurm CLOUD node to hand back: its demand leaves its claim (and, when asked, the node
+    goes back to powered-down). Acquire and reconcile return these; the Slurm power stage
+    carries them out."""
+
+    node: str
+    reason: str
