@@ -8,9 +8,70 @@ configured resource name), one "pod" per node; the planner then picks each node'
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import ClaimRecord, SlurmNode
+from scoctl.errors import UsageError
+
+RESUME = "SLURM_POWER_RESUME"
+SUSPEND = "SLURM_POWER_SUSPEND"
+RESUME_FAIL = "SLURM_POWER_RESUME_FAIL"
+ACTIONS = (RESUME, SUSPEND, RESUME_FAIL)
+# why the nodes of each hand-back leave their claims (in SLURM_NODES_RELEASED events)
+RELEASE_REASONS = {SUSPEND: "suspended by Slurm power saving",
+                   RESUME_FAIL: "resume failed (ResumeTimeout)"}
+
+
+@dataclass(frozen=True)
+class PowerRequest:
+    """What one of Slurm's power-saving programs asked, as it travels through the spool:
+    `action` (resume, suspend, resume failed), the node names, the workload a ``--workload``
+    named, and the job each resumed node is for (from Slurm's resume file)."""
+
+    action: str
+    nodes: tuple[str, ...]
+    workload: str | None = None
+    jobs: Mapping[str, str] = field(default_factory=dict)
+
+    def detail(self) -> dict[str, Any]:
+        """The spool event's detail."""
+        return {"nodes": list(self.nodes), "jobs": dict(self.jobs)}
+
+
+def request_of(action: str, workload: str, detail: Mapping[str, Any]) -> PowerRequest | None:
+    """A spooled power request back as a value; None when it is not one scoctl wrote."""
+    nodes = detail.get("nodes")
+    jobs = detail.get("jobs") or {}
+    if action not in ACTIONS or not isinstance(nodes, list) or not isinstance(jobs, dict):
+        return None
+    return PowerRequest(action, tuple(str(n) for n in nodes), workload or None,
+                        {str(k): str(v) for k, v in jobs.items()})
+
+
+def node_names(hostlist: str) -> tuple[str, ...]:
+    """A Slurm hostlist (``gpu-a100-[1-2],local1``) as node names; UsageError naming
+    HOSTLIST when it is not one."""
+    try:
+        names = tuple(expand_hostlist(hostlist))
+    except ValueError as exc:
+        raise UsageError(f"HOSTLIST {hostlist!r}: not a hostlist ({exc})") from exc
+    if not names or any(not n or any(c in n for c in "[], ") for n in names):
+        raise UsageError(f"HOSTLIST {hostlist!r}: not a hostlist")
+    return names
+
+
+def resume_file_jobs(data: Any) -> dict[str, str]:
+    """node → job id from the JSON of Slurm's SLURM_RESUME_FILE (ResumeProgram only)."""
+    out: dict[str, str] = {}
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    for job in jobs if isinstance(jobs, list) else []:
+        if not isinstance(job, dict):
+            continue
+        for node in expand_hostlist(str(job.get("nodes") or "")):
+            out.setdefault(node, str(job.get("job_id")))
+    return out
 
 
 @dataclass(frozen=True)

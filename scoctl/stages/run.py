@@ -8,8 +8,9 @@ A stage never calls another stage (an import contract holds it); this module doe
   nodes of launches that failed for sure go back to powered-down (Slurm power stage).
 - `reconcile_and_release` (``scoctl reconcile``): the reconcile stage, then the Slurm nodes it
   powered down leave their claims (Slurm power stage).
-- `run_once` (``scoctl run``): watch (one pass) → plan → acquire with fallback → reconcile with
-  release, each called as a function (never a subprocess) and timed.
+- `run_once` (``scoctl run``): watch (one pass) → the Slurm power stage (what Slurm's
+  power-saving programs spooled; when Slurm is in use) → plan → acquire with fallback →
+  reconcile with release, each called as a function (never a subprocess) and timed.
 
 In `run_once` an API failure in one stage does not stop the others — every later stage is safe
 on the state the earlier ones left (plan works on the claims already recorded, acquire on the
@@ -46,7 +47,7 @@ from scoctl.stages.acquire import (
 from scoctl.stages.metrics import RunSample, StageSample
 from scoctl.stages.plan import run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.stages.slurm_power import hand_back, release_nodes
+from scoctl.stages.slurm_power import apply_requests, hand_back, release_nodes
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGES = ("watch", "plan", "acquire", "reconcile")
 MAX_ROUNDS = 3  # the first launch and at most two same-run fallbacks
 
 
@@ -291,7 +291,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
              budget: BudgetFactory | None = None) -> RunResult:
     """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
     started = time.perf_counter()
-    one = _Pass(config, store, clock, systems, budget or default_budget)
+    this_pass = _Pass(config, store, clock, systems, budget or default_budget)
 
     def watch() -> tuple[Any, list[str]]:
         from scoctl.stages.watch import run_pass
@@ -300,27 +300,33 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                           cluster=systems.cluster, scheduler=systems.scheduler)
         return result, list(result.errors)
 
+    def slurm_power() -> tuple[Any, list[str]]:
+        result = apply_requests(config, store, systems.scheduler)
+        return result, list(result.errors)
+
     def plan() -> tuple[Any, list[str]]:
         return run_plan(config, store, clock), []
 
     def acquire() -> tuple[Any, list[str]]:
         result = acquire_with_fallback(
-            config, store, clock, region=region, connect=one.cache.connect,
-            budget=one.cache.budget,
+            config, store, clock, region=region, connect=this_pass.cache.connect,
+            budget=this_pass.cache.budget,
             watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch, sleep=sleep,
             scheduler=systems.scheduler)
         return result, list(result.errors)
 
     def reconcile() -> tuple[Any, list[str]]:
         result = reconcile_and_release(config, store, clock, region=region, teardown=teardown,
-                                       connect=one.cloud, cluster=systems.cluster,
+                                       connect=this_pass.cloud, cluster=systems.cluster,
                                        scheduler=systems.scheduler, discover=False)
         return result, list(result.errors)
 
-    watched = one.stage("watch", watch,
+    watched = this_pass.stage("watch", watch,
                         "" if systems.sources else "no Kubernetes or Slurm configured")
-    planned = one.stage("plan", plan)
-    one.stage("acquire", acquire)
-    one.stage("reconcile", reconcile)
-    run = RunResult(stages=tuple(one.reports), seconds=time.perf_counter() - started)
-    return one.write_metrics(watched, planned, run)
+    if "slurm" in systems.sources:  # what Slurm's power-saving programs spooled
+        this_pass.stage("slurm-power", slurm_power)
+    planned = this_pass.stage("plan", plan)
+    this_pass.stage("acquire", acquire)
+    this_pass.stage("reconcile", reconcile)
+    run = RunResult(stages=tuple(this_pass.reports), seconds=time.perf_counter() - started)
+    return this_pass.write_metrics(watched, planned, run)

@@ -1,12 +1,16 @@
-"""The Slurm power stage (DESIGN §11): Slurm's power saving meets the fleet.
+"""The Slurm power stage (DESIGN §9, §11): Slurm's power saving meets the fleet.
 
-read: the CLOUD nodes Slurm resumes or hands back (ResumeProgram, SuspendProgram,
-ResumeFailProgram) and the nodes acquire or reconcile give up on, Slurm's view of those nodes ·
-decide: `core.slurm_power` (the workload a node serves, what node names ask for, which claims
-lose which nodes) · record: the claims (source ``slurm``, one "pod" per node), the marks of
-handed-back nodes whose servers reconcile deletes, ``SLURM_NODES_RESUME`` /
-``SLURM_NODES_RELEASED`` events · act: ``scontrol update State=POWER_DOWN_FORCE`` (never DOWN)
-for the nodes of launches that failed for sure.
+Slurm runs its power-saving programs (ResumeProgram, SuspendProgram, ResumeFailProgram) as
+SlurmUser, who may not write the state: `scoctl slurm resume|suspend|resume-fail` only drop a
+`PowerRequest` into the spool (`spool_request`) and exit 0. The next pass applies them:
+
+read: the power requests in the spool (in the order Slurm made them), Slurm's view of their
+nodes, and the nodes acquire or reconcile give up on · decide: `core.slurm_power` (the workload
+a node serves, what node names ask for, which claims lose which nodes) · record: the claims
+(source ``slurm``, one "pod" per node), the marks of handed-back nodes whose servers reconcile
+deletes, ``SLURM_NODES_RESUME`` / ``SLURM_NODES_RELEASED`` events · act: ``scontrol update
+State=POWER_DOWN_FORCE`` (never DOWN) for nodes whose resume failed and for the nodes of
+launches that failed for sure. A request's spool file is deleted once it is applied.
 
 Plan and acquire create one server per resumed node name; reconcile deletes the servers of
 handed-back nodes. This stage never calls another one: `scoctl.stages.run` composes them.
@@ -14,22 +18,33 @@ handed-back nodes. This stage never calls another one: `scoctl.stages.run` compo
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
 from scoctl.core.model import NodeRelease
 from scoctl.core.slurm_power import (
+    RELEASE_REASONS,
+    RESUME,
+    RESUME_FAIL,
     NodeRule,
+    PowerRequest,
     node_shape,
     nodes_demand,
     releases,
+    request_of,
+    resume_file_jobs,
     resume_workload,
 )
 from scoctl.core.timefmt import rfc3339
-from scoctl.errors import ApiError
+from scoctl.errors import ApiError, ScoctlError
+from scoctl.host.spool import POWER_KIND, SpoolEvent, discard, pending_events, write_event
 from scoctl.stages.slurm_marks import (
     node_shapes,
     set_node_shapes,
@@ -167,3 +182,91 @@ def hand_back(store: Store, scheduler: BatchScheduler | None,
         power_down(scheduler, [item.node for item in failed if item.reason == reason], reason)
     release_nodes(store, failed, suspend=False)
     return tuple(item.node for item in failed)
+
+
+# --------------------------------------------------------------------------- through the spool
+
+
+def resume_jobs(path: str | None) -> dict[str, str]:
+    """node → job id from Slurm's SLURM_RESUME_FILE; {} when there is none or it is
+    unreadable (the workload then comes from the node's partition)."""
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return resume_file_jobs(data)
+
+
+def spool_request(config: Config, clock: Clock, request: PowerRequest) -> Path:
+    """Drop a power request into the spool (no state, no lock: SlurmUser may run this).
+    Raises ScoctlError when the spool is not writable."""
+    try:
+        return write_event(config.spool, ts=rfc3339(clock.now()), token=request.action,
+                           workload=request.workload or "", detail=request.detail(),
+                           kind=POWER_KIND)
+    except OSError as exc:
+        raise ScoctlError(f"cannot write the power request to the spool {config.spool}: "
+                          f"{exc.strerror or exc}") from exc
+
+
+@dataclass
+class PowerResult:
+    """What one pass applied: requests, nodes added to claims (resume) and dropped from them
+    (suspend, resume failed) per workload, nodes powered down, and errors."""
+
+    applied: int = 0
+    resumed: dict[str, list[str]] = field(default_factory=dict)
+    released: dict[str, list[str]] = field(default_factory=dict)
+    powered_down: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def apply_requests(config: Config, store: Store,
+                   scheduler: BatchScheduler | None) -> PowerResult:
+    """Apply the spooled power requests in order; each file is deleted once applied. A
+    request that needs Slurm while Slurm cannot be read stays for the next pass (and the ones
+    after it wait too, so the order holds). The caller holds the run lock."""
+    result = PowerResult()
+    for event in pending_events(config.spool, kind=POWER_KIND):
+        request = request_of(event.token, event.workload, event.detail)
+        if request is None:
+            log.warning("spool: %s is not a power request scoctl wrote; removed", event.path)
+            discard(event)
+            continue
+        try:
+            _apply(config, store, scheduler, request, result)
+        except ApiError as exc:
+            result.errors.append(f"slurm power: {exc} (the request stays in the spool)")
+            break
+        _done(event, result)
+    return result
+
+
+def _done(event: SpoolEvent, result: PowerResult) -> None:
+    discard(event)  # only after the transaction that applied it has committed
+    result.applied += 1
+
+
+def _apply(config: Config, store: Store, scheduler: BatchScheduler | None,
+           request: PowerRequest, result: PowerResult) -> None:
+    if request.action == RESUME:
+        if scheduler is None:
+            raise ApiError("Slurm is not in use here: cannot read the nodes to resume")
+        added = resume_nodes(config, store, scheduler, request.nodes,
+                             workload=request.workload, jobs=request.jobs)
+        for slug, nodes in added.items():
+            result.resumed.setdefault(slug, []).extend(nodes)
+        return
+    reason = RELEASE_REASONS[request.action]
+    if request.action == RESUME_FAIL:
+        # out of DOWN and back to powered-down, so Slurm requeues the job and can resume the
+        # node again (a DOWN CLOUD node is never resumed)
+        result.errors.extend(power_down(scheduler, request.nodes, reason))
+        result.powered_down.extend(request.nodes)
+    dropped = release_nodes(store, [NodeRelease(n, reason) for n in request.nodes],
+                            suspend=True)
+    for slug, nodes in dropped.items():
+        result.released.setdefault(slug, []).extend(nodes)
+
