@@ -32,6 +32,8 @@ from scoctl.core.timefmt import parse_rfc3339, rfc3339
 MANAGED_TAG = "sco:managed"
 LIVE = frozenset({"requested", "building", "active", "ready"})
 RECLAIMABLE_TAINT = ("reclaimable", "true", "NoSchedule")
+OPENSTACK_PROVIDER = "openstack://"
+INSTANCE_LABEL = "sco/instance"  # set by the node's join script: the server id
 # Slurm flags that mean the node is not up (yet, or any more)
 SLURM_NOT_UP = frozenset({"POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "NOT_RESPONDING",
                           "POWER_DOWN"})
@@ -60,11 +62,12 @@ class Snapshot:
     """Everything `decide` looks at, for one region.
 
     `servers` are the region's servers tagged ``sco:managed``. `k8s_nodes` / `slurm_nodes` are
-    None when that system is not in use (then nothing is ever "ready" through it).
-    `busy_pods[node]` counts the pods on a Kubernetes node that are not DaemonSet, mirror or
-    finished pods. `suspended` names Slurm nodes that Slurm's SuspendProgram or
-    ResumeFailProgram handed back. `orphans_seen[server id]` is when an orphan was first seen.
-    `tiers[pool]` is ``committed`` or ``reclaimable``.
+    None when that system is not in use (then nothing is ever "ready" through it); a
+    Kubernetes Node belongs to the server `node_server_id` names. `busy_pods[node name]` counts
+    the pods on a Kubernetes node that are not DaemonSet, mirror or finished pods. `suspended`
+    names Slurm nodes that Slurm's SuspendProgram or ResumeFailProgram handed back.
+    `orphans_seen[server id]` is when an orphan was first seen. `tiers[pool]` is
+    ``committed`` or ``reclaimable``.
     """
 
     region: str
@@ -211,6 +214,19 @@ def k8s_ready(node: NodeInfo | None, *, workload: str | None, pool: str | None,
     return True
 
 
+def node_server_id(node: NodeInfo) -> str | None:
+    """The Nova server behind a Kubernetes Node (DESIGN §7): its ``spec.providerID``
+    (``openstack:///<server id>``, with or without a region part), else its
+    ``sco/instance=<server id>`` label; None for a Node that names no server. A Node is never
+    matched to a server by its name: clouds name Nodes ``<server>.novalocal`` or by IP."""
+    provider = node.provider_id
+    if provider.startswith(OPENSTACK_PROVIDER):
+        server_id = provider[len(OPENSTACK_PROVIDER):].strip("/").rsplit("/", 1)[-1]
+        if server_id:
+            return server_id
+    return node.labels.get(INSTANCE_LABEL) or None
+
+
 def slurm_up(node: SlurmNode | None) -> bool:
     """A Slurm node counts as up: known, not down, not powered (or powering) down or up."""
     if node is None:
@@ -243,12 +259,11 @@ class _Pass:
         self.instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
         self.launches = {launch.launch_id: launch for launch in snapshot.launches
                          if launch.region == snapshot.region}
-        self.nodes_by_name: dict[str, NodeInfo] = {}
-        self.nodes_by_provider: dict[str, NodeInfo] = {}
+        self.nodes_by_server: dict[str, NodeInfo] = {}
         for node in snapshot.k8s_nodes or ():
-            self.nodes_by_name[node.name] = node
-            if node.provider_id:
-                self.nodes_by_provider[node.provider_id.rsplit("/", 1)[-1]] = node
+            server_id = node_server_id(node)
+            if server_id:
+                self.nodes_by_server.setdefault(server_id, node)
         self.slurm = {n.name: n for n in snapshot.slurm_nodes or ()}
         # the decision as it grows
         self.new: list[InstanceRecord] = []
@@ -287,7 +302,8 @@ class _Pass:
     # -- what the nodes say ------------------------------------------------------------------
 
     def k8s_node(self, inst: InstanceRecord) -> NodeInfo | None:
-        return self.nodes_by_provider.get(inst.id) or self.nodes_by_name.get(inst.name)
+        """The instance's Kubernetes Node, matched by identity (never by name)."""
+        return self.nodes_by_server.get(inst.id)
 
     def slurm_in_view(self, inst: InstanceRecord) -> bool:
         """The instance is a Slurm node and Slurm was read."""
@@ -310,7 +326,8 @@ class _Pass:
             return slurm_idle(self.slurm.get(inst.node_name or ""))
         if self.snapshot.k8s_nodes is None:
             return None
-        return self.snapshot.busy_pods.get(inst.name, 0) == 0
+        node = self.k8s_node(inst)
+        return node is None or self.snapshot.busy_pods.get(node.name, 0) == 0
 
     def node_of(self, inst: InstanceRecord) -> str | None:
         """The Kubernetes Node to delete with the instance's server."""
@@ -357,7 +374,8 @@ class _Pass:
         slurm_node = inst.node_name if self.slurm_in_view(inst) else None
         return ScaleDown(instance=inst.id, server_id=inst.id, name=inst.name,
                          workload=inst.workload or "", pool=inst.pool or "",
-                         node=None if slurm_node else inst.name, slurm_node=slurm_node)
+                         node=None if slurm_node else self.node_of(inst),
+                         slurm_node=slurm_node)
 
     def decision(self, orphans_seen: Mapping[str, str],
                  held: Mapping[str, Mapping[str, int]]) -> Decision:

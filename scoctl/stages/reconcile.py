@@ -165,8 +165,8 @@ class _Region:
         if self.cluster is not None:
             try:
                 k8s_nodes = tuple(self.cluster.nodes())
-                names = {i.name for i in tracked} | {s.name for s in servers}
-                busy = busy_pods(self.cluster.pods(), names)
+                # by the Nodes' own names: the decision matches them to servers by identity
+                busy = busy_pods(self.cluster.pods(), {n.name for n in k8s_nodes})
             except ApiError as exc:
                 k8s_nodes = None
                 self._note("Kubernetes nodes unreadable (nothing turns ready or idle)", exc)
