@@ -15,6 +15,7 @@ from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import ClaimRecord, SlurmNode
 from scoctl.errors import UsageError
 
+POWER_DOWN = "POWER_DOWN_FORCE"  # back to powered-down, never DOWN: Slurm can resume it again
 RESUME = "SLURM_POWER_RESUME"
 SUSPEND = "SLURM_POWER_SUSPEND"
 RESUME_FAIL = "SLURM_POWER_RESUME_FAIL"

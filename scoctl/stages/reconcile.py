@@ -36,6 +36,7 @@ from scoctl.core.reconcile import (
     decide,
     slurm_idle,
 )
+from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
 from scoctl.stages.slurm_marks import set_suspended_nodes, suspended_nodes
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ORPHANS_KEY = "reconcile:orphans_seen"
-POWER_DOWN = "POWER_DOWN_FORCE"
+SCALE_DOWN_REASON = "scale-down: idle and not in the plan"
 
 
 @dataclass(frozen=True)
@@ -261,67 +262,68 @@ class _Region:
             self._note(f"power down Slurm node {node}", exc)
         self.released.append(NodeRelease(node, reason))
 
-    def deletion(self, d: Deletion) -> bool:
-        if d.node and self.cluster is not None:
+    def deletion(self, removal: Deletion) -> bool:
+        if removal.node and self.cluster is not None:
             try:
-                self.cluster.delete_node(d.node)
+                self.cluster.delete_node(removal.node)
             except ApiError as exc:
-                self._note(f"delete node {d.node}", exc)
+                self._note(f"delete node {removal.node}", exc)
         done = True
-        if d.server_id:
-            done = self.delete_server(d.server_id, d.instance, d.reason, d.workload, d.name)
-        if d.slurm_node:
-            self.power_down(d.slurm_node, f"scoctl: {d.reason}")
+        if removal.server_id:
+            done = self.delete_server(removal.server_id, removal.instance, removal.reason,
+                                      removal.workload, removal.name)
+        if removal.slurm_node:
+            self.power_down(removal.slurm_node, f"scoctl: {removal.reason}")
         return done
 
-    def scale_down(self, s: ScaleDown) -> str:
+    def scale_down(self, unit: ScaleDown) -> str:
         """cordon → check idle again → drain → delete Node → delete server; 'kept' if busy."""
-        if s.slurm_node:
-            return self._scale_down_slurm(s)
-        if self.cluster is not None and s.node:
+        if unit.slurm_node:
+            return self._scale_down_slurm(unit)
+        if self.cluster is not None and unit.node:
             try:
-                self.cluster.cordon(s.node)
-                busy = busy_pods(self.cluster.pods_on_node(s.node), {s.node})
-                if busy.get(s.node, 0):
-                    self.cluster.uncordon(s.node)
-                    self.store.update_instance(s.instance, status="ready", idle_since=None)
-                    self.store.append_event(s.workload, "SCALE_DOWN_CANCELLED", "info", None,
-                                            {"server": s.server_id, "name": s.name,
+                self.cluster.cordon(unit.node)
+                busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
+                if busy.get(unit.node, 0):
+                    self.cluster.uncordon(unit.node)
+                    self.store.update_instance(unit.instance, status="ready", idle_since=None)
+                    self.store.append_event(unit.workload, "SCALE_DOWN_CANCELLED", "info", None,
+                                            {"server": unit.server_id, "name": unit.name,
                                              "reason": "pods landed on the node"})
                     return "kept"
-                self.cluster.drain(s.node)
-                self.cluster.delete_node(s.node)
+                self.cluster.drain(unit.node)
+                self.cluster.delete_node(unit.node)
             except ApiError as exc:
-                self._note(f"scale-down of {s.name}", exc)
+                self._note(f"scale-down of {unit.name}", exc)
                 return "error"
-        ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
-                                s.workload, s.name)
+        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
+                                unit.name)
         return "deleted" if ok else "error"
 
-    def _scale_down_slurm(self, s: ScaleDown) -> str:
-        assert s.slurm_node is not None
+    def _scale_down_slurm(self, unit: ScaleDown) -> str:
+        assert unit.slurm_node is not None
         if self.scheduler is not None:
             try:
                 fresh = {n.name: n for n in self.scheduler.nodes()}
             except ApiError as exc:
-                self._note(f"scale-down of {s.name}", exc)
+                self._note(f"scale-down of {unit.name}", exc)
                 return "error"
-            node = fresh.get(s.slurm_node)
+            node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(s.instance, status="ready", idle_since=None)
+                self.store.update_instance(unit.instance, status="ready", idle_since=None)
                 return "kept"
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)
             if node is not None and not node.flags & SLURM_POWERED_OFF:
                 try:
-                    self.scheduler.update_node(s.slurm_node, state=POWER_DOWN,
+                    self.scheduler.update_node(unit.slurm_node, state=POWER_DOWN,
                                                reason="scoctl: scale-down")
                 except ApiError as exc:
-                    self._note(f"power down Slurm node {s.slurm_node}", exc)
+                    self._note(f"power down Slurm node {unit.slurm_node}", exc)
                     return "error"
-            self.released.append(NodeRelease(s.slurm_node, "scale-down"))
-        ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
-                                s.workload, s.name)
+            self.released.append(NodeRelease(unit.slurm_node, "scale-down"))
+        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
+                                unit.name)
         return "deleted" if ok else "error"
 
     def run(self) -> RegionOutcome:
@@ -331,14 +333,15 @@ class _Region:
             return RegionOutcome(self.region.name, decision, errors=tuple(self.errors))
         self.record(decision)
         deleted: list[str] = []
-        for d in decision.deletions:
-            if self.deletion(d) and d.server_id:
-                deleted.append(d.name)
+        for removal in decision.deletions:
+            if self.deletion(removal) and removal.server_id:
+                deleted.append(removal.name)
         scaled: list[str] = []
         kept: list[str] = []
-        for s in decision.scale_downs:
-            outcome = self.scale_down(s)
-            (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(s.name)
+        for unit in decision.scale_downs:
+            outcome = self.scale_down(unit)
+            (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(
+                unit.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
                              tuple(kept), tuple(self.errors), tuple(self.released))
 

@@ -30,6 +30,7 @@ from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
 from scoctl.core.model import NodeRelease
 from scoctl.core.slurm_power import (
+    POWER_DOWN,
     RELEASE_REASONS,
     RESUME,
     RESUME_FAIL,
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POWER_DOWN = "POWER_DOWN_FORCE"
 
 
 def _gpu_resource(config: Config) -> str:
