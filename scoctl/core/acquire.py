@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scoctl.core.diff import Headroom as DiffHeadroom
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
 from scoctl.core.fleet import LIVE_STATUSES, units_of
 from scoctl.core.model import (
@@ -83,5 +82,4 @@ def decide_launches(snapshot: LaunchSnapshot,
 def fit_to_quota(launches: Sequence[LaunchPlan], flavors: Mapping[str, Flavor],
                  headroom: Headroom) -> tuple[list[LaunchPlan], list[Shortfall]]:
     """The launches the quota headroom allows, and the shortfall of each one it shrinks."""
-    return clamp_to_headroom(launches, flavors, DiffHeadroom(
-        instances=headroom.instances, cores=headroom.cores, ram_mb=headroom.ram_mb))
+    return clamp_to_headroom(launches, flavors, headroom)

@@ -18,6 +18,7 @@ from scoctl.core.model import (
     PlanUnitRecord,
     PlanWorkloadRecord,
     Pool,
+    flavor_allocatable,
 )
 from scoctl.core.quantity import fits
 
@@ -33,7 +34,7 @@ def eligible_pools(claim: Claim, pools: Collection[Pool], flavors: Mapping[str, 
             continue
         if not claim.tolerates_reclaimable and pool.tier == "reclaimable":
             continue
-        if fits(claim.largest_pod, planner.allocatable(flavor)):
+        if fits(claim.largest_pod, flavor_allocatable(flavor)):
             out.add(pool.name)
     return out
 

@@ -21,19 +21,18 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from scoctl.adapters.ranking import CACHE_KEY, load_ranking
+from scoctl.adapters.ranking import load_ranking
 from scoctl.clock import Clock
 from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config
 from scoctl.core import planner
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
-from scoctl.core.model import Claim, PlanWorkloadRecord
+from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
-SCORES_KEY = "ranking:last_scores"
 FILE_SOURCE = "file"
 
 
@@ -62,7 +61,8 @@ class PlanView:
 @dataclass(frozen=True)
 class _Inputs:
     ranking: Ranking
-    cache_entry: Mapping[str, object] | None
+    cache_entry: RankingCache | None
+    last_scores: Mapping[str, float]
     claims: list[Claim]
     excluded: set[str]
     previous: Mapping[str, PlanWorkloadRecord]
@@ -73,12 +73,12 @@ def what_if_store(path: Path, clock: Clock | None = None) -> Iterator[Store]:
     """The state a dry run reads: the file at `path` (no lock: a dry run writes nothing), or,
     when there is none yet, an empty state in a temporary directory removed afterwards."""
     if path.exists():
-        with contextlib.closing(Store.open(path, clock=clock)) as store:
+        with contextlib.closing(open_store(path, clock=clock)) as store:
             yield store
         return
     with tempfile.TemporaryDirectory(prefix="scoctl-what-if-") as tmp:
-        with contextlib.closing(Store.open(Path(tmp) / "what-if.db", clock=clock,
-                                          create=True)) as store:
+        with contextlib.closing(open_store(Path(tmp) / "what-if.db", clock=clock,
+                                           create=True)) as store:
             yield store
 
 
@@ -100,10 +100,11 @@ def record_file_claims(store: Store, claims: Sequence[Claim]) -> list[str]:
 def _read(config: Config, store: Store, clock: Clock,
           what_if: Sequence[Claim] | None) -> _Inputs:
     ranking, cache_entry = load_ranking(config.ranking, now=clock.now(),
-                                        cache=store.get_kv(CACHE_KEY))
+                                        cache=store.last_good_ranking())
     claims = list(what_if) if what_if is not None else claims_of(store.claims())
     known = {c.name for c in config.pools}
-    return _Inputs(ranking=ranking, cache_entry=cache_entry, claims=claims,
+    return _Inputs(ranking=ranking, cache_entry=cache_entry, last_scores=store.last_scores(),
+                   claims=claims,
                    excluded={e.pool for e in store.exclusions()} & known,
                    previous=store.plans(units=False))  # enough to tell what changed
 
@@ -116,7 +117,7 @@ def _reasons(config: Config, store: Store, inputs: _Inputs, *, only: Collection[
     if only:
         return dict.fromkeys(only, why)
     return changed_workloads(inputs.claims, inputs.previous, config.pools, config.flavors,
-                             inputs.ranking.scores, store.get_kv(SCORES_KEY, {}),
+                             inputs.ranking.scores, inputs.last_scores,
                              inputs.excluded, store.dirty())
 
 
@@ -157,8 +158,9 @@ def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRec
             for name, record in records.items():
                 _plan_events(store, generation, record, reasons.get(name, ""))
         if inputs.cache_entry:
-            store.set_kv(CACHE_KEY, dict(inputs.cache_entry))
-        store.set_kv(SCORES_KEY, dict(inputs.ranking.scores))
+            store.save_last_good_ranking(inputs.cache_entry)
+        if dict(inputs.ranking.scores) != inputs.last_scores:
+            store.save_last_scores(inputs.ranking.scores)
         store.clear_dirty(set(records))
     return generation
 

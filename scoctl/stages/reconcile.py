@@ -39,7 +39,6 @@ from scoctl.core.reconcile import (
 from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
-from scoctl.stages.slurm_marks import set_suspended_nodes, suspended_nodes
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ORPHANS_KEY = "reconcile:orphans_seen"
 SCALE_DOWN_REASON = "scale-down: idle and not in the plan"
 
 
@@ -183,10 +181,10 @@ class _Region:
             launches=tuple(launch for launch in store.launches()
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
-            suspended=suspended_nodes(store), targets=_targets(plans),
+            suspended=store.suspended_nodes(), targets=_targets(plans),
             workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
-            orphans_seen=dict(store.get_kv(ORPHANS_KEY, {}).get(self.region.name, {})))
+            orphans_seen=store.orphans_seen(self.region.name))
 
     # -- record ----------------------------------------------------------------------------
 
@@ -210,10 +208,8 @@ class _Region:
                     by_reason.setdefault(reason, set()).add(name)
                 for reason, names in sorted(by_reason.items()):
                     store.mark_dirty(names, reason)
-            seen = dict(store.get_kv(ORPHANS_KEY, {}))
-            if seen.get(self.region.name, {}) != dict(decision.orphans_seen):
-                seen[self.region.name] = dict(decision.orphans_seen)
-                store.set_kv(ORPHANS_KEY, seen)
+            if store.orphans_seen(self.region.name) != dict(decision.orphans_seen):
+                store.save_orphans_seen(self.region.name, decision.orphans_seen)
 
     # -- act -------------------------------------------------------------------------------
 
@@ -250,8 +246,7 @@ class _Region:
                                     {"server": inst.id, "name": inst.name, "pool": inst.pool,
                                      "reason": reason})
             if inst.node_name:
-                set_suspended_nodes(self.store,
-                                    suspended_nodes(self.store) - {inst.node_name})
+                self.store.clear_suspended([inst.node_name])
 
     def power_down(self, node: str, reason: str) -> None:
         if self.scheduler is None:

@@ -46,12 +46,6 @@ from scoctl.core.slurm_power import (
 from scoctl.core.timefmt import rfc3339
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.spool import POWER_KIND, SpoolEvent, discard, pending_events, write_event
-from scoctl.stages.slurm_marks import (
-    node_shapes,
-    set_node_shapes,
-    set_suspended_nodes,
-    suspended_nodes,
-)
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -59,10 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-
-def _gpu_resource(config: Config) -> str:
-    return config.slurm.gres_map.get("gpu", config.kubernetes.gpu_resource)
 
 
 def _rules(config: Config) -> list[NodeRule]:
@@ -91,22 +81,22 @@ def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
     cannot be read.
     """
     known = {n.name: n for n in scheduler.nodes()}
-    shapes = node_shapes(store)
+    shapes = store.node_shapes()
     by_workload: dict[str, list[str]] = {}
     for name in names:
         node = known.get(name)
         if node is None:
             log.warning("slurm resume: unknown node %s", name)
             continue
-        shapes[name] = node_shape(node, config.slurm.gres_map, _gpu_resource(config))
+        shapes[name] = node_shape(node, config.slurm.gres_map, config.slurm_gpu_resource)
         job = (jobs or {}).get(name)
         owner = store.workload_by_job(job) if job and workload is None else None
         target = resume_workload(node, workload=workload,
                                  job_owner=owner.slug if owner else None, rules=_rules(config))
         by_workload.setdefault(target, []).append(name)
     with store.transaction():
-        set_node_shapes(store, shapes)
-        set_suspended_nodes(store, suspended_nodes(store) - set(names))
+        store.save_node_shapes({name: shapes[name] for name in names if name in known})
+        store.clear_suspended(names)
         for slug, added in sorted(by_workload.items()):
             wanted = config.workload(slug)
             old = store.claim(slug)
@@ -129,7 +119,7 @@ def release_nodes(store: Store, handed_back: Iterable[NodeRelease], *,
     for item in handed_back:
         reasons.setdefault(item.reason, []).append(item.node)
     dropped: dict[str, list[str]] = {}
-    shapes = node_shapes(store)
+    shapes = store.node_shapes()
     with store.transaction():
         for reason, names in reasons.items():
             for release in releases(store.claims(), names):
@@ -148,8 +138,8 @@ def _mark_suspended(store: Store, names: Collection[str]) -> None:
     instances = store.instances()
     wanted = set(names)
     live = {i.node_name for i in instances if i.node_name and i.status in LIVE_STATUSES}
-    set_suspended_nodes(store, suspended_nodes(store) | (wanted & live))
-    now = rfc3339(store.clock.now())
+    store.mark_suspended(wanted & live)
+    now = store.now()
     for inst in instances:
         if inst.node_name in wanted and inst.status in LIVE_STATUSES and not inst.idle_since:
             store.update_instance(inst.id, idle_since=now)

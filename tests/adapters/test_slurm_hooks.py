@@ -29,8 +29,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.core.model import InstanceRecord
-from scoctl.stages.slurm_marks import suspended_nodes
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +90,7 @@ class HookCluster:
         return self.cluster.run("sinfo", "-h", "-N", "-n", node, "-o", "%T").split()[0]
 
     def store(self) -> Store:
-        return Store.open(self.state)
+        return open_store(self.state)
 
     def as_owner(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`scoctl ARGS` as the state's owner: the next pass that applies the spool."""
@@ -176,7 +175,7 @@ def hooked(hook_user: HookUser) -> Iterator[HookCluster]:
         shutil.copy2(REPO / "slurm" / name, hooks / name)
     spool, state, config = tmp / "spool", tmp / "state.db", tmp / "config.yaml"
     config.write_text(CONFIG.format(state=state, spool=spool, tmp=tmp), encoding="utf-8")
-    Store.open(state, create=True).close()  # 0600, root's: the hooks cannot open it
+    open_store(state, create=True).close()  # 0600, root's: the hooks cannot open it
     spool.mkdir()
     os.chown(spool, 0, hook_user.gid)
     spool.chmod(0o2775)  # setgid, group-writable: what `scoctl init` makes for SlurmUser
@@ -305,7 +304,7 @@ def test_resume_and_suspend_are_spooled_by_the_hook_user_and_applied_by_the_next
     assert applied(hooked)["released"] == {"hpc": ["test-cloud-1"]}
     assert claimed(hooked) == ()
     with hooked.store() as store:
-        assert "test-cloud-1" in suspended_nodes(store)
+        assert "test-cloud-1" in store.suspended_nodes()
         inst = store.instance("srv-1")
         assert inst is not None and inst.idle_since is not None
         assert [e.token for e in store.events(workload="hpc")] == [

@@ -14,7 +14,7 @@ from scoctl.clock import FixedClock
 from scoctl.config.schema import load_config
 from scoctl.errors import ApiError
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
 GI = 2**30
 
@@ -59,7 +59,7 @@ def put(store: Store, name: str, cpu: int, pods: int = 1) -> None:
 def setup(tmp_path):
     config = load_config(write_config(tmp_path))
     clock = FixedClock()
-    store = Store.open(config.state, clock=clock, create=True)
+    store = open_store(config.state, clock=clock, create=True)
     yield config, store, clock
     store.close()
 
@@ -146,7 +146,7 @@ def test_a_ranking_change_replans_workloads_whose_eligible_pools_moved(tmp_path)
     ranking_file.write_text(json.dumps({"id": "r-1", "scores": scores}))
     config = load_config(write_config(tmp_path, ranking=f"ranking: {{file: {ranking_file}}}"))
     clock = FixedClock()
-    with Store.open(config.state, clock=clock, create=True) as store:
+    with open_store(config.state, clock=clock, create=True) as store:
         put(store, "alpha", 64)
         run_plan(config, store, clock)
         ranking_file.write_text(json.dumps({"id": "r-2", "scores": {**scores,
@@ -183,7 +183,7 @@ def test_a_ranking_url_that_goes_down_falls_back_to_the_last_good_ranking_until_
         config = load_config(write_config(
             tmp_path, ranking=f"ranking: {{url: '{url}', max_age: 10m}}"))
         clock = FixedClock()
-        with Store.open(config.state, clock=clock, create=True) as store:
+        with open_store(config.state, clock=clock, create=True) as store:
             put(store, "alpha", 32)
             assert run_plan(config, store, clock).ranking.id == "r-url-1"
             _Ranking.status = 503
@@ -305,7 +305,7 @@ def test_a_committed_claims_file_becomes_the_workloads_claims_and_the_next_plan_
     assert again.code == 0, again.stderr
     assert again.json()["changed"] == []  # nothing to re-plan: the claim is the state's now
     assert [w["workload"] for w in again.json()["workloads"]] == ["alpha"]
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         claim = store.claim("alpha")
         assert claim is not None and (claim.source, claim.version) == ("file", 1)
         assert claim.requests == {"cpu": 64_000, "memory": 256 * GI}

@@ -22,7 +22,6 @@ from scoctl.core.slurm_power import RESUME, RESUME_FAIL, SUSPEND, PowerRequest, 
 from scoctl.errors import UsageError
 from scoctl.host.spool import pending_events, write_event
 from scoctl.stages.run import Systems, run_once
-from scoctl.stages.slurm_marks import suspended_nodes
 from scoctl.stages.slurm_power import apply_requests, spool_request
 from scoctl.state import Store
 from tests.stages.test_acquire import make_config
@@ -104,7 +103,7 @@ def test_requests_apply_in_order_and_a_suspend_marks_the_server_for_deletion(
     assert result.resumed == {"slurm-cloud": ["cloud-1", "cloud-2"]}
     assert result.released == {"slurm-cloud": ["cloud-1"]}
     assert claimed(store, "slurm-cloud") == ("cloud-2",)
-    assert suspended_nodes(store) == {"cloud-1"}
+    assert store.suspended_nodes() == {"cloud-1"}
     inst = store.instance("srv-1")
     assert inst is not None and inst.idle_since is not None
 
