@@ -95,3 +95,13 @@ class FinishedJob:
     job_id: int
     state: str
     exit_code: str = ""
+
+
+@dataclass(frozen=True)
+class NodeRelease:
+    """A Slurm CLOUD node to hand back: its demand leaves its claim (and, when asked, the node
+    goes back to powered-down). Acquire and reconcile return these; the Slurm power stage
+    carries them out."""
+
+    node: str
+    reason: str
