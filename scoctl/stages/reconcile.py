@@ -113,12 +113,6 @@ def _targets(plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, dict[str, int
     return {name: {u.pool: u.units for u in plan.pools} for name, plan in plans.items()}
 
 
-def _known_workloads(store: Store, config: Config, planned: Iterable[str]) -> frozenset[str]:
-    names = {w.slug for w in store.workloads()} | {c.workload for c in store.claims()}
-    names |= {w.name for w in config.workloads} | set(planned)
-    return frozenset(names)
-
-
 class _Region:
     """One region's read → decide → record → act."""
 
@@ -183,7 +177,6 @@ class _Region:
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
             suspended=store.suspended_nodes(), targets=_targets(plans),
-            workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
             orphans_seen=store.orphans_seen(self.region.name))
 

@@ -77,7 +77,7 @@ def make_launch(launch_id: str, *, created: float = 10, status: str = "intent",
 
 
 def snap(**kwargs: Any) -> Snapshot:
-    base: dict[str, Any] = {"region": REGION, "k8s_nodes": (), "workloads": frozenset({"web"}),
+    base: dict[str, Any] = {"region": REGION, "k8s_nodes": (),
                             "tiers": TIERS, "targets": {"web": {"p-spot": 10}}}
     base.update(kwargs)
     return Snapshot(**base)
@@ -337,6 +337,23 @@ def test_orphans_are_reported_and_deleted_only_with_gc_after_grace() -> None:
     assert not d.deletions
     d = decide(snap(servers=(orphan,), orphans_seen=seen), gc, NOW)
     assert [x.server_id for x in d.deletions] == ["o"]
+
+
+def test_a_known_workload_without_a_known_launch_is_an_orphan_whatever_its_age() -> None:
+    # tagged for a workload scoctl knows, but no launch intent scoctl recorded: an orphan
+    stray = make_server("s", workload="web", launch="l-ffffffffffff")
+    first = decide(snap(servers=(stray,), k8s_nodes=()), POLICY, NOW)
+    assert first.new_instances == () and first.adoptions == ()
+    assert [(o.server_id, o.workload, o.delete) for o in first.orphans] == [("s", "web", False)]
+    assert tokens(first) == ["ORPHAN_FOUND"]
+    # long past the registration timeout and the grace period: reported, never deleted
+    seen = {"s": ago(POLICY.registration_timeout + POLICY.orphan_grace + 1)}
+    later = decide(snap(servers=(stray,), k8s_nodes=(), orphans_seen=seen), POLICY, NOW)
+    assert later.deletions == () and later.new_instances == () and later.events == ()
+    gc = decide(snap(servers=(stray,), k8s_nodes=(), orphans_seen=seen),
+                replace(POLICY, gc_orphans=True), NOW)
+    assert [(x.server_id, x.reason) for x in gc.deletions] == [
+        ("s", "orphan past its grace period")]
 
 
 def test_a_server_without_scoctl_tags_is_never_touched() -> None:
