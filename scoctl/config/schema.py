@@ -146,6 +146,9 @@ class Timeouts:
     negative_cache: float = 180.0
     orphan_grace: float = 1800.0
     lock_wait: float = 0.0
+    # an in-flight launch intent no server carries the tag of this long after its call ended
+    # (or, after a crash before the call, after it was written) is failed and relaunched
+    launch_settle: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,7 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait"}),
+                              "orphan_grace", "lock_wait", "launch_settle"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -655,6 +658,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         negative_cache=r.duration(t, tp, "negative_cache", unset.negative_cache),
         orphan_grace=r.duration(t, tp, "orphan_grace", unset.orphan_grace),
         lock_wait=r.duration(t, tp, "lock_wait", unset.lock_wait),
+        launch_settle=r.duration(t, tp, "launch_settle", unset.launch_settle),
     )
     it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),

@@ -50,6 +50,7 @@ class Policy:
     one place that says what an unset knob means."""
 
     launch_timeout: float
+    launch_settle: float
     registration_timeout: float
     idle_timeout: float
     negative_cache: float
@@ -245,6 +246,25 @@ def slurm_idle(node: SlurmNode | None) -> bool:
     if node.powered_down or "POWERING_DOWN" in node.flags:
         return True
     return node.state in SLURM_IDLE_STATES and "POWERING_UP" not in node.flags
+
+
+def intent_lapsed(launch: LaunchRecord, now: datetime, settle: float) -> bool:
+    """Whether an in-flight launch intent that no server carries the ``sco:launch`` tag of is
+    failed at `now`: `settle` seconds (``timeouts.launch_settle``) have passed since its call
+    ended (``updated``; after a crash before the call, since the intent was written). Its units
+    are then free to launch again; a server that shows up later still names a known launch and
+    is adopted, never taken for an orphan."""
+    return _age(now, launch.updated or launch.created) >= settle
+
+
+def lapsed_intent(launch: LaunchRecord, settle: float) -> tuple[LaunchUpdate, Event]:
+    """The launch update and the event that fail an intent `intent_lapsed` says is lapsed
+    (acquire and reconcile record the same)."""
+    return (LaunchUpdate(launch.launch_id, "failed",
+                         f"no server carries its sco:launch tag {settle:g}s after the call"),
+            Event(launch.workload, "LAUNCH_TIMEOUT", "warning",
+                  {"launch": launch.launch_id, "pool": launch.pool, "servers": 0,
+                   "settle": settle}))
 
 
 def _nova_status(server: ServerInfo) -> str:
@@ -450,22 +470,21 @@ def _adopt(p: _Pass) -> set[str]:
 
 
 def _settle_intents(p: _Pass, adopted: set[str]) -> None:
-    """Launch intents with no server after the launch timeout fail (their units are freed);
-    intents whose servers are recorded are settled as recorded."""
-    timeout = p.policy.launch_timeout
+    """Launch intents with no server after the settle window fail (`intent_lapsed`: their
+    units are freed for the next acquire); intents whose servers are recorded are settled as
+    recorded."""
+    settle = p.policy.launch_settle
     for launch in p.launches.values():
         if launch.status not in ("intent", "called") or launch.launch_id in adopted:
             continue
         if any(i.launch_id == launch.launch_id for i in p.instances.values()):
             p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
             continue
-        if p.age(launch.created) < timeout:
+        if not intent_lapsed(launch, p.now, settle):
             continue
-        p.launch_updates[launch.launch_id] = LaunchUpdate(
-            launch.launch_id, "failed",
-            f"no server carries its sco:launch tag after the launch timeout ({timeout:g}s)")
-        p.event(launch.workload, "LAUNCH_TIMEOUT", "warning", launch=launch.launch_id,
-                pool=launch.pool, servers=0)
+        update, event = lapsed_intent(launch, settle)
+        p.launch_updates[launch.launch_id] = update
+        p.events.append(event)
         p.mark_dirty(launch.workload, "launch failed")
         for name in launch.node_names:
             if p.power_down(name):

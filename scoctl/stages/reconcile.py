@@ -89,7 +89,8 @@ class ReconcileResult:
 def policy_of(config: Config) -> Policy:
     """The reconciler's knobs from the config."""
     t = config.timeouts
-    return Policy(launch_timeout=t.launch, registration_timeout=t.registration,
+    return Policy(launch_timeout=t.launch, launch_settle=t.launch_settle,
+                  registration_timeout=t.registration,
                   idle_timeout=t.idle, negative_cache=t.negative_cache,
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
                   disruption_budget=config.disruption_budget)
