@@ -40,7 +40,7 @@ from typing import Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
-from scoctl.config.schema import Config, Region
+from scoctl.config.schema import Config, LaunchSettings, Region
 from scoctl.core.acquire import LaunchSnapshot, decide_launches, fit_to_quota, region_targets
 from scoctl.core.diff import LaunchPlan, Shortfall
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
@@ -58,6 +58,7 @@ from scoctl.core.model import (
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, TemporaryError
 from scoctl.host.budget import TokenBudget
+from scoctl.stages.join_tokens import JoinTokens
 from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,9 @@ def server_name(plan: LaunchPlan, launch_id: str) -> str:
     return plan.node_names[0] if plan.node_names else f"sco-{plan.workload}-{launch_id}"
 
 
-def networks_of(region: Region) -> Networks:
-    """The region's networks; none configured, or the single word auto/none, map to Nova's."""
-    nets = region.launch.networks
+def networks_of(launch: LaunchSettings) -> Networks:
+    """A region's networks; none configured, or the single word auto/none, map to Nova's."""
+    nets = launch.networks
     if not nets:
         return "none"
     if len(nets) == 1 and nets[0] in ("auto", "none"):
@@ -273,11 +274,13 @@ def join_secret(config: Config) -> str | None:
 
 
 class BootFiles:
-    """The user-data template and the join secret, read once per run and only when a launch
-    needs them."""
+    """What a node boots with: the user-data template and the static join secret (read once per
+    run and only when a launch needs them), and the per-launch bootstrap tokens
+    (`stages.join_tokens`) that take the secret's place for Kubernetes launches."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, tokens: JoinTokens) -> None:
         self.config = config
+        self.tokens = tokens
         self._template: str | None = None
         self._secret: tuple[str | None] | None = None
 
@@ -380,15 +383,19 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         region=plan.region, az=plan.az, flavor=plan.flavor,
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
         slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
-    boot = reg.run.boot
-    secret = boot.secret()
-    user_data = render_user_data(boot.template(), contract, secret)
+    files, settings = reg.run.boot, reg.run.config.bootstrap
+    secret = None if reg.run.dry_run else files.tokens.credential(
+        launch_id, plan.workload, slurm_node=bool(plan.node_names))
+    secret = secret or files.secret()
+    user_data = render_user_data(files.template(), contract, secret,
+                                 join_endpoint=settings.api_endpoint,
+                                 join_ca_hash=settings.ca_cert_hash)
     tags = launch_tags(plan, launch_id)
     check_tags(tags)
-    launch = reg.region.launch
+    launch = reg.run.config.launch_settings(reg.region)
     request = LaunchRequest(
         name=server_name(plan, launch_id), flavor=plan.flavor, image=launch.image,
-        networks=networks_of(reg.region), az=plan.az or None, min_count=1,
+        networks=networks_of(launch), az=plan.az or None, min_count=1,
         max_count=plan.count, tags=tags, metadata=launch_metadata(plan, launch_id),
         user_data=user_data, security_groups=launch.security_groups,
         key_name=launch.key_name, server_group=launch.server_group)
@@ -440,6 +447,7 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
 def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
                       message: str) -> LaunchOutcome:
     """Nova answered 403 (quota): the launch failed, the pool stays eligible."""
+    reg.run.boot.tokens.revoke(base.launch_id)
     verdict = judge_fault(workload=plan.workload, pool=plan.pool, region=reg.name,
                           fault=message, quota=True, launch=base.launch_id, servers=0,
                           now=reg.run.clock.now(),
@@ -457,6 +465,7 @@ def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
 def _refused(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
              message: str) -> LaunchOutcome:
     """Nova refused the call for good (a 400, a bad image): the launch failed."""
+    reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
         reg.store.update_launch(base.launch_id, status="failed", error=message)
         reg.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
@@ -708,21 +717,27 @@ def run_acquire(
     scope: Collection[str] | None = None,
     round_no: int = 0,
     boot: BootFiles | None = None,
+    join_tokens: JoinTokens | None = None,
 ) -> AcquireResult:
     """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
 
     The caller holds the run lock. `watch` bounds how long new servers are polled for ERROR
     (0 disables it). `scope` limits the launches to those workloads and `round_no` numbers a
-    fallback round (round 0 also adopts the servers of crashed launches). Raises ConfigError
-    (template, tags, unknown image/flavor: fix the config), TemporaryError/PermanentError when
-    quota headroom cannot be read; call failures of single launches are reported in the result
-    (`errors`) instead. Capacity faults come back in `lost`, the Slurm nodes of failed launches
-    in `release`: the caller acts on them (`scoctl.stages.run.acquire_with_fallback`).
+    fallback round (round 0 also adopts the servers of crashed launches). `boot` (or
+    `join_tokens`, else tokens from the config's cluster) gives the nodes' join credentials.
+    Raises ConfigError (no launch settings, template, tags, unknown image/flavor: fix the
+    config), TemporaryError/PermanentError when quota headroom cannot be read; call failures of
+    single launches are reported in the result (`errors`) instead. Capacity faults come back in
+    `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
+    (`scoctl.stages.run.acquire_with_fallback`).
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
+    for reg in regions:  # a what-if config has none: exit 2 before any call
+        config.launch_settings(reg)
+    files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
-               poll_s=poll, sleep=sleep, observer=observer, boot=boot or BootFiles(config))
+               poll_s=poll, sleep=sleep, observer=observer, boot=files)
     spent = 0
     for reg in regions:
         tokens = budget(config, reg)

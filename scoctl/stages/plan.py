@@ -194,6 +194,9 @@ def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], 
     changed = tuple(sorted(set(records) | set(removed)))
     latest = store.latest_generation()
     generation = latest.generation if latest else 0
+    if dry_run and changed:  # name the generation a commit would take
+        generation += 1
+        records = {name: replace(r, generation=generation) for name, r in records.items()}
     committed = None
     if not dry_run and (changed or inputs.cache_entry):
         committed = _commit(store, inputs, records, removed, reasons, full=full)
