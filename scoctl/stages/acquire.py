@@ -278,8 +278,9 @@ def join_secret(config: Config) -> str | None:
 
 
 class BootFiles:
-    """The user-data template and the join secret, read once per run and only when a launch
-    needs them, and the per-launch bootstrap tokens (`stages.join_tokens`)."""
+    """What a node boots with: the user-data template and the static join secret (read once per
+    run and only when a launch needs them), and the per-launch bootstrap tokens
+    (`stages.join_tokens`) that take the secret's place for Kubernetes launches."""
 
     def __init__(self, config: Config, tokens: JoinTokens) -> None:
         self.config = config
@@ -386,12 +387,11 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         region=plan.region, az=plan.az, flavor=plan.flavor,
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
         slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
-    boot = reg.run.boot
-    secret = None if reg.run.dry_run else boot.tokens.credential(
+    files, settings = reg.run.boot, reg.run.config.bootstrap
+    secret = None if reg.run.dry_run else files.tokens.credential(
         launch_id, plan.workload, slurm_node=bool(plan.node_names))
-    secret = secret or boot.secret()
-    settings = reg.run.config.bootstrap
-    user_data = render_user_data(boot.template(), contract, secret,
+    secret = secret or files.secret()
+    user_data = render_user_data(files.template(), contract, secret,
                                  join_endpoint=settings.api_endpoint,
                                  join_ca_hash=settings.ca_cert_hash)
     tags = launch_tags(plan, launch_id)
@@ -455,11 +455,11 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
 def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
                       message: str) -> LaunchOutcome:
     """Nova answered 403 (quota): the launch failed, the pool stays eligible."""
+    reg.run.boot.tokens.revoke(base.launch_id)
     verdict = judge_fault(workload=plan.workload, pool=plan.pool, region=reg.name,
                           fault=message, quota=True, launch=base.launch_id, servers=0,
                           now=reg.run.clock.now(),
                           negative_cache=reg.run.config.timeouts.negative_cache)
-    reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
         reg.store.update_launch(base.launch_id, status="failed", error=message)
         reg.store.append_event(plan.workload, verdict.token, "warning", None,
@@ -759,21 +759,21 @@ def run_acquire(
 
     The caller holds the run lock. `watch` bounds how long new servers are polled for ERROR
     (0 disables it). `scope` limits the launches to those workloads and `round_no` numbers a
-    fallback round (round 0 also adopts the servers of crashed launches). Raises ConfigError
-    (template, tags, unknown image/flavor: fix the config), TemporaryError/PermanentError when
-    quota headroom cannot be read; call failures of single launches are reported in the result
-    (`errors`) instead. Capacity faults come back in `lost`, the Slurm nodes of failed launches
-    in `release`: the caller acts on them (`scoctl.stages.run.acquire_with_fallback`).
-    `boot` (shared by the rounds of one run) or else `join_tokens` makes each Kubernetes
-    launch's bootstrap token (from the config's cluster when neither is given).
+    fallback round (round 0 also adopts the servers of crashed launches). `boot` (or
+    `join_tokens`, else tokens from the config's cluster) gives the nodes' join credentials.
+    Raises ConfigError (no launch settings, template, tags, unknown image/flavor: fix the
+    config), TemporaryError/PermanentError when quota headroom cannot be read; call failures of
+    single launches are reported in the result (`errors`) instead. Capacity faults come back in
+    `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
+    (`scoctl.stages.run.acquire_with_fallback`).
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
     for reg in regions:  # a what-if config has none: exit 2 before any call
         config.launch_settings(reg)
-    boot = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
+    files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
-               poll_s=poll, sleep=sleep, observer=observer, boot=boot)
+               poll_s=poll, sleep=sleep, observer=observer, boot=files)
     spent = 0
     for reg in regions:
         tokens = budget(config, reg)

@@ -97,6 +97,7 @@ def acquire_with_fallback(
     budget: BudgetFactory = default_budget, watch: float = DEFAULT_WATCH_S,
     poll: float = DEFAULT_POLL_S, sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None, scheduler: BatchScheduler | None = None,
+    join_tokens: JoinTokens | None = None,
 ) -> AcquireResult:
     """``scoctl acquire`` (DESIGN §6): launch what the plan needs, fall back in the same run
     from pools that fail with a capacity fault, and hand the Slurm nodes of launches that
@@ -106,7 +107,7 @@ def acquire_with_fallback(
     and `powered_down` the Slurm nodes handed back.
     """
     cache = _RegionCache(connect, budget)
-    boot = BootFiles(config, JoinTokens(config, clock))
+    boot = BootFiles(config, join_tokens or JoinTokens(config, clock))  # for every round
 
     def round_of(round_no: int, scope: Collection[str] | None) -> AcquireResult:
         return run_acquire(config, store, clock, region=region, dry_run=dry_run,
