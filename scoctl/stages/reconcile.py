@@ -74,6 +74,7 @@ class ReconcileResult:
     dry_run: bool = False
     seconds: float = 0.0
     calls: Mapping[str, int] = field(default_factory=dict)
+    pruned: Mapping[str, int] = field(default_factory=dict)  # rows per table (retention)
 
     @property
     def changed(self) -> bool:
