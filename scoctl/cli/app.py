@@ -1,8 +1,9 @@
 """The `scoctl` command: the entry point, and errors to exit codes.
 
-Start-up stays fast: the typer tree of `cli.root` builds only the command a line runs, and
-command modules import their stages (and through them the Kubernetes and OpenStack clients)
-only inside the command functions.
+Start-up stays fast. A plain ``scoctl gate`` line (a submit wrapper runs one before every
+``sbatch``) runs without typer at all (`cli.gate_fast`); every other line goes to the typer
+tree of `cli.root`, which builds only the command it runs. Command modules import their stages
+(and through them the Kubernetes and OpenStack clients) only inside the command functions.
 
 ``scoctl.cli.app.app`` is the typer app itself (imported on first access).
 """
@@ -50,10 +51,20 @@ def _typer(argv: list[str]) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _dispatch(argv: list[str]) -> int:
+    if "gate" in argv:
+        from scoctl.cli.gate_fast import parse_fast, run_fast
+
+        fast = parse_fast(argv)
+        if fast is not None:
+            return run_fast(*fast)
+    return _typer(argv)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the command line and map errors to DESIGN §8's exit codes."""
     try:
-        code = _typer(sys.argv[1:] if argv is None else list(argv))
+        code = _dispatch(sys.argv[1:] if argv is None else list(argv))
     except ScoctlError as exc:
         print(f"scoctl: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
