@@ -445,21 +445,26 @@ def _teardown_refs(w: _K8sWorkload, deployments: Sequence[DeploymentInfo],
                            d.labels.get(MANAGED_LABEL) == "true") for d in deployments)
 
 
-def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
-    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
+               rules: Sequence[WorkloadRule]) -> tuple[dict[str, _K8sWorkload], set[str]]:
+    """The managed workloads the pods belong to, with their demand; and the workload names
+    that are not slugs (their pods are skipped).
+
+    What many pods share is worked out once: the owning object per controller, the rule and
+    slug check per name, and the effective request per container set (the pods of one
+    template share one container value: the adapter builds each distinct one once).
+    """
     label = policy.workload_label
     managed_nodes = {n.name for n in snap.nodes if n.labels.get(MANAGED_LABEL) == "true"}
     found: dict[str, _K8sWorkload] = {}
-    warnings: list[str] = []
     bad_slugs: set[str] = set()
-
-    k8s_rules = [r for r in policy.workloads if r.source == "k8s"]
     owners: dict[object, WorkloadRef | None] = {}
+    names: dict[tuple[str, str], tuple[WorkloadRule | None, bool]] = {}
+    requests: dict[tuple[int, int], tuple[dict[str, int], tuple[tuple[str, int], ...]]] = {}
     for pod in snap.pods:
         if pod.phase in ("Succeeded", "Failed"):
             continue
-        # pods of one controller share their owner: resolve it once (40,000 pods, 40 owners)
-        key = (pod.namespace, pod.owners, tuple(pod.labels.get(k) for k in _OWNER_LABELS))
+        key = (pod.namespace, pod.owners, tuple(map(pod.labels.get, _OWNER_LABELS)))
         if key not in owners:
             owners[key] = workload_of(pod, "")  # the owning object, whatever the label says
         owner = owners[key]
@@ -467,10 +472,12 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         if not named and owner is None:
             continue
         name = named or (owner.name if owner else "")
-        rule = _rule_for(k8s_rules, name, pod.namespace)
+        if (name, pod.namespace) not in names:
+            names[(name, pod.namespace)] = (_rule_for(rules, name, pod.namespace), is_slug(name))
+        rule, slug = names[(name, pod.namespace)]
         if not named and rule is None:
             continue  # not scoctl's business
-        if not is_slug(name):
+        if not slug:
             bad_slugs.add(name)
             continue
         w = found.get(name)
@@ -487,14 +494,39 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         provisionable = is_provisionable(pod)
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
         if provisionable or on_ours:
-            request = effective_request(pod)
+            request, shape = _request_of(pod, requests)
             w.add(pod, request)
             w.tolerates = w.tolerates and tolerates_reclaimable(pod)
             if provisionable:
                 w.waiting.append(pod)
-                w.shapes.setdefault(tuple(sorted(request.items())), pod)
+                w.shapes.setdefault(shape, pod)
         if not provisionable and _initialising(pod):
             w.starting.append(pod)
+    return found, bad_slugs
+
+
+def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],
+                                                                   tuple[tuple[str, int], ...]]]
+                ) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
+    """The pod's effective request and its shape (sorted items), computed once per shared
+    container value. Keyed by identity: those values are alive (the snapshot holds the pods)
+    for as long as `memo` is, and a pod with pod-level requests or overhead is not memoised."""
+    if pod.pod_requests or pod.overhead:
+        request = effective_request(pod)
+        return request, tuple(sorted(request.items()))
+    key = (id(pod.containers), id(pod.init_containers))
+    if key not in memo:
+        request = effective_request(pod)
+        memo[key] = (request, tuple(sorted(request.items())))
+    return memo[key]
+
+
+def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
+    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+    label = policy.workload_label
+    warnings: list[str] = []
+    found, bad_slugs = _read_pods(snap, policy, [r for r in policy.workloads
+                                                 if r.source == "k8s"])
     for slug in sorted(bad_slugs):
         warnings.append(f"workload name {slug!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}}): "
                         "its pods are skipped")
