@@ -10,6 +10,7 @@ tree of `cli.root`, which builds only the command it runs. Command modules impor
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -52,7 +53,8 @@ def _typer(argv: list[str]) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    if "gate" in argv:
+    # click answers shell completion when this variable is set, whatever the command line says
+    if "gate" in argv and "_SCOCTL_COMPLETE" not in os.environ:
         from scoctl.cli.gate_fast import parse_fast, run_fast
 
         fast = parse_fast(argv)
