@@ -39,7 +39,7 @@ from scoctl.core.demand import is_provisionable, normalise
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass
-from scoctl.state import Store
+from scoctl.state import open_store
 
 AIM_S = 1.5  # issue 16: 40,000 pending pods to committed claims
 KARPENTER_PODS_PER_S = 40_151 / 59.1  # its published scheduling benchmark
@@ -85,13 +85,13 @@ def phases(cluster: KubernetesCluster, config: Config, directory: Path, run: int
     t1 = time.perf_counter()
     claims = normalise(p for p in pending if is_provisionable(p))
     t2 = time.perf_counter()
-    with Store.open(directory / f"state-{run}.db", create=True) as store:
+    with open_store(directory / f"state-{run}.db", create=True) as store:
         written = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster,
                            pending_pods=pending)
         t3 = time.perf_counter()
         stored = store.claims()
     del pending
-    with Store.open(directory / f"fresh-{run}.db", create=True) as store:
+    with open_store(directory / f"fresh-{run}.db", create=True) as store:
         t4, cpu = time.perf_counter(), time.process_time()
         full = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster)
         t5, cpu = time.perf_counter(), time.process_time() - cpu

@@ -40,7 +40,7 @@ from scoctl.config.schema import load_config
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.plan import run_plan
 from scoctl.stages.watch import run_pass
-from scoctl.state import Store
+from scoctl.state import open_store
 
 KARPENTER_S = 59.1
 AIM_S = 2.0
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             config_s = time.perf_counter() - started
             with KubernetesCluster(str(kubeconfig)) as cluster:
                 for run in range(args.runs):
-                    with Store.open(Path(tmp) / f"state-{run}.db", create=True) as store:
+                    with open_store(Path(tmp) / f"state-{run}.db", create=True) as store:
                         t0, cpu = time.perf_counter(), time.process_time()
                         watched = run_pass(config, store, SystemClock(), sources=["k8s"],
                                            cluster=cluster)

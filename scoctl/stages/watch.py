@@ -23,7 +23,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -57,6 +57,7 @@ from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.host.spool import SpoolEvent, discard, pending_events
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
+from scoctl.stages.tokens import record_token
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -167,10 +168,10 @@ def k8s_policy(config: Config) -> K8sPolicy:
 
 def slurm_policy(config: Config) -> SlurmPolicy:
     """The Slurm intake rules of a config."""
-    gpu = config.kubernetes.gpu_resource
     return SlurmPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
                        default_contract=_default_contract(config),
-                       gres_map=dict(config.slurm.gres_map), gpu_resource=gpu,
+                       gres_map=dict(config.slurm.gres_map),
+                       gpu_resource=config.slurm_gpu_resource,
                        capacity=capacity_of(config))
 
 
@@ -308,8 +309,8 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                                       contract=contract, job_id=job_id)
                 active = store.active_workload(event.workload)
         create = _spool_create(config, event)
-        row, outcome = store.record_token(event.workload, event.token, event.detail,
-                                          create=create, ts=event.ts)
+        row, outcome = record_token(store, event.workload, event.token, event.detail,
+                                    create=create, ts=event.ts)
         if outcome is not None and outcome.record:
             recorded += 1
         if (active is not None and row is not None and row.id == active.id
@@ -343,7 +344,7 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
             before = store.ensure_workload(token.slug, kind=token.kind, source=token.source,
                                            contract=token.contract, job_id=token.job_id,
                                            namespace=token.namespace)
-        row, outcome = store.record_token(token.slug, token.token, token.detail)
+        row, outcome = record_token(store, token.slug, token.token, token.detail)
         if outcome is None or not outcome.record:
             continue
         counts.tokens += 1
@@ -661,17 +662,3 @@ def connect(config: Config, sources: Collection[Source],
     cluster = cluster_for(config) if "k8s" in sources else None
     scheduler = scheduler_for(config) if "slurm" in sources else None
     return cluster, scheduler
-
-
-def summary_rows(result: WatchResult) -> list[tuple[Any, ...]]:
-    """Rows of the human summary table: one per source."""
-    rows: list[tuple[Any, ...]] = []
-    for name, c in result.sources.items():
-        rows.append((name, c.seen, c.workloads, c.claims_written, c.claims_changed, c.tokens,
-                     c.error or ""))
-    return rows
-
-
-def claims_mapping(store: Store, names: Collection[str]) -> Mapping[str, Any]:
-    """The stored claims of `names` (for the human summary)."""
-    return {c.workload: c for c in store.claims() if c.workload in names}

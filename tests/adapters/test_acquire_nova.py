@@ -27,7 +27,6 @@ from scoctl.adapters.cloud import Cloud
 from scoctl.adapters.factory import cloud_for
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, Region, load_config
-from scoctl.core.fleet import current_units
 from scoctl.core.model import (
     FlavorInfo,
     Headroom,
@@ -43,7 +42,8 @@ from scoctl.host.budget import TokenBudget
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
+from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 pytestmark = pytest.mark.nova
@@ -145,7 +145,7 @@ class Env:
         self.config_path = write_config(tmp)
         self.config = load_config(self.config_path)
         self.clock = SystemClock()
-        self.store = Store.open(self.config.state, create=True)
+        self.store = open_store(self.config.state, create=True)
         self.connects = 0
         self.race: dict[str, Callable[[], None]] = {}
 
@@ -300,7 +300,7 @@ def test_servers_failing_novas_async_quota_recheck_are_quota_and_get_deleted(env
     assert fault.asynchronous and fault.servers == 4 and fault.message.startswith("413:")
     assert env.store.exclusions() == []
     assert {i.status for i in env.store.instances()} == {"deleting"}
-    assert current_units(env.store) == {}
+    assert held_units(env.store) == {}
     backend.wait_for(lambda: backend.cloud.servers(tags=["sco:managed"]),
                      lambda servers: all(s.status == "DELETED" for s in servers))
     assert result.calls == 1 + 4  # the create and four deletes, all through the budget
@@ -324,7 +324,7 @@ def test_no_valid_host_excludes_the_pool_and_the_fallback_launches_in_the_same_r
     assert result.replanned == ("web",)
     assert [(o.pool, o.created, o.round_no) for o in result.launches] == [
         ("big.a", 1, 0), ("small.a", 2, 1)]
-    assert current_units(env.store) == {"web": {"small.a": 2}}
+    assert held_units(env.store) == {"web": {"small.a": 2}}
     live = [s for s in env.backend.cloud.servers(tags=["sco:workload=web"])
             if s.status != "DELETED"]
     assert sorted(s.flavor for s in live) == ["m1.small", "m1.small"]
@@ -377,7 +377,7 @@ def test_two_concurrent_acquires_share_the_host_wide_token_budget(tmp_path: Path
             write_clouds_yaml(home, "scoctl-test", emulator.url, f"project-{name}")
             config_path = write_config(home, rate=rate, budget_dir=budget)
             config = load_config(config_path)
-            with Store.open(config.state, create=True) as store:
+            with open_store(config.state, create=True) as store:
                 nodes = [f"{name}-{i}" for i in range(10)]
                 store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "10"}),
                                 largest_pod=parse_resources({"cpu": "1"}), pods=10,
