@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,15 +19,19 @@ if TYPE_CHECKING:
     from scoctl.state import Store
 
 
-@dataclass
 class Globals:
-    """The global options of DESIGN §8, and lazily loaded config and state."""
+    """The global options of DESIGN §8, and lazily loaded config and state.
 
-    config_option: Path | None = None
-    state_option: Path | None = None
-    json: bool = False
-    verbosity: int = 0
-    _config: Config | None = field(default=None, repr=False)
+    A plain class: `scoctl COMMAND --help` would import `dataclasses` for it alone.
+    """
+
+    def __init__(self, config_option: Path | None = None, state_option: Path | None = None,
+                 json: bool = False, verbosity: int = 0) -> None:
+        self.config_option = config_option
+        self.state_option = state_option
+        self.json = json
+        self.verbosity = verbosity
+        self._config: Config | None = None
 
     def config(self) -> Config:
         """The config (loaded once). Falls back to the bundled demo with a warning on stderr."""
