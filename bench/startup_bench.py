@@ -1,79 +1,98 @@
-"""Start-up and gate latency: `python -c pass`, `scoctl --help`, and the Slurm gate against
-`sinfo` alone on a real Slurm cluster started for the run (scripts/slurm-start.sh).
+"""Start-up: ``scoctl --help`` and every ``scoctl COMMAND --help`` against a bare ``import typer``.
 
-    .venv/bin/python bench/startup_bench.py [--runs 20] [--no-slurm]
+    .venv/bin/python bench/startup_bench.py [--runs 15]
 
-Prints medians (ms) and a JSON line. Not part of the test command.
+The commands are read from ``scoctl --help`` (and each group's own --help), so a new command is
+measured without editing this file. Runs are interleaved round by round, so the machine's load
+hits every command alike. Prints each median and its ratio to ``python -c "import typer"`` (the
+aim of issue 16: at most 1.3x for every one), the same ratio in CPU time (less sensitive to the
+load of a shared machine), then one JSON line. scoctl's bytecode is compiled first, as an
+installed package has it. The Slurm gate has its own benchmark (gate_bench.py). Not part of the
+test command.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 SCOCTL = Path(sys.executable).parent / "scoctl"
+AIM = 1.3
 
 
-def median_ms(argv: list[str], runs: int, env: dict[str, str] | None = None,
-              ok: tuple[int, ...] = (0,)) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, check=False)
-        times.append((time.perf_counter() - started) * 1000)
-        if done.returncode not in ok:
-            raise SystemExit(f"{argv} exited {done.returncode}: {done.stderr.decode()[-400:]}")
-    return statistics.median(times)
+def listed_commands(argv: list[str]) -> list[str]:
+    """The command names in the ``Commands:`` section of ``argv --help``."""
+    out = subprocess.run([*argv, "--help"], capture_output=True, text=True, check=True).stdout
+    names, inside = [], False
+    for line in out.splitlines():
+        if line.strip() == "Commands:":
+            inside = True
+        elif inside and line.startswith("  ") and line.strip():
+            if not line.startswith("   "):
+                names.append(line.split()[0])
+        elif inside and line.strip():
+            inside = False
+    return names
+
+
+def help_lines() -> dict[str, list[str]]:
+    """Every --help line to time: the root, each command, and each command of a group."""
+    lines = {"scoctl --help": [str(SCOCTL), "--help"]}
+    for name in listed_commands([str(SCOCTL)]):
+        lines[f"scoctl {name} --help"] = [str(SCOCTL), name, "--help"]
+        for sub in listed_commands([str(SCOCTL), name]):
+            lines[f"scoctl {name} {sub} --help"] = [str(SCOCTL), name, sub, "--help"]
+    return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--no-slurm", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    result = {
-        "python -c pass": median_ms([sys.executable, "-c", "pass"], args.runs),
-        "scoctl --help": median_ms([str(SCOCTL), "--help"], args.runs),
-    }
-    if not args.no_slurm:
-        with tempfile.TemporaryDirectory() as tmp:
-            os.chmod(tmp, 0o755)  # munged and slurmd run as other users
-            env = {**os.environ, "SLURM_DIR": f"{tmp}/slurm", "PORT_BASE": "7817"}
-            subprocess.run([str(ROOT / "scripts/slurm-start.sh")], env=env, check=True,
-                           capture_output=True)
-            try:
-                env["SLURM_CONF"] = f"{tmp}/slurm/etc/slurm.conf"
-                config = Path(tmp) / "config.yaml"
-                config.write_text(
-                    f"state: {tmp}/state.db\nregions:\n  - name: r\n    launch: {{image: i}}\n"
-                    "ranking: {id: r, scores: {}}\n")
-                result["sinfo --json (partition ml)"] = median_ms(
-                    ["sinfo", "--json", "-p", "ml"], args.runs, env)
-                result["sinfo -N -o (format string)"] = median_ms(
-                    ["sinfo", "-h", "-N", "-o", "%N %c %m %G %P %T"], args.runs, env)
-                result["scoctl gate --backend slurm"] = median_ms(
-                    [str(SCOCTL), "--config", str(config), "-q", "gate", "--backend", "slurm",
-                     "--cpus", "4", "--mem", "8G", "--gpus", "1", "--no-elastic"],
-                    args.runs, env)
-                result["scoctl gate --backend slurm --workload"] = median_ms(
-                    [str(SCOCTL), "--config", str(config), "-q", "gate", "--backend", "slurm",
-                     "--cpus", "4", "--mem", "8G", "--gpus", "1", "--no-elastic",
-                     "--workload", "bench-job"], args.runs, env)
-            finally:
-                subprocess.run([str(ROOT / "scripts/slurm-stop.sh")], env=env, check=False,
-                               capture_output=True)
-    width = max(len(k) for k in result)
-    for name, ms in result.items():
-        print(f"{name:<{width}}  {ms:8.1f} ms (median of {args.runs})")
-    print(json.dumps({k: round(v, 1) for k, v in result.items()}))
+    import scoctl
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(scoctl.__file__).parent)],
+                   check=True, capture_output=True)
+    commands = {"python -c 'import typer'": [sys.executable, "-c", "import typer"],
+                **help_lines()}
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, argv in commands.items():
+            started, used = time.perf_counter(), _children_cpu()
+            subprocess.run(argv, capture_output=True, check=True)
+            times[name].append((time.perf_counter() - started) * 1000)
+            cpu[name].append((_children_cpu() - used) * 1000)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
+    base = medians.pop("python -c 'import typer'")
+    base_cpu = cpu_medians.pop("python -c 'import typer'")
+    width = max(len(name) for name in medians)
+    print(f"{'python -c import typer':<{width}}  {base:7.1f} ms (median of {args.runs}; CPU "
+          f"{base_cpu:.1f} ms)")
+    for name, ms in medians.items():
+        print(f"{name:<{width}}  {ms:7.1f} ms  {ms / base:5.2f}x   CPU "
+              f"{cpu_medians[name] / base_cpu:5.2f}x")
+    worst = max(medians, key=lambda name: medians[name])
+    ratio = medians[worst] / base
+    worst_cpu = max(cpu_medians.values()) / base_cpu
+    print(f"slowest: {worst} at {ratio:.2f}x a bare import typer "
+          f"(aim <= {AIM}x: {'met' if ratio <= AIM else 'NOT met'}); "
+          f"scoctl --help at {medians['scoctl --help'] / base:.2f}x; in CPU time the slowest "
+          f"is {worst_cpu:.2f}x")
+    print(json.dumps({"import_typer_ms": round(base, 1),
+                      **{name: round(ms / base, 3) for name, ms in medians.items()}}))
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""`scoctl gate`: the pre-submission capacity gate."""
+"""`scoctl gate`: the pre-submission capacity gate.
+
+Its options and ``--help``; the body is `cli.gate_fast.run`, which `scoctl.cli.app.main` also
+calls without typer for a plain command line (the gate runs before every ``sbatch``).
+"""
 
 from __future__ import annotations
 
@@ -58,50 +62,15 @@ def gate(
       scoctl gate --backend slurm --cpus 32 --mem 256G --gpus 4 --gpu-type a100 \\
         --workload train-7 --json
     """
-    from scoctl.cli import render
     from scoctl.cli.common import globals_of
-    from scoctl.core.gate import OVER_CAPACITY, SKIPPED, GateRequest
-    from scoctl.core.model import is_slug
-    from scoctl.core.quantity import QuantityError, parse_slurm_mem_mb
-    from scoctl.errors import EXIT_OVER_CAPACITY, UsageError
-    from scoctl.stages.gate import run_gate
+    from scoctl.cli.gate_fast import GateArgs, run
 
-    g = globals_of(ctx, json=json_out)
-    try:
-        memory_mb = parse_slurm_mem_mb(mem)
-    except QuantityError as exc:
-        raise UsageError(f"--mem: {exc}") from exc
-    if workload is not None and not is_slug(workload):
-        raise UsageError(f"--workload: {workload!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
-    config = g.config()
-    request = GateRequest(cpus=cpus, memory_mb=memory_mb, gpus=gpus, gpu_type=gpu_type,
-                          gpu_resource=gpu_resource or config.kubernetes.gpu_resource)
-    outcome = run_gate(config, request, backend=backend.value, partition=partition,
-                       elastic=config.elastic and not no_elastic, workload=workload,
-                       kind=kind.value, job_id=job_id,
-                       state_path=g.state_path() if workload else None)
-    verdict = outcome.verdict
-    if verdict.verdict == SKIPPED:
-        render.warn(f"gate skipped: {verdict.reason}")
-    if workload and outcome.workload is None:
-        render.warn(f"workload {workload} not recorded: the state is not writable"
-                    + (f"; CAPACITY_EXCEEDED spooled ({outcome.spooled})"
-                       if outcome.spooled else ""))
-    if g.json:
-        render.print_json(outcome.as_dict())
-    else:
-        where = f" (partition {outcome.partition})" if outcome.partition else ""
-        target = ""
-        if verdict.pool:
-            target = f" via pool {verdict.pool}"
-        elif verdict.node:
-            target = f" on {verdict.node.name}"
-        render.line(f"{verdict.verdict}{target}{where}: {verdict.reason}")
-        if outcome.workload:
-            render.line(f"workload {outcome.workload.slug}: "
-                        f"{render.styled(outcome.workload.status)}")
-    if verdict.verdict == OVER_CAPACITY:
-        raise typer.Exit(EXIT_OVER_CAPACITY)
+    code = run(globals_of(ctx, json=json_out), GateArgs(
+        backend=backend.value, cpus=cpus, mem=mem, gpus=gpus, gpu_type=gpu_type,
+        gpu_resource=gpu_resource, partition=partition, workload=workload, kind=kind.value,
+        job_id=job_id, no_elastic=no_elastic, json=json_out))
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

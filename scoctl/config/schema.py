@@ -10,7 +10,6 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -741,6 +740,8 @@ def _unique(r: _Reader, names: list[str], section: str) -> None:
 
 def demo_config_text() -> str:
     """The bundled demo config, shipped inside the package."""
+    from importlib import resources  # only the demo needs it (a few ms the gate does not pay)
+
     return resources.files("scoctl.data").joinpath(DEMO_CONFIG_NAME).read_text(encoding="utf-8")
 
 

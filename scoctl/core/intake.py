@@ -42,7 +42,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
@@ -413,26 +413,88 @@ class _K8sWorkload:
 _OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
 
 
-def _objects_of(w: _K8sWorkload, snap: K8sSnapshot, label: str, configured: bool,
+T = TypeVar("T", DeploymentInfo, InferenceServiceInfo, JobInfo)
+
+
+class _Index(Generic[T]):
+    """Objects of one kind by namespace and name, by workload label and by name, so that each
+    workload finds its own without scanning every object (1,000 workloads, 1,000 Deployments).
+    Lookups give the objects in the snapshot's order."""
+
+    def __init__(self, objects: Sequence[T], label: str, *, by_label: str = "") -> None:
+        self.objects: Sequence[T] = objects
+        self.ident: dict[tuple[str, str], list[int]] = {}
+        self.labelled: dict[str, list[int]] = {}
+        self.named: dict[str, list[int]] = {}
+        self.by_label: dict[tuple[str, str], list[int]] = {}  # (namespace, `by_label` value)
+        for position, obj in enumerate(objects):
+            self.ident.setdefault((obj.namespace, obj.name), []).append(position)
+            self.labelled.setdefault(obj.labels.get(label, ""), []).append(position)
+            self.named.setdefault(obj.name, []).append(position)
+            if by_label:
+                key = (obj.namespace, obj.labels.get(by_label, ""))
+                self.by_label.setdefault(key, []).append(position)
+
+    def pick(self, positions: Iterable[int]) -> list[T]:
+        return [self.objects[p] for p in sorted(set(positions))]
+
+
+@dataclass
+class _Objects:
+    """The snapshot's Deployments, InferenceServices, Jobs and ReplicaSets, indexed once."""
+
+    deployments: _Index[DeploymentInfo]
+    isvcs: _Index[InferenceServiceInfo]
+    jobs: _Index[JobInfo]
+    replicasets: dict[tuple[str, str, str], list[ReplicaSetInfo]]  # (ns, "uid"|"name", value)
+
+    @classmethod
+    def of(cls, snap: K8sSnapshot, label: str) -> _Objects:
+        replicasets: dict[tuple[str, str, str], list[ReplicaSetInfo]] = {}
+        for rs in snap.replicasets:
+            for owner in rs.owners:
+                if owner.kind == "Deployment":
+                    for key in ((rs.namespace, "uid", owner.uid), (rs.namespace, "name",
+                                                                   owner.name)):
+                        if not replicasets.get(key) or replicasets[key][-1] is not rs:
+                            replicasets.setdefault(key, []).append(rs)
+        return cls(deployments=_Index(snap.deployments, label, by_label=KSERVE_ISVC_LABEL),
+                   isvcs=_Index(snap.inference_services, label), jobs=_Index(snap.jobs, label),
+                   replicasets=replicasets)
+
+    def replicasets_of(self, deployment: DeploymentInfo) -> list[ReplicaSetInfo]:
+        """The ReplicaSets `newest_replicaset` could pick for `deployment` (owned by its uid
+        or name), each once."""
+        found = list(self.replicasets.get((deployment.namespace, "name", deployment.name), ()))
+        if deployment.uid:
+            found += [rs for rs in self.replicasets.get(
+                (deployment.namespace, "uid", deployment.uid), ()) if rs not in found]
+        return found
+
+
+def _matching(index: _Index[T], w: _K8sWorkload, kind: str, namespaces: set[str],
+              configured: bool) -> list[int]:
+    """Positions of the objects owned by `w` (as `kind`), labelled with its slug, or named
+    after it (configured, or in one of its namespaces)."""
+    positions = [p for owner_kind, ns, name in w.owners if owner_kind == kind
+                 for p in index.ident.get((ns, name), ())]
+    positions += index.labelled.get(w.slug, ())
+    positions += [p for p in index.named.get(w.slug, ())
+                  if configured or index.objects[p].namespace in namespaces]
+    return positions
+
+
+def _objects_of(w: _K8sWorkload, objects: _Objects, configured: bool,
                 ) -> tuple[list[DeploymentInfo], list[InferenceServiceInfo], list[JobInfo]]:
     namespaces = {ns for _, ns, _ in w.owners} | ({w.namespace} if w.namespace else set())
-
-    def named(name: str, labels: Mapping[str, str], namespace: str) -> bool:
-        if labels.get(label) == w.slug:
-            return True
-        return name == w.slug and (configured or namespace in namespaces)
-
-    isvcs = [i for i in snap.inference_services
-             if ("inference", i.namespace, i.name) in w.owners
-             or named(i.name, i.labels, i.namespace)]
-    isvc_keys = {(i.namespace, i.name) for i in isvcs}
-    deployments = [d for d in snap.deployments
-                   if ("deployment", d.namespace, d.name) in w.owners
-                   or named(d.name, d.labels, d.namespace)
-                   or (d.namespace, d.labels.get(KSERVE_ISVC_LABEL, "")) in isvc_keys
-                   or ("inference", d.namespace, d.labels.get(KSERVE_ISVC_LABEL, "")) in w.owners]
-    jobs = [j for j in snap.jobs
-            if ("job", j.namespace, j.name) in w.owners or named(j.name, j.labels, j.namespace)]
+    isvcs = objects.isvcs.pick(_matching(objects.isvcs, w, "inference", namespaces, configured))
+    deployment_positions = _matching(objects.deployments, w, "deployment", namespaces,
+                                     configured)
+    for key in [(i.namespace, i.name) for i in isvcs] + [
+            (ns, name) for kind, ns, name in w.owners if kind == "inference"]:
+        deployment_positions += objects.deployments.by_label.get(key, ())
+    deployments = objects.deployments.pick(deployment_positions)
+    jobs = objects.jobs.pick(_matching(objects.jobs, w, "job", namespaces, configured))
     return deployments, isvcs, jobs
 
 
@@ -447,21 +509,30 @@ def _teardown_refs(w: _K8sWorkload, deployments: Sequence[DeploymentInfo],
                            d.labels.get(MANAGED_LABEL) == "true") for d in deployments)
 
 
-def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
-    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
+               rules: Sequence[WorkloadRule]) -> tuple[dict[str, _K8sWorkload], set[str]]:
+    """The managed workloads the pods belong to, with their demand; and the workload names
+    that are not slugs (their pods are skipped).
+
+    What many pods share is worked out once: the owning object per owners value, the rule and
+    slug check per name, and the effective request per container set (the pods of one
+    template share one owners and one container value: the adapter builds each distinct one
+    once). The memos keyed by identity are right for any pods: the snapshot holds every pod,
+    so no value is freed and no id reused while they are in use, and pods with equal but
+    separate values only miss the memo.
+    """
     label = policy.workload_label
     managed_nodes = {n.name for n in snap.nodes if n.labels.get(MANAGED_LABEL) == "true"}
     found: dict[str, _K8sWorkload] = {}
-    warnings: list[str] = []
     bad_slugs: set[str] = set()
-
-    k8s_rules = [r for r in policy.workloads if r.source == "k8s"]
-    owners: dict[object, WorkloadRef | None] = {}
+    owners: dict[tuple[str, int, tuple[str | None, ...]], WorkloadRef | None] = {}
+    names: dict[tuple[str, str], tuple[WorkloadRule | None, bool]] = {}
+    requests: dict[tuple[int, int], tuple[dict[str, int], tuple[tuple[str, int], ...]]] = {}
     for pod in snap.pods:
         if pod.phase in ("Succeeded", "Failed"):
             continue
-        # pods of one controller share their owner: resolve it once (40,000 pods, 40 owners)
-        key = (pod.namespace, pod.owners, tuple(pod.labels.get(k) for k in _OWNER_LABELS))
+        # keyed by the identity of the (shared) owners value, alive as long as `owners` is
+        key = (pod.namespace, id(pod.owners), tuple(map(pod.labels.get, _OWNER_LABELS)))
         if key not in owners:
             owners[key] = workload_of(pod, "")  # the owning object, whatever the label says
         owner = owners[key]
@@ -469,10 +540,12 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         if not named and owner is None:
             continue
         name = named or (owner.name if owner else "")
-        rule = _rule_for(k8s_rules, name, pod.namespace)
+        if (name, pod.namespace) not in names:
+            names[(name, pod.namespace)] = (_rule_for(rules, name, pod.namespace), is_slug(name))
+        rule, slug = names[(name, pod.namespace)]
         if not named and rule is None:
             continue  # not scoctl's business
-        if not is_slug(name):
+        if not slug:
             bad_slugs.add(name)
             continue
         w = found.get(name)
@@ -489,14 +562,39 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         provisionable = is_provisionable(pod)
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
         if provisionable or on_ours:
-            request = effective_request(pod)
+            request, shape = _request_of(pod, requests)
             w.add(pod, request)
             w.tolerates = w.tolerates and tolerates_reclaimable(pod)
             if provisionable:
                 w.waiting.append(pod)
-                w.shapes.setdefault(tuple(sorted(request.items())), pod)
+                w.shapes.setdefault(shape, pod)
         if not provisionable and _initialising(pod):
             w.starting.append(pod)
+    return found, bad_slugs
+
+
+def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],
+                                                                   tuple[tuple[str, int], ...]]]
+                ) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
+    """The pod's effective request and its shape (sorted items), computed once per shared
+    container value. Keyed by identity: those values are alive (the snapshot holds the pods)
+    for as long as `memo` is, and a pod with pod-level requests or overhead is not memoised."""
+    if pod.pod_requests or pod.overhead:
+        request = effective_request(pod)
+        return request, tuple(sorted(request.items()))
+    key = (id(pod.containers), id(pod.init_containers))
+    if key not in memo:
+        request = effective_request(pod)
+        memo[key] = (request, tuple(sorted(request.items())))
+    return memo[key]
+
+
+def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
+    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+    label = policy.workload_label
+    warnings: list[str] = []
+    found, bad_slugs = _read_pods(snap, policy, [r for r in policy.workloads
+                                                 if r.source == "k8s"])
     for slug in sorted(bad_slugs):
         warnings.append(f"workload name {slug!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}}): "
                         "its pods are skipped")
@@ -525,12 +623,15 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
     claims: list[ClaimDecision] = []
     tokens: list[TokenDecision] = []
     rules = {r.name for r in policy.workloads if r.source == "k8s"}
+    objects = _Objects.of(snap, label)
+    holds: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]] = {}
     for slug in sorted(found):
         w = found[slug]
         current = snap.workloads.get(slug)
         token = None
         if current is None or not current.settled:  # settled workloads are no longer watched
-            token = _k8s_token(w, current, snap, policy, configured=slug in rules)
+            token = _k8s_token(w, current, snap, policy, objects, holds,
+                               configured=slug in rules)
             if token is not None:
                 tokens.append(token)
         ending = token is not None and map_token(token.token).status in INACTIVE_STATUSES
@@ -556,8 +657,10 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
 
 
 def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
-               policy: K8sPolicy, *, configured: bool) -> TokenDecision | None:
-    deployments, isvcs, jobs = _objects_of(w, snap, policy.workload_label, configured)
+               policy: K8sPolicy, objects: _Objects,
+               holds_memo: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]], *,
+               configured: bool) -> TokenDecision | None:
+    deployments, isvcs, jobs = _objects_of(w, objects, configured)
     kind = w.kind
     if isvcs and kind == "deployment":
         kind = "inference"
@@ -572,7 +675,7 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
     # 1. quota blocks: pods that are never created
     if kind in ("deployment", "inference"):
         for dep in deployments:
-            message = deployment_quota_block(dep, snap.replicasets)
+            message = deployment_quota_block(dep, objects.replicasets_of(dep))
             if message is None:
                 continue
             detail = {"object": f"Deployment {dep.namespace}/{dep.name}", "message": message}
@@ -589,9 +692,11 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
                 return make("POD_CREATION_BLOCKED",
                             {"object": f"Job {job.namespace}/{job.name}", "message": message})
     # 2. a pod no node or pool could ever hold
-    for shape, pod in w.shapes.items():  # each distinct request once
+    for shape, pod in w.shapes.items():  # each distinct request once (per intake)
         request = dict(shape)
-        holds, why = could_ever_hold(request, snap.nodes, policy.capacity)
+        if shape not in holds_memo:
+            holds_memo[shape] = could_ever_hold(request, snap.nodes, policy.capacity)
+        holds, why = holds_memo[shape]
         if holds is False:
             teardown = _teardown_refs(w, deployments, isvcs) if kind != "job" else ()
             return make("POD_SCHEDULING_FAILED",

@@ -167,7 +167,13 @@ def _bound(alloc: Resources, largest_pod: _RESOURCE_KEY) -> dict[str, int] | Non
 def _cov(bound: Mapping[str, int], requests: _RESOURCE_KEY) -> float:
     if not requests:
         return 0.0
-    return min(bound.get(name, 0) / amount for name, amount in requests)
+    # min() over a generator, unrolled: this runs for every eligible flavor of every claim
+    best = math.inf
+    for name, amount in requests:
+        value = bound.get(name, 0) / amount
+        if value < best:
+            best = value
+    return best
 
 
 def coverage(flavor: Flavor, claim: Claim) -> float:
@@ -375,6 +381,7 @@ class _Fill:
         self._committed: float | None = None
         self._groups: dict[str, float] = {}
         self._cap_units: dict[str, int] = {}
+        self._allowed: dict[int, list[list[_Entry]]] = {}  # by m: the flavors the cap allows
 
     # ---- bookkeeping
 
@@ -438,8 +445,11 @@ class _Fill:
 
     def candidates(self) -> Iterator[_Entry]:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
-        lists = [entries for flavor, entries in self.order.reclaimable.items()
-                 if entries and self.cap_units(entries[0]) >= 1]
+        lists = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
+        if lists is None:
+            lists = self._allowed[self.m] = [
+                entries for entries in self.order.reclaimable.values()
+                if entries and self.cap_units(entries[0]) >= 1]
         if len(lists) == 1:
             return iter(lists[0])
         return heapq.merge(*lists, key=_rank)

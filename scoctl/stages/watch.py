@@ -421,6 +421,17 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
     `pending_pods` replaces the pending-pod list (the follow cache). Raises ConfigError when a
     requested source has no usable configuration.
     """
+    # The cyclic collector stays paused for the whole pass, reads included: between the pod
+    # list and the commit, full collections over the fresh (and all live) values of a large
+    # intake found nothing to free and took longer than the decision itself.
+    with _no_gc():
+        return _run_pass(config, store, clock, sources=sources, teardown=teardown,
+                         cluster=cluster, scheduler=scheduler, pending_pods=pending_pods)
+
+
+def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
+              teardown: bool, cluster: Cluster | None, scheduler: BatchScheduler | None,
+              pending_pods: Sequence[PodInfo] | None) -> WatchResult:
     started = clock.monotonic()
     wall = time.perf_counter()
     result = WatchResult()
@@ -457,7 +468,7 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
                  if slurm_read is not None and scheduler is not None else {})
 
     pending = _Pending()
-    with store.transaction(), _no_gc():
+    with store.transaction():
         result.spool_tokens = _ingest_spool(config, store, events, pending,
                                             slurm_watched="slurm" in sources)
         result.spool_events = len(events)

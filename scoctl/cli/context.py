@@ -1,0 +1,83 @@
+"""What every command shares, without typer: the global options and how to reach config and state.
+
+`scoctl gate` starts without typer (`cli.gate_fast`: a submit wrapper pays the start-up on every
+``sbatch``), so nothing here may import typer or click.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scoctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from scoctl.config.schema import Config
+    from scoctl.state import Store
+
+
+class Globals:
+    """The global options of DESIGN §8, and lazily loaded config and state.
+
+    A plain class: `scoctl COMMAND --help` would import `dataclasses` for it alone.
+    """
+
+    def __init__(self, config_option: Path | None = None, state_option: Path | None = None,
+                 json: bool = False, verbosity: int = 0) -> None:
+        self.config_option = config_option
+        self.state_option = state_option
+        self.json = json
+        self.verbosity = verbosity
+        self._config: Config | None = None
+
+    def config(self) -> Config:
+        """The config (loaded once). Falls back to the bundled demo with a warning on stderr."""
+        if self._config is None:
+            from scoctl.config.schema import load_config, resolve_config_path
+
+            path, warning = resolve_config_path(self.config_option)
+            if warning and self.verbosity >= 0:
+                print(f"scoctl: warning: {warning}", file=sys.stderr)
+            self._config = load_config(path)
+        return self._config
+
+    def state_path(self) -> Path:
+        """--state, else the config's `state`."""
+        return self.state_option if self.state_option else self.config().state
+
+    def open_store(self, *, create: bool = False) -> Store:
+        """Open the state file (migrating an older schema; refusing a newer one)."""
+        from scoctl.state import open_store
+
+        return open_store(self.state_path(), create=create)
+
+    @contextmanager
+    def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:
+        """Hold the run lock (waiting up to `wait`, else the config's lock_wait) and the store."""
+        from scoctl.host.lock import run_lock
+
+        path = self.state_path()
+        limit = self.config().timeouts.lock_wait if wait is None else wait
+        with run_lock(path, wait=limit):
+            store = self.open_store(create=create)
+            try:
+                yield store
+            finally:
+                store.close()
+
+
+def start(*, config: Path | None, state: Path | None, json: bool, verbose: int,
+          quiet: bool) -> Globals:
+    """Apply the global options: refuse a missing --config, set up logging on stderr."""
+    if config is not None and not config.exists():
+        # checked here, not only where the config is read: `status --state X` never reads it,
+        # and a mistyped --config must not pass silently
+        raise UsageError(f"--config {config}: no such file")
+    verbosity = -1 if quiet else verbose
+    from scoctl.logs import setup_logging
+
+    setup_logging(verbosity)
+    return Globals(config_option=config, state_option=state, json=json, verbosity=verbosity)

@@ -1,0 +1,37 @@
+"""The Kubernetes adapter's conversion of raw API objects: pods of one template share their
+container, condition and owner values, which equal those built for each pod alone."""
+
+from __future__ import annotations
+
+import copy
+
+from scoctl.adapters.kubernetes import pod_info
+from scoctl.core.demand import Container, OwnerRef
+from scoctl.sim import k8s_emulator as ke
+
+
+def _pods(count: int) -> list[dict[str, object]]:
+    deployment = ke.make_deployment("orders", "shop", replicas=count, cpu="4", memory="16Gi")
+    deployment["metadata"]["uid"] = "uid-orders"
+    replicaset = ke.make_replicaset(deployment)
+    replicaset["metadata"]["uid"] = "uid-orders-rs"
+    return ke.pods_for(replicaset, count, unschedulable="0/3 nodes are available.")
+
+
+def test_pods_of_one_template_share_equal_values():
+    first, second = (pod_info(raw) for raw in _pods(2))
+    assert first.containers is second.containers
+    assert first.conditions is second.conditions
+    assert first.owners is second.owners
+    assert first.containers == (Container("main", {"cpu": 4000, "memory": 16 * 2**30}),)
+    assert first.owners == (OwnerRef("ReplicaSet", "orders-5d8f7c9b4", "uid-orders-rs",
+                                     "apps/v1", True),)
+    assert first.name != second.name
+
+
+def test_a_container_value_that_cannot_be_hashed_is_converted_unshared():
+    raw = copy.deepcopy(_pods(1)[0])
+    raw["spec"]["containers"][0]["restartPolicy"] = {"odd": "value"}  # type: ignore[index]
+    pod = pod_info(raw)
+    assert pod.containers[0].restart_policy == {"odd": "value"}
+    assert pod_info(raw).containers == pod.containers
