@@ -347,9 +347,8 @@ def _region(r: _Reader, raw: Any, path: Path_) -> Region:
                        allowed=FIELDS[("regions", "[]", "launch")])
     if not launch:
         raise r.fail(launch_path, "is required (image, networks, ...)")
-    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*launch_path, "networks")))
-    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
-                                         (*launch_path, "security_groups")))
+    networks = _names(r, launch, launch_path, "networks")
+    groups = _names(r, launch, launch_path, "security_groups")
     calls = r.integer(data, path, "mutating_calls_per_second", 10, low=1)
     return Region(
         name=name,
@@ -451,151 +450,190 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     )
 
 
-def parse_config(doc: Located, *, path: Path | None) -> Config:
-    """Validate a parsed document into a Config; raises ConfigError naming file, line and field."""
-    r = _Reader(doc)
-    root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
-    if not root:
-        raise r.fail((), "the config is empty")
+def _section(r: _Reader, root: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The top-level mapping `name` (empty when absent), refusing keys FIELDS does not name."""
+    return r.mapping(root.get(name), (name,), allowed=FIELDS[(name,)])
 
-    reserve_path: Path_ = ("node_reserve",)
-    reserve = r.resources(root.get("node_reserve"), reserve_path)
 
+def _regions(r: _Reader, root: Mapping[str, Any]) -> tuple[Region, ...]:
     regions = tuple(_region(r, raw, ("regions", i))
                     for i, raw in enumerate(r.seq(root.get("regions"), ("regions",))))
     if not regions:
         raise r.fail(("regions",), "at least one region is required")
     _unique(r, [x.name for x in regions], "regions")
+    return regions
 
+
+def _flavors(r: _Reader, root: Mapping[str, Any],
+             reserve: Mapping[str, int]) -> dict[str, Flavor]:
     flavor_list = [_flavor(r, raw, ("flavors", i), reserve)
                    for i, raw in enumerate(r.seq(root.get("flavors"), ("flavors",)))]
     _unique(r, [f.name for f in flavor_list], "flavors")
-    flavors = {f.name: f for f in flavor_list}
+    return {f.name: f for f in flavor_list}
 
-    contracts_raw = r.mapping(root.get("contracts"), ("contracts",))
+
+def _contracts(r: _Reader, root: Mapping[str, Any]) -> dict[str, Contract]:
+    raw_contracts = r.mapping(root.get("contracts"), ("contracts",))
     contracts = {str(name): _contract(r, str(name), raw, ("contracts", str(name)))
-                 for name, raw in contracts_raw.items()}
-    if not contracts:
-        contracts = {"T1": Contract(name="T1")}
+                 for name, raw in raw_contracts.items()}
+    return contracts or {"T1": Contract(name="T1")}
 
-    region_names = {x.name for x in regions}
-    pools = []
-    for i, raw in enumerate(r.seq(root.get("pools"), ("pools",))):
-        p = ("pools", i)
-        data = r.mapping(raw, p, allowed=FIELDS[("pools", "[]")])
-        region = r.string(data, p, "region", default=regions[0].name) or regions[0].name
-        if region not in region_names:
-            raise r.fail((*p, "region"), f"unknown region {region!r}")
-        flavor = r.req_string(data, p, "flavor")
-        if flavor not in flavors:
-            raise r.fail((*p, "flavor"), f"unknown flavor {flavor!r}")
-        tier = r.req_string(data, p, "tier")
-        if tier not in TIERS:
-            raise r.fail((*p, "tier"), f"must be one of {', '.join(TIERS)}, not {tier!r}")
-        name = r.req_string(data, p, "name")
-        if len(f"sco:pool={name}") > 60 or "/" in name or "," in name:
-            raise r.fail((*p, "name"), "must fit a Nova tag (sco:pool=<name> ≤ 60, no / or ,)")
-        pools.append(Pool(
-            name=name, region=region, az=r.req_string(data, p, "az"), flavor=flavor,
-            group=r.req_string(data, p, "group"), tier=tier,
-            depth=r.integer(data, p, "depth", 0, low=0),
-        ))
+
+def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
+          flavors: Mapping[str, Flavor]) -> Pool:
+    data = r.mapping(raw, path, allowed=FIELDS[("pools", "[]")])
+    region = r.string(data, path, "region", default=regions[0].name) or regions[0].name
+    if region not in {x.name for x in regions}:
+        raise r.fail((*path, "region"), f"unknown region {region!r}")
+    flavor = r.req_string(data, path, "flavor")
+    if flavor not in flavors:
+        raise r.fail((*path, "flavor"), f"unknown flavor {flavor!r}")
+    tier = r.req_string(data, path, "tier")
+    if tier not in TIERS:
+        raise r.fail((*path, "tier"), f"must be one of {', '.join(TIERS)}, not {tier!r}")
+    name = r.req_string(data, path, "name")
+    if len(f"sco:pool={name}") > 60 or "/" in name or "," in name:
+        raise r.fail((*path, "name"), "must fit a Nova tag (sco:pool=<name> ≤ 60, no / or ,)")
+    return Pool(name=name, region=region, az=r.req_string(data, path, "az"), flavor=flavor,
+                group=r.req_string(data, path, "group"), tier=tier,
+                depth=r.integer(data, path, "depth", 0, low=0))
+
+
+def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],
+           flavors: Mapping[str, Flavor]) -> tuple[Pool, ...]:
+    pools = tuple(_pool(r, raw, ("pools", i), regions, flavors)
+                  for i, raw in enumerate(r.seq(root.get("pools"), ("pools",))))
     _unique(r, [x.name for x in pools], "pools")
+    return pools
 
-    planner = r.mapping(root.get("planner"), ("planner",), allowed=FIELDS[("planner",)])
-    ranking_raw = root.get("ranking")
-    if ranking_raw is None:
+
+def _ranking_section(r: _Reader, root: Mapping[str, Any]) -> RankingSource:
+    if root.get("ranking") is None:
         raise r.fail(("ranking",), "is required (scores, file or url)")
-    ranking = _ranking(r, ranking_raw, ("ranking",))
+    return _ranking(r, root["ranking"], ("ranking",))
 
+
+def _workloads(r: _Reader, root: Mapping[str, Any],
+               contracts: Mapping[str, Contract]) -> tuple[WorkloadSpec, ...]:
     workloads = tuple(_workload(r, raw, ("workloads", i), contracts)
                       for i, raw in enumerate(r.seq(root.get("workloads"), ("workloads",))))
     _unique(r, [w.name for w in workloads], "workloads")
+    return workloads
 
-    k = r.mapping(root.get("kubernetes"), ("kubernetes",),
-                  allowed=FIELDS[("kubernetes",)])
+
+def _names(r: _Reader, data: Mapping[str, Any], path: Path_, key: str) -> tuple[str, ...]:
+    """A list of names (namespaces, partitions, networks ...) as strings."""
+    return tuple(str(item) for item in r.seq(data.get(key), (*path, key)))
+
+
+def _kubernetes(r: _Reader, root: Mapping[str, Any]) -> KubernetesSettings:
+    k = _section(r, root, "kubernetes")
     kp: Path_ = ("kubernetes",)
-    kubernetes = KubernetesSettings(
+    return KubernetesSettings(
         kubeconfig=r.path_value(k, kp, "kubeconfig"),
         context=r.string(k, kp, "context"),
         workload_label=r.string(k, kp, "workload_label", default="sco/workload") or "sco/workload",
         contract_label=r.string(k, kp, "contract_label", default="sco/contract") or "sco/contract",
         gpu_resource=r.string(k, kp, "gpu_resource", default="nvidia.com/gpu") or "nvidia.com/gpu",
-        namespaces=tuple(str(n) for n in r.seq(k.get("namespaces"), (*kp, "namespaces"))),
+        namespaces=_names(r, k, kp, "namespaces"),
     )
 
-    s = r.mapping(root.get("slurm"), ("slurm",),
-                  allowed=FIELDS[("slurm",)])
+
+def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
+    s = _section(r, root, "slurm")
     sp: Path_ = ("slurm",)
     gres_map = {str(a): str(b) for a, b in r.mapping(s.get("gres_map"), (*sp, "gres_map")).items()}
-    slurm = SlurmSettings(
+
+    def text(key: str, default: str) -> str:
+        return r.string(s, sp, key, default=default) or default
+
+    return SlurmSettings(
         rest_url=r.string(s, sp, "rest_url"),
-        rest_user=r.string(s, sp, "rest_user", default="root") or "root",
+        rest_user=text("rest_user", "root"),
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
-        gpu_partition=r.string(s, sp, "gpu_partition", default="ml") or "ml",
+        gpu_partition=text("gpu_partition", "ml"),
         default_partition=r.string(s, sp, "default_partition"),
         gres_map=gres_map or {"gpu": "nvidia.com/gpu"},
-        sinfo=r.string(s, sp, "sinfo", default="sinfo") or "sinfo",
-        squeue=r.string(s, sp, "squeue", default="squeue") or "squeue",
-        scontrol=r.string(s, sp, "scontrol", default="scontrol") or "scontrol",
-        sbatch=r.string(s, sp, "sbatch", default="sbatch") or "sbatch",
+        sinfo=text("sinfo", "sinfo"),
+        squeue=text("squeue", "squeue"),
+        scontrol=text("scontrol", "scontrol"),
+        sbatch=text("sbatch", "sbatch"),
         timeout=r.duration(s, sp, "timeout", 10.0),
-        cloud_partitions=tuple(str(x) for x in r.seq(s.get("cloud_partitions"),
-                                                     (*sp, "cloud_partitions"))),
+        cloud_partitions=_names(r, s, sp, "cloud_partitions"),
     )
 
-    b = r.mapping(root.get("bootstrap"), ("bootstrap",),
-                  allowed=FIELDS[("bootstrap",)])
-    bootstrap = Bootstrap(
+
+def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
+    b = _section(r, root, "bootstrap")
+    return Bootstrap(
         join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
         user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
     )
 
-    t = r.mapping(root.get("timeouts"), ("timeouts",),
-                  allowed=FIELDS[("timeouts",)])
-    tp: Path_ = ("timeouts",)
-    timeouts = Timeouts(
-        launch=r.duration(t, tp, "launch", 300.0),
-        registration=r.duration(t, tp, "registration", 900.0),
-        idle=r.duration(t, tp, "idle", 600.0),
-        negative_cache=r.duration(t, tp, "negative_cache", 180.0),
-        orphan_grace=r.duration(t, tp, "orphan_grace", 1800.0),
-        lock_wait=r.duration(t, tp, "lock_wait", 0.0),
-    )
-    it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
+
+def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
+    t = _section(r, root, "timeouts")
+    defaults = Timeouts()
+    return Timeouts(**{name: r.duration(t, ("timeouts",), name, getattr(defaults, name))
+                       for name in Timeouts.__dataclass_fields__})
+
+
+def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
+    it = _section(r, root, "intake")
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),
                     batch_max=r.duration(it, ("intake",), "batch_max", 5.0))
     if intake.batch_max > 10:
         raise r.fail(("intake", "batch_max"), "must be at most 10s (steps 1-8 stay under 10 s)")
     if intake.batch_idle > intake.batch_max:
         raise r.fail(("intake", "batch_idle"), "must not exceed intake.batch_max")
+    return intake
 
+
+def _quota_block(r: _Reader, root: Mapping[str, Any]) -> Literal["fail", "queue"]:
     quota_block = r.string(root, (), "quota_block", default="fail") or "fail"
-    if quota_block not in ("fail", "queue"):
+    if quota_block == "queue":
+        return "queue"
+    if quota_block != "fail":
         raise r.fail(("quota_block",), "must be fail or queue")
-    metrics = r.mapping(root.get("metrics"), ("metrics",), allowed=FIELDS[("metrics",)])
+    return "fail"
 
-    state = r.path_value(root, (), "state") or Path("./scoctl.db")
+
+def parse_config(doc: Located, *, path: Path | None) -> Config:
+    """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
+
+    One small reader per section; they run in the order of the fields below, so the first bad
+    field (in that order) is the one reported.
+    """
+    r = _Reader(doc)
+    root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
+    if not root:
+        raise r.fail((), "the config is empty")
+    reserve = r.resources(root.get("node_reserve"), ("node_reserve",))
+    regions = _regions(r, root)
+    flavors = _flavors(r, root, reserve)
+    contracts = _contracts(r, root)
+    pools = _pools(r, root, regions, flavors)
+    planner = _section(r, root, "planner")
     return Config(
         path=path,
-        state=state,
+        ranking=_ranking_section(r, root),
+        workloads=_workloads(r, root, contracts),
+        kubernetes=_kubernetes(r, root),
+        slurm=_slurm(r, root),
+        bootstrap=_bootstrap(r, root),
+        timeouts=_timeouts(r, root),
+        intake=_intake(r, root),
+        quota_block=_quota_block(r, root),
+        metrics_file=r.path_value(_section(r, root, "metrics"), ("metrics",), "textfile"),
+        state=r.path_value(root, (), "state") or Path("./scoctl.db"),
         regions=regions,
         flavors=flavors,
-        pools=tuple(pools),
+        pools=pools,
         contracts=contracts,
-        ranking=ranking,
-        workloads=workloads,
         depth_premium=r.number(planner, ("planner",), "depth_premium", 0.05, low=0, high=1),
         node_reserve=reserve,
-        kubernetes=kubernetes,
-        slurm=slurm,
-        bootstrap=bootstrap,
         spool=r.path_value(root, (), "spool") or Path("/var/spool/scoctl"),
         budget_dir=r.path_value(root, (), "budget_dir") or Path("/run/scoctl"),
-        metrics_file=r.path_value(metrics, ("metrics",), "textfile"),
-        timeouts=timeouts,
-        intake=intake,
-        quota_block=quota_block,  # type: ignore[arg-type]
         gc_orphans=r.boolean(root, (), "gc_orphans", False),
         disruption_budget=r.number(root, (), "disruption_budget", 0.10, low=0.0001, high=1),
         elastic=r.boolean(root, (), "elastic", True),
