@@ -6,6 +6,7 @@ current working directory, as the example config's ``configs/user-data.yaml`` sh
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -28,22 +29,33 @@ DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
 DEMO_CONFIG_NAME = "demo.yaml"
 Path_ = tuple[str | int, ...]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+MAX_DURATION = 100 * 365.25 * 86400.0  # a century: longer is a typo, and overflows datetimes
+MAX_INTEGER = 2**53  # whole numbers in the config stay exact as JSON numbers
 
 
 def parse_duration(value: object) -> float:
-    """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds."""
+    """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds.
+
+    Raises ValueError for anything else: negative, not finite, or longer than a century.
+    """
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"negative duration: {value!r}")
-        return float(value)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 1h)")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite duration: {value!r}")
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 1h)")
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds < 0:
+        raise ValueError(f"negative duration: {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"duration too long: {value!r} (at most 100 years)")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -272,8 +284,9 @@ class _Reader:
             if required:
                 raise self.fail((*path, key), "is required")
             return default
-        if not isinstance(value, str | int | float) or isinstance(value, bool) or value == "":
-            raise self.fail((*path, key), "must be a non-empty string")
+        if (not isinstance(value, str | int | float) or isinstance(value, bool) or value == ""
+                or (isinstance(value, float) and not math.isfinite(value))):
+            raise self.fail((*path, key), f"must be a non-empty string, not {value!r}")
         return str(value)
 
     def req_string(self, data: Mapping[str, Any], path: Path_, key: str) -> str:
@@ -284,8 +297,8 @@ class _Reader:
     def number(self, data: Mapping[str, Any], path: Path_, key: str, default: float, *,
                low: float | None = None, high: float | None = None) -> float:
         value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail((*path, key), f"must be a number, not {value!r}")
+        if not _finite_number(value):
+            raise self.fail((*path, key), f"must be a finite number, not {value!r}")
         if (low is not None and value < low) or (high is not None and value > high):
             raise self.fail((*path, key), f"must be between {low} and {high}, not {value!r}")
         return float(value)
@@ -295,8 +308,10 @@ class _Reader:
         value = data.get(key, default)
         if value is None:
             raise self.fail((*path, key), "is required")
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise self.fail((*path, key), f"must be a whole number ≥ {low}, not {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, int) or value < low
+                or value > MAX_INTEGER):
+            raise self.fail((*path, key),
+                            f"must be a whole number from {low} to {MAX_INTEGER}, not {value!r}")
         return value
 
     def boolean(self, data: Mapping[str, Any], path: Path_, key: str, default: bool) -> bool:
@@ -329,6 +344,13 @@ class _Reader:
     def path_value(self, data: Mapping[str, Any], path: Path_, key: str) -> Path | None:
         value = self.string(data, path, key)
         return Path(os.path.expanduser(value)) if value else None
+
+
+def _finite_number(value: object) -> bool:
+    """An int or a float that is neither NaN nor infinite (bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) <= MAX_INTEGER
 
 
 def _bad_quantity(name: str, value: object) -> bool:
@@ -402,28 +424,25 @@ def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
 
 def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
     data = r.mapping(raw, path, allowed=FIELDS[("ranking",)])
-    sources = [k for k in ("scores", "file", "url") if data.get(k) is not None]
-    if len(sources) != 1:
-        raise r.fail(path, "give exactly one of scores, file or url")
+    # every field's own type first, so a bad value is named before the one-of rule
+    rid = r.string(data, path, "id")
+    file = r.path_value(data, path, "file")
+    url = r.string(data, path, "url")
+    max_age = r.duration(data, path, "max_age", 3600.0)
     scores = None
     if data.get("scores") is not None:
         scores = {}
         for key, value in r.mapping(data["scores"], (*path, "scores")).items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise r.fail((*path, "scores", str(key)), f"must be a number, not {value!r}")
+            if not _finite_number(value):
+                raise r.fail((*path, "scores", str(key)), f"must be a finite number, not {value!r}")
             scores[str(key)] = float(value)
-        if not data.get("id"):
-            raise r.fail((*path, "id"), "is required with inline scores")
-    url = r.string(data, path, "url")
+    if sum(x is not None for x in (scores, file, url)) != 1:
+        raise r.fail(path, "give exactly one of scores, file or url")
+    if scores is not None and not rid:
+        raise r.fail((*path, "id"), "is required with inline scores")
     if url and not url.startswith(("http://", "https://")):
         raise r.fail((*path, "url"), "must be an http:// or https:// URL")
-    return RankingSource(
-        id=r.string(data, path, "id"),
-        scores=scores,
-        file=r.path_value(data, path, "file"),
-        url=url,
-        max_age=r.duration(data, path, "max_age", 3600.0),
-    )
+    return RankingSource(id=rid, scores=scores, file=file, url=url, max_age=max_age)
 
 
 def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract]) -> WorkloadSpec:

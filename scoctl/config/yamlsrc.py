@@ -119,7 +119,12 @@ def load_data_file(path: Path, what: str) -> Any:
         raise ConfigError(f"cannot read {what}: {exc.strerror}", file=str(path)) from exc
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, parse_constant=_no_constant)
         except ValueError as exc:
             raise ConfigError(f"not JSON: {exc}", file=str(path)) from exc
     return fast_load(text, str(path))
+
+
+def _no_constant(name: str) -> Any:
+    """json's NaN, Infinity and -Infinity are not JSON (RFC 8259) and no quantity is one."""
+    raise ValueError(f"{name} is not a JSON number")
