@@ -5,7 +5,6 @@
     ├── UsageError               bad command-line use, exit 2
     ├── LockHeld                 another scoctl run holds the state lock, exit 75
     ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
-    ├── OverCapacity             gate verdict: no node or pool can ever hold it, exit 3
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
@@ -13,7 +12,9 @@
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
     └── InsufficientCapacity     NoValidHost or another capacity fault: exclude the pool
 
-Adapters map third-party exceptions to these once, at the boundary (`raise ... from exc`).
+The gate's over-capacity verdict is a result, not an error: its command exits 3
+(`EXIT_OVER_CAPACITY`). Adapters map third-party exceptions to these once, at the boundary
+(`raise ... from exc`).
 Messages never carry secrets.
 """
 
@@ -73,12 +74,6 @@ class LockHeld(ScoctlError):
     """Another scoctl process holds the run lock of this state file."""
 
     exit_code = EXIT_TEMPFAIL
-
-
-class OverCapacity(ScoctlError):
-    """The gate found that no node and no pool can ever hold the request."""
-
-    exit_code = EXIT_OVER_CAPACITY
 
 
 class ApiError(ScoctlError):

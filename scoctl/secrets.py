@@ -23,11 +23,3 @@ def scrub(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [scrub(v) for v in value]
     return value
-
-
-def redact_text(text: str, secrets: list[str]) -> str:
-    """`text` with every occurrence of each secret replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text

@@ -5,7 +5,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.sim.nova_emulator import IMAGE_ID
+from scoctl.state import Store
 
 
 def nova_config(tmp_path: Path, cloud: str, *, extra: str = "") -> Path:
@@ -50,3 +52,8 @@ def slurm_config(tmp_path: Path, slurm: str) -> Path:
         ranking: {{id: r-1, scores: {{c4.xlarge.az1: 0.9}}}}
         """) + f"slurm: {slurm}\n", encoding="utf-8")
     return path
+
+
+def held_units(store: Store) -> dict[str, dict[str, int]]:
+    """Units each workload holds per pool in `store`: live instances plus in-flight launches."""
+    return units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))

@@ -79,4 +79,3 @@ class RetryPolicy:
                 self.sleep(delay)
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)

@@ -10,13 +10,22 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from scoctl.config.yamlsrc import Located, load_located
-from scoctl.core.model import KINDS, SOURCES, TIERS, Contract, Flavor, Pool, is_slug
+from scoctl.core.model import (
+    KINDS,
+    SOURCES,
+    TIERS,
+    Contract,
+    Flavor,
+    Pool,
+    flavor_allocatable,
+    is_slug,
+)
 from scoctl.core.quantity import (
     QuantityError,
     parse_count,
@@ -192,6 +201,12 @@ class Config:
         return None
 
     @property
+    def slurm_gpu_resource(self) -> str:
+        """The resource name Slurm GPUs count as: what `slurm.gres_map` maps ``gpu`` to, else
+        the cluster-wide `kubernetes.gpu_resource` (so claims compare with flavor accelerators)."""
+        return self.slurm.gres_map.get("gpu", self.kubernetes.gpu_resource)
+
+    @property
     def uses_slurm(self) -> bool:
         """Slurm is a demand source: a Slurm workload, slurmrestd or CLOUD partitions."""
         return bool(any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
@@ -203,9 +218,6 @@ class Config:
         (pods labelled with the workload label are demand even when not in `workloads`)."""
         return bool(any(w.source == "k8s" for w in self.workloads)
                     or self.kubernetes.kubeconfig or self.kubernetes.context)
-
-    def pools_by_name(self) -> dict[str, Pool]:
-        return {pool.name: pool for pool in self.pools}
 
 
 TOP_LEVEL = frozenset({
@@ -398,16 +410,14 @@ def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Fl
     acc_path = (*path, "accelerators")
     for key, value in r.mapping(data.get("accelerators"), acc_path).items():
         accelerators[str(key)] = r.quantity(value, (*acc_path, str(key)), parse_count)
-    capacity = {"cpu": vcpus * 1000, "memory": ram, **{k: v for k, v in accelerators.items() if v}}
-    if "allocatable" in data:
-        allocatable = r.resources(data["allocatable"], (*path, "allocatable"))
-        for res, amount in allocatable.items():
-            if amount > capacity.get(res, 0):
-                raise r.fail((*path, "allocatable", res), "is larger than the flavor's capacity")
-    else:
-        allocatable = {k: max(0, v - reserve.get(k, 0)) for k, v in capacity.items()}
-    return Flavor(name=name, vcpus=vcpus, ram=ram, accelerators=accelerators,
-                  allocatable=allocatable)
+    bare = Flavor(name=name, vcpus=vcpus, ram=ram, accelerators=accelerators)
+    if "allocatable" not in data:
+        return replace(bare, allocatable=flavor_allocatable(bare, reserve))
+    allocatable = r.resources(data["allocatable"], (*path, "allocatable"))
+    for res, amount in allocatable.items():
+        if amount > bare.capacity.get(res, 0):
+            raise r.fail((*path, "allocatable", res), "is larger than the flavor's capacity")
+    return replace(bare, allocatable=allocatable)
 
 
 def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:

@@ -87,15 +87,6 @@ def load_located(text: str, file: str) -> Located:
     return Located(data, file, lines)
 
 
-def read_located(path: Path) -> Located:
-    """Read and parse a YAML file with line numbers; a missing file is a ConfigError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
-    return load_located(text, str(path))
-
-
 def fast_load(text: str, file: str) -> Any:
     """Parse large YAML quickly (C loader where present), without line tracking."""
     try:

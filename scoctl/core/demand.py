@@ -25,7 +25,6 @@ from scoctl.core.model import Kind
 from scoctl.core.quantity import CPU, MEMORY, Resources, add, fits, maximum
 
 WORKLOAD_LABEL = "sco/workload"
-CONTRACT_LABEL = "sco/contract"
 MANAGED_LABEL = "sco/managed"
 KSERVE_ISVC_LABEL = "serving.kserve.io/inferenceservice"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"

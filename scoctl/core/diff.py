@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scoctl.core.model import Flavor, Pool
+from scoctl.core.model import Flavor, Headroom, Pool
 
 Key = tuple[str, str]  # (workload, pool)
 
@@ -29,15 +29,6 @@ class LaunchPlan:
     generation: int
     count: int
     node_names: tuple[str, ...] = ()  # Slurm CLOUD nodes: one name per instance (count == 1)
-
-
-@dataclass(frozen=True)
-class Headroom:
-    """Quota left in a region; None means unlimited."""
-
-    instances: int | None
-    cores: int | None
-    ram_mb: int | None
 
 
 @dataclass(frozen=True)

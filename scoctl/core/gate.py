@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from scoctl.core.gres import DEFAULT_GPU_RESOURCE, DEFAULT_GRES_MAP, Gres, gpu_count
-from scoctl.core.model import ELASTIC_FLAGS, Flavor, Pool
+from scoctl.core.model import ELASTIC_FLAGS, Flavor, Pool, flavor_allocatable
 from scoctl.core.quantity import CPU, MEMORY, Resources, cores
 
 Verdict = Literal["fits", "over_capacity", "skipped"]
@@ -202,15 +202,6 @@ def _over_capacity_reason(request: GateRequest, shapes: Sequence[_Shape], where:
     if missing:
         return "; ".join(missing)
     return f"each resource fits some node {where}but no node holds {request.describe()} at once"
-
-
-def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) -> dict[str, int]:
-    """A flavor's allocatable (DESIGN §5): ``flavors[].allocatable`` when set, else its
-    capacity minus `node_reserve` (never below zero)."""
-    if flavor.allocatable:
-        return dict(flavor.allocatable)
-    reserve = node_reserve or {}
-    return {k: max(0, v - reserve.get(k, 0)) for k, v in flavor.capacity.items()}
 
 
 def _flavor_holds(request: GateRequest, allocatable: Resources) -> bool:

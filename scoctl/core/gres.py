@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from scoctl.core.syntax import split_top_level
+
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GRES_MAP: Mapping[str, str] = {"gpu": DEFAULT_GPU_RESOURCE}
 
@@ -50,25 +52,10 @@ class Gres:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside parentheses (``IDX:0,2`` stays whole)."""
-    parts: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise GresError(f"unbalanced ')' in GRES {text!r}")
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if depth != 0:
-        raise GresError(f"unbalanced '(' in GRES {text!r}")
-    parts.append("".join(current))
-    return parts
+    try:
+        return split_top_level(text, "()")
+    except ValueError as exc:
+        raise GresError(f"{exc} (GRES)") from None
 
 
 def _count(text: str, whole: str) -> int:

@@ -67,10 +67,11 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
-from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm, flavor_allocatable
+from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm
 from scoctl.core.gres import gpu_count, to_resources
-from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode, is_slug
+from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode, flavor_allocatable, is_slug
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
+from scoctl.core.syntax import split_top_level
 from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token
 
 MIB = 2**20
@@ -637,20 +638,10 @@ def expand_hostlist(text: str) -> list[str]:
     """Slurm's hostlist expression as names: ``gpu-a100-[1-2],local1`` → three names
     (ranges keep zero padding: ``n[01-03]``)."""
     names: list[str] = []
-    depth = 0
-    part: list[str] = []
-    parts: list[str] = []
-    for ch in text or "":
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(part))
-            part = []
-        else:
-            part.append(ch)
-    parts.append("".join(part))
+    try:
+        parts = split_top_level(text or "", "[]")
+    except ValueError:
+        parts = [text]  # not a hostlist expression: one name, as Slurm printed it
     for expr in (p.strip() for p in parts):
         if not expr or expr.lower() in ("(null)", "none"):
             continue

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
-from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier
+from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
@@ -144,11 +144,6 @@ class WorkloadPlan:
 # --------------------------------------------------------------------------- coverage
 
 
-def allocatable(flavor: Flavor) -> Resources:
-    """What one instance offers to pods: `Flavor.allocatable`, or its capacity when unset."""
-    return flavor.allocatable or flavor.capacity
-
-
 def _resource_key(values: Resources) -> _RESOURCE_KEY:
     return tuple(sorted((k, v) for k, v in values.items() if v > 0))
 
@@ -181,7 +176,7 @@ def coverage(flavor: Flavor, claim: Claim) -> float:
     0 when the flavor cannot hold the claim's largest pod, lacks a requested resource, or the
     claim requests nothing.
     """
-    bound = _bound(allocatable(flavor), _resource_key(claim.largest_pod))
+    bound = _bound(flavor_allocatable(flavor), _resource_key(claim.largest_pod))
     if bound is None:
         return 0.0
     return _cov(bound, _resource_key(claim.requests))
@@ -270,9 +265,8 @@ class _Context:
         depth_premium: float,
     ) -> None:
         self.pools = sorted(pools, key=lambda p: p.name)
-        self.pool_by_name = {p.name: p for p in self.pools}
         self.flavors = flavors
-        self.alloc = {name: allocatable(f) for name, f in flavors.items()}
+        self.alloc = {name: flavor_allocatable(f) for name, f in flavors.items()}
         self.scores = scores
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
@@ -436,13 +430,6 @@ class _Fill:
             )
             self._groups[group] = found
         return found
-
-    def reclaimable_total(self) -> float:
-        by_name = self.order.by_name
-        return math.fsum(
-            n * self.c(by_name[p]) for p, n in self.held.items()
-            if by_name[p].tier == "reclaimable"
-        )
 
     def covered(self) -> bool:
         return self.total() >= 1 - EPS

@@ -51,6 +51,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scoctl.core.syntax import split_top_level
+
 Obj = dict[str, Any]
 
 
@@ -214,20 +216,10 @@ _EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=()]+)\s*$")
 
 
 def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
+    try:
+        parts = split_top_level(text, "()")
+    except ValueError as exc:
+        raise StatusError(400, "BadRequest", f"unable to parse requirement: {exc}") from None
     return [p for p in parts if p.strip()]
 
 

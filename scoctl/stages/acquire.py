@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Protocol
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region
-from scoctl.core.diff import Headroom as DiffHeadroom
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, units_of
 from scoctl.core.model import (
@@ -369,10 +368,7 @@ class _RegionRun:
 
     def clamp(self, launches: list[LaunchPlan]) -> list[LaunchPlan]:
         """Fit the launches into Nova's quota headroom; record each shortfall."""
-        room = self.cloud.headroom()
-        kept, short = clamp_to_headroom(
-            launches, self.config.flavors,
-            DiffHeadroom(instances=room.instances, cores=room.cores, ram_mb=room.ram_mb))
+        kept, short = clamp_to_headroom(launches, self.config.flavors, self.cloud.headroom())
         self.out.shortfalls.extend(short)
         if short and not self.dry_run:
             with self.store.transaction():

@@ -19,7 +19,14 @@ from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config
 from scoctl.core import planner
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
-from scoctl.core.model import Claim, Flavor, PlanUnitRecord, PlanWorkloadRecord, Pool
+from scoctl.core.model import (
+    Claim,
+    Flavor,
+    PlanUnitRecord,
+    PlanWorkloadRecord,
+    Pool,
+    flavor_allocatable,
+)
 from scoctl.core.quantity import fits
 from scoctl.errors import UsageError
 from scoctl.state import Store
@@ -61,7 +68,7 @@ def eligible_pools(claim: Claim, pools: Collection[Pool], flavors: Mapping[str, 
             continue
         if not claim.tolerates_reclaimable and pool.tier == "reclaimable":
             continue
-        if fits(claim.largest_pod, planner.allocatable(flavor)):
+        if fits(claim.largest_pod, flavor_allocatable(flavor)):
             out.add(pool.name)
     return out
 

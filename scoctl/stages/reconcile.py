@@ -450,7 +450,7 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
 
 def node_shape(node: SlurmNode, config: Config) -> dict[str, int]:
     """A Slurm node's shape as a claim counts it: cpu millicores, memory bytes, GPUs."""
-    gpu_resource = config.slurm.gres_map.get("gpu", config.kubernetes.gpu_resource)
+    gpu_resource = config.slurm_gpu_resource
     shape = {"cpu": node.cpus * 1000, "memory": node.memory_mb * 2**20}
     gpus = node.gpus(gres_map=config.slurm.gres_map, gpu_resource=gpu_resource)
     if gpus:

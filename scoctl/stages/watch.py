@@ -23,7 +23,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -167,10 +167,10 @@ def k8s_policy(config: Config) -> K8sPolicy:
 
 def slurm_policy(config: Config) -> SlurmPolicy:
     """The Slurm intake rules of a config."""
-    gpu = config.kubernetes.gpu_resource
     return SlurmPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
                        default_contract=_default_contract(config),
-                       gres_map=dict(config.slurm.gres_map), gpu_resource=gpu,
+                       gres_map=dict(config.slurm.gres_map),
+                       gpu_resource=config.slurm_gpu_resource,
                        capacity=capacity_of(config))
 
 
@@ -650,17 +650,3 @@ def connect(config: Config, sources: Collection[Source],
     cluster = cluster_for(config) if "k8s" in sources else None
     scheduler = scheduler_for(config) if "slurm" in sources else None
     return cluster, scheduler
-
-
-def summary_rows(result: WatchResult) -> list[tuple[Any, ...]]:
-    """Rows of the human summary table: one per source."""
-    rows: list[tuple[Any, ...]] = []
-    for name, c in result.sources.items():
-        rows.append((name, c.seen, c.workloads, c.claims_written, c.claims_changed, c.tokens,
-                     c.error or ""))
-    return rows
-
-
-def claims_mapping(store: Store, names: Collection[str]) -> Mapping[str, Any]:
-    """The stored claims of `names` (for the human summary)."""
-    return {c.workload: c for c in store.claims() if c.workload in names}

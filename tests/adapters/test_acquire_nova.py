@@ -27,7 +27,6 @@ from scoctl.adapters.cloud import Cloud
 from scoctl.adapters.factory import cloud_for
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, Region, load_config
-from scoctl.core.fleet import current_units
 from scoctl.core.model import (
     FlavorInfo,
     Headroom,
@@ -44,6 +43,7 @@ from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store
+from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 pytestmark = pytest.mark.nova
@@ -300,7 +300,7 @@ def test_servers_failing_novas_async_quota_recheck_are_quota_and_get_deleted(env
     assert fault.asynchronous and fault.servers == 4 and fault.message.startswith("413:")
     assert env.store.exclusions() == []
     assert {i.status for i in env.store.instances()} == {"deleting"}
-    assert current_units(env.store) == {}
+    assert held_units(env.store) == {}
     backend.wait_for(lambda: backend.cloud.servers(tags=["sco:managed"]),
                      lambda servers: all(s.status == "DELETED" for s in servers))
     assert result.calls == 1 + 4  # the create and four deletes, all through the budget
@@ -324,7 +324,7 @@ def test_no_valid_host_excludes_the_pool_and_the_fallback_launches_in_the_same_r
     assert result.replanned == ("web",)
     assert [(o.pool, o.created, o.round_no) for o in result.launches] == [
         ("big.a", 1, 0), ("small.a", 2, 1)]
-    assert current_units(env.store) == {"web": {"small.a": 2}}
+    assert held_units(env.store) == {"web": {"small.a": 2}}
     live = [s for s in env.backend.cloud.servers(tags=["sco:workload=web"])
             if s.status != "DELETED"]
     assert sorted(s.flavor for s in live) == ["m1.small", "m1.small"]

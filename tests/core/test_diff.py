@@ -7,14 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.diff import (
-    Headroom,
     clamp_to_headroom,
     diff_plan,
     disruption_allowance,
     launches_needed,
     surplus,
 )
-from scoctl.core.model import Flavor, Pool
+from scoctl.core.model import Flavor, Headroom, Pool
 
 GI = 2**30
 POOLS = {name: Pool(name, "r1", "az1", "c16", "g1", "reclaimable", 50) for name in "abc"}

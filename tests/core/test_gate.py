@@ -14,11 +14,10 @@ from scoctl.core.gate import (
     NodeAllocatable,
     decide_k8s,
     decide_slurm,
-    flavor_allocatable,
     largest_allocatable,
 )
 from scoctl.core.gres import Gres, parse_gres
-from scoctl.core.model import Flavor, Pool
+from scoctl.core.model import Flavor, Pool, flavor_allocatable
 
 GIB = 2**30
 MIB = 2**20

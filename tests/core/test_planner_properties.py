@@ -8,11 +8,10 @@ from dataclasses import dataclass, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier
+from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
 from scoctl.core.planner import (
     EPS,
     WorkloadPlan,
-    allocatable,
     coverage,
     plan_all,
     plan_workload,
@@ -112,7 +111,7 @@ def _eligible(s: Scenario, pool: Pool) -> bool:
         pool.name not in s.excluded
         and pool.name in s.scores
         and (s.claim.tolerates_reclaimable or pool.tier == "committed")
-        and fits(s.claim.largest_pod, allocatable(flavor))
+        and fits(s.claim.largest_pod, flavor_allocatable(flavor))
         and coverage(flavor, s.claim) > 0
     )
 

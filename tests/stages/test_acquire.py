@@ -15,7 +15,6 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, Region, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.diff import waiting_node_names
-from scoctl.core.fleet import current_units
 from scoctl.core.model import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
@@ -24,6 +23,7 @@ from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store
+from tests.builders import held_units
 
 SECRET = "join-token-s3cr3t-value"
 
@@ -135,7 +135,7 @@ def test_only_pools_that_gain_units_get_one_multi_create_call_each(
         "web", "small.a", 3, 3)
     assert launch.status == "recorded" and launch.reservation_id
     assert [r.status for r in store.launches()] == ["recorded"]
-    assert current_units(store) == {"web": {"small.a": 3, "medium.a": 2, "res.a": 1}}
+    assert held_units(store) == {"web": {"small.a": 3, "medium.a": 2, "res.a": 1}}
     assert tokens(store, "INSTANCES_LAUNCHED")[0]["created"] == 3
     assert result.calls == 1 and result.ok
 
@@ -258,7 +258,7 @@ def test_a_403_quota_answer_fails_the_launch_but_keeps_the_pool_eligible(
     assert tokens(store, "QUOTA_EXCEEDED")[0]["pool"] == "small.a"
     assert store.exclusions() == [] and result.exclusions == ()
     assert result.ok  # quota is a domain outcome, not a failed run
-    assert current_units(store) == {}  # the units are free for the next run
+    assert held_units(store) == {}  # the units are free for the next run
 
 
 def test_servers_failing_the_async_quota_recheck_are_deleted_and_not_excluded(
@@ -302,7 +302,7 @@ def test_no_valid_host_excludes_the_pool_and_the_workload_falls_back_in_the_same
     assert [(o.pool, o.created, o.round_no) for o in result.launches] == [
         ("big.a", 1, 0), ("medium.a", 2, 1)]
     assert [s.flavor for s in fake.servers()] == ["m1.medium", "m1.medium"]  # ERROR one deleted
-    assert current_units(store) == {"web": {"medium.a": 2}}
+    assert held_units(store) == {"web": {"medium.a": 2}}
 
 
 def test_an_excluded_pool_stays_excluded_only_for_the_negative_cache(
@@ -406,7 +406,7 @@ def test_a_launch_left_in_flight_by_a_crash_is_adopted_not_launched_again(
         (launch_id, "adopted", 2)]
     assert [r.status for r in store.launches()] == ["recorded"]
     assert tokens(store, "LAUNCH_ADOPTED")[0]["launch"] == launch_id
-    assert current_units(store) == {"web": {"small.a": 2}}
+    assert held_units(store) == {"web": {"small.a": 2}}
 
 
 def test_an_intent_without_servers_still_counts_and_blocks_a_second_launch(

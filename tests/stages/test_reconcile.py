@@ -18,7 +18,6 @@ from scoctl.adapters.retry import RetryPolicy
 from scoctl.clock import FixedClock
 from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
-from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import (
     InstanceRecord,
     LaunchRecord,
@@ -31,13 +30,10 @@ from scoctl.sim.k8s_emulator import K8sEmulator, make_deployment, make_node, mak
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.state import Store
+from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 REGION = "region-a"
-
-
-def held_units(world: World) -> dict[str, dict[str, int]]:
-    return units_of(world.store.instances(), world.store.launches(status=IN_FLIGHT_LAUNCHES))
 
 
 def make_config(tmp: Path, **extra: Any) -> Config:
@@ -250,7 +246,7 @@ def test_servers_of_a_crashed_launch_intent_are_adopted_and_not_launched_again(
     assert sorted(i.id for i in world.store.instances()) == sorted(s.id for s in servers)
     assert [launch.status for launch in world.store.launches()] == ["recorded"]
     assert world.tokens().count("LAUNCH_ADOPTED") == 1
-    assert held_units(world) == {"web": {"tiny.spot": 2}}
+    assert held_units(world.store) == {"web": {"tiny.spot": 2}}
 
 
 def test_an_intent_without_servers_fails_after_the_launch_timeout(world: World) -> None:
@@ -259,11 +255,11 @@ def test_an_intent_without_servers_fails_after_the_launch_timeout(world: World) 
         generation=1, count=3, status="intent", created=world.store.now(),
         updated=world.store.now()))
     world.reconcile()
-    assert held_units(world) == {"web": {"tiny.spot": 3}}
+    assert held_units(world.store) == {"web": {"tiny.spot": 3}}
     world.clock.advance(301)
     world.reconcile()
     assert [launch.status for launch in world.store.launches()] == ["failed"]
-    assert held_units(world) == {}
+    assert held_units(world.store) == {}
 
 
 def test_a_reclaim_is_noticed_and_replanned(world: World) -> None:
@@ -281,7 +277,7 @@ def test_a_reclaim_is_noticed_and_replanned(world: World) -> None:
     assert world.tokens().count("INSTANCE_RECLAIMED") == 2
     assert world.store.exclusions() == []  # a reclaim is not a capacity fault
     assert world.store.dirty() == {"web": "units lost to a reclaim"}
-    assert held_units(world) == {}
+    assert held_units(world.store) == {}
 
 
 def test_orphans_are_reported_and_foreign_servers_never_touched(world: World) -> None:

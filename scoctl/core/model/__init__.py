@@ -26,6 +26,7 @@ from scoctl.core.model.pools import (
     Pool,
     Source,
     Tier,
+    flavor_allocatable,
     is_slug,
 )
 from scoctl.core.model.records import (
@@ -46,5 +47,5 @@ __all__ = [
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "is_slug",
+    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]

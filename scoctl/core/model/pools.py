@@ -45,6 +45,15 @@ class Flavor:
         return out
 
 
+def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) -> dict[str, int]:
+    """What one instance of `flavor` offers to pods (DESIGN §5): ``flavors[].allocatable`` when
+    set, else its capacity minus `node_reserve` (never below zero), else its capacity."""
+    if flavor.allocatable:
+        return dict(flavor.allocatable)
+    reserve = node_reserve or {}
+    return {k: max(0, v - reserve.get(k, 0)) for k, v in flavor.capacity.items()}
+
+
 @dataclass(frozen=True)
 class Pool:
     """One place instances can come from: a flavor in an availability zone of a region."""
