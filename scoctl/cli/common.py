@@ -42,11 +42,12 @@ class Globals:
         """--state, else the config's `state`."""
         return self.state_option if self.state_option else self.config().state
 
-    def open_store(self, *, create: bool = False) -> Store:
-        """Open the state file (migrating an older schema; refusing a newer one)."""
+    def open_store(self, *, create: bool = False, reader: bool = False) -> Store:
+        """Open the state file (migrating an older schema; refusing a newer one). A `reader`
+        (status, events) never writes: an older or empty file is refused untouched."""
         from scoctl.state import Store
 
-        return Store.open(self.state_path(), create=create)
+        return Store.open(self.state_path(), create=create, migrate=not reader)
 
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:

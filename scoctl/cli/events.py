@@ -48,7 +48,7 @@ def events(
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug")
     since_ts = _since(since, SystemClock().now()) if since else None
-    store = g.open_store()
+    store = g.open_store(reader=True)
     last = 0
     try:
         while True:

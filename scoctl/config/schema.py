@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from scoctl.config.yamlsrc import Located, load_located
+from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.model import (
     KINDS,
     SOURCES,
@@ -687,11 +687,7 @@ def load_config(path: Path | None) -> Config:
     """Load and validate the config at `path`, or the bundled demo config when None."""
     if path is None:
         return parse_config(load_located(demo_config_text(), "<bundled demo.yaml>"), path=None)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
-    return parse_config(load_located(text, str(path)), path=path)
+    return parse_config(load_located(read_text(path, "config"), str(path)), path=path)
 
 
 def resolve_config_path(option: Path | None) -> tuple[Path | None, str | None]:

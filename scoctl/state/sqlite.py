@@ -32,6 +32,7 @@ from scoctl.core.model import (
 from scoctl.core.tokens import TokenOutcome, apply_token, is_active
 from scoctl.errors import StateError
 from scoctl.secrets import scrub
+from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -93,6 +94,15 @@ class Store:
                 f"{SCHEMA_VERSION}); upgrade scoctl — the file was not modified"
             )
         try:
+            check_tables(conn, path, version)  # scoctl.state.checks: never migrate a stranger
+        except StateError:
+            conn.close()
+            raise
+        if not migrate and version < SCHEMA_VERSION:  # before WAL mode: readers never write
+            conn.close()
+            raise StateError(f"{path}: schema {version} is older than {SCHEMA_VERSION}; "
+                             "run `scoctl init` to migrate it")
+        try:
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -104,10 +114,6 @@ class Store:
         if migrate and version < SCHEMA_VERSION:
             store._migrate(version)
             store.migrated_from = version
-        elif version < SCHEMA_VERSION:
-            conn.close()
-            raise StateError(f"{path}: schema {version} is older than {SCHEMA_VERSION}; "
-                             "run `scoctl init` to migrate it")
         return store
 
     def _migrate(self, current: int) -> None:
