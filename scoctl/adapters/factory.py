@@ -47,8 +47,9 @@ def scheduler_for(config: Config) -> BatchScheduler:
     token = os.environ.get("SLURM_JWT")
     if s.rest_token_file is not None:
         try:
-            token = s.rest_token_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read the slurmrestd token: {exc.strerror}",
+            token = s.rest_token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("cannot read the slurmrestd token: "
+                              f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
                               file=config.source_name, field="slurm.rest_token_file") from exc
     return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=s.timeout, cli=cli)

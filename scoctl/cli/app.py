@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(args=argv, prog_name="scoctl", standalone_mode=False)
     except ScoctlError as exc:
-        print(f"scoctl: error: {exc}", file=sys.stderr)
+        from scoctl.secrets import redact
+
+        print(f"scoctl: error: {redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -65,6 +65,7 @@ from scoctl.errors import (
     TemporaryError,
 )
 from scoctl.host.budget import TokenBudget
+from scoctl.secrets import remember
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -266,11 +267,13 @@ def join_secret(config: Config) -> str | None:
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError as exc:
+        secret = path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
         log.warning("join secret file %s unreadable (%s): launching without a join secret",
-                    path, exc.strerror)
+                    path, getattr(exc, "strerror", None) or "not UTF-8")
         return None
+    remember(secret)  # scoctl.secrets: never printed, logged or stored, whatever echoes it
+    return secret
 
 
 class _RegionRun:
