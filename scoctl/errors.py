@@ -7,6 +7,7 @@
     ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
+        │   └── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -88,6 +89,10 @@ class TemporaryError(ApiError):
     def __init__(self, message: str, delay: float | None = None) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class DeadlineExceeded(TemporaryError):
+    """The pass ran out of time (`timeouts.run`): the call was not made (nothing was sent)."""
 
 
 class PermanentError(ApiError):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scoctl.config.schema import Config, Region
 from scoctl.errors import ConfigError
+from scoctl.secrets import is_secret_key, remember
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -16,32 +18,71 @@ if TYPE_CHECKING:
 
 
 def cloud_for(config: Config, region: Region, *,
-              budget: Callable[[], None] | None = None) -> Cloud:
-    """A Nova adapter for `region` (its clouds.yaml entry); mutating calls call `budget` first."""
+              budget: Callable[[], None] | None = None,
+              deadline: float | None = None) -> Cloud:
+    """A Nova adapter for `region` (its clouds.yaml entry); mutating calls call `budget` first.
+
+    Every call is bounded: `timeouts.api` as the connect and read timeout, the retries of all
+    calls together by `timeouts.retry_budget`, and nothing starts after `deadline` (monotonic;
+    default: `timeouts.run` from now).
+    """
     from scoctl.adapters.nova import NovaCloud
+    from scoctl.adapters.retry import RetryBudget, RetryPolicy
 
-    if region.clouds_yaml is not None:
-        if not region.clouds_yaml.exists():
-            raise ConfigError(f"clouds.yaml not found: {region.clouds_yaml}",
-                              file=config.source_name, field=f"regions[{region.name}].clouds_yaml")
-        os.environ["OS_CLIENT_CONFIG_FILE"] = str(region.clouds_yaml.resolve())
-    return NovaCloud.connect(region.cloud, spend_token=budget if budget else None)
+    if deadline is None:
+        deadline = time.monotonic() + config.timeouts.run
+    retry = RetryPolicy(budget=RetryBudget(config.timeouts.retry_budget, deadline=deadline))
+    return NovaCloud(nova_connection(config, region), retry=retry, spend_token=budget)
 
 
-def cluster_for(config: Config) -> Cluster:
-    """A Kubernetes adapter from the config's kubeconfig/context (else $KUBECONFIG/in-cluster)."""
+def nova_connection(config: Config, region: Region) -> Any:
+    """An openstacksdk Connection for `region`: its own clouds.yaml when given (the process
+    environment is neither read for it nor changed), else openstacksdk's usual search."""
+    import openstack.config
+    import openstack.connection
+    from openstack import exceptions as sdk
+
+    where = f"regions[{region.name}].clouds_yaml"
+    if region.clouds_yaml is not None and not region.clouds_yaml.exists():
+        raise ConfigError(f"clouds.yaml not found: {region.clouds_yaml}",
+                          file=config.source_name, field=where)
+    try:
+        if region.clouds_yaml is not None:
+            loader = openstack.config.OpenStackConfig(
+                config_files=[str(region.clouds_yaml.resolve())], secure_files=[],
+                vendor_files=[], load_envvars=False)
+        else:
+            loader = openstack.config.OpenStackConfig()
+        cloud = loader.get_one(cloud=region.cloud, api_timeout=config.timeouts.api)
+    except (sdk.ConfigException, OSError, ValueError) as exc:
+        raise ConfigError(f"clouds.yaml entry {region.cloud!r}: {exc}",
+                          file=str(region.clouds_yaml) if region.clouds_yaml else None,
+                          field=f"regions[{region.name}].cloud") from exc
+    for key, value in (cloud.config.get("auth") or {}).items():
+        if is_secret_key(str(key)) and isinstance(value, str):
+            remember(value)
+    return openstack.connection.Connection(config=cloud)
+
+
+def cluster_for(config: Config, *, timeout: float | None = None) -> Cluster:
+    """A Kubernetes adapter from the config's kubeconfig/context (else $KUBECONFIG/in-cluster);
+    `timeout` (default `timeouts.api`) bounds the connect and the read of every call."""
     from scoctl.adapters.kubernetes import KubernetesCluster
 
     k = config.kubernetes
-    return KubernetesCluster(str(k.kubeconfig) if k.kubeconfig else None, k.context)
+    bound = config.timeouts.api if timeout is None else timeout
+    return KubernetesCluster(str(k.kubeconfig) if k.kubeconfig else None, k.context,
+                             connect_timeout=bound, read_timeout=bound)
 
 
-def scheduler_for(config: Config) -> BatchScheduler:
-    """Slurm through slurmrestd when `slurm.rest_url` is set, else through its commands."""
+def scheduler_for(config: Config, *, timeout: float | None = None) -> BatchScheduler:
+    """Slurm through slurmrestd when `slurm.rest_url` is set, else through its commands; every
+    command or request is bounded by `slurm.timeout` (or `timeout` when smaller)."""
     from scoctl.adapters.slurm import SlurmCli, SlurmRest
 
     s = config.slurm
-    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, timeout=s.timeout)
+    bound = s.timeout if timeout is None else min(s.timeout, timeout)
+    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, timeout=bound)
     if not s.rest_url:
         return cli
     token = os.environ.get("SLURM_JWT")
@@ -52,4 +93,4 @@ def scheduler_for(config: Config) -> BatchScheduler:
             raise ConfigError("cannot read the slurmrestd token: "
                               f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
                               file=config.source_name, field="slurm.rest_token_file") from exc
-    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=s.timeout, cli=cli)
+    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=bound, cli=cli)

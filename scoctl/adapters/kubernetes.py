@@ -351,6 +351,9 @@ class KubernetesCluster:
                               file=os.path.expanduser(path) if path else None,
                               field="kubernetes.kubeconfig" if path else where) from exc
         self.host = str(cfg.host)
+        # urllib3 retries a timed-out GET 3 times by default: 4 x the read timeout per call.
+        # scoctl's own loops decide when to call again.
+        cfg.retries = False
         self._api: Any = client.ApiClient(cfg)
         self._core: Any = client.CoreV1Api(self._api)
         self._apps: Any = client.AppsV1Api(self._api)
@@ -676,9 +679,11 @@ class KubernetesCluster:
         return True
 
     def _set_unschedulable(self, node: str, value: bool) -> None:
-        self._call(f"{'cordon' if value else 'uncordon'} node {node}", self._core.patch_node,
-                   node, {"spec": {"unschedulable": value}}, _preload_content=False
-                   ).release_conn()
+        resp = self._call(f"{'cordon' if value else 'uncordon'} node {node}",
+                          self._core.patch_node, node, {"spec": {"unschedulable": value}},
+                          _preload_content=False)
+        resp.drain_conn()  # a connection pooled with its body unread garbles the next answer
+        resp.release_conn()
 
     def cordon(self, node: str) -> None:
         """See `Cluster.cordon`."""

@@ -146,6 +146,14 @@ class Timeouts:
     negative_cache: float = 180.0
     orphan_grace: float = 1800.0
     lock_wait: float = 0.0
+    api: float = 30.0  # connect and read timeout of every call to Nova and Kubernetes
+    run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
+    retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    timeout: float = 10.0  # each capacity read of the gate; then `skipped` with a warning
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,7 @@ class Config:
     metrics_file: Path | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     intake: Intake = field(default_factory=Intake)
+    gate: GateSettings = field(default_factory=GateSettings)
     quota_block: Literal["fail", "queue"] = "fail"
     gc_orphans: bool = False
     disruption_budget: float = 0.10
@@ -223,7 +232,7 @@ class Config:
 TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
     "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
-    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic",
+    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "gate",
 })
 
 # Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
@@ -249,7 +258,8 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                            "sbatch", "timeout", "cloud_partitions"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait"}),
+                              "orphan_grace", "lock_wait", "api", "run", "retry_budget"}),
+    ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -603,8 +613,19 @@ def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
 def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
     t = _section(r, root, "timeouts")
     defaults = Timeouts()
-    return Timeouts(**{name: r.duration(t, ("timeouts",), name, getattr(defaults, name))
-                       for name in Timeouts.__dataclass_fields__})
+    timeouts = Timeouts(**{name: r.duration(t, ("timeouts",), name, getattr(defaults, name))
+                           for name in Timeouts.__dataclass_fields__})
+    for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
+        if getattr(timeouts, name) <= 0:
+            raise r.fail(("timeouts", name), "must be more than 0")
+    return timeouts
+
+
+def _gate(r: _Reader, root: Mapping[str, Any]) -> GateSettings:
+    timeout = r.duration(_section(r, root, "gate"), ("gate",), "timeout", 10.0)
+    if timeout <= 0:
+        raise r.fail(("gate", "timeout"), "must be more than 0")
+    return GateSettings(timeout=timeout)
 
 
 def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
@@ -652,6 +673,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         bootstrap=_bootstrap(r, root),
         timeouts=_timeouts(r, root),
         intake=_intake(r, root),
+        gate=_gate(r, root),
         quota_block=_quota_block(r, root),
         metrics_file=r.path_value(_section(r, root, "metrics"), ("metrics",), "textfile"),
         state=r.path_value(root, (), "state") or Path("./scoctl.db"),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAGES = ("watch", "plan", "acquire", "reconcile")
+DEADLINE_PASSED = "the pass's deadline (timeouts.run) passed: not run"
 
 
 @dataclass(frozen=True)
@@ -107,13 +108,28 @@ def connect_systems(config: Config) -> Systems:
     return systems
 
 
+def _record_deadline(store: Store, config: Config, run: RunResult) -> None:
+    """The pass ran out of time: say so in the event log, with what it did and did not do."""
+    log.warning("run: the pass took longer than timeouts.run (%gs); stopped", config.timeouts.run)
+    store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
+        "timeout": config.timeouts.run, "seconds": round(run.seconds, 3),
+        "ran": [s.name for s in run.stages if s.errors != (DEADLINE_PASSED,) and not s.skipped],
+        "not_run": [s.name for s in run.stages if s.errors == (DEADLINE_PASSED,)],
+        "failed": list(run.failed)})
+
+
 def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
              teardown: bool = True, region: str | None = None,
              acquire_watch: float | None = None,
              sleep: Callable[[float], None] = time.sleep,
              budget: Callable[[Config, Region], TokenBudget] | None = None) -> RunResult:
-    """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
+    """One pass of the loop; the caller holds the run lock. Writes metrics when configured.
+
+    After `timeouts.run` no Nova call starts and no further stage runs: the pass ends failed
+    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
+    """
     started = time.perf_counter()
+    deadline = time.monotonic() + config.timeouts.run
     counter = CallCounter()
     if budget is None:
         from scoctl.host.budget import budget_for
@@ -135,7 +151,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
             if given is None:
                 from scoctl.adapters.factory import cloud_for
 
-                given = cloud_for(cfg, reg, budget=spend or tokens(cfg, reg))
+                given = cloud_for(cfg, reg, budget=spend or tokens(cfg, reg), deadline=deadline)
             clouds[reg.name] = CountingCloud(given, reg.name, counter)
         return clouds[reg.name]
 
@@ -144,6 +160,9 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
     def stage(name: str, body: Callable[[], tuple[Any, list[str]]], skip: str = "") -> Any:
         if skip:
             reports.append(StageReport(name, 0.0, True, skipped=skip))
+            return None
+        if time.monotonic() >= deadline:
+            reports.append(StageReport(name, 0.0, False, (DEADLINE_PASSED,)))
             return None
         t0 = time.perf_counter()
         try:
@@ -196,6 +215,8 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
     stage("reconcile", reconcile)
     seconds = time.perf_counter() - started
     run = RunResult(stages=tuple(reports), seconds=seconds)
+    if time.monotonic() >= deadline:
+        _record_deadline(store, config, run)
     if config.metrics_file is not None:
         from scoctl.host.metrics import write_atomically
         from scoctl.stages.metrics import collect
