@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from collections.abc import Callable
@@ -35,17 +36,54 @@ def cloud_for(config: Config, region: Region, *,
     return NovaCloud(nova_connection(config, region), retry=retry, spend_token=budget)
 
 
+# One openstacksdk Connection per region per process (`run --interval` and the controller
+# reuse it pass after pass), closed at exit; a changed clouds.yaml or timeout opens a new one.
+_connections: dict[str, tuple[tuple[object, ...], Any]] = {}
+
+
 def nova_connection(config: Config, region: Region) -> Any:
-    """An openstacksdk Connection for `region`: its own clouds.yaml when given (the process
-    environment is neither read for it nor changed), else openstacksdk's usual search."""
+    """The openstacksdk Connection of `region` in this process (opened on first use): its own
+    clouds.yaml when given (the process environment is neither read for it nor changed), else
+    openstacksdk's usual search."""
+    if region.clouds_yaml is not None and not region.clouds_yaml.exists():
+        raise ConfigError(f"clouds.yaml not found: {region.clouds_yaml}",
+                          file=config.source_name, field=f"regions[{region.name}].clouds_yaml")
+    path = region.clouds_yaml.resolve() if region.clouds_yaml is not None else None
+    # without its own file, openstacksdk follows OS_* variables: they are part of what it opens
+    where = (str(path), path.stat().st_mtime_ns) if path else tuple(
+        sorted((k, v) for k, v in os.environ.items() if k.startswith("OS_")))
+    signature = (region.cloud, where, config.timeouts.api)
+    known = _connections.get(region.name)
+    if known is not None and known[0] == signature:
+        return known[1]
+    connection = _open_connection(config, region)
+    if known is not None:
+        _close(known[1])
+    if not _connections:
+        atexit.register(close_connections)
+    _connections[region.name] = (signature, connection)
+    return connection
+
+
+def close_connections() -> None:
+    """Close every Connection `nova_connection` opened (at exit, or when a loop stops)."""
+    while _connections:
+        _, (_, connection) = _connections.popitem()
+        _close(connection)
+
+
+def _close(connection: Any) -> None:
+    # The proxies share the keystoneauth session of the connection's config; Connection.close()
+    # closes it only when something asked for `connection.session` first, so close it here.
+    connection.session.close()
+    connection.close()
+
+
+def _open_connection(config: Config, region: Region) -> Any:
     import openstack.config
     import openstack.connection
     from openstack import exceptions as sdk
 
-    where = f"regions[{region.name}].clouds_yaml"
-    if region.clouds_yaml is not None and not region.clouds_yaml.exists():
-        raise ConfigError(f"clouds.yaml not found: {region.clouds_yaml}",
-                          file=config.source_name, field=where)
     try:
         if region.clouds_yaml is not None:
             loader = openstack.config.OpenStackConfig(
