@@ -255,8 +255,9 @@ def user_data_template(config: Config) -> str:
         return resources.files("scoctl.data").joinpath("user-data.yaml").read_text("utf-8")
     try:
         return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the user-data template: {exc.strerror}",
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("cannot read the user-data template: "
+                          f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
                           file=config.source_name,
                           field="bootstrap.user_data_template") from exc
 

@@ -167,3 +167,19 @@ def test_a_sqlite_file_of_another_program_is_refused_and_left_alone(tmp_path):
                        "not a scoctl state file", "users")
     assert path.read_bytes() == before
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm"))]
+
+
+def test_a_scenario_file_that_is_not_utf8_exits_2_naming_it(tmp_path):
+    (tmp_path / "s.yaml").write_bytes("nodes: []\n# caf\u00e9\n".encode("latin-1"))
+    result = scoctl(tmp_path, "sim", "up", "--scenario", "s.yaml", "--dir", "sim")
+    assert_refused(result, "s.yaml", "not UTF-8")
+
+
+def test_a_slurmrestd_token_file_that_is_not_utf8_exits_2_naming_the_field(tmp_path):
+    (tmp_path / "jwt").write_bytes(b"\xff\xfe-not-a-token")
+    (tmp_path / "c.yaml").write_text(BASE.format(tmp=tmp_path) + (
+        "workloads: [{name: train, source: slurm}]\n"
+        f"slurm: {{rest_url: 'http://127.0.0.1:9', rest_token_file: {tmp_path}/jwt}}\n"))
+    Store.open(tmp_path / "s.db", create=True).close()
+    result = scoctl(tmp_path, "--config", "c.yaml", "watch", "--source", "slurm")
+    assert_refused(result, "slurm.rest_token_file", "not UTF-8")
