@@ -43,11 +43,11 @@ class Globals:
         return self.state_option if self.state_option else self.config().state
 
     def open_store(self, *, create: bool = False, reader: bool = False) -> Store:
-        """Open the state file (migrating an older schema; refusing a newer one). A `reader`
-        (status, events) never writes: an older or empty file is refused untouched."""
-        from scoctl.state import Store
+        """Open the state (migrating an older schema; refusing a newer one). A `reader`
+        (status, events) never writes: an older or empty state is refused untouched."""
+        from scoctl.state import open_store
 
-        return Store.open(self.state_path(), create=create, migrate=not reader)
+        return open_store(self.state_path(), create=create, migrate=not reader)
 
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:

@@ -26,7 +26,7 @@ def tables(conn: sqlite3.Connection) -> frozenset[str]:
 @cache
 def expected_tables(version: int) -> frozenset[str]:
     """The tables a state file at schema `version` holds."""
-    from scoctl.state.sqlite import run_migrations
+    from scoctl.state.sqlite import run_migrations  # imported here: sqlite imports this module
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.fixtures.nova import write_clouds_yaml
 from tests.fixtures.silent import SilentServer
 
@@ -95,7 +95,7 @@ def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path
                  timeouts="{api: 1.5s, run: 0.5s, retry_budget: 10s}")
     assert scoctl(tmp_path, "init").returncode == 0
     assert scoctl(tmp_path, "plan", "--claims", "claims.yaml", "--dry-run").returncode == 0
-    with Store.open(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         store.put_claim("web", contract="T1", requests={"cpu": 4000, "memory": 2 * 2**30},
                         largest_pod={"cpu": 1000, "memory": 2**29}, pods=4, source="file")
 

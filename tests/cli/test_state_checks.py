@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.checks import expected_tables
 
 
@@ -44,7 +44,7 @@ def _drop(path: Path, *names: str) -> None:
 
 def test_init_refuses_a_state_whose_tables_are_missing_naming_them(cli, tmp_path):
     path = tmp_path / "s.db"
-    Store.open(path, create=True).close()
+    open_store(path, create=True).close()
     _drop(path, "instances", "launches")
     before = path.read_bytes()
     for args in (["init"], ["status"], ["plan"]):
@@ -57,7 +57,7 @@ def test_init_refuses_a_state_whose_tables_are_missing_naming_them(cli, tmp_path
 
 
 def test_the_expected_tables_follow_the_migrations(tmp_path):
-    store = Store.open(tmp_path / "s.db", create=True)
+    store = open_store(tmp_path / "s.db", create=True)
     try:
         present = {r[0] for r in store.conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.state import Store
+from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_SECONDS = 10
@@ -137,7 +137,7 @@ CLAIMS = {
 def test_a_hostile_claims_file_exits_2_naming_it(tmp_path, case):
     name, text, named = CLAIMS[case]
     (tmp_path / name).write_text(text)
-    Store.open(tmp_path / "s.db", create=True).close()
+    open_store(tmp_path / "s.db", create=True).close()
     result = scoctl(tmp_path, "--state", "s.db", "plan", "--claims", name, "--dry-run")
     assert_refused(result, name, *named)
 
@@ -151,7 +151,7 @@ def test_a_claims_file_that_is_not_utf8_exits_2_naming_it(tmp_path):
 @pytest.mark.parametrize("since", ["99999999d", "9" * 400 + "d", "0001-01-01T00:00:00+01:00",
                                    "9999-12-31T23:59:59-05:00"])
 def test_events_since_an_absurd_age_or_time_exits_2_naming_since(tmp_path, since):
-    Store.open(tmp_path / "s.db", create=True).close()
+    open_store(tmp_path / "s.db", create=True).close()
     assert_refused(scoctl(tmp_path, "--state", "s.db", "events", "--since", since), "--since")
 
 
@@ -180,6 +180,6 @@ def test_a_slurmrestd_token_file_that_is_not_utf8_exits_2_naming_the_field(tmp_p
     (tmp_path / "c.yaml").write_text(BASE.format(tmp=tmp_path) + (
         "workloads: [{name: train, source: slurm}]\n"
         f"slurm: {{rest_url: 'http://127.0.0.1:9', rest_token_file: {tmp_path}/jwt}}\n"))
-    Store.open(tmp_path / "s.db", create=True).close()
+    open_store(tmp_path / "s.db", create=True).close()
     result = scoctl(tmp_path, "--config", "c.yaml", "watch", "--source", "slurm")
     assert_refused(result, "slurm.rest_token_file", "not UTF-8")
