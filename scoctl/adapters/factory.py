@@ -23,6 +23,10 @@ def cloud_for(config: Config, region: Region, *,
               deadline: float | None = None) -> Cloud:
     """A Nova adapter for `region` (its clouds.yaml entry); mutating calls call `budget` first.
 
+    A region with `clouds_yaml` reads that file alone; one without it gets openstacksdk's own
+    search ($OS_CLIENT_CONFIG_FILE, ./clouds.yaml, ~/.config/openstack, /etc/openstack). The
+    process environment is never changed, so regions connect in any order.
+
     Every call is bounded: `timeouts.api` as the connect and read timeout, the retries of all
     calls together by `timeouts.retry_budget`, and nothing starts after `deadline` (monotonic;
     default: `timeouts.run` from now).
@@ -114,13 +118,15 @@ def cluster_for(config: Config, *, timeout: float | None = None) -> Cluster:
 
 
 def scheduler_for(config: Config, *, timeout: float | None = None) -> BatchScheduler:
-    """Slurm through slurmrestd when `slurm.rest_url` is set, else through its commands; every
-    command or request is bounded by `slurm.timeout` (or `timeout` when smaller)."""
+    """Slurm through slurmrestd when `slurm.rest_url` is set (at `slurm.rest_api_version`, else
+    the newest version it offers), else through its commands; every command or request is
+    bounded by `slurm.timeout` (or `timeout` when smaller)."""
     from scoctl.adapters.slurm import SlurmCli, SlurmRest
 
     s = config.slurm
     bound = s.timeout if timeout is None else min(s.timeout, timeout)
-    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, timeout=bound)
+    cli = SlurmCli(sinfo=s.sinfo, squeue=s.squeue, scontrol=s.scontrol, sacct=s.sacct,
+                   timeout=bound)
     if not s.rest_url:
         return cli
     token = os.environ.get("SLURM_JWT")
@@ -131,4 +137,5 @@ def scheduler_for(config: Config, *, timeout: float | None = None) -> BatchSched
             raise ConfigError("cannot read the slurmrestd token: "
                               f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
                               file=config.source_name, field="slurm.rest_token_file") from exc
-    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=bound, cli=cli)
+    return SlurmRest(s.rest_url, user=s.rest_user, token=token, timeout=bound,
+                     api=s.rest_api_version, cli=cli)
