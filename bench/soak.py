@@ -60,6 +60,7 @@ class Passes:
     total: int = 0
     failed: int = 0
     seconds: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # of the failed passes, stage: error
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def read(self, stream: object) -> None:
@@ -72,6 +73,8 @@ class Passes:
                 self.total += 1
                 self.failed += 0 if result.get("ok") else 1
                 self.seconds.append(float(result.get("seconds", 0.0)))
+                self.errors += [f"pass {self.total}: {s['stage']}: {e}"
+                                for s in result.get("stages", []) for e in s.get("errors", [])]
 
 
 def scoctl(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -152,6 +155,8 @@ def report(first: Sample, last: Sample, passes: Passes, actions: list[str]) -> N
     reclaims = sum(int(a.split("x")[1]) for a in actions if a.startswith("reclaim"))
     print(f"driver: {reclaims} instances reclaimed, "
           f"{sum(a.startswith('scale') for a in actions)} demand changes")
+    for error in passes.errors[:10]:
+        print(f"  failed {error}")
     print(f"{'':34} {'start':>10} {'end':>10} {'end/start':>10}")
     for name, start, end in rows:
         ratio = f"{end / start:.2f}" if start else "-"
