@@ -24,6 +24,7 @@ from scoctl.core.model import (
     Contract,
     Flavor,
     Pool,
+    Source,
     flavor_allocatable,
     is_slug,
     rest_api_version,
@@ -148,6 +149,9 @@ class Bootstrap:
 
 @dataclass(frozen=True)
 class Timeouts:
+    """The `timeouts` section in seconds; these defaults are the only ones (the reconciler's
+    `Policy` and the parser take them from here)."""
+
     launch: float = 300.0
     registration: float = 900.0
     idle: float = 600.0
@@ -168,6 +172,16 @@ class GateSettings:
 class Intake:
     batch_idle: float = 1.0
     batch_max: float = 5.0
+
+
+@dataclass(frozen=True)
+class HostHints:
+    """What the host offers beyond the config (`scoctl.host.discovery.host_hints` reads it):
+    a kubeconfig ($KUBECONFIG, ~/.kube/config) or an in-cluster service account, and a Slurm
+    client (``squeue`` on the PATH and a slurm.conf)."""
+
+    kubeconfig: bool = False
+    slurm_client: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +241,26 @@ class Config:
                 return spec
         return None
 
+    def sources(self, host: HostHints | None = None) -> tuple[Source, ...]:
+        """The demand sources in use — the one rule that watch ``--source all``, reconcile,
+        run and acquire all ask.
+
+        Kubernetes: `kubernetes.kubeconfig` or `kubernetes.context` is set, or the `host` has
+        a kubeconfig or an in-cluster service account — a cluster scoctl can reach (pods
+        labelled with the workload label are demand even when not in `workloads`, and a
+        Kubernetes workload alone does not say where the cluster is). Slurm: a workload comes
+        from it, `slurm.rest_url` or `slurm.cloud_partitions` is set, or the `host` is a Slurm
+        client. Without `host`, the config alone decides.
+        """
+        hints = host or HostHints()
+        out: list[Source] = []
+        if self.kubernetes.kubeconfig or self.kubernetes.context or hints.kubeconfig:
+            out.append("k8s")
+        if (any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
+                or self.slurm.cloud_partitions or hints.slurm_client):
+            out.append("slurm")
+        return tuple(out)
+
     @property
     def slurm_gpu_resource(self) -> str:
         """The resource name Slurm GPUs count as: what `slurm.gres_map` maps ``gpu`` to, else
@@ -235,16 +269,13 @@ class Config:
 
     @property
     def uses_slurm(self) -> bool:
-        """Slurm is a demand source: a Slurm workload, slurmrestd or CLOUD partitions."""
-        return bool(any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
-                    or self.slurm.cloud_partitions)
+        """The config alone makes Slurm a demand source (see `sources`)."""
+        return "slurm" in self.sources()
 
     @property
     def uses_kubernetes(self) -> bool:
-        """Kubernetes is a demand source: a Kubernetes workload or a configured kubeconfig
-        (pods labelled with the workload label are demand even when not in `workloads`)."""
-        return bool(any(w.source == "k8s" for w in self.workloads)
-                    or self.kubernetes.kubeconfig or self.kubernetes.context)
+        """The config alone makes Kubernetes a demand source (see `sources`)."""
+        return "k8s" in self.sources()
 
 
 TOP_LEVEL = frozenset({

@@ -1,9 +1,11 @@
 """The event spool: a group-writable directory where hooks drop tokens without the state lock.
 
-Writers (`scoctl emit`, Slurm prolog/epilog hooks, the submit wrapper) write one JSON file per
-event: first to a dot-file, then `rename` into place, so a reader never sees half a file and a
-writer never blocks. `watch` ingests the files in name order (time, then pid) and deletes each one
-only after the transaction that recorded it has committed.
+Writers (`scoctl emit`, Slurm prolog/epilog hooks, the submit wrapper; Slurm's power-saving
+programs through `scoctl slurm resume|suspend|resume-fail`, as kind ``power``) write one JSON
+file per event: first to a dot-file, then `rename` into place, so a reader never sees half a
+file and a writer never blocks. `watch` ingests the token files and the Slurm power stage the power
+requests, each in name order (time, then pid), and deletes each file only after the
+transaction that recorded it has committed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from scoctl.secrets import scrub
 log = logging.getLogger(__name__)
 
 SPOOL_MODE = 0o2775
+TOKEN_KIND = "token"  # a status token `watch` records
+POWER_KIND = "power"  # a Slurm power-saving request the Slurm power stage applies
+KINDS = (TOKEN_KIND, POWER_KIND)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class SpoolEvent:
     token: str
     workload: str
     detail: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = TOKEN_KIND
 
 
 def ensure_spool(directory: Path) -> None:
@@ -45,11 +51,14 @@ def ensure_spool(directory: Path) -> None:
 
 
 def write_event(directory: Path, *, ts: str, token: str, workload: str,
-                detail: Mapping[str, Any] | None = None) -> Path:
+                detail: Mapping[str, Any] | None = None, kind: str = TOKEN_KIND) -> Path:
     """Drop one event into the spool atomically; returns its path. Takes no lock."""
     directory.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"ts": ts, "token": token, "workload": workload,
-                       "detail": scrub(dict(detail or {}))}, sort_keys=True)
+    event: dict[str, Any] = {"ts": ts, "token": token, "workload": workload,
+                             "detail": scrub(dict(detail or {}))}
+    if kind != TOKEN_KIND:
+        event["kind"] = kind
+    body = json.dumps(event, sort_keys=True)
     stamp = ts.replace(":", "").replace("-", "").replace(".", "")
     name = f"{stamp}-{os.getpid():08d}-{_random.token_hex(4)}.json"
     tmp = directory / f".{name}.tmp"
@@ -64,8 +73,9 @@ def write_event(directory: Path, *, ts: str, token: str, workload: str,
     return final
 
 
+
 TOKEN_RE = re.compile(r"[A-Z][A-Z0-9_]{1,63}")
-EVENT_FIELDS = frozenset({"ts", "token", "workload", "detail"})
+EVENT_FIELDS = frozenset({"ts", "token", "workload", "detail", "kind"})
 MAX_EVENT_BYTES = 64 * 1024  # an event is a token and a few details; more is not an event
 MAX_DETAIL_DEPTH = 8
 
@@ -74,7 +84,8 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
     """One spool file's bytes as an event; ConfigError naming the file and field otherwise.
 
     The writer's shape exactly: a JSON object with an RFC 3339 ``ts``, an UPPER_SNAKE ``token``,
-    a workload slug and an optional ``detail`` mapping; nothing else.
+    a workload slug (empty allowed for a power request), an optional ``detail`` mapping and an
+    optional ``kind`` (`KINDS`; none is a token); nothing else.
     """
     file = str(path)
     if len(raw) > MAX_EVENT_BYTES:
@@ -88,10 +99,14 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
     unknown = sorted(str(k) for k in data if k not in EVENT_FIELDS)
     if unknown:
         raise ConfigError("unknown field", file=file, field=unknown[0])
+    kind = data.get("kind", TOKEN_KIND)
+    if kind not in KINDS:
+        raise ConfigError(f"not an event kind: {kind!r}", file=file, field="kind")
     token, workload = data.get("token"), data.get("workload")
     if not isinstance(token, str) or not TOKEN_RE.fullmatch(token):
         raise ConfigError(f"not a token: {token!r}", file=file, field="token")
-    if not isinstance(workload, str) or not is_slug(workload):
+    if not isinstance(workload, str) or not (
+            is_slug(workload) or (kind == POWER_KIND and workload == "")):
         raise ConfigError(f"not a workload slug: {workload!r}", file=file, field="workload")
     detail = data.get("detail") or {}
     if not isinstance(detail, dict):
@@ -100,7 +115,7 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
         raise ConfigError(f"nested deeper than {MAX_DETAIL_DEPTH} levels", file=file,
                           field="detail")
     return SpoolEvent(path=path, ts=_timestamp(data.get("ts"), file), token=token,
-                      workload=workload, detail=detail)
+                      workload=workload, detail=detail, kind=str(kind))
 
 
 def _nesting(value: object) -> int:
@@ -134,18 +149,22 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def pending_events(directory: Path) -> Iterator[SpoolEvent]:
-    """The spool's events in order. A file that is not an event is skipped with a warning
-    naming it and left for a person (never deleted: it may be a hook's bug report)."""
+def pending_events(directory: Path, kind: str = TOKEN_KIND) -> Iterator[SpoolEvent]:
+    """The spool's events of one `kind` in order. A file that is not an event is skipped with a
+    warning naming it and left for a person (never deleted: it may be a hook's bug report)."""
     if not directory.is_dir():
         return
     for path in sorted(directory.glob("[!.]*.json")):
         try:
-            yield parse_event(path, path.read_bytes())
+            event = parse_event(path, path.read_bytes())
         except OSError:
             continue  # ingested and removed by a concurrent pass, or unreadable right now
         except ConfigError as exc:
-            log.warning("spool: skipping %s", exc)
+            if kind == TOKEN_KIND:  # one warning per pass, not one per reader
+                log.warning("spool: skipping %s", exc)
+            continue
+        if event.kind == kind:
+            yield event
 
 
 def discard(event: SpoolEvent) -> None:
