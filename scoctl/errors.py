@@ -7,7 +7,8 @@
     ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
-        │   └── Refused          a create turned away before any work (429 to the last attempt)
+        │   ├── Refused          a create turned away before any work (429 to the last attempt)
+        │   └── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -96,6 +97,8 @@ class Refused(TemporaryError):
     none of them ambiguous): nothing was created, so the launch is failed at once and its
     units are free to be launched again (after a 5xx or a timeout they may exist: that is a
     plain `TemporaryError`)."""
+class DeadlineExceeded(TemporaryError):
+    """The pass ran out of time (`timeouts.run`): the call was not made (nothing was sent)."""
 
 
 class PermanentError(ApiError):

@@ -1,11 +1,20 @@
-"""Logging to stderr; secrets are scrubbed by the callers before anything is logged."""
+"""Logging to stderr. Every line goes through `secrets.redact` on its way out: callers scrub
+what they log, and the handler removes any remembered secret they missed (an exception message
+that echoes a token, say)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
+from scoctl.secrets import redact
+
 LOG = logging.getLogger("scoctl")
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def setup_logging(verbosity: int) -> None:
@@ -15,7 +24,7 @@ def setup_logging(verbosity: int) -> None:
     root.setLevel(level)
     if not any(getattr(h, "_scoctl", False) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("scoctl: %(levelname)s: %(message)s"))
+        handler.setFormatter(_RedactingFormatter("scoctl: %(levelname)s: %(message)s"))
         handler._scoctl = True  # type: ignore[attr-defined]
         root.addHandler(handler)
         root.propagate = False

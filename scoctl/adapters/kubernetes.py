@@ -70,6 +70,24 @@ def _api_errors() -> tuple[type[BaseException], ...]:
     return (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
+def _retries_without_timeouts() -> Any:
+    """urllib3's default retries (3) minus timeouts: a request on a pooled connection the
+    server had dropped is still retried at once, but a timed-out connect or read is final —
+    urllib3 would wait the timeout four times per call; scoctl's own loops decide."""
+    import urllib3
+    from urllib3.exceptions import TimeoutError as TimeoutFailure
+
+    class NoTimeoutRetry(urllib3.Retry):
+        def increment(self, method: str | None = None, url: str | None = None,
+                      response: Any = None, error: Exception | None = None, _pool: Any = None,
+                      _stacktrace: Any = None) -> Any:
+            if isinstance(error, TimeoutFailure):
+                raise error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    return NoTimeoutRetry(3)
+
+
 # --- raw API objects -> plain values --------------------------------------------------------------
 
 
@@ -405,6 +423,7 @@ class KubernetesCluster:
                               file=os.path.expanduser(path) if path else None,
                               field="kubernetes.kubeconfig" if path else where) from exc
         self.host = str(cfg.host)
+        cfg.retries = _retries_without_timeouts()
         self._api: Any = client.ApiClient(cfg)
         self._core: Any = client.CoreV1Api(self._api)
         self._apps: Any = client.AppsV1Api(self._api)
@@ -730,9 +749,11 @@ class KubernetesCluster:
         return True
 
     def _set_unschedulable(self, node: str, value: bool) -> None:
-        self._call(f"{'cordon' if value else 'uncordon'} node {node}", self._core.patch_node,
-                   node, {"spec": {"unschedulable": value}}, _preload_content=False
-                   ).release_conn()
+        resp = self._call(f"{'cordon' if value else 'uncordon'} node {node}",
+                          self._core.patch_node, node, {"spec": {"unschedulable": value}},
+                          _preload_content=False)
+        resp.drain_conn()  # a connection pooled with its body unread garbles the next answer
+        resp.release_conn()
 
     def cordon(self, node: str) -> None:
         """See `Cluster.cordon`."""

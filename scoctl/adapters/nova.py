@@ -10,10 +10,12 @@ SDK and keystoneauth exceptions are mapped once, here:
     turned away before any work
 
 Reads and writes go through a `RetryPolicy`; writes (create, delete) call `spend_token` before
-every attempt so the caller's mutating-call budget pays for retries too. A launch is ONE
-multi-create POST (`return_reservation_id`), then a read of that reservation's servers. When a
-launch attempt failed in a way that may have reached Nova (a 500, a timeout), the retry first
-looks for servers carrying the request's tags and adopts them instead of launching twice.
+every mutating attempt so the caller's mutating-call budget pays for retries too. A launch is
+ONE multi-create POST (`return_reservation_id`), then a read of that reservation's servers.
+Only a definite refusal (429) is retried as it is. After a failure that may have reached Nova
+(any 5xx, 503 included — a gateway may answer it while Nova does the work —, a timeout, a reset)
+every further attempt first looks for servers carrying the request's tags (its `sco:launch`)
+and adopts them instead of launching twice.
 
 Image and network names are resolved through Nova's own image and network proxies
 (microversion 2.35), so a Nova endpoint alone is enough; UUIDs are used as they are.
@@ -102,6 +104,18 @@ def map_error(exc: BaseException) -> ScoctlError | None:
     if isinstance(exc, ka.ClientException | sdk.SDKException):
         return PermanentError(f"Nova client error: {type(exc).__name__}: {exc}")
     return None
+
+
+def _ambiguous(mapped: ScoctlError, exc: BaseException) -> bool:
+    """Whether a failed create may have reached Nova and done the work.
+
+    Only a 429 is a definite refusal (rate limiting happens before any work). A 503 or another
+    5xx may come from a gateway that gave up while Nova went on, and a timeout or a reset says
+    nothing at all: after those the servers may exist, so the next attempt looks for them first.
+    Refusals that are not retried (4xx, quota) do not matter here.
+    """
+    status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
+    return isinstance(mapped, TemporaryError) and status != 429
 
 
 def _server_info(server: Any) -> ServerInfo:
@@ -316,28 +330,26 @@ class NovaCloud:
         def attempt() -> LaunchResult | str:
             nonlocal ambiguous
             if ambiguous and request.tags:
-                found = self.servers(tags=request.tags)
+                found = self.servers(tags=request.tags)  # a read: no token
                 if found:
                     return LaunchResult(reservation_id=found[0].reservation_id or "",
                                         servers=self._ordered(found, request.name), adopted=True)
+            if self._spend is not None:
+                self._spend()
             try:
                 answer = self._raw("POST", "/servers", CREATE_MICROVERSION, json=body)
             except Exception as exc:
                 mapped = map_error(exc)
                 if mapped is None:
                     raise
-                # 429/503 are refused before any work; a 500 or a timeout may have
-                # created the servers already.
-                status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
-                if isinstance(mapped, TemporaryError) and status not in RETRY_LATER:
-                    ambiguous = True
+                ambiguous = ambiguous or _ambiguous(mapped, exc)
                 raise mapped from exc
             return str(answer["reservation_id"])
 
         log.info("launching %s: flavor %s, %d..%d servers, tags %s", request.name,
                  request.flavor, request.min_count, request.max_count, ",".join(request.tags))
         try:
-            outcome = self._retry.call(attempt, before_attempt=self._spend)
+            outcome = self._retry.call(attempt)
         except TemporaryError as exc:
             if ambiguous:
                 raise  # an attempt may have reached Nova: the caller looks for the tags

@@ -9,7 +9,14 @@ march in lock-step.
 `before_attempt` runs before every attempt, the first one included: the caller spends a token of
 its mutating-call budget there, so retries are paid for like any other call.
 
-`sleep` and `rng` are injected, so tests assert the exact waits and never sleep.
+Every retry loop is bounded in time, not only in attempts: a `RetryBudget` shared by all the
+calls of one adapter (one region, one pass) holds the seconds of waiting left — once a wait
+would overdraw it, the error is raised instead (a persistent 429 with Retry-After 5 costs the
+budget once, not 15 s per call) — and the pass's deadline, after which no attempt starts
+(`DeadlineExceeded`: nothing is sent).
+
+`sleep`, `rng` and the budget's clock are injected, so tests assert the exact waits and never
+sleep.
 """
 
 from __future__ import annotations
@@ -20,9 +27,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from scoctl.errors import TemporaryError
+from scoctl.errors import DeadlineExceeded, TemporaryError
 
 T = TypeVar("T")
+
+
+class RetryBudget:
+    """Seconds of retry waiting left, and the deadline (on `clock`) after which nothing starts.
+
+    Mutable and shared on purpose: every call of one adapter draws on the same budget.
+    """
+
+    def __init__(self, seconds: float = float("inf"), *, deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.left = seconds
+        self.deadline = deadline
+        self.clock = clock
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed."""
+        return self.deadline is not None and self.clock() >= self.deadline
+
+    def allows(self, delay: float) -> bool:
+        """Whether a wait of `delay` fits in the budget and ends before the deadline."""
+        if delay > self.left:
+            return False
+        return self.deadline is None or self.clock() + delay < self.deadline
+
+    def spend(self, delay: float) -> None:
+        self.left -= delay
 
 
 @dataclass(frozen=True)
@@ -36,6 +69,7 @@ class RetryPolicy:
     retry_after_jitter: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
     rng: random.Random = field(default_factory=random.Random, compare=False)
+    budget: RetryBudget = field(default_factory=RetryBudget, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -51,6 +85,11 @@ class RetryPolicy:
         ceiling = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
         return self.rng.uniform(0.0, ceiling)
 
+    def check_deadline(self) -> None:
+        """Raise `DeadlineExceeded` when the pass's deadline has passed."""
+        if self.budget.expired():
+            raise DeadlineExceeded("the pass's deadline (timeouts.run) passed: call not made")
+
     def call(
         self,
         fn: Callable[[], T],
@@ -60,12 +99,15 @@ class RetryPolicy:
     ) -> T:
         """Run `fn`, retrying `TemporaryError` up to `max_attempts` attempts in all.
 
-        Raises the last `TemporaryError` when the attempts run out; any other error at once.
-        `on_retry(attempt, error, delay)` is told about each retry before its wait.
+        Raises the last `TemporaryError` when the attempts or the budget run out, and
+        `DeadlineExceeded` (before `before_attempt`: nothing spent, nothing sent) once the
+        deadline has passed; any other error at once. `on_retry(attempt, error, delay)` is told
+        about each retry before its wait.
         """
         attempt = 0
         while True:
             attempt += 1
+            self.check_deadline()
             if before_attempt is not None:
                 before_attempt()
             try:
@@ -74,8 +116,9 @@ class RetryPolicy:
                 if attempt >= self.max_attempts:
                     raise
                 delay = self.backoff(attempt, error.delay)
+                if not self.budget.allows(delay):
+                    raise
+                self.budget.spend(delay)
                 if on_retry is not None:
                     on_retry(attempt, error, delay)
                 self.sleep(delay)
-
-

@@ -41,6 +41,7 @@ from scoctl.adapters.batch import (
 )
 from scoctl.core.gres import Gres, GresError, parse_gres
 from scoctl.core.model import OLDEST_REST_API, FinishedJob, SlurmJob, SlurmNode, rest_api_version
+from scoctl.secrets import redact, remember
 
 if TYPE_CHECKING:
     import httpx
@@ -502,6 +503,7 @@ class SlurmRest:
         self._api = api
         self.cli = cli or SlurmCli(timeout=timeout)
         self._token = token
+        remember(token)  # an error body that echoes it back must not print it
         self._transport = transport
         self._client: httpx.Client | None = None
 
@@ -563,9 +565,9 @@ class SlurmRest:
             if response.status_code >= 500 and not errors:
                 raise SchedulerUnreachable(f"{where}: HTTP {response.status_code}")
             raise SchedulerFailed(
-                f"{where}: HTTP {response.status_code}: {_describe(errors)}",
+                f"{where}: HTTP {response.status_code}: {redact(_describe(errors))}",
                 returncode=response.status_code,
-                detail=str(errors)[:2000],
+                detail=redact(str(errors))[:2000],
                 slurm_errno=_errno(errors),
             )
         return response.text

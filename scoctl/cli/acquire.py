@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import JsonOption, WaitOption, finite_seconds
 
 if TYPE_CHECKING:
     from scoctl.cli.render import Progress
@@ -23,9 +23,9 @@ def acquire(
         "none and write nothing.")] = False,
     watch: Annotated[float, typer.Option(
         "--watch", help="Seconds to watch new servers for NoValidHost / quota ERROR "
-        "(0: do not watch).", min=0, max=120)] = 15.0,
+        "(0: do not watch).", min=0, max=120, callback=finite_seconds)] = 15.0,
     json_out: JsonOption = False,
-    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+    wait: WaitOption = None,
 ) -> None:
     """Launch what the latest plan needs beyond live and in-flight instances.
 

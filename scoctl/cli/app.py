@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = _dispatch(sys.argv[1:] if argv is None else list(argv))
     except ScoctlError as exc:
-        print(f"scoctl: error: {exc}", file=sys.stderr)
+        from scoctl.secrets import redact
+
+        print(f"scoctl: error: {redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("scoctl: interrupted", file=sys.stderr)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -31,3 +32,15 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine output (JSON) 
 
 
 WAIT_HELP = "Seconds to wait for another scoctl run to release the lock (then exit 75)."
+
+
+def finite_seconds(value: float | None) -> float | None:
+    """Option callback: a number of seconds, finite and not negative (``nan``, ``inf`` and
+    ``-1`` are refused with exit 2 naming the option)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"must be a finite number of seconds ≥ 0, not {value}")
+    return value
+
+
+WaitOption = Annotated[float | None, typer.Option("--wait", help=WAIT_HELP,
+                                                  callback=finite_seconds)]

@@ -48,11 +48,12 @@ class Globals:
         """--state, else the config's `state`."""
         return self.state_option if self.state_option else self.config().state
 
-    def open_store(self, *, create: bool = False) -> Store:
-        """Open the state file (migrating an older schema; refusing a newer one)."""
+    def open_store(self, *, create: bool = False, reader: bool = False) -> Store:
+        """Open the state (migrating an older schema; refusing a newer one). A `reader`
+        (status, events) never writes: an older or empty state is refused untouched."""
         from scoctl.state import open_store
 
-        return open_store(self.state_path(), create=create)
+        return open_store(self.state_path(), create=create, migrate=not reader)
 
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scoctl.cli.common import JsonOption
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 def events(
@@ -37,29 +40,15 @@ def events(
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.cli.views import event_json
-    from scoctl.clock import SystemClock, rfc3339
-    from scoctl.config.schema import parse_duration
+    from scoctl.clock import SystemClock
     from scoctl.core.model import is_slug
     from scoctl.errors import UsageError
 
     g = globals_of(ctx, json=json_out)
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug")
-    since_ts = None
-    if since:
-        try:
-            from datetime import timedelta
-
-            age = parse_duration(since)
-            since_ts = rfc3339(SystemClock().now() - timedelta(seconds=age))
-        except ValueError:
-            from scoctl.clock import parse_rfc3339
-
-            try:
-                since_ts = rfc3339(parse_rfc3339(since))
-            except ValueError as exc:
-                raise UsageError(f"--since: {since!r} is neither RFC 3339 nor an age") from exc
-    store = g.open_store()
+    since_ts = _since(since, SystemClock().now()) if since else None
+    store = g.open_store(reader=True)
     last = 0
     try:
         while True:
@@ -79,6 +68,31 @@ def events(
         pass
     finally:
         store.close()
+
+
+def _since(text: str, now: datetime) -> str:
+    """``--since``: an age (``30m``, ``2h``, ``1d``) before `now`, or an RFC 3339 time, as the
+    state's timestamp text. UsageError (exit 2) naming --since for anything else."""
+    from datetime import timedelta
+
+    from scoctl.clock import parse_rfc3339, rfc3339
+    from scoctl.config.schema import parse_duration
+    from scoctl.errors import UsageError
+
+    try:
+        age = parse_duration(text)
+    except ValueError as exc:
+        if "too long" in str(exc):
+            raise UsageError(f"--since: {exc}") from exc
+    else:
+        try:
+            return rfc3339(now - timedelta(seconds=age))
+        except OverflowError as exc:  # an age reaching back before year 1
+            raise UsageError(f"--since: {text!r} reaches back before year 1") from exc
+    try:
+        return rfc3339(parse_rfc3339(text))
+    except (ValueError, OverflowError) as exc:
+        raise UsageError(f"--since: {text!r} is neither RFC 3339 nor an age") from exc
 
 
 def register(app: typer.Typer) -> None:

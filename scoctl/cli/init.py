@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption, globals_of
+from scoctl.cli.common import JsonOption, WaitOption, globals_of
 
 
 def init(
     ctx: typer.Context,
     json_out: JsonOption = False,
-    wait: Annotated[float, typer.Option("--wait", help=WAIT_HELP)] = 10.0,
+    wait: WaitOption = 10.0,
 ) -> None:
     """Create the state file (mode 0600, WAL) or migrate it to this scoctl's schema.
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
     from scoctl.stages.plan import PlanView
@@ -31,7 +31,7 @@ def plan(
         "--check", help="Exit 4 when any workload's plan is infeasible or degraded (CI).")
                      ] = False,
     json_out: JsonOption = False,
-    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+    wait: WaitOption = None,
 ) -> None:
     """Plan the claims that changed into a new plan generation.
 

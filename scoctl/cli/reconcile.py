@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
     from scoctl.stages.reconcile import ReconcileResult
@@ -21,7 +21,7 @@ def reconcile(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
                            ] = False,
     json_out: JsonOption = False,
-    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+    wait: WaitOption = None,
 ) -> None:
     """Bring the state in line with what Nova, Kubernetes and Slurm really hold.
 

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scoctl.secrets import redact
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -35,18 +37,19 @@ def err() -> Console:
 
 
 def print_json(data: Any) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """One JSON document on stdout (known secrets redacted, as everywhere below)."""
+    sys.stdout.write(redact(json.dumps(data, indent=2, sort_keys=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def print_json_line(data: Any) -> None:
     """One JSON object per line (events, streams)."""
-    sys.stdout.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
+    sys.stdout.write(redact(json.dumps(data, separators=(",", ":"), default=str)) + "\n")
     sys.stdout.flush()
 
 
 def warn(message: str) -> None:
+    message = redact(message)
     if not sys.stderr.isatty():
         print(f"scoctl: warning: {message}", file=sys.stderr)
         return
@@ -54,7 +57,7 @@ def warn(message: str) -> None:
 
 
 def info(message: str) -> None:
-    err().print(message, highlight=False)
+    err().print(redact(message), highlight=False)
 
 
 _OWN_MARKUP = re.compile(r"\[/?(?:white|yellow|cyan|green|red|magenta|dim|bold)\]")
@@ -63,6 +66,7 @@ _OWN_MARKUP = re.compile(r"\[/?(?:white|yellow|cyan|green|red|magenta|dim|bold)\
 def line(message: str) -> None:
     """One line on stdout; plain (and without importing rich) when stdout is not a terminal,
     as in Slurm hooks, timers and pipes."""
+    message = redact(message)
     if not sys.stdout.isatty():
         sys.stdout.write(_OWN_MARKUP.sub("", message) + "\n")
         sys.stdout.flush()

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
     from scoctl.stages.run import RunResult
@@ -24,7 +24,7 @@ def run(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
                            ] = False,
     json_out: JsonOption = False,
-    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+    wait: WaitOption = None,
 ) -> None:
     """The placement loop: watch → plan → acquire → reconcile under one run lock.
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scoctl.cli.common import JsonOption
+from scoctl.cli.common import JsonOption, finite_seconds
 
 sim_app = typer.Typer(rich_markup_mode=None,
     help=("A simulated region on 127.0.0.1 (Kubernetes and Nova emulators plus a node agent) "
@@ -88,7 +88,8 @@ def down(
     ctx: typer.Context,
     directory: DirOption = Path(".scoctl-sim"),
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds to wait after SIGTERM before SIGKILL.")] = 10.0,
+        "--timeout", help="Seconds to wait after SIGTERM before SIGKILL.",
+        callback=finite_seconds)] = 10.0,
     json_out: JsonOption = False,
 ) -> None:
     """Stop the simulated region: every recorded process by its PID (SIGTERM, then SIGKILL

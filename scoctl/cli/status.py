@@ -22,7 +22,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.core.quantity import format_resources
 
     g = globals_of(ctx, json=json_out)
-    with g.open_store() as store:
+    with g.open_store(reader=True) as store:
         workloads = store.workloads()
         claims = store.claims()
         generation = store.latest_generation()

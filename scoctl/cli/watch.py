@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import JsonOption, WaitOption
 
 
 def watch(
@@ -22,7 +22,7 @@ def watch(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
                            ] = False,
     json_out: JsonOption = False,
-    wait: Annotated[float | None, typer.Option("--wait", help=WAIT_HELP)] = None,
+    wait: WaitOption = None,
 ) -> None:
     """Turn pending pods and Slurm jobs into claims, and keep workload statuses honest.
 

@@ -6,6 +6,7 @@ config, a file or a URL. A malformed ranking is a ConfigError naming the source 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +35,9 @@ def parse_ranking(data: Any, source: str, *, default_id: str | None = None) -> R
         raise ConfigError("missing or empty scores", file=source, field="scores")
     out: dict[str, float] = {}
     for pool, score in scores.items():
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise ConfigError(f"score must be a number, not {score!r}", file=source,
+        if (isinstance(score, bool) or not isinstance(score, int | float)
+                or not math.isfinite(score)):
+            raise ConfigError(f"score must be a finite number, not {score!r}", file=source,
                               field=f"scores.{pool}")
         out[str(pool)] = float(score)
     return Ranking(id=rid, scores=out, source=source)

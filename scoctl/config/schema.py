@@ -6,6 +6,7 @@ current working directory, as the example config's ``configs/user-data.yaml`` sh
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from scoctl.config.yamlsrc import Located, load_located
+from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.model import (
     KINDS,
     OLDEST_REST_API,
@@ -42,22 +43,33 @@ Path_ = tuple[str | int, ...]
 MAX_RETENTION = 36500 * 86400.0  # a hundred years: further back than any cutoff can reach
 
 _CA_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+MAX_DURATION = 100 * 365.25 * 86400.0  # a century: longer is a typo, and overflows datetimes
+MAX_INTEGER = 2**53  # whole numbers in the config stay exact as JSON numbers
 
 
 def parse_duration(value: object) -> float:
-    """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds."""
+    """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds.
+
+    Raises ValueError for anything else: negative, not finite, or longer than a century.
+    """
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"negative duration: {value!r}")
-        return float(value)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 1h)")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite duration: {value!r}")
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 1h)")
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds < 0:
+        raise ValueError(f"negative duration: {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"duration too long: {value!r} (at most 100 years)")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -150,6 +162,9 @@ class Timeouts:
     # an in-flight launch intent no server carries the tag of this long after its call ended
     # (or, after a crash before the call, after it was written) is failed and relaunched
     launch_settle: float = 30.0
+    api: float = 30.0  # connect and read timeout of every call to Nova and Kubernetes
+    run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
+    retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
 
 
 @dataclass(frozen=True)
@@ -160,6 +175,12 @@ class Retention:
     events: float = 30 * 86400.0
     instances: float = 7 * 86400.0
     launches: float = 7 * 86400.0
+
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    timeout: float = 10.0  # each capacity read of the gate; then `skipped` with a warning
 
 
 @dataclass(frozen=True)
@@ -201,6 +222,7 @@ class Config:
     timeouts: Timeouts = field(default_factory=Timeouts)
     retention: Retention = field(default_factory=Retention)
     intake: Intake = field(default_factory=Intake)
+    gate: GateSettings = field(default_factory=GateSettings)
     quota_block: Literal["fail", "queue"] = "fail"
     gc_orphans: bool = False
     disruption_budget: float = 0.10
@@ -275,7 +297,7 @@ class Config:
 TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
     "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
-    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "retention",
+    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "retention", "gate",
 })
 
 # Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
@@ -303,8 +325,10 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait", "launch_settle"}),
+                              "orphan_grace", "lock_wait", "launch_settle", "api", "run",
+                              "retry_budget"}),
     ("retention",): frozenset({"events", "instances", "launches"}),
+    ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -351,8 +375,9 @@ class _Reader:
             if required:
                 raise self.fail((*path, key), "is required")
             return default
-        if not isinstance(value, str | int | float) or isinstance(value, bool) or value == "":
-            raise self.fail((*path, key), "must be a non-empty string")
+        if (not isinstance(value, str | int | float) or isinstance(value, bool) or value == ""
+                or (isinstance(value, float) and not math.isfinite(value))):
+            raise self.fail((*path, key), f"must be a non-empty string, not {value!r}")
         return str(value)
 
     def req_string(self, data: Mapping[str, Any], path: Path_, key: str) -> str:
@@ -363,8 +388,8 @@ class _Reader:
     def number(self, data: Mapping[str, Any], path: Path_, key: str, default: float, *,
                low: float | None = None, high: float | None = None) -> float:
         value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail((*path, key), f"must be a number, not {value!r}")
+        if not _finite_number(value):
+            raise self.fail((*path, key), f"must be a finite number, not {value!r}")
         if (low is not None and value < low) or (high is not None and value > high):
             raise self.fail((*path, key), f"must be between {low} and {high}, not {value!r}")
         return float(value)
@@ -374,8 +399,10 @@ class _Reader:
         value = data.get(key, default)
         if value is None:
             raise self.fail((*path, key), "is required")
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise self.fail((*path, key), f"must be a whole number ≥ {low}, not {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, int) or value < low
+                or value > MAX_INTEGER):
+            raise self.fail((*path, key),
+                            f"must be a whole number from {low} to {MAX_INTEGER}, not {value!r}")
         return value
 
     def boolean(self, data: Mapping[str, Any], path: Path_, key: str, default: bool) -> bool:
@@ -408,6 +435,13 @@ class _Reader:
     def path_value(self, data: Mapping[str, Any], path: Path_, key: str) -> Path | None:
         value = self.string(data, path, key)
         return Path(os.path.expanduser(value)) if value else None
+
+
+def _finite_number(value: object) -> bool:
+    """An int or a float that is neither NaN nor infinite (bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) <= MAX_INTEGER
 
 
 def _rest_api(r: _Reader, data: Mapping[str, Any], path: Path_) -> str | None:
@@ -460,9 +494,8 @@ def _launch(r: _Reader, raw: Any, path: Path_) -> LaunchSettings | None:
     launch = r.mapping(raw, path, allowed=FIELDS[("regions", "[]", "launch")])
     if not launch:
         raise r.fail(path, "is empty: give at least the image (or leave launch out)")
-    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*path, "networks")))
-    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
-                                         (*path, "security_groups")))
+    networks = _names(r, launch, path, "networks")
+    groups = _names(r, launch, path, "security_groups")
     return LaunchSettings(
         image=r.req_string(launch, path, "image"),
         networks=networks,
@@ -507,28 +540,25 @@ def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
 
 def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
     data = r.mapping(raw, path, allowed=FIELDS[("ranking",)])
-    sources = [k for k in ("scores", "file", "url") if data.get(k) is not None]
-    if len(sources) != 1:
-        raise r.fail(path, "give exactly one of scores, file or url")
+    # every field's own type first, so a bad value is named before the one-of rule
+    rid = r.string(data, path, "id")
+    file = r.path_value(data, path, "file")
+    url = r.string(data, path, "url")
+    max_age = r.duration(data, path, "max_age", 3600.0)
     scores = None
     if data.get("scores") is not None:
         scores = {}
         for key, value in r.mapping(data["scores"], (*path, "scores")).items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise r.fail((*path, "scores", str(key)), f"must be a number, not {value!r}")
+            if not _finite_number(value):
+                raise r.fail((*path, "scores", str(key)), f"must be a finite number, not {value!r}")
             scores[str(key)] = float(value)
-        if not data.get("id"):
-            raise r.fail((*path, "id"), "is required with inline scores")
-    url = r.string(data, path, "url")
+    if sum(x is not None for x in (scores, file, url)) != 1:
+        raise r.fail(path, "give exactly one of scores, file or url")
+    if scores is not None and not rid:
+        raise r.fail((*path, "id"), "is required with inline scores")
     if url and not url.startswith(("http://", "https://")):
         raise r.fail((*path, "url"), "must be an http:// or https:// URL")
-    return RankingSource(
-        id=r.string(data, path, "id"),
-        scores=scores,
-        file=r.path_value(data, path, "file"),
-        url=url,
-        max_age=r.duration(data, path, "max_age", 3600.0),
-    )
+    return RankingSource(id=rid, scores=scores, file=file, url=url, max_age=max_age)
 
 
 def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract]) -> WorkloadSpec:
@@ -555,104 +585,124 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     )
 
 
-def parse_config(doc: Located, *, path: Path | None) -> Config:
-    """Validate a parsed document into a Config; raises ConfigError naming file, line and field."""
-    r = _Reader(doc)
-    root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
-    if not root:
-        raise r.fail((), "the config is empty")
+def _section(r: _Reader, root: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The top-level mapping `name` (empty when absent), refusing keys FIELDS does not name."""
+    return r.mapping(root.get(name), (name,), allowed=FIELDS[(name,)])
 
-    reserve_path: Path_ = ("node_reserve",)
-    reserve = r.resources(root.get("node_reserve"), reserve_path)
 
+def _regions(r: _Reader, root: Mapping[str, Any]) -> tuple[Region, ...]:
     regions = tuple(_region(r, raw, ("regions", i))
                     for i, raw in enumerate(r.seq(root.get("regions"), ("regions",))))
     if not regions:
         raise r.fail(("regions",), "at least one region is required")
     _unique(r, [x.name for x in regions], "regions")
+    return regions
 
+
+def _flavors(r: _Reader, root: Mapping[str, Any],
+             reserve: Mapping[str, int]) -> dict[str, Flavor]:
     flavor_list = [_flavor(r, raw, ("flavors", i), reserve)
                    for i, raw in enumerate(r.seq(root.get("flavors"), ("flavors",)))]
     _unique(r, [f.name for f in flavor_list], "flavors")
-    flavors = {f.name: f for f in flavor_list}
+    return {f.name: f for f in flavor_list}
 
-    contracts_raw = r.mapping(root.get("contracts"), ("contracts",))
+
+def _contracts(r: _Reader, root: Mapping[str, Any]) -> dict[str, Contract]:
+    raw_contracts = r.mapping(root.get("contracts"), ("contracts",))
     contracts = {str(name): _contract(r, str(name), raw, ("contracts", str(name)))
-                 for name, raw in contracts_raw.items()}
-    if not contracts:
-        contracts = {"T1": Contract(name="T1")}
+                 for name, raw in raw_contracts.items()}
+    return contracts or {"T1": Contract(name="T1")}
 
-    region_names = {x.name for x in regions}
-    pools = []
-    for i, raw in enumerate(r.seq(root.get("pools"), ("pools",))):
-        p = ("pools", i)
-        data = r.mapping(raw, p, allowed=FIELDS[("pools", "[]")])
-        region = r.string(data, p, "region", default=regions[0].name) or regions[0].name
-        if region not in region_names:
-            raise r.fail((*p, "region"), f"unknown region {region!r}")
-        flavor = r.req_string(data, p, "flavor")
-        if flavor not in flavors:
-            raise r.fail((*p, "flavor"), f"unknown flavor {flavor!r}")
-        tier = r.req_string(data, p, "tier")
-        if tier not in TIERS:
-            raise r.fail((*p, "tier"), f"must be one of {', '.join(TIERS)}, not {tier!r}")
-        name = r.req_string(data, p, "name")
-        if len(f"sco:pool={name}") > 60 or "/" in name or "," in name:
-            raise r.fail((*p, "name"), "must fit a Nova tag (sco:pool=<name> ≤ 60, no / or ,)")
-        pools.append(Pool(
-            name=name, region=region, az=r.req_string(data, p, "az"), flavor=flavor,
-            group=r.req_string(data, p, "group"), tier=tier,
-            depth=r.integer(data, p, "depth", 0, low=0),
-        ))
+
+def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
+          flavors: Mapping[str, Flavor]) -> Pool:
+    data = r.mapping(raw, path, allowed=FIELDS[("pools", "[]")])
+    region = r.string(data, path, "region", default=regions[0].name) or regions[0].name
+    if region not in {x.name for x in regions}:
+        raise r.fail((*path, "region"), f"unknown region {region!r}")
+    flavor = r.req_string(data, path, "flavor")
+    if flavor not in flavors:
+        raise r.fail((*path, "flavor"), f"unknown flavor {flavor!r}")
+    tier = r.req_string(data, path, "tier")
+    if tier not in TIERS:
+        raise r.fail((*path, "tier"), f"must be one of {', '.join(TIERS)}, not {tier!r}")
+    name = r.req_string(data, path, "name")
+    if len(f"sco:pool={name}") > 60 or "/" in name or "," in name:
+        raise r.fail((*path, "name"), "must fit a Nova tag (sco:pool=<name> ≤ 60, no / or ,)")
+    return Pool(name=name, region=region, az=r.req_string(data, path, "az"), flavor=flavor,
+                group=r.req_string(data, path, "group"), tier=tier,
+                depth=r.integer(data, path, "depth", 0, low=0))
+
+
+def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],
+           flavors: Mapping[str, Flavor]) -> tuple[Pool, ...]:
+    pools = tuple(_pool(r, raw, ("pools", i), regions, flavors)
+                  for i, raw in enumerate(r.seq(root.get("pools"), ("pools",))))
     _unique(r, [x.name for x in pools], "pools")
+    return pools
 
-    planner = r.mapping(root.get("planner"), ("planner",), allowed=FIELDS[("planner",)])
-    ranking_raw = root.get("ranking")
-    if ranking_raw is None:
+
+def _ranking_section(r: _Reader, root: Mapping[str, Any]) -> RankingSource:
+    if root.get("ranking") is None:
         raise r.fail(("ranking",), "is required (scores, file or url)")
-    ranking = _ranking(r, ranking_raw, ("ranking",))
+    return _ranking(r, root["ranking"], ("ranking",))
 
+
+def _workloads(r: _Reader, root: Mapping[str, Any],
+               contracts: Mapping[str, Contract]) -> tuple[WorkloadSpec, ...]:
     workloads = tuple(_workload(r, raw, ("workloads", i), contracts)
                       for i, raw in enumerate(r.seq(root.get("workloads"), ("workloads",))))
     _unique(r, [w.name for w in workloads], "workloads")
+    return workloads
 
-    k = r.mapping(root.get("kubernetes"), ("kubernetes",),
-                  allowed=FIELDS[("kubernetes",)])
+
+def _names(r: _Reader, data: Mapping[str, Any], path: Path_, key: str) -> tuple[str, ...]:
+    """A list of names (namespaces, partitions, networks ...) as strings."""
+    return tuple(str(item) for item in r.seq(data.get(key), (*path, key)))
+
+
+def _kubernetes(r: _Reader, root: Mapping[str, Any]) -> KubernetesSettings:
+    k = _section(r, root, "kubernetes")
     kp: Path_ = ("kubernetes",)
-    kubernetes = KubernetesSettings(
+    return KubernetesSettings(
         kubeconfig=r.path_value(k, kp, "kubeconfig"),
         context=r.string(k, kp, "context"),
         workload_label=r.string(k, kp, "workload_label", default="sco/workload") or "sco/workload",
         contract_label=r.string(k, kp, "contract_label", default="sco/contract") or "sco/contract",
         gpu_resource=r.string(k, kp, "gpu_resource", default="nvidia.com/gpu") or "nvidia.com/gpu",
-        namespaces=tuple(str(n) for n in r.seq(k.get("namespaces"), (*kp, "namespaces"))),
+        namespaces=_names(r, k, kp, "namespaces"),
     )
 
-    s = r.mapping(root.get("slurm"), ("slurm",),
-                  allowed=FIELDS[("slurm",)])
+
+def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
+    s = _section(r, root, "slurm")
     sp: Path_ = ("slurm",)
     gres_map = {str(a): str(b) for a, b in r.mapping(s.get("gres_map"), (*sp, "gres_map")).items()}
-    slurm = SlurmSettings(
+
+    def text(key: str, default: str) -> str:
+        return r.string(s, sp, key, default=default) or default
+
+    return SlurmSettings(
         rest_url=r.string(s, sp, "rest_url"),
-        rest_user=r.string(s, sp, "rest_user", default="root") or "root",
+        rest_user=text("rest_user", "root"),
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
         rest_api_version=_rest_api(r, s, sp),
-        gpu_partition=r.string(s, sp, "gpu_partition", default="ml") or "ml",
+        gpu_partition=text("gpu_partition", "ml"),
         default_partition=r.string(s, sp, "default_partition"),
         gres_map=gres_map or {"gpu": "nvidia.com/gpu"},
-        sinfo=r.string(s, sp, "sinfo", default="sinfo") or "sinfo",
-        squeue=r.string(s, sp, "squeue", default="squeue") or "squeue",
-        scontrol=r.string(s, sp, "scontrol", default="scontrol") or "scontrol",
-        sbatch=r.string(s, sp, "sbatch", default="sbatch") or "sbatch",
-        sacct=r.string(s, sp, "sacct", default="sacct") or "sacct",
+        sinfo=text("sinfo", "sinfo"),
+        squeue=text("squeue", "squeue"),
+        scontrol=text("scontrol", "scontrol"),
+        sbatch=text("sbatch", "sbatch"),
+        sacct=text("sacct", "sacct"),
         timeout=r.duration(s, sp, "timeout", 10.0),
-        cloud_partitions=tuple(str(x) for x in r.seq(s.get("cloud_partitions"),
-                                                     (*sp, "cloud_partitions"))),
+        cloud_partitions=_names(r, s, sp, "cloud_partitions"),
     )
 
-    b = r.mapping(root.get("bootstrap"), ("bootstrap",),
-                  allowed=FIELDS[("bootstrap",)])
-    bootstrap = Bootstrap(
+
+def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
+    b = _section(r, root, "bootstrap")
+    return Bootstrap(
         join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
         user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
         api_endpoint=r.string(b, ("bootstrap",), "api_endpoint"),
@@ -660,54 +710,83 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         join_tokens=r.boolean(b, ("bootstrap",), "join_tokens", True),
     )
 
-    t = r.mapping(root.get("timeouts"), ("timeouts",),
-                  allowed=FIELDS[("timeouts",)])
-    tp: Path_ = ("timeouts",)
-    unset = Timeouts()  # the one place the timeout defaults are written
-    timeouts = Timeouts(
-        launch=r.duration(t, tp, "launch", unset.launch),
-        registration=r.duration(t, tp, "registration", unset.registration),
-        idle=r.duration(t, tp, "idle", unset.idle),
-        negative_cache=r.duration(t, tp, "negative_cache", unset.negative_cache),
-        orphan_grace=r.duration(t, tp, "orphan_grace", unset.orphan_grace),
-        lock_wait=r.duration(t, tp, "lock_wait", unset.lock_wait),
-        launch_settle=r.duration(t, tp, "launch_settle", unset.launch_settle),
-    )
-    it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
+
+def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
+    t = _section(r, root, "timeouts")
+    defaults = Timeouts()
+    timeouts = Timeouts(**{name: r.duration(t, ("timeouts",), name, getattr(defaults, name))
+                           for name in Timeouts.__dataclass_fields__})
+    for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
+        if getattr(timeouts, name) <= 0:
+            raise r.fail(("timeouts", name), "must be more than 0")
+    return timeouts
+
+
+def _gate(r: _Reader, root: Mapping[str, Any]) -> GateSettings:
+    timeout = r.duration(_section(r, root, "gate"), ("gate",), "timeout", 10.0)
+    if timeout <= 0:
+        raise r.fail(("gate", "timeout"), "must be more than 0")
+    return GateSettings(timeout=timeout)
+
+
+def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
+    it = _section(r, root, "intake")
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),
                     batch_max=r.duration(it, ("intake",), "batch_max", 5.0))
     if intake.batch_max > 10:
         raise r.fail(("intake", "batch_max"), "must be at most 10s (steps 1-8 stay under 10 s)")
     if intake.batch_idle > intake.batch_max:
         raise r.fail(("intake", "batch_idle"), "must not exceed intake.batch_max")
+    return intake
 
+
+def _quota_block(r: _Reader, root: Mapping[str, Any]) -> Literal["fail", "queue"]:
     quota_block = r.string(root, (), "quota_block", default="fail") or "fail"
-    if quota_block not in ("fail", "queue"):
+    if quota_block == "queue":
+        return "queue"
+    if quota_block != "fail":
         raise r.fail(("quota_block",), "must be fail or queue")
-    metrics = r.mapping(root.get("metrics"), ("metrics",), allowed=FIELDS[("metrics",)])
+    return "fail"
 
-    state = r.path_value(root, (), "state") or Path("./scoctl.db")
+
+def parse_config(doc: Located, *, path: Path | None) -> Config:
+    """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
+
+    One small reader per section; they run in the order of the fields below, so the first bad
+    field (in that order) is the one reported.
+    """
+    r = _Reader(doc)
+    root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
+    if not root:
+        raise r.fail((), "the config is empty")
+    reserve = r.resources(root.get("node_reserve"), ("node_reserve",))
+    regions = _regions(r, root)
+    flavors = _flavors(r, root, reserve)
+    contracts = _contracts(r, root)
+    pools = _pools(r, root, regions, flavors)
+    planner = _section(r, root, "planner")
     return Config(
         path=path,
-        state=state,
+        ranking=_ranking_section(r, root),
+        workloads=_workloads(r, root, contracts),
+        kubernetes=_kubernetes(r, root),
+        slurm=_slurm(r, root),
+        bootstrap=_bootstrap(r, root),
+        timeouts=_timeouts(r, root),
+        intake=_intake(r, root),
+        gate=_gate(r, root),
+        quota_block=_quota_block(r, root),
+        metrics_file=r.path_value(_section(r, root, "metrics"), ("metrics",), "textfile"),
+        state=r.path_value(root, (), "state") or Path("./scoctl.db"),
         regions=regions,
         flavors=flavors,
-        pools=tuple(pools),
+        pools=pools,
         contracts=contracts,
-        ranking=ranking,
-        workloads=workloads,
         depth_premium=r.number(planner, ("planner",), "depth_premium", 0.05, low=0, high=1),
         node_reserve=reserve,
-        kubernetes=kubernetes,
-        slurm=slurm,
-        bootstrap=bootstrap,
         spool=r.path_value(root, (), "spool") or Path("/var/spool/scoctl"),
         budget_dir=r.path_value(root, (), "budget_dir") or Path("/run/scoctl"),
-        metrics_file=r.path_value(metrics, ("metrics",), "textfile"),
-        timeouts=timeouts,
         retention=_retention(r, root),
-        intake=intake,
-        quota_block=quota_block,  # type: ignore[arg-type]
         gc_orphans=r.boolean(root, (), "gc_orphans", False),
         disruption_budget=r.number(root, (), "disruption_budget", 0.10, low=0.0001, high=1),
         elastic=r.boolean(root, (), "elastic", True),
@@ -749,11 +828,7 @@ def load_config(path: Path | None) -> Config:
     """Load and validate the config at `path`, or the bundled demo config when None."""
     if path is None:
         return parse_config(load_located(demo_config_text(), "<bundled demo.yaml>"), path=None)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
-    return parse_config(load_located(text, str(path)), path=path)
+    return parse_config(load_located(read_text(path, "config"), str(path)), path=path)
 
 
 def resolve_config_path(option: Path | None) -> tuple[Path | None, str | None]:

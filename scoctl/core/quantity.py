@@ -12,6 +12,7 @@ memory in bytes (`to_json_resources`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -35,6 +36,11 @@ _DECIMAL = {
     "E": Decimal(10**18),
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+# Canonical amounts are stored as SQLite integers (64-bit signed); anything larger is a typo.
+MAX_AMOUNT = 2**63 - 1
+# A number written with more than this many digits before the point (after its exponent) is
+# refused before any arithmetic: ``1e999999`` would otherwise build a million-digit integer.
+_MAX_DIGITS = 24
 
 
 class QuantityError(ValueError):
@@ -46,9 +52,11 @@ def _decimal(value: object) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int):
-        return Decimal(value)
+        return _bounded(Decimal(value), value)
     if isinstance(value, float):
-        return Decimal(repr(value))
+        if not math.isfinite(value):
+            raise QuantityError(f"not a finite quantity: {value!r}")
+        return _bounded(Decimal(repr(value)), value)
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {value!r}")
     text = value.strip()
@@ -57,7 +65,7 @@ def _decimal(value: object) -> Decimal:
         raise QuantityError(f"not a quantity: {value!r}")
     number, suffix = match.groups()
     try:
-        base = Decimal(number)
+        base = _bounded(Decimal(number), value)
     except InvalidOperation as exc:
         raise QuantityError(f"not a quantity: {value!r}") from exc
     if suffix in _BINARY:
@@ -65,8 +73,20 @@ def _decimal(value: object) -> Decimal:
     return base * _DECIMAL[suffix]
 
 
+def _bounded(number: Decimal, value: object) -> Decimal:
+    """`number` when it is finite and of a sane size (checked on the exponent: no arithmetic)."""
+    if not number.is_finite():
+        raise QuantityError(f"not a finite quantity: {value!r}")
+    if number and number.adjusted() >= _MAX_DIGITS:
+        raise QuantityError(f"quantity too large: {value!r}")
+    return number
+
+
 def _ceil(value: Decimal) -> int:
     """Round up, as Kubernetes does when it converts a quantity to a smaller unit."""
+    if value > MAX_AMOUNT:
+        raise QuantityError(f"quantity too large: {value:.3e} canonical units "
+                            f"(at most {MAX_AMOUNT})")
     integral = int(value)
     return integral + 1 if value > integral else integral
 
@@ -90,9 +110,9 @@ def parse_memory(value: object) -> int:
 def parse_count(value: object) -> int:
     """An accelerator or other extended resource count (a whole number)."""
     amount = _decimal(value)
-    if amount < 0 or amount != int(amount):
+    if amount < 0 or amount != amount.to_integral_value():
         raise QuantityError(f"not a whole non-negative count: {value!r}")
-    return int(amount)
+    return _ceil(amount)
 
 
 def parse_quantity(name: str, value: object) -> int:
@@ -127,7 +147,7 @@ def parse_slurm_mem_mb(value: str) -> int:
     if not match:
         raise QuantityError(f"not a Slurm memory size: {value!r} (use e.g. 4096, 16G, 512M)")
     number, unit = match.groups()
-    mb = Decimal(number) * Decimal(str(_SLURM_UNIT_MB[unit.upper()]))
+    mb = _bounded(Decimal(number), value) * Decimal(str(_SLURM_UNIT_MB[unit.upper()]))
     return _ceil(mb)
 
 

@@ -11,18 +11,26 @@ transaction that recorded it has committed.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import secrets as _random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scoctl.clock import parse_rfc3339, rfc3339
+from scoctl.core.model import is_slug
+from scoctl.errors import ConfigError
 from scoctl.secrets import scrub
+
+log = logging.getLogger(__name__)
 
 SPOOL_MODE = 0o2775
 TOKEN_KIND = "token"  # a status token `watch` records
 POWER_KIND = "power"  # a Slurm power-saving request the Slurm power stage applies
+KINDS = (TOKEN_KIND, POWER_KIND)
 
 
 @dataclass(frozen=True)
@@ -65,22 +73,98 @@ def write_event(directory: Path, *, ts: str, token: str, workload: str,
     return final
 
 
+
+TOKEN_RE = re.compile(r"[A-Z][A-Z0-9_]{1,63}")
+EVENT_FIELDS = frozenset({"ts", "token", "workload", "detail", "kind"})
+MAX_EVENT_BYTES = 64 * 1024  # an event is a token and a few details; more is not an event
+MAX_DETAIL_DEPTH = 8
+
+
+def parse_event(path: Path, raw: bytes) -> SpoolEvent:
+    """One spool file's bytes as an event; ConfigError naming the file and field otherwise.
+
+    The writer's shape exactly: a JSON object with an RFC 3339 ``ts``, an UPPER_SNAKE ``token``,
+    a workload slug (empty allowed for a power request), an optional ``detail`` mapping and an
+    optional ``kind`` (`KINDS`; none is a token); nothing else.
+    """
+    file = str(path)
+    if len(raw) > MAX_EVENT_BYTES:
+        raise ConfigError(f"larger than {MAX_EVENT_BYTES} bytes", file=file)
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ConfigError(f"not a JSON event: {exc}", file=file) from exc
+    if not isinstance(data, dict):
+        raise ConfigError("not a JSON object", file=file)
+    unknown = sorted(str(k) for k in data if k not in EVENT_FIELDS)
+    if unknown:
+        raise ConfigError("unknown field", file=file, field=unknown[0])
+    kind = data.get("kind", TOKEN_KIND)
+    if kind not in KINDS:
+        raise ConfigError(f"not an event kind: {kind!r}", file=file, field="kind")
+    token, workload = data.get("token"), data.get("workload")
+    if not isinstance(token, str) or not TOKEN_RE.fullmatch(token):
+        raise ConfigError(f"not a token: {token!r}", file=file, field="token")
+    if not isinstance(workload, str) or not (
+            is_slug(workload) or (kind == POWER_KIND and workload == "")):
+        raise ConfigError(f"not a workload slug: {workload!r}", file=file, field="workload")
+    detail = data.get("detail") or {}
+    if not isinstance(detail, dict):
+        raise ConfigError("must be a mapping", file=file, field="detail")
+    if _nesting(detail) > MAX_DETAIL_DEPTH:
+        raise ConfigError(f"nested deeper than {MAX_DETAIL_DEPTH} levels", file=file,
+                          field="detail")
+    return SpoolEvent(path=path, ts=_timestamp(data.get("ts"), file), token=token,
+                      workload=workload, detail=detail, kind=str(kind))
+
+
+def _nesting(value: object) -> int:
+    """How deeply lists and mappings nest in `value` (0 for a scalar); iterative, so a deep
+    value cannot exhaust the stack here or in whatever walks it later (`scrub`)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else None
+        if children is None:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_DETAIL_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _timestamp(value: object, file: str) -> str:
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return rfc3339(parse_rfc3339(value))
+    except (ValueError, OverflowError) as exc:
+        raise ConfigError(f"not an RFC 3339 time: {value!r}", file=file, field="ts") from exc
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def pending_events(directory: Path, kind: str = TOKEN_KIND) -> Iterator[SpoolEvent]:
-    """The spool's events of one `kind` in order (files written without a kind are tokens);
-    unreadable files are skipped (and left for a person)."""
+    """The spool's events of one `kind` in order. A file that is not an event is skipped with a
+    warning naming it and left for a person (never deleted: it may be a hook's bug report)."""
     if not directory.is_dir():
         return
     for path in sorted(directory.glob("[!.]*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if str(data.get("kind") or TOKEN_KIND) != kind:
-                continue
-            event = SpoolEvent(path=path, ts=str(data["ts"]), token=str(data["token"]),
-                               workload=str(data["workload"]),
-                               detail=dict(data.get("detail") or {}), kind=kind)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            event = parse_event(path, path.read_bytes())
+        except OSError:
+            continue  # ingested and removed by a concurrent pass, or unreadable right now
+        except ConfigError as exc:
+            if kind == TOKEN_KIND:  # one warning per pass, not one per reader
+                log.warning("spool: skipping %s", exc)
             continue
-        yield event
+        if event.kind == kind:
+            yield event
 
 
 def discard(event: SpoolEvent) -> None:

@@ -22,7 +22,9 @@ suite: any difference between the two is a bug here. Modelled (Nova 26 "Zed", mi
   (regex), pagination (limit, marker, servers_links), `GET /servers/{id}/tags`.
 
 Faults real Nova never produces are injectable: the next N responses as 429/503 with
-Retry-After, or 500s. A single host per availability zone with a configurable capacity decides
+Retry-After, or 500s, before or after the request was applied (a gateway answering 503 after
+Nova did the work), optionally held back for a while (a client timing out meanwhile).
+A single host per availability zone with a configurable capacity decides
 NoValidHost the way Placement does for the real harness's fake driver.
 
 Time is evaluated lazily: every request first applies the conductor events that are due, so two
@@ -124,11 +126,13 @@ CREATE_KEYS = {
 class ApiFault(Exception):
     """An error response in Nova's shape: `{"<faultName>": {"code": N, "message": "..."}}`."""
 
-    def __init__(self, code: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, code: int, message: str, headers: Mapping[str, str] | None = None,
+                 stall: float = 0.0) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+        self.stall = stall  # seconds to hold the answer back (an injected fault only)
 
     def body(self) -> Json:
         """The JSON body Nova's FaultWrapper would send."""
@@ -205,6 +209,7 @@ class _Injection:
     retry_after: float | None
     methods: frozenset[str] | None
     after: bool = False
+    stall: float = 0.0
 
 
 def _parse_version(text: str) -> Version:
@@ -360,18 +365,20 @@ class NovaEmulator:
             self._quotas.setdefault(project, {}).update({k: int(v) for k, v in limits.items()})
 
     def inject(self, code: int, count: int = 1, retry_after: float | None = None,
-               methods: Iterable[str] | None = None, after: bool = False) -> None:
+               methods: Iterable[str] | None = None, after: bool = False,
+               stall: float = 0.0) -> None:
         """Answer the next `count` API requests (of `methods`, default all) with `code`.
 
         429 and 503 carry `Retry-After` when `retry_after` is given. The request is not applied,
-        unless `after` is true: then it is applied and its answer lost (a gateway timing out
-        after Nova did the work).
+        unless `after` is true: then it is applied and its answer lost (a gateway answering
+        503 or 500 after Nova did the work). `stall` holds the answer back that many seconds
+        first (with `after`: a client that times out while Nova does the work).
         """
         with self._lock:
             self._injections.append(_Injection(
                 code=int(code), remaining=int(count), retry_after=retry_after,
                 methods=None if methods is None else frozenset(m.upper() for m in methods),
-                after=after))
+                after=after, stall=float(stall)))
 
     def set_no_valid_host(self, *, flavor: str | None = None, az: str | None = None,
                           enabled: bool = True) -> None:
@@ -646,6 +653,8 @@ class NovaEmulator:
             status, out_headers, payload = self._dispatch(method, path, query, headers, body,
                                                           parts.query)
         except ApiFault as fault:
+            if fault.stall:
+                time.sleep(fault.stall)  # outside the lock: other requests go on meanwhile
             status, out_headers, payload = fault.code, dict(fault.headers), fault.body()
             if path.startswith("/v2.1/"):
                 # Nova echoes the microversion on errors too (when the header parsed).
@@ -710,7 +719,7 @@ class NovaEmulator:
                                        "at http://bugs.launchpad.net/nova/ and attach the Nova "
                                        "API log if possible.")
                 self._injections = [i for i in self._injections if i.remaining > 0]
-                raise ApiFault(injection.code, message, headers)
+                raise ApiFault(injection.code, message, headers, stall=injection.stall)
 
     @staticmethod
     def _version_doc(host: str) -> Json:

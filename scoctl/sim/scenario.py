@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scoctl.config.schema import Config
-from scoctl.config.yamlsrc import Located, load_located
+from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.quantity import (
     CPU,
     MEMORY,
@@ -124,11 +124,7 @@ def load_scenario(path: Path | None) -> Scenario:
     if path is None:
         return parse_scenario(load_located(bundled_scenario_text(), "<bundled scenario.yaml>"),
                               base=None)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read scenario: {exc.strerror}", file=str(path)) from exc
-    return parse_scenario(load_located(text, str(path)), base=path.parent)
+    return parse_scenario(load_located(read_text(path, "scenario"), str(path)), base=path.parent)
 
 
 class _Reader:

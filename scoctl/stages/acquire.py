@@ -62,6 +62,7 @@ from scoctl.core.reconcile import intent_lapsed, lapsed_intent
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
+from scoctl.secrets import remember
 from scoctl.stages.join_tokens import JoinTokens
 from scoctl.state import Store
 
@@ -258,8 +259,9 @@ def user_data_template(config: Config) -> str:
         return resources.files("scoctl.data").joinpath("user-data.yaml").read_text("utf-8")
     try:
         return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the user-data template: {exc.strerror}",
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("cannot read the user-data template: "
+                          f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
                           file=config.source_name,
                           field="bootstrap.user_data_template") from exc
 
@@ -270,11 +272,13 @@ def join_secret(config: Config) -> str | None:
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError as exc:
+        secret = path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
         log.warning("join secret file %s unreadable (%s): launching without a join secret",
-                    path, exc.strerror)
+                    path, getattr(exc, "strerror", None) or "not UTF-8")
         return None
+    remember(secret)  # scoctl.secrets: never printed, logged or stored, whatever echoes it
+    return secret
 
 
 class BootFiles:

@@ -10,6 +10,7 @@ wrapper must never wait behind a long `scoctl run`.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from scoctl.adapters.cluster import Cluster
     from scoctl.core.model import WorkloadRecord
     from scoctl.state import Store
+
+log = logging.getLogger(__name__)
 
 Backend = Literal["slurm", "k8s"]
 
@@ -77,6 +80,7 @@ def slurm_verdict(config: Config, scheduler: BatchScheduler, request: GateReques
                            elastic=elastic, partition=partition,
                            gres_map=config.slurm.gres_map, node_reserve=config.node_reserve,
                            unreadable=unreadable)
+    _warn_unjudged(verdict, unreadable)
     return verdict, partition
 
 
@@ -90,8 +94,17 @@ def k8s_verdict(config: Config, cluster: Cluster | None, request: GateRequest, *
                      for n in cluster.nodes()]
         except ScoctlError as exc:
             unreadable = str(exc)
-    return decide_k8s(request, nodes, config.pools, config.flavors.values(), elastic=elastic,
-                      node_reserve=config.node_reserve, unreadable=unreadable)
+    verdict = decide_k8s(request, nodes, config.pools, config.flavors.values(), elastic=elastic,
+                         node_reserve=config.node_reserve, unreadable=unreadable)
+    _warn_unjudged(verdict, unreadable)
+    return verdict
+
+
+def _warn_unjudged(verdict: GateVerdict, unreadable: str | None) -> None:
+    """A verdict other than `skipped` reached without node capacity (a pool flavor fits) still
+    says that the nodes could not be read."""
+    if unreadable and verdict.verdict != SKIPPED:
+        log.warning("node capacity unreadable (%s): judged by pool flavors only", unreadable)
 
 
 def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, slug: str,
@@ -137,7 +150,7 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
         if scheduler is None:
             from scoctl.adapters.factory import scheduler_for
 
-            scheduler = scheduler_for(config)
+            scheduler = scheduler_for(config, timeout=config.gate.timeout)
         verdict, partition = slurm_verdict(config, scheduler, request, partition=partition,
                                            elastic=elastic)
     else:
@@ -146,7 +159,7 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
             try:
                 from scoctl.adapters.factory import cluster_for
 
-                cluster = cluster_for(config)
+                cluster = cluster_for(config, timeout=config.gate.timeout)
             except ScoctlError as exc:
                 unreadable = str(exc)
         verdict = k8s_verdict(config, cluster, request, elastic=elastic, unreadable=unreadable)

@@ -28,6 +28,7 @@ from scoctl.core.jointoken import (
     tokens_to_delete,
 )
 from scoctl.errors import ApiError, ConfigError
+from scoctl.secrets import remember
 from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class JoinTokens:
         t = self.config.timeouts
         token = make_token(_random(6), _random(16),
                            token_expiry(self.clock.now(), t.launch, t.registration))
+        remember(token.token)  # scoctl.secrets: an error that echoes it never prints it
         try:
             if self.api is None:
                 self.api = self.connect(self.config)

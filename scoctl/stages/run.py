@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 3  # the first launch and at most two same-run fallbacks
+DEADLINE_PASSED = "the pass's deadline (timeouts.run) passed: not run"
 
 
 # --------------------------------------------------------------------------- compositions
@@ -243,11 +244,14 @@ class _Pass:
         self.counter = CallCounter()
         self.reports: list[StageReport] = []
         self.cache = _RegionCache(self._connect, budget)
+        self.deadline = time.monotonic() + config.timeouts.run  # no Nova call or stage after
 
     def _connect(self, config: Config, region: Region, budget: TokenBudget) -> Cloud:
         given = (self.systems.clouds or {}).get(region.name)
         if given is None:
-            given = default_connect(config, region, budget)
+            from scoctl.adapters.factory import cloud_for
+
+            given = cloud_for(config, region, budget=budget, deadline=self.deadline)
         return CountingCloud(given, region.name, self.counter)
 
     def cloud(self, config: Config, region: Region) -> Cloud:
@@ -260,6 +264,9 @@ class _Pass:
         if skip:
             self.reports.append(StageReport(name, 0.0, True, skipped=skip))
             return None
+        if time.monotonic() >= self.deadline:
+            self.reports.append(StageReport(name, 0.0, False, (DEADLINE_PASSED,)))
+            return None
         t0 = time.perf_counter()
         try:
             result, errors = body()
@@ -270,6 +277,19 @@ class _Pass:
         self.reports.append(StageReport(name, time.perf_counter() - t0, not errors,
                                         tuple(errors), result=result))
         return result
+
+    def record_deadline(self, run: RunResult) -> None:
+        """The pass ran out of time: say so in the event log, with what it did and did not."""
+        if time.monotonic() < self.deadline:
+            return
+        limit = self.config.timeouts.run
+        log.warning("run: the pass took longer than timeouts.run (%gs); stopped", limit)
+        self.store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
+            "timeout": limit, "seconds": round(run.seconds, 3),
+            "ran": [s.name for s in run.stages
+                    if s.errors != (DEADLINE_PASSED,) and not s.skipped],
+            "not_run": [s.name for s in run.stages if s.errors == (DEADLINE_PASSED,)],
+            "failed": list(run.failed)})
 
     def write_metrics(self, watch: Any, plan: Any, run: RunResult) -> RunResult:
         """Write the metrics textfile (config `metrics.textfile`) for this pass."""
@@ -296,7 +316,11 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
              acquire_watch: float | None = None,
              sleep: Callable[[float], None] = time.sleep,
              budget: BudgetFactory | None = None) -> RunResult:
-    """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
+    """One pass of the loop; the caller holds the run lock. Writes metrics when configured.
+
+    After `timeouts.run` no Nova call starts and no further stage runs: the pass ends failed
+    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
+    """
     started = time.perf_counter()
     this_pass = _Pass(config, store, clock, systems, budget or default_budget)
 
@@ -336,4 +360,5 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
     this_pass.stage("acquire", acquire)
     this_pass.stage("reconcile", reconcile)
     run = RunResult(stages=tuple(this_pass.reports), seconds=time.perf_counter() - started)
+    this_pass.record_deadline(run)
     return this_pass.write_metrics(watched, planned, run)

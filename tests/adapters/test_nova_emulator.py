@@ -142,6 +142,41 @@ def test_a_launch_whose_answer_was_lost_is_adopted_not_launched_twice(
     assert posts(emulator) == [500]
     assert sorted(s.name for s in result.servers) == ["lost-1", "lost-2", "lost-3"]
     assert len(cloud.servers(tags=["t:lost"])) == 3
+    assert budget.spent == 1  # the one create; the lookup that adopted is a read
+
+
+def lookups(emulator: NovaEmulator) -> list[str]:
+    """The calls in order: P for a create, L for a servers listing."""
+    return [("P" if method == "POST" else "L") for method, path, _ in emulator.calls()
+            if path in ("/v2.1/servers", "/v2.1/servers/detail")]
+
+
+def test_a_503_answered_after_nova_did_the_work_is_adopted_not_launched_twice(
+    emulator: NovaEmulator, cloud: NovaCloud, budget: Budget
+) -> None:
+    # issue 17 item 2: the adapter took a 503 for a refusal and created the servers again
+    emulator.inject(503, count=1, retry_after=1, methods=["POST"], after=True)
+
+    result = cloud.launch(launch("gw", 6))
+
+    assert result.adopted
+    assert posts(emulator) == [503]
+    assert len(cloud.servers(tags=["t:gw"])) == 6
+    assert lookups(emulator)[:2] == ["P", "L"]  # looked up before any second create
+    assert budget.spent == 1
+
+
+def test_a_503_before_any_work_is_looked_up_then_retried_once(
+    emulator: NovaEmulator, cloud: NovaCloud, budget: Budget
+) -> None:
+    emulator.inject(503, count=1, retry_after=1, methods=["POST"])
+
+    result = cloud.launch(launch("gw2", 2))
+
+    assert not result.adopted
+    assert posts(emulator) == [503, 202]
+    assert lookups(emulator)[:3] == ["P", "L", "P"]
+    assert len(cloud.servers(tags=["t:gw2"])) == 2
     assert budget.spent == 2
 
 
@@ -168,6 +203,16 @@ def test_a_launch_whose_last_answer_was_ambiguous_is_never_called_refused(
 
     assert not isinstance(raised.value, Refused)
     assert posts(emulator) == [500, 429, 429, 429]
+
+
+def test_a_429_is_a_definite_refusal_retried_as_it_is(
+    emulator: NovaEmulator, cloud: NovaCloud
+) -> None:
+    emulator.inject(429, count=2, retry_after=1, methods=["POST"])
+
+    cloud.launch(launch("rl", 1))
+
+    assert lookups(emulator)[:3] == ["P", "P", "P"]  # no lookup needed between them
 
 
 def test_pagination_follows_servers_links_and_rejects_an_unknown_marker(

@@ -202,6 +202,17 @@ class SlurmrestdRejecting(_Handler):
         self._json(401, {"errors": [{"error": "authentication failed"}]})
 
 
+class SlurmrestdEchoing(_Handler):
+    """A slurmrestd whose error bodies echo the token it was sent (as some proxies and older
+    slurmrestd versions do when they log the request)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._record()
+        token = self.headers.get("X-SLURM-USER-TOKEN", "")
+        self._json(500, {"errors": [{"error": f"invalid request with token {token}",
+                                     "error_number": 1, "description": f"token={token}"}]})
+
+
 class KeystoneRejecting(_Handler):
     """A Keystone v3 that serves discovery and rejects every password."""
 
@@ -259,6 +270,35 @@ def test_the_slurmrestd_jwt_is_sent_but_never_printed_or_stored(tmp_path, record
     assert any(jwt in seen for seen in recorder.seen), "the JWT was never sent"
     assert results[0].returncode == 1, results[0].stderr  # an API failure, not a crash
     assert "Traceback" not in results[0].stderr
+    token_file.unlink()
+    assert leaks(tmp_path, jwt, results) == []
+
+
+@pytest.mark.parametrize("recorder", [SlurmrestdEchoing], indirect=True)
+def test_a_jwt_echoed_in_slurmrestds_error_body_reaches_no_output_and_no_event(tmp_path,
+                                                                               recorder):
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.ZWNob2VkLWJhY2stc2lnbmF0dXJl"
+    token_file = tmp_path / "jwt"
+    token_file.write_text(jwt + "\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(BASE_CONFIG.format(tmp=tmp_path)
+                      + "workloads: [{name: train, source: slurm, partition: cpu}]\n"
+                      + f"slurm: {{rest_url: '{recorder.url}', rest_token_file: {token_file}}}\n")
+    assert scoctl(tmp_path, "--config", str(config), "init").returncode == 0
+
+    results = [scoctl(tmp_path, "--config", str(config), "-vv", "watch", "--source", "slurm"),
+               scoctl(tmp_path, "--config", str(config), "-vv", "gate", "--backend", "slurm",
+                      "--cpus", "2", "--workload", "train", "--json"),
+               scoctl(tmp_path, "--config", str(config), "events", "--json"),
+               scoctl(tmp_path, "--config", str(config), "events")]
+
+    assert any(jwt in seen for seen in recorder.seen), "the JWT was never sent"
+    gate = json.loads(results[1].stdout)
+    assert gate["verdict"] == "skipped" and "HTTP 500: token=***" in gate["reason"]
+    events = [json.loads(line) for line in results[2].stdout.splitlines()]
+    skipped = [e for e in events if e["token"] == "GATE_SKIPPED"]
+    assert skipped and "token=***" in skipped[0]["detail"]["reason"]  # echoed, then redacted
+    assert "Traceback" not in results[0].stderr + results[1].stderr
     token_file.unlink()
     assert leaks(tmp_path, jwt, results) == []
 

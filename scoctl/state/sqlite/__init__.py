@@ -16,6 +16,7 @@ from pathlib import Path
 from scoctl.clock import Clock, SystemClock
 from scoctl.core.model import MetricCounters
 from scoctl.errors import StateError
+from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
 from scoctl.state.sqlite.fleet import FleetTables
@@ -61,6 +62,15 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables):
                 f"{SCHEMA_VERSION}); upgrade scoctl — the file was not modified"
             )
         try:
+            check_tables(conn, path, version)  # scoctl.state.checks: never migrate a stranger
+        except StateError:
+            conn.close()
+            raise
+        if not migrate and version < SCHEMA_VERSION:  # before WAL mode: readers never write
+            conn.close()
+            raise StateError(f"{path}: schema {version} is older than {SCHEMA_VERSION}; "
+                             "run `scoctl init` to migrate it")
+        try:
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -72,10 +82,6 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables):
         if migrate and version < SCHEMA_VERSION:
             store._migrate(version)
             store.migrated_from = version
-        elif version < SCHEMA_VERSION:
-            conn.close()
-            raise StateError(f"{path}: schema {version} is older than {SCHEMA_VERSION}; "
-                             "run `scoctl init` to migrate it")
         return store
 
     def _migrate(self, current: int) -> None:
