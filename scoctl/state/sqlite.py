@@ -24,9 +24,11 @@ from scoctl.core.model import (
     ExclusionRecord,
     InstanceRecord,
     LaunchRecord,
+    MetricCounters,
     PlanGeneration,
     PlanUnitRecord,
     PlanWorkloadRecord,
+    RankingCache,
     WorkloadRecord,
 )
 from scoctl.core.tokens import TokenOutcome, apply_token, is_active
@@ -35,7 +37,6 @@ from scoctl.secrets import scrub
 from scoctl.state.migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)
-DIRTY_KEY = "plan:dirty"
 BUSY_TIMEOUT_S = 30.0
 
 
@@ -512,7 +513,7 @@ class Store:
         return InstanceRecord(**{k: row[k] for k in InstanceRecord.__dataclass_fields__}) \
             if row else None
 
-    # -- exclusions and key/value ------------------------------------------------------------
+    # -- exclusions ------------------------------------------------------------------------
 
     def exclude(self, pool: str, reason: str, until: str) -> None:
         with self.transaction():
@@ -526,32 +527,140 @@ class Store:
                 for r in self.db.query("SELECT * FROM exclusions WHERE until > ? ORDER BY pool",
                                        [moment])]
 
+    # -- plan bookkeeping -------------------------------------------------------------------
+
     def mark_dirty(self, workloads: Iterable[str], reason: str) -> None:
         """Ask the next `plan` to re-plan these workloads (units lost, pool excluded, ...)."""
-        names = set(workloads)
+        names = sorted(set(workloads))
         if not names:
             return
-        dirty = dict(self.get_kv(DIRTY_KEY, {}))
-        dirty.update(dict.fromkeys(names, reason))
-        self.set_kv(DIRTY_KEY, dirty)
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO plan_dirty (workload, reason) VALUES (?, ?)",
+                [(name, reason) for name in names])
 
     def dirty(self) -> dict[str, str]:
         """Workloads marked for re-planning, with the reason."""
-        return dict(self.get_kv(DIRTY_KEY, {}))
+        return dict(self.conn.execute("SELECT workload, reason FROM plan_dirty ORDER BY workload"))
 
     def clear_dirty(self, names: Iterable[str]) -> None:
         """The plan stage re-planned these workloads."""
-        gone = set(names)
-        self.set_kv(DIRTY_KEY, {k: v for k, v in self.dirty().items() if k not in gone})
-
-    def get_kv(self, key: str, default: Any = None) -> Any:
-        row = self._one("SELECT value FROM kv WHERE key = ?", [key])
-        return _loads(row["value"], default) if row else default
-
-    def set_kv(self, key: str, value: Any) -> None:
         with self.transaction():
-            self.conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
-                              [key, _dumps(value)])
+            self.conn.executemany("DELETE FROM plan_dirty WHERE workload = ?",
+                                  [(name,) for name in sorted(set(names))])
+
+    def last_scores(self) -> dict[str, float]:
+        """The ranking scores the last committed plan pass used, by pool ({} before any)."""
+        return dict(self.conn.execute("SELECT pool, score FROM ranking_last_scores ORDER BY pool"))
+
+    def save_last_scores(self, scores: Mapping[str, float]) -> None:
+        """Replace the scores the last plan pass used."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM ranking_last_scores")
+            self.conn.executemany("INSERT INTO ranking_last_scores (pool, score) VALUES (?, ?)",
+                                  sorted(scores.items()))
+
+    def last_good_ranking(self) -> RankingCache | None:
+        """The last ranking read from a URL, if one was ever read."""
+        row = self.conn.execute(
+            "SELECT url, ranking_id, fetched FROM ranking_last_good").fetchone()
+        if row is None:
+            return None
+        scores = dict(self.conn.execute(
+            "SELECT pool, score FROM ranking_last_good_scores ORDER BY pool"))
+        return RankingCache(url=row[0], id=row[1], fetched=row[2], scores=scores)
+
+    def save_last_good_ranking(self, cache: RankingCache) -> None:
+        """Replace the last good URL ranking."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO ranking_last_good (only_row, url, ranking_id, fetched) "
+                "VALUES (1, ?, ?, ?)", [cache.url, cache.id, cache.fetched])
+            self.conn.execute("DELETE FROM ranking_last_good_scores")
+            self.conn.executemany(
+                "INSERT INTO ranking_last_good_scores (pool, score) VALUES (?, ?)",
+                sorted(cache.scores.items()))
+
+    # -- reconcile and Slurm power markers ---------------------------------------------------
+
+    def orphans_seen(self, region: str) -> dict[str, str]:
+        """When each orphan server of `region` was first seen (server id → RFC 3339)."""
+        return dict(self.conn.execute(
+            "SELECT server_id, first_seen FROM orphans_seen WHERE region = ? ORDER BY server_id",
+            [region]))
+
+    def save_orphans_seen(self, region: str, seen: Mapping[str, str]) -> None:
+        """Replace `region`'s orphan sightings with `seen`."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM orphans_seen WHERE region = ?", [region])
+            self.conn.executemany(
+                "INSERT INTO orphans_seen (region, server_id, first_seen) VALUES (?, ?, ?)",
+                [(region, server, first) for server, first in sorted(seen.items())])
+
+    def suspended_nodes(self) -> frozenset[str]:
+        """Slurm nodes handed back by SuspendProgram / ResumeFailProgram, servers not yet gone."""
+        return frozenset(node for (node,) in self.conn.execute("SELECT node FROM slurm_suspended"))
+
+    def mark_suspended(self, nodes: Iterable[str]) -> None:
+        """Add `nodes` to the suspended Slurm nodes."""
+        with self.transaction():
+            self.conn.executemany("INSERT OR IGNORE INTO slurm_suspended (node) VALUES (?)",
+                                  [(node,) for node in sorted(set(nodes))])
+
+    def clear_suspended(self, nodes: Iterable[str]) -> None:
+        """Remove `nodes` from the suspended Slurm nodes (resumed, or their server is gone)."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM slurm_suspended WHERE node = ?",
+                                  [(node,) for node in sorted(set(nodes))])
+
+    def node_shapes(self) -> dict[str, dict[str, int]]:
+        """The shape (resource → amount, as a claim counts it) of every Slurm node seen."""
+        shapes: dict[str, dict[str, int]] = {}
+        for node, resource, amount in self.conn.execute(
+                "SELECT node, resource, amount FROM slurm_node_shapes ORDER BY node, resource"):
+            shapes.setdefault(node, {})[resource] = amount
+        return shapes
+
+    def save_node_shapes(self, shapes: Mapping[str, Mapping[str, int]]) -> None:
+        """Replace the shapes of the nodes named in `shapes`; other nodes keep theirs."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM slurm_node_shapes WHERE node = ?",
+                                  [(node,) for node in sorted(shapes)])
+            self.conn.executemany(
+                "INSERT INTO slurm_node_shapes (node, resource, amount) VALUES (?, ?, ?)",
+                [(node, resource, amount) for node, shape in sorted(shapes.items())
+                 for resource, amount in sorted(shape.items())])
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    def metric_counters(self) -> MetricCounters:
+        """The counters `scoctl run` keeps across runs (zero before the first)."""
+        calls = {(region, outcome): n for region, outcome, n in self.conn.execute(
+            "SELECT region, outcome, calls FROM metric_cloud_calls ORDER BY region, outcome")}
+        spent = dict(self.conn.execute(
+            "SELECT region, tokens FROM metric_tokens_spent ORDER BY region"))
+        last = self.conn.execute("SELECT at FROM run_last_success").fetchone()
+        return MetricCounters(cloud_calls=calls, tokens_spent=spent,
+                              last_success=last[0] if last else None)
+
+    def save_metric_counters(self, counters: MetricCounters) -> None:
+        """Replace the counters with `counters`."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM metric_cloud_calls")
+            self.conn.executemany(
+                "INSERT INTO metric_cloud_calls (region, outcome, calls) VALUES (?, ?, ?)",
+                [(region, outcome, n) for (region, outcome), n
+                 in sorted(counters.cloud_calls.items())])
+            self.conn.execute("DELETE FROM metric_tokens_spent")
+            self.conn.executemany(
+                "INSERT INTO metric_tokens_spent (region, tokens) VALUES (?, ?)",
+                sorted(counters.tokens_spent.items()))
+            if counters.last_success is None:
+                self.conn.execute("DELETE FROM run_last_success")
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO run_last_success (only_row, at) VALUES (1, ?)",
+                    [counters.last_success])
 
     def counts(self) -> dict[str, int]:
         """Row counts per table, for `status` and `init` summaries."""

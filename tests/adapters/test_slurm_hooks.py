@@ -189,7 +189,7 @@ def test_resume_claims_the_nodes_and_suspend_hands_them_back(hooked: HookCluster
     # idle for SuspendTime → slurmctld runs SuspendProgram → the claim drops the node
     assert wait_for(lambda: claimed() == (), timeout=SUSPEND_TIME + 60, interval=0.5)
     with hooked.store() as store:
-        assert "test-cloud-1" in store.get_kv("slurm:suspended", [])
+        assert "test-cloud-1" in store.suspended_nodes()
         inst = store.instance("srv-1")
         assert inst is not None and inst.idle_since is not None
         assert [e.token for e in store.events(workload="hpc")] == [

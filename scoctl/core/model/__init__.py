@@ -35,9 +35,11 @@ from scoctl.core.model.records import (
     ExclusionRecord,
     InstanceRecord,
     LaunchRecord,
+    MetricCounters,
     PlanGeneration,
     PlanUnitRecord,
     PlanWorkloadRecord,
+    RankingCache,
     WorkloadRecord,
 )
 from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
@@ -46,6 +48,7 @@ __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
+    "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
+    "RankingCache", "ServerInfo",
     "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]

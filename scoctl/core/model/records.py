@@ -122,3 +122,22 @@ class ExclusionRecord:
     pool: str
     reason: str
     until: str
+
+
+@dataclass(frozen=True)
+class RankingCache:
+    """The last ranking read from a URL: a URL that is down falls back to it until max_age."""
+
+    url: str
+    id: str
+    fetched: str  # RFC 3339
+    scores: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class MetricCounters:
+    """What `scoctl run` counts across runs, for its metrics textfile."""
+
+    cloud_calls: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (region, outcome)
+    tokens_spent: Mapping[str, int] = field(default_factory=dict)  # by region
+    last_success: float | None = None  # Unix time of the last fully successful pass
