@@ -14,6 +14,7 @@ from scoctl.core.model.cloud import (
     Networks,
     ServerInfo,
 )
+from scoctl.core.model.leases import LeaseRecord
 from scoctl.core.model.pools import (
     KINDS,
     SLUG_RE,
@@ -49,6 +50,6 @@ __all__ = [
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
-    "RankingCache", "ServerInfo",
+    "RankingCache", "ServerInfo", "LeaseRecord",
     "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]
