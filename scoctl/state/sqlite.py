@@ -29,9 +29,9 @@ from scoctl.core.model import (
     PlanUnitRecord,
     PlanWorkloadRecord,
     RankingCache,
+    TokenRecord,
     WorkloadRecord,
 )
-from scoctl.core.tokens import TokenOutcome, apply_token, is_active
 from scoctl.errors import StateError
 from scoctl.secrets import scrub
 from scoctl.state.migrations import MIGRATIONS
@@ -217,46 +217,21 @@ class Store:
             self.conn.execute("UPDATE workloads SET status = ?, updated = ? WHERE id = ?",
                               [status, self.now(), workload_id])
 
-    def record_token(self, slug: str, token: str, detail: Mapping[str, Any] | None = None, *,
-                     create: tuple[str, str, str] | None = None,
-                     ts: str | None = None) -> tuple[WorkloadRecord | None, TokenOutcome | None]:
-        """Apply `token` to the workload `slug` (DESIGN §3) and log it.
-
-        The active row takes the token; with no active row the newest row does (where an
-        inactive status is terminal). `create` = (kind, source, contract) makes a pending row
-        first when the slug has none at all. Returns the row after the token and the outcome
-        (None when no row exists: the event is still logged against the slug).
-        """
-        detail = dict(detail or {})
+    def save_token(self, record: TokenRecord) -> WorkloadRecord | None:
+        """Save what a token does (decided by `core.tokens.decide_token`): the row's new status
+        and bookkeeping when `record.update_row`, and the event. Returns the row after it."""
         with self.transaction():
-            row = self.active_workload(slug) or self.latest_workload(slug)
-            if row is None and create is not None:
-                kind, source, contract = create
-                row = self.ensure_workload(slug, kind=kind, source=source, contract=contract,
-                                           job_id=str(detail["job_id"]) if detail.get("job_id")
-                                           else None)
-            if row is None:
-                from scoctl.core.tokens import map_token
-
-                meaning = map_token(token, detail)
-                self.append_event(slug, token, meaning.level, None, detail, ts=ts)
-                return None, None
-            outcome = apply_token(row.status, token, detail,
-                                  last_queued_reason=row.last_queued_reason)
-            if not outcome.record:
-                return row, outcome
-            if outcome.note:
-                detail.setdefault("note", outcome.note)
-            queued_reason = (str(detail.get("reason", "")) if token == "SLURM_JOB_QUEUED"
-                             else row.last_queued_reason)
-            if is_active(row.status):
+            if record.update_row and record.workload_id is not None:
                 self.conn.execute(
                     "UPDATE workloads SET status = ?, last_token = ?, last_queued_reason = ?, "
                     "updated = ? WHERE id = ?",
-                    [outcome.status, token, queued_reason, self.now(), row.id])
-            self.append_event(slug, token, outcome.level, outcome.status, detail,
-                              workload_id=row.id, ts=ts)
-            return self.latest_by_id(row.id), outcome
+                    [record.status, record.token, record.last_queued_reason, self.now(),
+                     record.workload_id])
+            self.append_event(record.workload, record.token, record.level, record.status,
+                              record.detail, workload_id=record.workload_id, ts=record.ts)
+            if record.workload_id is None:
+                return None
+            return self.latest_by_id(record.workload_id)
 
     def latest_by_id(self, workload_id: int) -> WorkloadRecord | None:
         return self._workload(self._one("SELECT * FROM workloads WHERE id = ?", [workload_id]))

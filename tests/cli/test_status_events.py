@@ -15,6 +15,7 @@ from pathlib import Path
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
+from scoctl.stages.tokens import record_token
 from scoctl.state import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +27,7 @@ def seeded_state(path: Path) -> None:
     """The seed's orders-daily: 42 pods of 4 vCPU / 16 GiB, plus a half-core Slurm job."""
     with Store.open(path, create=True) as store:
         store.ensure_workload("orders-daily", kind="deployment", source="k8s", contract="T1")
-        store.record_token("orders-daily", "POD_QUEUED")
+        record_token(store, "orders-daily", "POD_QUEUED")
         store.ensure_workload("train-7", kind="job", source="slurm", contract="T1", job_id="42")
         store.put_claim("orders-daily", contract="T1", requests={"cpu": 168_000,
                                                                  "memory": 672 * 2**30},

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.sim.k8s_emulator import make_node
+from scoctl.stages.tokens import record_token
 from scoctl.state import Store
 
 BIN = Path(sys.executable).parent
@@ -124,7 +125,7 @@ def test_the_gate_never_fails_a_running_workload(slurm_cli, tmp_path):
     config = gate_config(tmp_path)
     with Store.open(tmp_path / "state.db", create=True) as store:
         store.ensure_workload("train-7", kind="job", source="slurm", contract="T1")
-        store.record_token("train-7", "SLURM_JOB_STATUS", {"state": "RUNNING"})
+        record_token(store, "train-7", "SLURM_JOB_STATUS", {"state": "RUNNING"})
     result = run_gate(slurm_cli, config, "--backend", "slurm", "--cpus", "500",
                       "--no-elastic", "--workload", "train-7")
     assert result.code == 3

@@ -10,6 +10,7 @@ import pytest
 
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
+from scoctl.stages.tokens import record_token
 from scoctl.state import SCHEMA_VERSION, Store
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.sqlite import run_migrations
@@ -52,7 +53,7 @@ def test_ensure_workload_reuses_the_active_row_and_a_resubmission_is_a_new_row(s
     first = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     again = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     assert again.id == first.id
-    store.record_token("orders", "POD_SCHEDULING_FAILED")
+    record_token(store, "orders", "POD_SCHEDULING_FAILED")
     assert store.active_workload("orders") is None
     fresh = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     assert fresh.id != first.id and fresh.status == "pending"
@@ -60,8 +61,8 @@ def test_ensure_workload_reuses_the_active_row_and_a_resubmission_is_a_new_row(s
 
 def test_a_failed_row_stays_failed_after_a_late_pod_queued(store):
     store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
-    store.record_token("orders", "POD_QUOTA_EXCEEDED_FAILED")
-    row, outcome = store.record_token("orders", "POD_QUEUED")
+    record_token(store, "orders", "POD_QUOTA_EXCEEDED_FAILED")
+    row, outcome = record_token(store, "orders", "POD_QUEUED")
     assert row is not None and row.status == "failed"
     assert outcome is not None and not outcome.changed
     tokens = [e.token for e in store.events(workload="orders")]
@@ -71,7 +72,7 @@ def test_a_failed_row_stays_failed_after_a_late_pod_queued(store):
 def test_slurm_job_queued_is_logged_once_per_distinct_reason(store):
     store.ensure_workload("train", kind="job", source="slurm", contract="T1")
     for reason in ["Resources", "Resources", "Priority", "Priority", "Resources"]:
-        store.record_token("train", "SLURM_JOB_QUEUED", {"reason": reason})
+        record_token(store, "train", "SLURM_JOB_QUEUED", {"reason": reason})
     reasons = [e.detail["reason"] for e in store.events(workload="train")]
     assert reasons == ["Resources", "Priority", "Resources"]
 

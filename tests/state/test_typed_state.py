@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scoctl.core.model import MetricCounters, RankingCache
+from scoctl.core.model import MetricCounters, RankingCache, TokenRecord
 
 
 def test_dirty_marks_keep_the_latest_reason_and_clear_by_name(store):
@@ -74,3 +74,22 @@ def test_the_state_has_no_key_value_table(store):
     assert {"plan_dirty", "ranking_last_scores", "ranking_last_good", "orphans_seen",
             "slurm_suspended", "slurm_node_shapes", "metric_cloud_calls", "metric_tokens_spent",
             "run_last_success"} <= tables
+
+
+def test_save_token_saves_the_decision_it_is_given_and_decides_nothing(store):
+    row = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
+    # POD_QUEUED alone would mean "queued": the store takes the record's status as decided
+    saved = store.save_token(TokenRecord(workload="orders", token="POD_QUEUED", level="info",
+                                         detail={"why": "test"}, workload_id=row.id,
+                                         status="running", update_row=True,
+                                         last_queued_reason="r"))
+    assert saved is not None
+    assert (saved.status, saved.last_token, saved.last_queued_reason) == ("running",
+                                                                          "POD_QUEUED", "r")
+    logged = store.save_token(TokenRecord(workload="orders", token="NOTE", level="warning",
+                                          workload_id=row.id, status="running"))
+    assert logged == saved  # without update_row the row is untouched
+    assert store.save_token(TokenRecord(workload="ghost", token="NOTE", level="info")) is None
+    events = [(e.workload, e.token, e.level, e.status) for e in store.events()]
+    assert events == [("orders", "POD_QUEUED", "info", "running"),
+                      ("orders", "NOTE", "warning", "running"), ("ghost", "NOTE", "info", None)]

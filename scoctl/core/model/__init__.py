@@ -41,6 +41,7 @@ from scoctl.core.model.records import (
     PlanUnitRecord,
     PlanWorkloadRecord,
     RankingCache,
+    TokenRecord,
     WorkloadRecord,
 )
 from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
@@ -50,6 +51,8 @@ __all__ = [
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
-    "RankingCache", "ServerInfo", "LeaseRecord",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "RankingCache", "ServerInfo",
+    "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "WorkloadRecord",
+    "flavor_allocatable", "is_slug",
 ]
+__all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
