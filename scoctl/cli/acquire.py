@@ -64,7 +64,10 @@ def acquire(
 
         scheduler = scheduler_for(config)
     try:
-        with store_cm as store:
+        with g.leading() as lead, store_cm as store:
+            if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
+                lead.require([region] if region else [r.name for r in config.regions])
+                lead.fence(store)
             result = run_acquire(config, store, SystemClock(), region=region, dry_run=dry_run,
                                  watch=watch, observer=observer, scheduler=scheduler)
     finally:

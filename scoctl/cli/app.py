@@ -60,8 +60,8 @@ def root(
     config: Annotated[Path | None, typer.Option(
         "--config", help="Config file (default $SCOCTL_CONFIG, then /etc/scoctl/config.yaml, "
         "then the bundled demo config).", show_default=False)] = None,
-    state: Annotated[Path | None, typer.Option(
-        "--state", help="State file (default: the config's `state`).",
+    state: Annotated[str | None, typer.Option(
+        "--state", help="State file or postgresql:// URL (default: the config's `state`).",
         show_default=False)] = None,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Machine output on stdout; logs stay on stderr.")] = False,
@@ -79,7 +79,16 @@ def root(
 
         raise UsageError(f"--config {config}: no such file")
     verbosity = -1 if quiet else verbose
-    ctx.obj = Globals(config_option=config, state_option=state, json=json_out,
+    location = None
+    if state is not None:
+        from scoctl.config.schema import state_location
+        from scoctl.errors import UsageError
+
+        try:
+            location = state_location(state)
+        except ValueError as exc:
+            raise UsageError(f"--state: {exc}") from None
+    ctx.obj = Globals(config_option=config, state_option=location, json=json_out,
                       verbosity=verbosity)
     from scoctl.logs import setup_logging
 

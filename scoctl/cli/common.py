@@ -13,6 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from scoctl.config.schema import Config
+    from scoctl.stages.leadership import Leadership
     from scoctl.state import Store
 
 
@@ -21,7 +22,7 @@ class Globals:
     """The global options of DESIGN §8, and lazily loaded config and state."""
 
     config_option: Path | None = None
-    state_option: Path | None = None
+    state_option: Path | str | None = None
     json: bool = False
     verbosity: int = 0
     _config: Config | None = field(default=None, repr=False)
@@ -37,22 +38,43 @@ class Globals:
             self._config = load_config(path)
         return self._config
 
-    def state_path(self) -> Path:
-        """--state, else the config's `state`."""
+    def state_path(self) -> Path | str:
+        """--state, else the config's `state`: a SQLite file or a PostgreSQL URL."""
         return self.state_option if self.state_option else self.config().state
 
-    def open_store(self, *, create: bool = False) -> Store:
-        """Open the state file (migrating an older schema; refusing a newer one)."""
-        from scoctl.state import Store
+    def state_exists(self) -> bool:
+        """The SQLite file exists; a database always does (opening it says if it is usable)."""
+        from scoctl.config.schema import is_url
 
-        return Store.open(self.state_path(), create=create)
+        state = self.state_path()
+        return is_url(state) or Path(state).exists()
+
+    def open_store(self, *, create: bool = False) -> Store:
+        """Open the state (migrating an older schema; refusing a newer one)."""
+        from scoctl.state import open_state
+
+        return open_state(self.state_path(), create=create,
+                          password_file=self.config().state_password_file)
+
+    def lock_path(self) -> Path:
+        """What the run lock locks: the SQLite file, or for a database a file in budget_dir
+        named after it (one writing scoctl per state and host; hosts coordinate by lease)."""
+        from scoctl.config.schema import is_url
+
+        state = self.state_path()
+        if not is_url(state):
+            return Path(state)
+        import hashlib
+
+        digest = hashlib.sha256(str(state).encode()).hexdigest()[:16]
+        return self.config().budget_dir / f"state-{digest}"
 
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:
         """Hold the run lock (waiting up to `wait`, else the config's lock_wait) and the store."""
         from scoctl.host.lock import run_lock
 
-        path = self.state_path()
+        path = self.lock_path()
         limit = self.config().timeouts.lock_wait if wait is None else wait
         with run_lock(path, wait=limit):
             store = self.open_store(create=create)
@@ -60,6 +82,18 @@ class Globals:
                 yield store
             finally:
                 store.close()
+
+
+    @contextmanager
+    def leading(self) -> Iterator[Leadership]:
+        """This runner's leadership of the regions (DESIGN §15), ended when the block ends."""
+        from scoctl.stages.leadership import leadership_for
+
+        lead = leadership_for(self.config(), self.state_path())
+        try:
+            yield lead
+        finally:
+            lead.close()
 
 
 def globals_of(ctx: typer.Context, *, json: bool = False) -> Globals:

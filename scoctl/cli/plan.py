@@ -53,7 +53,7 @@ def plan(
     g = globals_of(ctx, json=json_out)
     config = g.config()
     clock = SystemClock()
-    exists = g.state_path().exists()
+    exists = g.state_exists()
     if dry_run:
         # a dry run takes no lock and writes nothing; without a state file it plans from empty
         from scoctl.state import Store

@@ -89,12 +89,18 @@ def run(
         signal.signal(signal.SIGINT, on_signal)
     systems = connect_systems(config)
     code = EXIT_OK
+    lead_cm = g.leading()
+    lead = lead_cm.__enter__()  # competes for the regions for as long as the loop runs
+    served = [region] if region else [r.name for r in config.regions]
     try:
         while True:
             try:
+                lead.compete(served)
                 with g.writer(wait) as store:
+                    lead.fence(store)
                     result = run_once(config, store, clock, systems,
-                                      teardown=not no_teardown, region=region)
+                                      teardown=not no_teardown, region=region,
+                                      leads=lead.leads)
             except LockHeld as exc:
                 if not period:
                     raise
@@ -124,6 +130,7 @@ def run(
             code = EXIT_OK  # stopped on request: a clean stop, whatever the last pass did
     finally:
         systems.close()
+        lead_cm.__exit__(None, None, None)
     if code:
         raise typer.Exit(code)
 

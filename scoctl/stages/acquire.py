@@ -64,7 +64,7 @@ from scoctl.errors import (
     QuotaExceeded,
     TemporaryError,
 )
-from scoctl.host.budget import TokenBudget
+from scoctl.host.budget import Budget
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -80,19 +80,19 @@ TAG_CHUNK = 25  # launch tags per `tags-any` poll query (keeps the URL short)
 
 NOVA_STATUS = {"BUILD": "building", "ACTIVE": "active", "ERROR": "error", "DELETED": "deleted"}
 
-CloudFactory = Callable[[Config, Region, TokenBudget], Cloud]
+CloudFactory = Callable[[Config, Region, Budget], Cloud]
 
 
-def default_connect(config: Config, region: Region, budget: TokenBudget) -> Cloud:
+def default_connect(config: Config, region: Region, budget: Budget) -> Cloud:
     """The Nova adapter of `region`, spending `budget` on every mutating call attempt."""
     from scoctl.adapters.factory import cloud_for
 
     return cloud_for(config, region, budget=budget)
 
 
-def default_budget(config: Config, region: Region) -> TokenBudget:
-    """The host-wide token budget of `region`."""
-    from scoctl.host.budget import budget_for
+def default_budget(config: Config, region: Region) -> Budget:
+    """The token budget of `region` (host-wide file, or the shared database's)."""
+    from scoctl.stages.leadership import budget_for
 
     return budget_for(config, region)
 
@@ -277,7 +277,7 @@ class _RegionRun:
     """One region's pass: adopt, decide, clamp, launch, watch, fall back."""
 
     def __init__(self, config: Config, store: Store, clock: Clock, region: Region, *,
-                 dry_run: bool, connect: CloudFactory, budget: TokenBudget, watch: float,
+                 dry_run: bool, connect: CloudFactory, budget: Budget, watch: float,
                  poll: float, sleep: Callable[[float], None], observer: Observer | None,
                  collected: _Collected, texts: _Texts,
                  scheduler: BatchScheduler | None = None) -> None:
@@ -293,7 +293,10 @@ class _RegionRun:
     @property
     def cloud(self) -> Cloud:
         if self._cloud is None:
-            self._cloud = self.connect(self.config, self.region, self.budget)
+            from scoctl.stages.leadership import FencedCloud
+
+            self._cloud = FencedCloud(self.connect(self.config, self.region, self.budget),
+                                      self.region.name, self.store)
         return self._cloud
 
     def now(self) -> str:
@@ -700,12 +703,13 @@ def run_acquire(
     region: str | None = None,
     dry_run: bool = False,
     connect: CloudFactory = default_connect,
-    budget: Callable[[Config, Region], TokenBudget] = default_budget,
+    budget: Callable[[Config, Region], Budget] = default_budget,
     watch: float = DEFAULT_WATCH_S,
     poll: float = DEFAULT_POLL_S,
     sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None,
     scheduler: BatchScheduler | None = None,
+    leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
     """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
 
@@ -714,10 +718,11 @@ def run_acquire(
     powered-down; without it they only leave their claims. Raises ConfigError (template, tags,
     unknown image/flavor: fix the config), TemporaryError/PermanentError when quota headroom
     cannot be read; call failures of single launches are reported in the result (`errors`)
-    instead.
+    instead. With `leads`, regions this runner does not lead are left to their leader.
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
+    regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     collected = _Collected()
     texts = _Texts(config)
     spent = 0

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
-    from scoctl.host.budget import TokenBudget
+    from scoctl.host.budget import Budget
     from scoctl.stages.watch import Source
     from scoctl.state import Store
 
@@ -111,17 +111,21 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
              teardown: bool = True, region: str | None = None,
              acquire_watch: float | None = None,
              sleep: Callable[[float], None] = time.sleep,
-             budget: Callable[[Config, Region], TokenBudget] | None = None) -> RunResult:
-    """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
+             budget: Callable[[Config, Region], Budget] | None = None,
+             leads: Callable[[str], bool] | None = None) -> RunResult:
+    """One pass of the loop; the caller holds the run lock. Writes metrics when configured.
+
+    With `leads` (several runners on a shared state), acquire and reconcile act only for the
+    regions this runner leads; watch and plan run anywhere."""
     started = time.perf_counter()
     counter = CallCounter()
     if budget is None:
-        from scoctl.host.budget import budget_for
+        from scoctl.stages.leadership import budget_for
 
         budget = budget_for
-    budgets: dict[str, TokenBudget] = {}
+    budgets: dict[str, Budget] = {}
 
-    def tokens(cfg: Config, reg: Region) -> TokenBudget:
+    def tokens(cfg: Config, reg: Region) -> Budget:
         if reg.name not in budgets:
             assert budget is not None
             budgets[reg.name] = budget(cfg, reg)
@@ -129,7 +133,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
 
     clouds: dict[str, Cloud] = {}
 
-    def cloud(cfg: Config, reg: Region, spend: TokenBudget | None = None) -> Cloud:
+    def cloud(cfg: Config, reg: Region, spend: Budget | None = None) -> Cloud:
         if reg.name not in clouds:
             given = (systems.clouds or {}).get(reg.name)
             if given is None:
@@ -177,7 +181,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                              connect=lambda cfg, reg, spend: cloud(cfg, reg, spend),
                              budget=tokens,
                              watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch,
-                             sleep=sleep, scheduler=systems.scheduler)
+                             sleep=sleep, scheduler=systems.scheduler, leads=leads)
         return result, list(result.errors)
 
     def reconcile() -> tuple[Any, list[str]]:
@@ -186,7 +190,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
         result = run_reconcile(config, store, clock, region=region, teardown=teardown,
                                connect=lambda cfg, reg: cloud(cfg, reg),
                                cluster=systems.cluster, scheduler=systems.scheduler,
-                               discover=False)
+                               discover=False, leads=leads)
         return result, list(result.errors)
 
     watch_result = stage("watch", watch,
@@ -208,7 +212,8 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
             tokens_spent={name: b.spent for name, b in budgets.items()},
             succeeded_at=clock.now().timestamp() if not run.failed else None,
             pending={name: c.pending for name, c in getattr(watch_result, "sources", {}).items()
-                     if c.error is None})
+                     if c.error is None},
+            leader={r.name: leads is None or leads(r.name) for r in config.regions})
         write_atomically(config.metrics_file, collect(store, sample))
         run = RunResult(stages=run.stages, seconds=seconds,
                         metrics_file=str(config.metrics_file))

@@ -4,6 +4,7 @@
 through sqlite-utils. The rows it loads and saves are the value types of `scoctl.core.model`.
 """
 
+from scoctl.state.opening import open_state
 from scoctl.state.sqlite import SCHEMA_VERSION, Store
 
-__all__ = ["SCHEMA_VERSION", "Store"]
+__all__ = ["SCHEMA_VERSION", "Store", "open_state"]

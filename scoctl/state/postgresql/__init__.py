@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -36,6 +35,7 @@ from scoctl.clock import Clock, SystemClock
 from scoctl.core.model import LaunchRecord, LeaseRecord
 from scoctl.errors import StateError, TemporaryError
 from scoctl.secrets import scrub
+from scoctl.state.coordination import Fencing
 from scoctl.state.postgresql import leases
 from scoctl.state.postgresql.dialect import PgConnection, PgDatabase
 from scoctl.state.postgresql.migrations import PG_MIGRATIONS
@@ -48,14 +48,6 @@ WRITE_LOCK = 0x5C0C7100  # the advisory lock every write transaction takes first
 LOCK_TIMEOUT = "30s"  # as long as SQLite's busy timeout
 IDLE_IN_TRANSACTION_TIMEOUT = "60s"  # a frozen writer's transaction ends, its locks go
 CONNECT_TIMEOUT_S = 10
-
-
-@dataclass
-class Fencing:
-    """Who this runner is and the term it leads in each region (kept by its lease keeper)."""
-
-    holder: str
-    terms: dict[str, int] = field(default_factory=dict)
 
 
 def display_url(url: str) -> str:
