@@ -24,6 +24,8 @@ Neither the password nor the file's content is ever logged or stored.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self, cast
@@ -75,8 +77,10 @@ def connect(url: str, *, password_file: Path | None = None,
             raise StateError(f"state_password_file {password_file}: cannot read it: "
                              f"{exc.strerror or exc}") from exc
     try:
+        # the application name says who holds a session (pg_stat_activity): host and pid
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name=application, **extra)
+                               application_name=f"{application} {socket.gethostname()}:"
+                                                f"{os.getpid()}", **extra)
     except psycopg.Error as exc:
         raise TemporaryError(f"state {shown}: cannot connect: "
                              f"{scrub(str(exc)).strip()}") from None
