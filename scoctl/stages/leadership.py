@@ -152,11 +152,18 @@ class LeaseKeeper:
             log.warning("lost the lead of %s to %s", region, decision.lease.holder)
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
+        while not self._stop.wait(self._pause()):
             with self._lock:
                 wanted = sorted(self._regions)
             for region in wanted:
                 self._decide(region)
+
+    def _pause(self) -> float:
+        """Renew every ttl/3; while another runner leads a region this one competes for, try
+        twice as often, so a dead leader's region is taken within ttl + ttl/6 of its death."""
+        with self._lock:
+            following = any(region not in self.terms for region in self._regions)
+        return self.ttl / 6 if following else self.ttl / 3
 
     def leads(self, region: str) -> bool:
         return region in self.terms
