@@ -51,9 +51,9 @@ class Globals:
 
     def open_store(self, *, create: bool = False) -> Store:
         """Open the state (migrating an older schema; refusing a newer one)."""
-        from scoctl.state import open_state
+        from scoctl.state import open_store
 
-        return open_state(self.state_path(), create=create,
+        return open_store(self.state_path(), create=create,
                           password_file=self.config().state_password_file)
 
     def lock_path(self) -> Path:

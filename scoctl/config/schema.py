@@ -647,10 +647,12 @@ def state_location(value: str) -> Path | str:
     ValueError naming what is wrong (an unknown scheme, a password in the URL, no database)."""
     if "://" not in value:
         return Path(os.path.expanduser(value))
+    if value.lower().startswith("sqlite://"):
+        return Path(os.path.expanduser(value[len("sqlite://"):]))
     parts = urlsplit(value)
     if parts.scheme not in STATE_SCHEMES:
-        raise ValueError(f"{parts.scheme}:// is not a state backend (a SQLite file path, or "
-                         "postgresql://USER@HOST:PORT/DB)")
+        raise ValueError(f"{parts.scheme}:// is not a state backend (a SQLite file path or "
+                         "sqlite:// URL, or postgresql://USER@HOST:PORT/DB)")
     if parts.password is not None:
         raise ValueError("the URL carries a password: put it in PGPASSFILE or "
                          "state_password_file, never in the config")

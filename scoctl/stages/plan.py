@@ -227,7 +227,8 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
                             {"generation": generation, "reasons": list(record.reasons)})
             if cache_entry:
                 store.save_last_good_ranking(cache_entry)
-            store.save_last_scores(ranking.scores)
+            if dict(ranking.scores) != last_scores:
+                store.save_last_scores(ranking.scores)
             store.clear_dirty(set(records))
     return PlanResult(generation=generation, ranking=ranking, changed=changed, plans=plans,
                       records=records, committed=committed,

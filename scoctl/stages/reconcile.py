@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scoctl.clock import Clock, rfc3339
+from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.model import InstanceRecord, PlanWorkloadRecord
 from scoctl.core.reconcile import (
@@ -540,7 +540,7 @@ def power_release(store: Store, names: Iterable[str], reason: str, *,
             instances = store.instances()
             live = {i.node_name for i in instances if i.node_name and i.status in LIVE}
             store.mark_suspended(wanted & live)
-            now = rfc3339(store.clock.now())
+            now = store.now()
             for inst in instances:
                 if inst.node_name in wanted and inst.status in LIVE and not inst.idle_since:
                     store.update_instance(inst.id, idle_since=now)

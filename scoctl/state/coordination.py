@@ -16,7 +16,7 @@ from scoctl.core.lease import LeaseDecision
 from scoctl.core.model import LeaseRecord
 
 if TYPE_CHECKING:
-    from scoctl.state.sqlite import Store
+    from scoctl.state.store import Store
 
 
 @dataclass

@@ -220,3 +220,5 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE kv;
     """,
 )
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from scoctl.clock import FixedClock
 from scoctl.core.model import MetricCounters, RankingCache
 from scoctl.errors import StateError
-from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.state import SCHEMA_VERSION, Store, open_store
 from scoctl.state.migrations import MIGRATIONS
-from scoctl.state.sqlite import run_migrations
+from scoctl.state.sqlite import SqliteStore, run_migrations
 
 URL = "http://127.0.0.1:9/ranking.json"
 # What scoctl's schema 1 kept in `kv`, as its code wrote it: every key it ever used.
@@ -72,7 +72,7 @@ def test_opening_a_schema_1_file_carries_every_kv_value_into_its_table_and_drops
     schema_1_state(conn, SCHEMA_1_KV)
     conn.close()
 
-    with Store.open(path) as store:
+    with open_store(path) as store:
         assert (store.migrated_from, store.schema_version()) == (1, SCHEMA_VERSION)
         assert_carried(store)
         assert [e.pool for e in store.exclusions(now="2026-01-01T00:00:00Z")] == [
@@ -94,7 +94,7 @@ def test_scoctl_init_migrates_a_schema_1_file_and_says_from_which_schema(cli, tm
     body = result.json()
     assert isinstance(body, dict)
     assert (body["migrated_from"], body["schema_version"]) == (1, SCHEMA_VERSION)
-    with Store.open(path, migrate=False) as store:
+    with open_store(path, migrate=False) as store:
         assert_carried(store)
 
 
@@ -124,7 +124,7 @@ def test_a_kv_value_of_a_shape_scoctl_never_wrote_is_left_behind_not_fatal(tmp_p
                           "metrics:cloud_calls": {"no-separator": 3, "r\x1fok": 1}})
     conn.close()
 
-    with Store.open(path) as store:
+    with open_store(path) as store:
         assert store.dirty() == {} and store.suspended_nodes() == frozenset()
         assert store.last_good_ranking() is None
         assert store.metric_counters() == MetricCounters(cloud_calls={("r", "ok"): 1})
@@ -139,7 +139,7 @@ def test_a_newer_schema_is_still_refused_after_migration_2_and_left_byte_identic
     conn.close()
     before = path.read_bytes()
     with pytest.raises(StateError, match="newer scoctl"):
-        Store.open(path)
+        open_store(path)
     assert path.read_bytes() == before
 
 
@@ -164,7 +164,7 @@ def test_any_schema_1_values_arrive_exactly(dirty, scores, suspended, shapes, ca
                           "slurm:suspended": suspended, "slurm:node_shapes": shapes,
                           "metrics:cloud_calls": {"\x1f".join(k): n for k, n in calls.items()}})
     assert run_migrations(conn, MIGRATIONS, current=1) == SCHEMA_VERSION
-    store = Store(conn, Path(":memory:"), FixedClock())
+    store = SqliteStore(conn, Path(":memory:"), FixedClock())
     assert store.dirty() == dirty
     assert store.last_scores() == scores
     assert store.suspended_nodes() == frozenset(suspended)

@@ -51,8 +51,7 @@ __all__ = [
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
     "MetricCounters", "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
-    "RankingCache", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "WorkloadRecord",
-    "flavor_allocatable", "is_slug",
+    "RankingCache", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord",
+    "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)

@@ -41,7 +41,7 @@ from scoctl.state.coordination import Fencing
 from scoctl.state.postgresql import leases
 from scoctl.state.postgresql.dialect import PgConnection, PgDatabase
 from scoctl.state.postgresql.migrations import PG_MIGRATIONS
-from scoctl.state.sqlite import Store as SqliteStore
+from scoctl.state.sqlite import SqliteStore
 
 __all__ = ["SCHEMES", "Fencing", "PostgresStore", "connect", "display_url"]
 
