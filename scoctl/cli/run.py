@@ -87,10 +87,12 @@ def run(
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    import contextlib
+
     systems = connect_systems(config)
     code = EXIT_OK
-    lead_cm = g.leading()
-    lead = lead_cm.__enter__()  # competes for the regions for as long as the loop runs
+    held = contextlib.ExitStack()
+    lead = held.enter_context(g.leading())  # competes for the regions while the loop runs
     served = [region] if region else [r.name for r in config.regions]
     try:
         while True:
@@ -130,7 +132,7 @@ def run(
             code = EXIT_OK  # stopped on request: a clean stop, whatever the last pass did
     finally:
         systems.close()
-        lead_cm.__exit__(None, None, None)
+        held.close()  # gives this runner's terms up: a standby leads at once
     if code:
         raise typer.Exit(code)
 

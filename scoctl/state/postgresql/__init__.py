@@ -123,7 +123,8 @@ class PostgresStore(SqliteStore):
         self.db = cast(Any, PgDatabase(conn))
         self.pg = conn
         self.url = url
-        self.path = Path(display_url(url))
+        self.shown = display_url(url)  # for messages: never a password
+        self.path = Path(self.shown)  # the SQLite store's attribute; nothing reads it here
         self.clock = clock
         self._depth = 0
         self.migrated_from: int | None = None
@@ -197,7 +198,7 @@ class PostgresStore(SqliteStore):
             raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
         except psycopg.OperationalError as exc:
             self._rollback()
-            raise TemporaryError(f"state {self.path}: {scrub(str(exc)).strip()}") from None
+            raise TemporaryError(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
         self._depth = 1
         try:
             yield self
@@ -209,7 +210,7 @@ class PostgresStore(SqliteStore):
         try:
             raw.execute("COMMIT")
         except psycopg.OperationalError as exc:
-            raise TemporaryError(f"state {self.path}: commit failed: "
+            raise TemporaryError(f"state {self.shown}: commit failed: "
                                  f"{scrub(str(exc)).strip()}") from None
 
     def _rollback(self) -> None:
