@@ -7,6 +7,7 @@ database's leases, and `shared_budget` the region's token budget in the database
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -16,6 +17,7 @@ from scoctl.core.lease import LeaseDecision
 from scoctl.core.model import LeaseRecord
 
 if TYPE_CHECKING:
+    from scoctl.state.postgresql import PostgresStore
     from scoctl.state.store import Store
 
 
@@ -85,26 +87,33 @@ def shared_budget(state: str | Path, password_file: Path | None, region: str,
     return SharedBudget(str(state), password_file, region, rate)
 
 
+def _shared(store: Store) -> PostgresStore | None:
+    """`store` when it is a PostgreSQL store. Without importing psycopg (a quarter of a second)
+    for a SQLite state: a PostgreSQL store exists only once its module was imported."""
+    module = sys.modules.get("scoctl.state.postgresql")
+    if module is None:
+        return None
+    shared: type[PostgresStore] = module.PostgresStore
+    return store if isinstance(store, shared) else None
+
+
 def fence(store: Store, fencing: Fencing) -> None:
     """Check `store`'s launch intents and deletes against `fencing` (a shared store only; a
     SQLite state has one host, whose run lock is its fence)."""
-    from scoctl.state.postgresql import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        store.fencing = fencing
+    shared = _shared(store)
+    if shared is not None:
+        shared.fencing = fencing
 
 
 def leases_of(store: Store) -> list[LeaseRecord]:
     """Every region's lease in `store` (none in a SQLite state: one host leads everything)."""
-    from scoctl.state.postgresql import PostgresStore
-
-    return store.leases() if isinstance(store, PostgresStore) else []
+    shared = _shared(store)
+    return shared.leases() if shared is not None else []
 
 
 def record_delete(store: Store, region: str, server_id: str) -> None:
     """Record, fenced, that this runner is about to delete `server_id` in `region`: NotLeader
     once its term there ended (a shared store only; SQLite's fence is its run lock)."""
-    from scoctl.state.postgresql import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        store.record_delete(region, server_id)
+    shared = _shared(store)
+    if shared is not None:
+        shared.record_delete(region, server_id)
