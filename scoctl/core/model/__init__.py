@@ -49,6 +49,7 @@ from scoctl.core.model.slurm import (
     ELASTIC_FLAGS,
     OLDEST_REST_API,
     FinishedJob,
+    NodeRelease,
     SlurmJob,
     SlurmNode,
     rest_api_version,
@@ -58,9 +59,9 @@ __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
     "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
     "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord",
-    "LaunchRequest", "LaunchResult", "MetricCounters", "Networks", "PlanGeneration",
-    "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "RankingCache", "ServerInfo", "SlurmJob",
-    "SlurmNode", "Source", "Tier", "TokenRecord", "TokenSecret", "WorkloadRecord",
-    "flavor_allocatable", "is_slug", "rest_api_version",
+    "LaunchRequest", "LaunchResult", "MetricCounters", "Networks", "NodeRelease",
+    "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "RankingCache",
+    "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "TokenSecret",
+    "WorkloadRecord", "flavor_allocatable", "is_slug", "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
