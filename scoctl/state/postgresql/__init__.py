@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -40,7 +40,7 @@ from scoctl.secrets import scrub
 from scoctl.state.coordination import Fencing
 from scoctl.state.postgresql import leases
 from scoctl.state.postgresql.dialect import PgConnection, PgDatabase
-from scoctl.state.postgresql.migrations import PG_MIGRATIONS
+from scoctl.state.postgresql.migrations import EVENTS_FLOOR, PG_MIGRATIONS
 from scoctl.state.sqlite import SqliteStore
 
 __all__ = ["SCHEMES", "Fencing", "PostgresStore", "connect", "display_url"]
@@ -216,6 +216,35 @@ class PostgresStore(SqliteStore):
     def _rollback(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self.pg.raw.execute("ROLLBACK")
+
+    # -- retention (dialect-specific: the day-before-newest floor, no rowid) ------------------
+
+    def prune_events(self, before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest events older than `before` and than a day before
+        the newest event (the schema's trigger enforces both); returns how many went."""
+        with self.transaction():
+            raw = self.pg.raw
+            raw.execute("INSERT INTO events_prune (only_row, before) VALUES (1, %s) "
+                        "ON CONFLICT (only_row) DO UPDATE SET before = EXCLUDED.before",
+                        [before])
+            cursor = raw.execute(
+                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < %s AND ts < "
+                f"(SELECT {EVENTS_FLOOR} FROM events) ORDER BY ts, id LIMIT %s)",
+                [before, int(limit)])
+            raw.execute("DELETE FROM events_prune")
+            return max(0, cursor.rowcount)
+
+    def _prune(self, table: str, statuses: Sequence[str], before: str, limit: int) -> int:
+        if not statuses:
+            return 0
+        key = ", ".join(self.pg.catalog.keys[table])
+        marks = ", ".join(["%s"] * len(statuses))
+        with self.transaction():
+            cursor = self.pg.raw.execute(
+                f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
+                f"WHERE status IN ({marks}) AND updated < %s ORDER BY updated LIMIT %s)",
+                [*statuses, before, int(limit)])
+            return max(0, cursor.rowcount)
 
     # -- several runners ----------------------------------------------------------------------
 

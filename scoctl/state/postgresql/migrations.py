@@ -18,6 +18,9 @@ the leader lease per region, the shared token budget, and the fenced deletes.
 from __future__ import annotations
 
 T = 'TEXT COLLATE "C"'
+# a day before the newest event, in the events' own text form (RFC 3339, UTC, microseconds)
+EVENTS_FLOOR = ("""to_char((max(ts)::timestamptz - interval '1 day') AT TIME ZONE 'UTC', """
+                """'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')""")
 
 PG_MIGRATIONS: tuple[str, ...] = (
     # 1: the first schema
@@ -208,5 +211,28 @@ PG_MIGRATIONS: tuple[str, ...] = (
         requested_at TIMESTAMPTZ NOT NULL
     );
     CREATE INDEX deletions_requested ON deletions(requested_at);
+    """,
+    # 3: retention. Events stay append-only: no UPDATE ever, and a DELETE only through the
+    # pruning path (`PostgresStore.prune_events` names its cutoff in `events_prune` inside its
+    # transaction) of a row older than that cutoff and more than a day older than the newest
+    # event. Indexes for pruning ended instances and settled launches oldest first.
+    f"""
+    CREATE TABLE events_prune (
+        only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
+        before {T} NOT NULL
+    );
+    CREATE FUNCTION scoctl_events_prunable() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF COALESCE(OLD.ts < (SELECT before FROM events_prune WHERE only_row = 1)
+                        AND OLD.ts < (SELECT {EVENTS_FLOOR} FROM events), false) THEN
+                RETURN OLD;
+            END IF;
+            RAISE EXCEPTION 'events are append-only';
+        END $$;
+    DROP TRIGGER events_no_delete ON events;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION scoctl_events_prunable();
+    CREATE INDEX instances_ended ON instances(status, updated);
+    CREATE INDEX launches_settled ON launches(status, updated);
     """,
 )
