@@ -4,6 +4,7 @@
     ├── ConfigError              bad config or input: fix it, exit 2 (names file, line, field)
     ├── UsageError               bad command-line use, exit 2
     ├── LockHeld                 another scoctl run holds the state lock, exit 75
+    │   └── NotLeader            another runner leads the region (or took it over), exit 75
     ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
@@ -76,6 +77,22 @@ class LockHeld(ScoctlError):
     """Another scoctl process holds the run lock of this state file."""
 
     exit_code = EXIT_TEMPFAIL
+
+
+class NotLeader(LockHeld):
+    """Another runner holds the region's lease (DESIGN §15): this one makes no mutating call.
+
+    Raised before an `acquire` or `reconcile` for a region led elsewhere, and by a fenced write
+    (a launch intent, a delete) of a runner whose term ended: a deposed leader's write fails.
+    """
+
+    def __init__(self, region: str, holder: str | None, generation: int | None = None) -> None:
+        self.region = region
+        self.holder = holder
+        self.generation = generation
+        who = (f"{holder} (term {generation})" if generation is not None else holder) \
+            if holder else "nobody (the lease is not held)"
+        super().__init__(f"region {region}: not the leader; the region is led by {who}")
 
 
 class ApiError(ScoctlError):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the test suite needs on Debian 12, installed as root (idempotent):
 # python3-venv, shellcheck, systemd (systemd-analyze for the unit tests), the real Slurm
-# daemons with munge, and Debian's python3-nova.
+# daemons with munge, Debian's python3-nova, and PostgreSQL 15 (postgresql-15,
+# postgresql-client-15) for the PostgreSQL state tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +13,4 @@ fi
 scripts/apt-install.sh python3-venv shellcheck systemd
 scripts/setup-slurm.sh
 scripts/setup-nova.sh
+scripts/setup-postgres.sh

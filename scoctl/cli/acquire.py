@@ -58,7 +58,10 @@ def acquire(
         store_cm = g.writer(wait)
     observer = _Bar(enabled=not g.json and g.verbosity >= 0)
     try:
-        with store_cm as store:
+        with g.leading() as lead, store_cm as store:
+            if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
+                lead.require([region] if region else [r.name for r in config.regions])
+                lead.fence(store)
             result = acquire_with_fallback(
                 config, store, SystemClock(), region=region, dry_run=dry_run, watch=watch,
                 observer=observer, scheduler=None if dry_run else slurm_of(config))

@@ -47,7 +47,7 @@ class RootArgs:
     """The global options, as the root callback receives them."""
 
     config: Path | None = None
-    state: Path | None = None
+    state: str | None = None  # a path or a database URL: Path() would fold its //
     json: bool = False
     verbose: int = 0
     quiet: bool = False
@@ -111,7 +111,7 @@ def _parse_root(argv: Sequence[str]) -> tuple[RootArgs, int] | None:
             value, index = _take(argv, index, inline)
             if value is None:
                 return None
-            values[ROOT_VALUES[name]] = Path(value)
+            values[ROOT_VALUES[name]] = Path(value) if name == "--config" else value
         else:
             return None
         index += 1

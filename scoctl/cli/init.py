@@ -27,10 +27,13 @@ def init(
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
+    from scoctl.config.schema import is_url
+
     path = g.state_path()
-    existed = path.exists()
+    existed = not is_url(path) and g.state_exists()
     with g.writer(wait, create=True) as store:
         version = store.schema_version()
+        existed = existed or (is_url(path) and store.migrated_from != 0)  # a scoctl schema
         migrated_from = store.migrated_from if existed else None
     spool_note = None
     try:

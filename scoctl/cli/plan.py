@@ -57,7 +57,8 @@ def plan(
     g = globals_of(ctx, json=json_out)
     config = g.config()
     store_cm: contextlib.AbstractContextManager[Store] = (
-        what_if_store(g.state_path()) if dry_run else g.writer(wait, create=claims is not None))
+        what_if_store(g.state_path(), password_file=config.state_password_file) if dry_run
+        else g.writer(wait, create=claims is not None))
     with store_cm as store:
         view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
                          claims_path=claims, dry_run=dry_run, explain=explain)

@@ -49,7 +49,10 @@ def reconcile(
     config = g.config()
     store_cm: contextlib.AbstractContextManager[Store] = (
         g.open_store() if dry_run else g.writer(wait))
-    with store_cm as store:
+    with g.leading() as lead, store_cm as store:
+        if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
+            lead.require([region] if region else [r.name for r in config.regions])
+            lead.fence(store)
         result = reconcile_and_release(config, store, SystemClock(), region=region,
                                        dry_run=dry_run, teardown=not no_teardown)
     body = result_json(result)

@@ -148,8 +148,8 @@ def root(
     config: Annotated[Path | None, typer.Option(
         "--config", help="Config file (default $SCOCTL_CONFIG, then /etc/scoctl/config.yaml, "
         "then the bundled demo config).", show_default=False)] = None,
-    state: Annotated[Path | None, typer.Option(
-        "--state", help="State file (default: the config's `state`).",
+    state: Annotated[str | None, typer.Option(
+        "--state", help="State file or postgresql:// URL (default: the config's `state`).",
         show_default=False)] = None,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Machine output on stdout; logs stay on stderr.")] = False,

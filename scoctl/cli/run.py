@@ -75,9 +75,10 @@ def run(
             for error in s.errors:
                 render.warn(f"{s.name}: {error}")
 
-    outcome = run_loop(config, SystemClock(), lambda: g.writer(wait), period=period,
-                       teardown=not no_teardown, region=region, on_pass=show,
-                       on_skip=render.warn)
+    with g.leading() as lead:  # gives this runner's terms up at the end: a standby leads
+        outcome = run_loop(config, SystemClock(), lambda: g.writer(wait), period=period,
+                           teardown=not no_teardown, region=region, on_pass=show,
+                           on_skip=render.warn, lead=lead)
     if outcome.interrupted:
         render.warn("interrupted in the middle of a pass")
     elif outcome.stopped_by:

@@ -20,6 +20,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.cli.common import globals_of
     from scoctl.cli.views import claim_json, instance_json, plan_json, workload_json
     from scoctl.core.quantity import format_resources
+    from scoctl.core.timefmt import rfc3339
 
     g = globals_of(ctx, json=json_out)
     with g.open_store(reader=True) as store:
@@ -28,6 +29,9 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         generation = store.latest_generation()
         plans = store.plans()
         instances = store.instances()
+        from scoctl.state.coordination import leases_of
+
+        leaders = leases_of(store)
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -36,6 +40,9 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
             "claims": [claim_json(c) for c in claims],
             "plan": plan,
             "instances": [instance_json(i) for i in instances],
+            "leaders": [{"region": lease.region, "holder": lease.holder,
+                         "generation": lease.generation,
+                         "expires_at": rfc3339(lease.expires_at)} for lease in leaders],
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -62,6 +69,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                  ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else []),
                  [(i.name, i.workload, i.pool, render.styled(i.status))
                   + ((i.node_name or "",) if with_nodes else ()) for i in instances])
+    if leaders:
+        render.table("Leaders", ["region", "holder", "term", "expires"],
+                     [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))
+                      for lease in leaders])
 
 
 def register(app: typer.Typer) -> None:

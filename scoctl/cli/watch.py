@@ -113,7 +113,7 @@ def watch(
                 follow(config, store, clock, sources=sources, stop=stop, on_pass=show,
                        teardown=not no_teardown, cluster=cluster, scheduler=scheduler,
                        on_error=lambda message: render.warn(message),
-                       guard=lambda: run_lock(g.state_path(), wait=lock_wait))
+                       guard=lambda: run_lock(g.lock_path(), wait=lock_wait))
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)

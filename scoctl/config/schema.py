@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.model import (
@@ -184,6 +185,26 @@ class GateSettings:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """The leader lease of each region when several runners share a PostgreSQL state."""
+
+    ttl: float = 15.0
+
+    @property
+    def renew_every(self) -> float:
+        """How often the leader renews (and a standby retries): a third of the ttl."""
+        return self.ttl / 3
+
+
+STATE_SCHEMES = ("postgresql", "postgres")
+
+
+def is_url(state: Path | str) -> bool:
+    """The config's `state` names a database (``postgresql://…``), not a SQLite file."""
+    return isinstance(state, str) and "://" in state
+
+
+@dataclass(frozen=True)
 class Intake:
     batch_idle: float = 1.0
     batch_max: float = 5.0
@@ -204,7 +225,7 @@ class Config:
     """A validated config. `path` is where it came from (None for the bundled demo)."""
 
     path: Path | None
-    state: Path
+    state: Path | str  # a SQLite file, or a ``postgresql://USER@HOST:PORT/DB`` URL
     regions: tuple[Region, ...]
     flavors: Mapping[str, Flavor]
     pools: tuple[Pool, ...]
@@ -223,6 +244,8 @@ class Config:
     retention: Retention = field(default_factory=Retention)
     intake: Intake = field(default_factory=Intake)
     gate: GateSettings = field(default_factory=GateSettings)
+    lease: Lease = field(default_factory=Lease)
+    state_password_file: Path | None = None
     quota_block: Literal["fail", "queue"] = "fail"
     gc_orphans: bool = False
     disruption_budget: float = 0.10
@@ -298,6 +321,7 @@ TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
     "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
     "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "retention", "gate",
+    "lease", "state_password_file",
 })
 
 # Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
@@ -330,6 +354,7 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("retention",): frozenset({"events", "instances", "launches"}),
     ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
+    ("lease",): frozenset({"ttl"}),
     ("metrics",): frozenset({"textfile"}),
 }
 
@@ -749,6 +774,13 @@ def _quota_block(r: _Reader, root: Mapping[str, Any]) -> Literal["fail", "queue"
     return "fail"
 
 
+def _lease(r: _Reader, root: Mapping[str, Any]) -> Lease:
+    lease = Lease(ttl=r.duration(_section(r, root, "lease"), ("lease",), "ttl", 15.0))
+    if not 1 <= lease.ttl <= 300:
+        raise r.fail(("lease", "ttl"), "must be between 1s and 5m")
+    return lease
+
+
 def parse_config(doc: Located, *, path: Path | None) -> Config:
     """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
 
@@ -777,7 +809,9 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         gate=_gate(r, root),
         quota_block=_quota_block(r, root),
         metrics_file=r.path_value(_section(r, root, "metrics"), ("metrics",), "textfile"),
-        state=r.path_value(root, (), "state") or Path("./scoctl.db"),
+        state=_state(r, root),
+        state_password_file=r.path_value(root, (), "state_password_file"),
+        lease=_lease(r, root),
         regions=regions,
         flavors=flavors,
         pools=pools,
@@ -791,6 +825,34 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         disruption_budget=r.number(root, (), "disruption_budget", 0.10, low=0.0001, high=1),
         elastic=r.boolean(root, (), "elastic", True),
     )
+
+
+def state_location(value: str) -> Path | str:
+    """A `state` value (config or ``--state``) as a SQLite path or a checked database URL;
+    ValueError naming what is wrong (an unknown scheme, a password in the URL, no database)."""
+    if "://" not in value:
+        return Path(os.path.expanduser(value))
+    if value.lower().startswith("sqlite://"):
+        return Path(os.path.expanduser(value[len("sqlite://"):]))
+    parts = urlsplit(value)
+    if parts.scheme not in STATE_SCHEMES:
+        raise ValueError(f"{parts.scheme}:// is not a state backend (a SQLite file path or "
+                         "sqlite:// URL, or postgresql://USER@HOST:PORT/DB)")
+    if parts.password is not None:
+        raise ValueError("the URL carries a password: put it in PGPASSFILE or "
+                         "state_password_file, never in the config")
+    if not parts.hostname or parts.path.strip("/") == "":
+        raise ValueError("a PostgreSQL state is postgresql://USER@HOST:PORT/DB")
+    return value
+
+
+def _state(r: _Reader, root: Mapping[str, Any]) -> Path | str:
+    value = r.string(root, (), "state") or "./scoctl.db"
+    try:
+        return state_location(value)
+    except ValueError as exc:
+        # never echo the value: it may hold a password
+        raise r.fail(("state",), str(exc)) from None
 
 
 def _retention(r: _Reader, root: Mapping[str, Any]) -> Retention:

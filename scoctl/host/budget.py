@@ -18,13 +18,34 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from scoctl.config.schema import Config, Region
 
 WINDOW_S = 1.0
 GUARD_S = 0.05
+
+
+class Budget(Protocol):
+    """A region's token budget, as the stages and the cloud adapters spend it: this module's
+    host-wide file (`TokenBudget`, with a SQLite state) or the database's, shared by every
+    host (`scoctl.state.postgresql.coordination.SharedBudget`, with a PostgreSQL state)."""
+
+    rate: int
+    spent: int
+
+    def acquire(self) -> float:
+        """Block until a call may start; record it; return the recorded start time."""
+        ...
+
+    def __call__(self) -> None:
+        """`acquire`, for the adapters' ``budget()`` callable."""
+        ...
+
+    def available(self) -> int:
+        """Tokens free right now (for metrics and dry-runs)."""
+        ...
 
 
 class TokenBudget:

@@ -61,7 +61,7 @@ from scoctl.core.model import (
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
-from scoctl.host.budget import TokenBudget
+from scoctl.host.budget import Budget
 from scoctl.secrets import remember
 from scoctl.stages.join_tokens import JoinTokens
 from scoctl.state import Store
@@ -75,20 +75,20 @@ TAG_CHUNK = 25  # launch tags per `tags-any` poll query (keeps the URL short)
 
 NOVA_STATUS = {"BUILD": "building", "ACTIVE": "active", "ERROR": "error", "DELETED": "deleted"}
 
-CloudFactory = Callable[[Config, Region, TokenBudget], Cloud]
-BudgetFactory = Callable[[Config, Region], TokenBudget]
+CloudFactory = Callable[[Config, Region, Budget], Cloud]
+BudgetFactory = Callable[[Config, Region], Budget]
 
 
-def default_connect(config: Config, region: Region, budget: TokenBudget) -> Cloud:
+def default_connect(config: Config, region: Region, budget: Budget) -> Cloud:
     """The Nova adapter of `region`, spending `budget` on every mutating call attempt."""
     from scoctl.adapters.factory import cloud_for
 
     return cloud_for(config, region, budget=budget)
 
 
-def default_budget(config: Config, region: Region) -> TokenBudget:
-    """The host-wide token budget of `region`."""
-    from scoctl.host.budget import budget_for
+def default_budget(config: Config, region: Region) -> Budget:
+    """The token budget of `region` (host-wide file, or the shared database's)."""
+    from scoctl.stages.leadership import budget_for
 
     return budget_for(config, region)
 
@@ -327,7 +327,7 @@ class _Region:
     """One region of the run: its pools and its cloud, connected on first use."""
 
     def __init__(self, run: _Run, region: Region, connect: CloudFactory,
-                 budget: TokenBudget) -> None:
+                 budget: Budget) -> None:
         self.run, self.region, self.budget = run, region, budget
         self.store = run.store
         self.pools: dict[str, Pool] = {p.name: p for p in run.config.pools
@@ -339,7 +339,10 @@ class _Region:
     @property
     def cloud(self) -> Cloud:
         if self._cloud is None:
-            self._cloud = self._connect(self.run.config, self.region, self.budget)
+            from scoctl.stages.leadership import FencedCloud  # deletes fenced (DESIGN §15)
+
+            self._cloud = FencedCloud(self._connect(self.run.config, self.region, self.budget),
+                                      self.region.name, self.store)
         return self._cloud
 
     @property
@@ -758,6 +761,7 @@ def run_acquire(
     round_no: int = 0,
     boot: BootFiles | None = None,
     join_tokens: JoinTokens | None = None,
+    leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
     """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
 
@@ -769,12 +773,14 @@ def run_acquire(
     config), TemporaryError/PermanentError when quota headroom cannot be read; call failures of
     single launches are reported in the result (`errors`) instead. Capacity faults come back in
     `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
-    (`scoctl.stages.run.acquire_with_fallback`).
+    (`scoctl.stages.run.acquire_with_fallback`). With `leads`, regions this runner does not
+    lead are left to their leader (DESIGN §15).
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
     for reg in regions:  # a what-if config has none: exit 2 before any call
         config.launch_settings(reg)
+    regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
                poll_s=poll, sleep=sleep, observer=observer, boot=files)

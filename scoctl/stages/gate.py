@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from scoctl.config.schema import Config
+from scoctl.config.schema import Config, is_url
 from scoctl.core.gate import (
     OVER_CAPACITY,
     SKIPPED,
@@ -142,7 +142,7 @@ def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, 
 def run_gate(config: Config, request: GateRequest, *, backend: Backend,
              partition: str | None = None, elastic: bool = True,
              workload: str | None = None, kind: str = "job", contract: str | None = None,
-             job_id: str | None = None, state_path: Path | None = None,
+             job_id: str | None = None, state_path: Path | str | None = None,
              scheduler: BatchScheduler | None = None, cluster: Cluster | None = None,
              ) -> GateOutcome:
     """Decide, and with `workload` record the verdict in the state at `state_path`."""
@@ -168,8 +168,13 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
     if workload:
         spec = config.workload(workload)
         contract = contract or (spec.contract if spec else None) or "T1"
-        path = Path(state_path or config.state)
+        state = state_path or config.state
         try:
+            if is_url(state):
+                # hooks and wrappers hold no database credentials (DESIGN §9, §15)
+                raise StateError("the state is a shared database: hooks record through the "
+                                 "spool")
+            path = Path(state)
             if not _writable(path):
                 raise StateError(f"{path}: not writable by this user")
             from scoctl.state import open_store  # only a recorded verdict opens the state

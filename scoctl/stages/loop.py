@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.errors import EXIT_OK, LockHeld
+from scoctl.stages.leadership import Leadership, LocalLeadership
 from scoctl.stages.run import RunResult, connect_systems, run_once
 
 if TYPE_CHECKING:
@@ -79,10 +80,14 @@ class LoopOutcome:
 def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextManager[Store]],
              *, period: float = 0.0, teardown: bool = True, region: str | None = None,
              on_pass: Callable[[RunResult], None], on_skip: Callable[[str], None],
-             ) -> LoopOutcome:
+             lead: Leadership | None = None) -> LoopOutcome:
     """Run passes until stopped (one pass when `period` is 0). `writer()` holds the run lock
     and opens the state for one pass; `on_pass` gets every pass's result, `on_skip` the reason
-    a pass was skipped. Raises LockHeld (a single pass only) and ConfigError."""
+    a pass was skipped. With `lead` (a shared state) every pass competes for the regions it
+    serves and acquires and reconciles only those it leads, its writes fenced (DESIGN §15).
+    Raises LockHeld (a single pass only) and ConfigError."""
+    leadership = lead or LocalLeadership()
+    served = [region] if region else [r.name for r in config.regions]
     systems = connect_systems(config)
     stop = StopRequest()
     code = EXIT_OK
@@ -91,9 +96,11 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
         with stop if period else nullcontext():
             while True:
                 try:
+                    leadership.compete(served)
                     with writer() as store:
+                        leadership.fence(store)
                         result = run_once(config, store, clock, systems, teardown=teardown,
-                                          region=region)
+                                          region=region, leads=leadership.leads)
                 except LockHeld as exc:
                     if not period:
                         raise

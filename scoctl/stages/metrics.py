@@ -18,6 +18,7 @@ the pass.
     scoctl_stage_duration_seconds{stage}     the last pass's time per stage
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
+    scoctl_leader{region}                    1 when this runner leads the region (DESIGN §15)
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class RunSample:
     tokens_spent: Mapping[str, int] = field(default_factory=dict)
     succeeded_at: float | None = None  # Unix time when the whole pass succeeded
     pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
+    leader: Mapping[str, bool] = field(default_factory=dict)  # region → this runner leads it
 
 
 def _label(value: str) -> str:
@@ -137,6 +139,10 @@ def collect(store: Store, sample: RunSample) -> str:
              [({"stage": s.name}, round(s.seconds, 6)) for s in sample.stages])
     t.metric("scoctl_stage_success", "gauge", "1 when the stage's last pass succeeded.",
              [({"stage": s.name}, 1 if s.ok else 0) for s in sample.stages])
+    if sample.leader:
+        t.metric("scoctl_leader", "gauge",
+                 "1 when this runner leads the region (makes its mutating Nova calls).",
+                 [({"region": r}, 1 if leads else 0) for r, leads in sorted(sample.leader.items())])
     if last_success is not None:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])

@@ -25,7 +25,7 @@ from scoctl.adapters.ranking import load_ranking
 from scoctl.clock import Clock
 from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
-from scoctl.config.schema import Config
+from scoctl.config.schema import Config, is_url
 from scoctl.core import planner
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
@@ -69,11 +69,14 @@ class _Inputs:
 
 
 @contextlib.contextmanager
-def what_if_store(path: Path, clock: Clock | None = None) -> Iterator[Store]:
-    """The state a dry run reads: the file at `path` (no lock: a dry run writes nothing), or,
-    when there is none yet, an empty state in a temporary directory removed afterwards."""
-    if path.exists():
-        with contextlib.closing(open_store(path, clock=clock)) as store:
+def what_if_store(path: Path | str, clock: Clock | None = None, *,
+                  password_file: Path | None = None) -> Iterator[Store]:
+    """The state a dry run reads: the file (or database) at `path` (no lock: a dry run writes
+    nothing), or, when there is no file yet, an empty state in a temporary directory removed
+    afterwards."""
+    if is_url(path) or Path(path).exists():
+        with contextlib.closing(open_store(path, clock=clock,
+                                           password_file=password_file)) as store:
             yield store
         return
     with tempfile.TemporaryDirectory(prefix="scoctl-what-if-") as tmp:

@@ -40,6 +40,7 @@ from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
 from scoctl.stages.join_tokens import prune_or_report
+from scoctl.stages.leadership import FencedCloud
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -342,7 +343,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                   clouds: Mapping[str, Cloud] | None = None,
                   connect: Callable[[Config, Region], Cloud] | None = None,
                   cluster: Cluster | None = None, scheduler: BatchScheduler | None = None,
-                  discover: bool = True) -> ReconcileResult:
+                  discover: bool = True,
+                  leads: Callable[[str], bool] | None = None) -> ReconcileResult:
     """Reconcile every region (or `region`) and tear down failed workloads.
 
     Clouds come from `clouds` (by region name), else `connect(config, region)`, else the
@@ -351,10 +353,12 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
 
     A region whose Nova cannot be read is skipped and reported in `errors`; the other regions
     and the teardown still run. API failures never raise: the caller picks the exit code from
-    `errors`. ConfigError (an unusable clouds.yaml entry) does raise.
+    `errors`. ConfigError (an unusable clouds.yaml entry) does raise. With `leads`, regions
+    this runner does not lead are left to their leader (DESIGN §15).
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
+    regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     calls: dict[str, int] = {}
     errors: list[str] = []
     owned: list[Any] = []
@@ -373,7 +377,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
             from scoctl.adapters.factory import cloud_for
-            from scoctl.host.budget import budget_for
+            from scoctl.stages.leadership import budget_for
 
             return cloud_for(config, reg, budget=budget_for(config, reg))
 
@@ -385,7 +389,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 calls[key] = calls.get(key, 0) + 1
 
             try:
-                cloud = (clouds or {}).get(reg.name) or connect(config, reg)
+                cloud = FencedCloud((clouds or {}).get(reg.name) or connect(config, reg),
+                                    reg.name, store)
                 worker = _Region(config, store, clock, reg, cloud, cluster, scheduler, dry_run,
                                  count)
                 outcome = worker.run()

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
     from scoctl.core.model import Source
-    from scoctl.host.budget import TokenBudget
+    from scoctl.host.budget import Budget
     from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -75,15 +75,15 @@ class _RegionCache:
 
     def __init__(self, connect: CloudFactory, budget: BudgetFactory) -> None:
         self._connect, self._budget = connect, budget
-        self.budgets: dict[str, TokenBudget] = {}
+        self.budgets: dict[str, Budget] = {}
         self.clouds: dict[str, Cloud] = {}
 
-    def budget(self, config: Config, region: Region) -> TokenBudget:
+    def budget(self, config: Config, region: Region) -> Budget:
         if region.name not in self.budgets:
             self.budgets[region.name] = self._budget(config, region)
         return self.budgets[region.name]
 
-    def connect(self, config: Config, region: Region, budget: TokenBudget) -> Cloud:
+    def connect(self, config: Config, region: Region, budget: Budget) -> Cloud:
         if region.name not in self.clouds:
             self.clouds[region.name] = self._connect(config, region, budget)
         return self.clouds[region.name]
@@ -100,14 +100,14 @@ def acquire_with_fallback(
     budget: BudgetFactory = default_budget, watch: float = DEFAULT_WATCH_S,
     poll: float = DEFAULT_POLL_S, sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None, scheduler: BatchScheduler | None = None,
-    join_tokens: JoinTokens | None = None,
+    join_tokens: JoinTokens | None = None, leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
     """``scoctl acquire`` (DESIGN §6): launch what the plan needs, fall back in the same run
     from pools that fail with a capacity fault, and hand the Slurm nodes of launches that
     failed for sure back to Slurm (`scheduler`; without it they only leave their claims).
 
     Raises what `run_acquire` raises; `replanned` names the workloads re-planned in the run
-    and `powered_down` the Slurm nodes handed back.
+    and `powered_down` the Slurm nodes handed back. `leads` as for `run_acquire`.
     """
     cache = _RegionCache(connect, budget)
     boot = BootFiles(config, join_tokens or JoinTokens(config, clock))  # for every round
@@ -116,7 +116,7 @@ def acquire_with_fallback(
         return run_acquire(config, store, clock, region=region, dry_run=dry_run,
                            connect=cache.connect, budget=cache.budget, watch=watch, poll=poll,
                            sleep=sleep, observer=observer, scope=scope, round_no=round_no,
-                           boot=boot)
+                           boot=boot, leads=leads)
 
     result = round_of(0, None)
     for round_no in range(1, MAX_ROUNDS):
@@ -239,14 +239,15 @@ class _Pass:
     """One pass of `run_once`: the stages in order, their reports, and what they shared."""
 
     def __init__(self, config: Config, store: Store, clock: Clock, systems: Systems,
-                 budget: BudgetFactory) -> None:
+                 budget: BudgetFactory, leads: Callable[[str], bool] | None = None) -> None:
         self.config, self.store, self.clock, self.systems = config, store, clock, systems
+        self.leads = leads
         self.counter = CallCounter()
         self.reports: list[StageReport] = []
         self.cache = _RegionCache(self._connect, budget)
         self.deadline = time.monotonic() + config.timeouts.run  # no Nova call or stage after
 
-    def _connect(self, config: Config, region: Region, budget: TokenBudget) -> Cloud:
+    def _connect(self, config: Config, region: Region, budget: Budget) -> Cloud:
         given = (self.systems.clouds or {}).get(region.name)
         if given is None:
             from scoctl.adapters.factory import cloud_for
@@ -306,7 +307,9 @@ class _Pass:
             tokens_spent={name: b.spent for name, b in budgets.items()},
             succeeded_at=self.clock.now().timestamp() if not run.failed else None,
             pending={name: c.pending for name, c in getattr(watch, "sources", {}).items()
-                     if c.error is None})
+                     if c.error is None},
+            leader={r.name: self.leads is None or self.leads(r.name)
+                    for r in self.config.regions})
         write_atomically(self.config.metrics_file, collect(self.store, sample))
         return replace(run, metrics_file=str(self.config.metrics_file))
 
@@ -315,14 +318,17 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
              teardown: bool = True, region: str | None = None,
              acquire_watch: float | None = None,
              sleep: Callable[[float], None] = time.sleep,
-             budget: BudgetFactory | None = None) -> RunResult:
+             budget: BudgetFactory | None = None,
+             leads: Callable[[str], bool] | None = None) -> RunResult:
     """One pass of the loop; the caller holds the run lock. Writes metrics when configured.
 
     After `timeouts.run` no Nova call starts and no further stage runs: the pass ends failed
-    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
+    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event. With `leads`
+    (several runners on a shared state), acquire and reconcile act only for the regions this
+    runner leads; watch and plan run anywhere.
     """
     started = time.perf_counter()
-    this_pass = _Pass(config, store, clock, systems, budget or default_budget)
+    this_pass = _Pass(config, store, clock, systems, budget or default_budget, leads)
 
     def watch() -> tuple[Any, list[str]]:
         from scoctl.stages.watch import run_pass
@@ -343,13 +349,14 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
             config, store, clock, region=region, connect=this_pass.cache.connect,
             budget=this_pass.cache.budget,
             watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch, sleep=sleep,
-            scheduler=systems.scheduler)
+            scheduler=systems.scheduler, leads=leads)
         return result, list(result.errors)
 
     def reconcile() -> tuple[Any, list[str]]:
         result = reconcile_and_release(config, store, clock, region=region, teardown=teardown,
                                        connect=this_pass.cloud, cluster=systems.cluster,
-                                       scheduler=systems.scheduler, discover=False)
+                                       scheduler=systems.scheduler, discover=False,
+                                       leads=leads)
         return result, list(result.errors)
 
     watched = this_pass.stage("watch", watch,

@@ -25,7 +25,7 @@ import pytest
 
 from scoctl.adapters.cloud import Cloud
 from scoctl.adapters.factory import cloud_for
-from scoctl.clock import SystemClock
+from scoctl.clock import Clock, SystemClock
 from scoctl.config.schema import Config, Region, load_config
 from scoctl.core.model import (
     FlavorInfo,
@@ -142,12 +142,13 @@ class RacingCloud:
 class Env:
     """One test's config, state and stage runner on one backend."""
 
-    def __init__(self, backend: NovaBackend, tmp: Path) -> None:
+    def __init__(self, backend: NovaBackend, tmp: Path,
+                 make_store: Callable[[Clock], Store]) -> None:
         self.backend = backend
         self.config_path = write_config(tmp)
         self.config = load_config(self.config_path)
         self.clock = SystemClock()
-        self.store = open_store(self.config.state, create=True)
+        self.store = make_store(self.clock)  # SQLite or PostgreSQL (the `backend` fixture)
         self.connects = 0
         self.race: dict[str, Callable[[], None]] = {}
 
@@ -172,12 +173,9 @@ class Env:
 
 
 @pytest.fixture
-def env(nova_cloud: NovaBackend, tmp_path: Path) -> Iterator[Env]:
-    environment = Env(nova_cloud, tmp_path)
-    try:
-        yield environment
-    finally:
-        environment.store.close()
+def env(nova_cloud: NovaBackend, tmp_path: Path,
+        make_store: Callable[[Clock], Store]) -> Iterator[Env]:
+    yield Env(nova_cloud, tmp_path, make_store)
 
 
 def test_one_call_per_gaining_pool_with_tags_metadata_and_user_data(env: Env) -> None:

@@ -96,7 +96,7 @@ def test_init_creates_the_state_and_status_shows_it_as_json(cli, tmp_path):
     assert result.code == 0, result.stderr
     assert result.json() == {"workloads": [], "claims": [],
                              "plan": {"generation": 0, "ranking": None, "workloads": []},
-                             "instances": []}
+                             "instances": [], "leaders": []}
 
 
 def test_status_without_a_state_file_says_to_run_init(cli, tmp_path):

@@ -29,6 +29,7 @@ from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.join_tokens import JoinTokens, prune
 from scoctl.stages.reconcile import run_reconcile
 from scoctl.state import Store
+from tests.fixtures.state import StateProbe
 
 STATIC = "static-join-secret-never-used-while-tokens-work"
 TOKEN_LINE = re.compile(r"SCO_JOIN_TOKEN=([a-z0-9]{6})\.([a-z0-9]{16})\n")
@@ -96,7 +97,7 @@ def secrets_of(emulator: K8sEmulator) -> dict[str, dict[str, str]]:
 def test_each_launch_gets_its_own_expiring_token_and_only_that_token_reaches_the_node(
         config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
         k8s_cluster: KubernetesCluster, k8s_emulator: K8sEmulator,
-        caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+        caplog: pytest.LogCaptureFixture, probe: StateProbe) -> None:
     caplog.set_level(logging.DEBUG)
     plan(store, 2)
     result = acquire(config, store, clock, fake, JoinTokens(config, clock, api=k8s_cluster))
@@ -124,8 +125,8 @@ def test_each_launch_gets_its_own_expiring_token_and_only_that_token_reaches_the
     second = acquire(config, store, clock, fake, JoinTokens(config, clock, api=k8s_cluster))
     assert len(second.launches) == 1 and len(secrets_of(k8s_emulator)) == 2
 
-    store.conn.execute("PRAGMA wal_checkpoint(FULL)")
-    state_bytes = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))
+    state_bytes = probe.raw()  # the SQLite file and its WAL, or every PostgreSQL row
+    assert launch.launch_id.encode() in state_bytes  # we look where the launch went
     assert data["token-secret"].encode() not in state_bytes
     assert all(data["token-secret"] not in str(e.detail) for e in store.events())
     assert token not in caplog.text and data["token-secret"] not in caplog.text

@@ -19,3 +19,11 @@ def test_counters_add_up_across_passes_and_the_last_success_outlives_a_failed_pa
     assert store.metric_counters() == MetricCounters(
         cloud_calls={("region-a", "ok"): 5, ("region-a", "quota"): 1},
         tokens_spent={"region-a": 6}, last_success=1767225600.0)
+
+
+def test_the_leader_gauge_says_which_regions_this_runner_leads(store):
+    text = collect(store, RunSample(leader={"region-a": True, "region-b": False}))
+
+    assert "# TYPE scoctl_leader gauge" in text
+    assert 'scoctl_leader{region="region-a"} 1' in text
+    assert 'scoctl_leader{region="region-b"} 0' in text

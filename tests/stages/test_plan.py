@@ -56,12 +56,10 @@ def put(store: Store, name: str, cpu: int, pods: int = 1) -> None:
 
 
 @pytest.fixture
-def setup(tmp_path):
+def setup(tmp_path, make_store):
     config = load_config(write_config(tmp_path))
     clock = FixedClock()
-    store = open_store(config.state, clock=clock, create=True)
-    yield config, store, clock
-    store.close()
+    return config, make_store(clock), clock
 
 
 def test_a_first_plan_commits_one_generation_for_every_claim(setup):

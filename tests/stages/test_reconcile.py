@@ -5,7 +5,7 @@ for faults), the official Kubernetes client against the Kubernetes emulator, a r
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ import pytest
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.adapters.nova import NovaCloud
 from scoctl.adapters.retry import RetryPolicy
-from scoctl.clock import FixedClock
+from scoctl.clock import Clock, FixedClock
 from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import (
@@ -29,7 +29,7 @@ from scoctl.core.model import (
 from scoctl.sim.k8s_emulator import K8sEmulator, make_deployment, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.state import Store, open_store
+from scoctl.state import Store
 from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
@@ -127,11 +127,12 @@ class World:
                                        share=0.0, score=0.0) for p, n in units.items()))])
 
 
-def _world(tmp_path: Path, cloud: NovaCloud, nova: NovaEmulator | None, k8s: K8sEmulator,
-           kubeconfig: Path, **extra: Any) -> Iterator[World]:
+def _world(tmp_path: Path, make_store: Callable[[Clock], Store], cloud: NovaCloud,
+           nova: NovaEmulator | None, k8s: K8sEmulator, kubeconfig: Path,
+           **extra: Any) -> Iterator[World]:
     clock = FixedClock()
     config = make_config(tmp_path, **extra)
-    store = open_store(tmp_path / "state.db", clock=clock, create=True)
+    store = make_store(clock)
     cluster = KubernetesCluster(str(kubeconfig), "scoctl-sim")
     try:
         yield World(config, store, clock, cloud, k8s, cluster, nova)
@@ -139,7 +140,6 @@ def _world(tmp_path: Path, cloud: NovaCloud, nova: NovaEmulator | None, k8s: K8s
         for server in cloud.servers():
             cloud.delete(server.id)
         cluster.close()
-        store.close()
 
 
 @pytest.fixture
@@ -154,9 +154,11 @@ def emulator_cloud(nova_emulator: NovaEmulator, tmp_path: Path,
 
 
 @pytest.fixture
-def world(tmp_path: Path, emulator_cloud: NovaCloud, nova_emulator: NovaEmulator,
-          k8s_emulator: K8sEmulator, k8s_kubeconfig: Path) -> Iterator[World]:
-    yield from _world(tmp_path, emulator_cloud, nova_emulator, k8s_emulator, k8s_kubeconfig)
+def world(tmp_path: Path, make_store: Callable[[Clock], Store], emulator_cloud: NovaCloud,
+          nova_emulator: NovaEmulator, k8s_emulator: K8sEmulator,
+          k8s_kubeconfig: Path) -> Iterator[World]:
+    yield from _world(tmp_path, make_store, emulator_cloud, nova_emulator, k8s_emulator,
+                      k8s_kubeconfig)
 
 
 # -- lifecycle ---------------------------------------------------------------------------------
@@ -200,8 +202,11 @@ def test_registration_timeout_deletes_the_server_and_replans(world: World) -> No
 def test_capacity_fault_excludes_the_pool_deletes_and_replans(nova_cloud: NovaBackend,
                                                               tmp_path: Path,
                                                               k8s_emulator: K8sEmulator,
-                                                              k8s_kubeconfig: Path) -> None:
-    gen = _world(tmp_path, nova_cloud.cloud, nova_cloud.emulator, k8s_emulator, k8s_kubeconfig)
+                                                              k8s_kubeconfig: Path,
+                                                              make_store: Callable[[Clock], Store],
+                                                              ) -> None:
+    gen = _world(tmp_path, make_store, nova_cloud.cloud, nova_cloud.emulator, k8s_emulator,
+                 k8s_kubeconfig)
     world = next(gen)
     try:
         [server] = world.launch(1, pool="big.spot", flavor=nova_cloud.too_big_flavor)
@@ -316,9 +321,9 @@ def test_a_server_of_a_known_workload_without_an_intent_is_an_orphan_never_delet
 
 def test_orphans_are_deleted_after_the_grace_period_with_gc_orphans(
     tmp_path: Path, emulator_cloud: NovaCloud, nova_emulator: NovaEmulator,
-    k8s_emulator: K8sEmulator, k8s_kubeconfig: Path,
+    k8s_emulator: K8sEmulator, k8s_kubeconfig: Path, make_store: Callable[[Clock], Store],
 ) -> None:
-    gen = _world(tmp_path, emulator_cloud, nova_emulator, k8s_emulator, k8s_kubeconfig,
+    gen = _world(tmp_path, make_store, emulator_cloud, nova_emulator, k8s_emulator, k8s_kubeconfig,
                  gc_orphans="true")
     world = next(gen)
     try:

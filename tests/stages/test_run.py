@@ -116,3 +116,29 @@ def test_run_once_exits_75_while_another_run_holds_the_lock(tmp_path: Path, cli:
         done = cli("--config", str(config.path), "run", "--once")
     assert done.code == 75, done.stderr
     assert "lock" in done.stderr
+
+
+def test_a_runner_acts_only_for_the_regions_it_leads(tmp_path):
+    """`leads` (several runners on a shared state) keeps acquire and reconcile off the regions
+    another runner leads; the leader gauge says so."""
+    from scoctl.adapters.fakes import FakeCloud
+    from scoctl.clock import FixedClock
+    from scoctl.stages.acquire import run_acquire
+    from scoctl.stages.reconcile import run_reconcile
+    from scoctl.state import open_store
+    from tests.stages.test_acquire import make_config, set_plan
+
+    config = make_config(tmp_path)
+    fake = FakeCloud()
+    with open_store(tmp_path / "state.db", create=True) as store:
+        set_plan(store, "web", {"small.a": 1})
+        clock = FixedClock()
+        led = run_acquire(config, store, clock, connect=lambda c, r, b: fake, watch=0,
+                          leads=lambda region: False)
+        assert led.launches == () and fake.calls == []
+        again = run_reconcile(config, store, clock, clouds={r.name: fake for r in config.regions},
+                              discover=False, leads=lambda region: False)
+        assert again.regions == () and fake.calls == []
+        launched = run_acquire(config, store, clock, connect=lambda c, r, b: fake, watch=0,
+                               leads=lambda region: True)
+        assert [o.pool for o in launched.launches] == ["small.a"]

@@ -41,9 +41,9 @@ def test_a_state_file_from_a_newer_schema_is_refused_and_left_untouched(tmp_path
     assert path.read_bytes() == before
 
 
-def test_a_second_active_row_for_a_slug_is_refused(store):
+def test_a_second_active_row_for_a_slug_is_refused(store, probe):
     store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(probe.integrity_error):
         store.conn.execute(
             "INSERT INTO workloads (slug, kind, source, contract, status, created, updated) "
             "VALUES ('orders', 'deployment', 'k8s', 'T1', 'queued', 'x', 'x')")
@@ -77,11 +77,11 @@ def test_slurm_job_queued_is_logged_once_per_distinct_reason(store):
     assert reasons == ["Resources", "Priority", "Resources"]
 
 
-def test_events_are_append_only(store):
+def test_events_are_append_only(store, probe):
     store.append_event("w", "NOTE", "info", None, {})
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("UPDATE events SET token = 'X'")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("DELETE FROM events")
 
 
@@ -144,8 +144,8 @@ def test_readers_are_not_blocked_by_a_writer(tmp_path):
     reader.close()
 
 
-def test_the_state_file_waits_for_a_busy_writer_instead_of_failing_at_once(store):
-    assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+def test_the_state_file_waits_for_a_busy_writer_instead_of_failing_at_once(probe):
+    assert probe.lock_wait_ms() == 30_000
 
 
 # --- migrations -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from scoctl.core.model import InstanceRecord, LaunchRecord
 from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.sqlite import SqliteStore, run_migrations
+from tests.fixtures.state import StateProbe
 
 DAY = 86400
 
@@ -53,24 +54,24 @@ def test_no_event_within_a_day_of_the_newest_is_ever_pruned(
 
 
 def test_events_stay_append_only_outside_the_pruning_path(
-        store: SqliteStore, clock: FixedClock) -> None:
+        store: SqliteStore, clock: FixedClock, probe: StateProbe) -> None:
     add_events(store, clock, 90, 0)
     for sql in ("DELETE FROM events", "DELETE FROM events WHERE token = 'AGE_90'",
                 "UPDATE events SET token = 'X' WHERE token = 'AGE_90'",
                 "UPDATE events SET detail = '{}'"):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        with pytest.raises(probe.database_error, match="append-only"):
             store.conn.execute(sql)
     # the pruning path is closed again once `prune_events` is done
     store.prune_events(at(clock, 100), limit=10)
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("DELETE FROM events WHERE token = 'AGE_90'")
     assert store.conn.execute("SELECT COUNT(*) FROM events_prune").fetchone()[0] == 0
     # even with a cutoff named, a recent event cannot be deleted nor any event changed
     store.conn.execute("INSERT INTO events_prune (only_row, before) VALUES (1, ?)",
                        [rfc3339(clock.now() + timedelta(days=9))])
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("DELETE FROM events WHERE token = 'AGE_0'")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("UPDATE events SET token = 'X' WHERE token = 'AGE_90'")
     assert tokens(store) == ["AGE_90", "AGE_0"]
 

@@ -67,9 +67,8 @@ def test_metric_counters_start_at_zero_and_round_trip(store):
     assert store.metric_counters() == MetricCounters(cloud_calls={("region-b", "ok"): 1})
 
 
-def test_the_state_has_no_key_value_table(store):
-    tables = {name for (name,) in store.conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+def test_the_state_has_no_key_value_table(probe):
+    tables = probe.tables()
     assert "kv" not in tables
     assert {"plan_dirty", "ranking_last_scores", "ranking_last_good", "orphans_seen",
             "slurm_suspended", "slurm_node_shapes", "metric_cloud_calls", "metric_tokens_spent",

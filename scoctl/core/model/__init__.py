@@ -15,6 +15,7 @@ from scoctl.core.model.cloud import (
     ServerInfo,
 )
 from scoctl.core.model.join import BootstrapToken, TokenSecret
+from scoctl.core.model.leases import LeaseRecord
 from scoctl.core.model.pools import (
     KINDS,
     SLUG_RE,
@@ -63,3 +64,4 @@ __all__ = [
     "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "TokenSecret",
     "WorkloadRecord", "flavor_allocatable", "is_slug", "rest_api_version",
 ]
+__all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
