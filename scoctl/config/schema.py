@@ -726,13 +726,13 @@ def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
 
 
 def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
-    b = _section(r, root, "bootstrap")
+    boot = _section(r, root, "bootstrap")
     return Bootstrap(
-        join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
-        user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
-        api_endpoint=r.string(b, ("bootstrap",), "api_endpoint"),
-        ca_cert_hash=_ca_cert_hash(r, b),
-        join_tokens=r.boolean(b, ("bootstrap",), "join_tokens", True),
+        join_secret_file=r.path_value(boot, ("bootstrap",), "join_secret_file"),
+        user_data_template=r.path_value(boot, ("bootstrap",), "user_data_template"),
+        api_endpoint=r.string(boot, ("bootstrap",), "api_endpoint"),
+        ca_cert_hash=_ca_cert_hash(r, boot),
+        join_tokens=r.boolean(boot, ("bootstrap",), "join_tokens", True),
     )
 
 

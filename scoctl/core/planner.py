@@ -385,7 +385,7 @@ class _Fill:
 
     # ---- bookkeeping
 
-    def c(self, e: _Entry) -> float:
+    def coverage_of(self, e: _Entry) -> float:
         return self.cov[e.flavor]
 
     def set_units(self, e: _Entry, n: int) -> None:
@@ -415,14 +415,14 @@ class _Fill:
     def total(self) -> float:
         if self._total is None:
             by_name = self.order.by_name
-            self._total = math.fsum(n * self.c(by_name[p]) for p, n in self.held.items())
+            self._total = math.fsum(n * self.coverage_of(by_name[p]) for p, n in self.held.items())
         return self._total
 
     def committed(self) -> float:
         if self._committed is None:
             by_name = self.order.by_name
             self._committed = math.fsum(
-                n * self.c(by_name[p])
+                n * self.coverage_of(by_name[p])
                 for p, n in self.held.items()
                 if by_name[p].tier == "committed"
             )
@@ -433,7 +433,8 @@ class _Fill:
         if found is None:
             by_name = self.order.by_name
             found = math.fsum(
-                self.held[p] * self.c(by_name[p]) for p in self._group_members.get(group, ())
+                self.held[p] * self.coverage_of(by_name[p])
+                for p in self._group_members.get(group, ())
             )
             self._groups[group] = found
         return found
@@ -466,7 +467,7 @@ class _Fill:
             if self.contract.pool_cap >= 1 - EPS:
                 units = _UNLIMITED
             else:
-                units = math.floor((self.contract.pool_cap + EPS) / self.c(e))
+                units = math.floor((self.contract.pool_cap + EPS) / self.coverage_of(e))
             self._cap_units[e.flavor] = units
         return max(units, self.m) if self.level >= 2 else units
 
@@ -474,7 +475,7 @@ class _Fill:
         if self.level >= 1 or self.contract.group_cap >= 1 - EPS:
             return _UNLIMITED
         room = self.contract.group_cap - self.group(e.group) + EPS
-        return max(math.floor(room / self.c(e)), 0)
+        return max(math.floor(room / self.coverage_of(e)), 0)
 
     def can_take(self, e: _Entry) -> int:
         """How many more units the pool may take now (reclaimable pools)."""
@@ -510,7 +511,7 @@ class _Fill:
                 over = self.group(group) - self.contract.group_cap - EPS
                 if over <= 0:
                     break
-                drop = min(self.held[e.name], math.ceil(over / self.c(e)))
+                drop = min(self.held[e.name], math.ceil(over / self.coverage_of(e)))
                 self.set_units(e, self.held[e.name] - drop)
 
     def _take_committed(self, target: float, value: Callable[[], float]) -> None:
@@ -522,7 +523,7 @@ class _Fill:
                 if self.depth_left.get(e.name, e.depth) <= 0:
                     self.dead_seen += 1
                 continue
-            need = max(math.ceil((target - EPS - value()) / self.c(e)), 1)
+            need = max(math.ceil((target - EPS - value()) / self.coverage_of(e)), 1)
             self.add(e, min(room, need))
             while value() < target - EPS and self.depth_room(e) > 0:
                 self.add(e, 1)
@@ -551,7 +552,7 @@ class _Fill:
             room = self.can_take(e)
             if room <= 0:
                 continue
-            need = max(math.ceil((1 - EPS - self.total()) / self.c(e)), 1)
+            need = max(math.ceil((1 - EPS - self.total()) / self.coverage_of(e)), 1)
             self.add(e, min(room, need))
             while not self.covered() and self.can_take(e) > 0:
                 self.add(e, 1)
@@ -607,7 +608,7 @@ class _Fill:
             if e.tier != "reclaimable":
                 continue
             n = self.held[e.name]
-            r = min(n, _removable(self.total() - (1 - EPS), self.c(e)))
+            r = min(n, _removable(self.total() - (1 - EPS), self.coverage_of(e)))
             if r == n and self.count - 1 < self.eff_min:
                 r = n - 1
             if r > 0:
@@ -617,7 +618,7 @@ class _Fill:
                 continue
             n = self.held[e.name]
             slack = min(self.total() - (1 - EPS), self.committed() - (self.contract.floor - EPS))
-            r = min(n, _removable(slack, self.c(e)))
+            r = min(n, _removable(slack, self.coverage_of(e)))
             if r > 0:
                 self.set_units(e, n - r)
 
@@ -637,31 +638,32 @@ def _removable(slack: float, per_unit: float) -> int:
 # --------------------------------------------------------------------------- results
 
 
-def _relaxation_reasons(st: _Fill, contract: Contract) -> list[str]:
+def _relaxation_reasons(fill: _Fill, contract: Contract) -> list[str]:
     """One reason per cap the final plan breaks (measured against the claim, as enforced)."""
-    by_name = st.order.by_name
+    by_name = fill.order.by_name
     reasons: list[str] = []
-    if 0 < st.count < contract.min_pools:
+    if 0 < fill.count < contract.min_pools:
         reasons.append(
-            f"min_pools relaxed: reclaimable units in {st.count} pools, "
+            f"min_pools relaxed: reclaimable units in {fill.count} pools, "
             f"contract {contract.name} asks {contract.min_pools}"
         )
-    groups = sorted(g for g, members in st._group_members.items() if members)
+    groups = sorted(g for g, members in fill._group_members.items() if members)
     over_groups = [g for g in groups
-                   if contract.group_cap < 1 - EPS and st.group(g) > contract.group_cap + EPS]
+                   if contract.group_cap < 1 - EPS and fill.group(g) > contract.group_cap + EPS]
     if over_groups:
-        detail = "; ".join(f"{g} holds {_pct(st.group(g))}" for g in over_groups)
+        detail = "; ".join(f"{g} holds {_pct(fill.group(g))}" for g in over_groups)
         reasons.append(
             f"group cap relaxed: {detail} of the claim (cap {_pct(contract.group_cap)})"
         )
     over_pools = sorted(
-        name for name, n in st.held.items()
+        name for name, n in fill.held.items()
         if by_name[name].tier == "reclaimable" and contract.pool_cap < 1 - EPS
-        and n * st.c(by_name[name]) > contract.pool_cap + EPS
+        and n * fill.coverage_of(by_name[name]) > contract.pool_cap + EPS
     )
     if over_pools:
         shown = ", ".join(
-            f"{name} holds {_pct(st.held[name] * st.c(by_name[name]))}" for name in over_pools[:5]
+            f"{name} holds {_pct(fill.held[name] * fill.coverage_of(by_name[name]))}"
+            for name in over_pools[:5]
         )
         more = f" and {len(over_pools) - 5} more" if len(over_pools) > 5 else ""
         reasons.append(
@@ -671,15 +673,15 @@ def _relaxation_reasons(st: _Fill, contract: Contract) -> list[str]:
 
 
 def _explain(
-    ctx: _Context, st: _Fill, claim: Claim, current: Mapping[str, int]
+    ctx: _Context, fill: _Fill, claim: Claim, current: Mapping[str, int]
 ) -> tuple[ExplainLine, ...]:
     """Why each pool outside the plan was skipped, and why pools in it hold no more."""
     lines: list[ExplainLine] = []
-    contract = st.contract
+    contract = fill.contract
     for pool in ctx.pools:
         name = pool.name
         had = current.get(name, 0)
-        e = st.order.by_name.get(name)
+        e = fill.order.by_name.get(name)
         reason: str | None
         if e is None:
             reason = ctx.why_ineligible(pool, claim) or "not eligible"
@@ -687,25 +689,25 @@ def _explain(
                 reason = f"{had} current units dropped: {reason}"
             lines.append(ExplainLine(name, 0, reason))
             continue
-        n = st.held.get(name, 0)
-        left = max(st.depth_left.get(name, e.depth), 0)
+        n = fill.held.get(name, 0)
+        left = max(fill.depth_left.get(name, e.depth), 0)
         if e.tier == "committed":
-            if st.depth_room(e) <= 0:
+            if fill.depth_room(e) <= 0:
                 reason = "no committed depth left" if n == 0 else "committed depth exhausted"
             elif n == 0:
                 reason = "not needed: better-keyed pools meet the floor and cover the claim"
             else:
                 reason = None
-        elif st.depth_room(e) <= 0:
+        elif fill.depth_room(e) <= 0:
             reason = "no depth left" if n == 0 else f"depth exhausted ({left} new units allowed)"
-        elif st.cap_units(e) <= n:
+        elif fill.cap_units(e) <= n:
             reason = (
-                f"one unit covers {_pct(st.c(e))} of the claim, above the pool cap "
+                f"one unit covers {_pct(fill.coverage_of(e))} of the claim, above the pool cap "
                 f"{_pct(contract.pool_cap)}"
                 if n == 0
                 else f"at the pool cap ({_pct(contract.pool_cap)})"
             )
-        elif st.level == 0 and st.group_room(e) <= 0:
+        elif fill.level == 0 and fill.group_room(e) <= 0:
             reason = f"group {e.group} is at its cap ({_pct(contract.group_cap)})"
         elif n == 0:
             reason = "not needed: better-keyed pools cover the claim"
@@ -735,15 +737,15 @@ def _no_eligible_pool(ctx: _Context, claim: Claim) -> str:
 
 def _result(
     ctx: _Context,
-    st: _Fill,
+    fill: _Fill,
     claim: Claim,
     contract: Contract,
     current: Mapping[str, int],
     want_explain: bool,
 ) -> WorkloadPlan:
-    by_name = st.order.by_name
-    total = st.total()
-    committed = st.committed()
+    by_name = fill.order.by_name
+    total = fill.total()
+    committed = fill.committed()
     denominator = max(total, 1.0)
     reasons: list[str] = []
     feasible = True
@@ -764,13 +766,13 @@ def _result(
     floor_shortfall = 0.0
     if committed < contract.floor - EPS:
         floor_shortfall = contract.floor - committed
-        why = ("committed depth exhausted" if st.order.has_committed
+        why = ("committed depth exhausted" if fill.order.has_committed
                else "no eligible committed pool")
         reasons.append(
             f"floor shortfall: committed coverage {_pct(committed)} is below the floor "
             f"{_pct(contract.floor)} ({why}); reclaimable units cover the rest"
         )
-    relaxed = _relaxation_reasons(st, contract)
+    relaxed = _relaxation_reasons(fill, contract)
     degraded = False
     if contract.strict:
         if relaxed:
@@ -788,13 +790,13 @@ def _result(
             pool=e.name,
             tier=e.tier,
             group=e.group,
-            units=st.held[e.name],
-            share=st.held[e.name] * st.c(e) / denominator,
+            units=fill.held[e.name],
+            share=fill.held[e.name] * fill.coverage_of(e) / denominator,
             score=e.score,
             key=e.key,
-            coverage=st.held[e.name] * st.c(e),
+            coverage=fill.held[e.name] * fill.coverage_of(e),
         )
-        for e in sorted((by_name[p] for p in st.held),
+        for e in sorted((by_name[p] for p in fill.held),
                         key=lambda e: (e.tier != "committed", e.rank))
     )
     return WorkloadPlan(
@@ -807,7 +809,7 @@ def _result(
         coverage=total,
         committed_coverage=committed,
         floor_shortfall=floor_shortfall,
-        explain=_explain(ctx, st, claim, current) if want_explain else (),
+        explain=_explain(ctx, fill, claim, current) if want_explain else (),
     )
 
 
@@ -850,20 +852,20 @@ def _plan_one(
         levels = ((0, True), (0, False))
     else:
         levels = ((0, True), (0, False), (1, True), (1, False), (2, False))
-    st: _Fill | None = None
+    fill: _Fill | None = None
     dead = 0
     for level, spread_first in levels:
-        st = _Fill(order, cov, contract, current, depth_left, level, spread_first)
-        st.keep(kept)
-        st.floor()
-        st.reclaim()
-        dead += st.dead_seen
-        if st.covered():
+        fill = _Fill(order, cov, contract, current, depth_left, level, spread_first)
+        fill.keep(kept)
+        fill.floor()
+        fill.reclaim()
+        dead += fill.dead_seen
+        if fill.covered():
             break
-    assert st is not None
-    if prune and dead + st.dead_seen > 16:
+    assert fill is not None
+    if prune and dead + fill.dead_seen > 16:
         order.prune(depth_left)
-    return _result(ctx, st, claim, contract, current, want_explain)
+    return _result(ctx, fill, claim, contract, current, want_explain)
 
 
 # --------------------------------------------------------------------------- public entry points
