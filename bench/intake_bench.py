@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 t2 = time.perf_counter()
                 with Store.open(Path(tmp) / "state.db", create=True) as store:
                     written = run_pass(config, store, SystemClock(), sources=["k8s"],
-                                       cluster=cluster, pending_pods=pending)
+                                       cluster=cluster, live_pods=pending)
                     t3 = time.perf_counter()
                     stored = store.claims()
                 with Store.open(Path(tmp) / "fresh.db", create=True) as store:

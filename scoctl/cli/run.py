@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from scoctl.cli.common import WAIT_HELP, JsonOption
+from scoctl.cli.common import WAIT_HELP, Globals, JsonOption
+
+if TYPE_CHECKING:
+    from scoctl.clock import Clock
+    from scoctl.config.schema import Config
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
@@ -18,6 +22,9 @@ def run(
     interval: Annotated[str | None, typer.Option(
         "--interval", help="Loop: one pass every INTERVAL (e.g. 10s, 1m) until stopped.")
                         ] = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="The controller: one process that watches Kubernetes, polls Slurm and "
+        "the spool, and runs each stage as soon as it is due (DESIGN §13).")] = False,
     region: Annotated[str | None, typer.Option("--region", help="Only this region.")] = None,
     no_teardown: Annotated[bool, typer.Option(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
@@ -36,6 +43,12 @@ def run(
     stops the loop after the pass in progress and exits 0; a SIGINT that cuts a pass short
     (--once, or a second Ctrl-C) exits 130.
 
+    With --follow (the controller, for configs/systemd/scoctl-controller.service) demand is
+    planned and acquired once the intake batch window closes (1 s idle / 5 s at most),
+    reconcile runs every timeouts.reconcile_interval and right after launches, and the lock is
+    held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
+    config (an invalid one is refused and the old one kept).
+
     \b
     Example:
       scoctl run --once --json
@@ -50,8 +63,8 @@ def run(
     from scoctl.errors import EXIT_OK, LockHeld, UsageError
     from scoctl.stages.run import connect_systems, run_once
 
-    if once and interval:
-        raise UsageError("give --once or --interval, not both")
+    if sum((once, bool(interval), follow)) > 1:
+        raise UsageError("give one of --once, --interval and --follow")
     period = 0.0
     if interval:
         try:
@@ -65,6 +78,9 @@ def run(
     if region is not None:
         config.region(region)  # UsageError naming --region before anything runs
     clock = SystemClock()
+    if follow:
+        _follow(g, config, clock, teardown=not no_teardown, wait=wait)
+        return
     # Set by the signal handler. A plain list, not a threading.Event: Event.set() from a
     # handler that interrupts Event.wait() can deadlock on the Event's own (non-reentrant) lock.
     stopped_by: list[str] = []
@@ -124,6 +140,31 @@ def run(
             code = EXIT_OK  # stopped on request: a clean stop, whatever the last pass did
     finally:
         systems.close()
+    if code:
+        raise typer.Exit(code)
+
+
+def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
+            wait: float | None) -> None:
+    from scoctl.cli import render
+    from scoctl.config.schema import load_config, resolve_config_path
+    from scoctl.stages.controller import PassReport, serve
+
+    def show(report: PassReport) -> None:
+        if g.json:
+            render.print_json_line(report.as_dict())
+            return
+        render.line(f"pass in {report.seconds * 1000:.0f} ms: " + ", ".join(
+            f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
+            for s in report.steps))
+        for step in report.steps:
+            for error in step.errors:
+                render.warn(f"{step.name}: {error}")
+
+    code = serve(config, g.state_path(), clock,
+                 lock_wait=config.timeouts.lock_wait if wait is None else wait,
+                 reload=lambda: load_config(resolve_config_path(g.config_option)[0]),
+                 on_pass=show, report=render.warn, teardown=teardown)
     if code:
         raise typer.Exit(code)
 

@@ -118,6 +118,7 @@ class SlurmSettings:
     sbatch: str = "sbatch"
     timeout: float = 10.0
     cloud_partitions: tuple[str, ...] = ()
+    poll: float = 5.0  # how often `run --follow` polls squeue / slurmrestd
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Timeouts:
     negative_cache: float = 180.0
     orphan_grace: float = 1800.0
     lock_wait: float = 0.0
+    reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
 
 
 @dataclass(frozen=True)
@@ -234,10 +236,10 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                 "gpu_resource", "namespaces"}),
     ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "timeout", "cloud_partitions"}),
+                           "sbatch", "timeout", "cloud_partitions", "poll"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait"}),
+                              "orphan_grace", "lock_wait", "reconcile_interval"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -552,6 +554,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         timeout=r.duration(s, sp, "timeout", 10.0),
         cloud_partitions=tuple(str(x) for x in r.seq(s.get("cloud_partitions"),
                                                      (*sp, "cloud_partitions"))),
+        poll=r.duration(s, sp, "poll", 5.0),
     )
 
     b = r.mapping(root.get("bootstrap"), ("bootstrap",),
@@ -571,6 +574,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         negative_cache=r.duration(t, tp, "negative_cache", 180.0),
         orphan_grace=r.duration(t, tp, "orphan_grace", 1800.0),
         lock_wait=r.duration(t, tp, "lock_wait", 0.0),
+        reconcile_interval=r.duration(t, tp, "reconcile_interval", 15.0),
     )
     it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),
@@ -579,6 +583,10 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         raise r.fail(("intake", "batch_max"), "must be at most 10s (steps 1-8 stay under 10 s)")
     if intake.batch_idle > intake.batch_max:
         raise r.fail(("intake", "batch_idle"), "must not exceed intake.batch_max")
+    for where, value in ((("slurm", "poll"), slurm.poll),
+                         (("timeouts", "reconcile_interval"), timeouts.reconcile_interval)):
+        if value <= 0:  # a controller timer of 0 would poll in a busy loop
+            raise r.fail(where, "must be more than 0s")
 
     quota_block = r.string(root, (), "quota_block", default="fail") or "fail"
     if quota_block not in ("fail", "queue"):

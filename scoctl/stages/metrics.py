@@ -17,6 +17,10 @@ table; everything else is a gauge read at the end of the pass.
     scoctl_stage_duration_seconds{stage}     the last pass's time per stage
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
+    scoctl_controller_pass_timestamp_seconds when `run --follow` last finished a pass
+    scoctl_orphans{region}                   sco:managed servers with no known launch or workload
+    scoctl_placement_decision_seconds        histogram: first sight of pending demand → plan
+    scoctl_pending_to_ready_seconds          histogram: first sight of pending demand → Ready
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from scoctl.core.latency import cumulative
+from scoctl.core.model import Histogram
+from scoctl.core.model.latency import DECISION, READY
 
 if TYPE_CHECKING:
     from scoctl.state import Store
@@ -53,6 +61,7 @@ class RunSample:
     tokens_spent: Mapping[str, int] = field(default_factory=dict)
     succeeded_at: float | None = None  # Unix time when the whole pass succeeded
     pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
+    controller_at: float | None = None  # Unix time of a `run --follow` pass
 
 
 def _label(value: str) -> str:
@@ -71,6 +80,15 @@ class _Text:
             text = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(labels.items()))
             number = repr(float(value)) if isinstance(value, float) else str(value)
             self.lines.append(f"{name}{{{text}}} {number}" if text else f"{name} {number}")
+
+    def histogram(self, name: str, help_text: str,
+                  buckets: Sequence[tuple[str, int]], total: float) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} histogram")
+        for le, n in buckets:
+            self.lines.append(f'{name}_bucket{{le="{le}"}} {n}')
+        self.lines.append(f"{name}_sum {round(total, 6)!r}")
+        self.lines.append(f"{name}_count {buckets[-1][1] if buckets else 0}")
 
     def render(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -131,4 +149,21 @@ def collect(store: Store, sample: RunSample) -> str:
     if last_success is not None:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])
+    if sample.controller_at is not None:
+        t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
+                 "Unix time of the controller's (run --follow) last pass.",
+                 [({}, float(sample.controller_at))])
+    from scoctl.stages.reconcile import ORPHANS_KEY
+
+    orphans = dict(store.get_kv(ORPHANS_KEY, {}))
+    t.metric("scoctl_orphans", "gauge",
+             "Servers tagged sco:managed with no known launch or workload, by region.",
+             [({"region": r}, len(seen)) for r, seen in sorted(orphans.items())])
+    histograms = store.histograms()
+    for metric, help_text in ((DECISION, "From the first sight of pending demand (a pod or a "
+                               "job) to its committed plan."),
+                              (READY, "From the first sight of pending demand to every planned "
+                               "node Ready.")):
+        h = histograms.get(metric, Histogram())  # empty: dashboards still see the series
+        t.histogram(f"scoctl_{metric}_seconds", help_text, cumulative(h), h.total)
     return t.render()

@@ -133,4 +133,31 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 2: placement latency (DESIGN §13): open sightings of demand, histograms, recent samples
+    """
+    CREATE TABLE demand_sightings (
+        workload TEXT PRIMARY KEY,
+        claim_version INTEGER NOT NULL,
+        seen REAL NOT NULL,
+        planned REAL
+    );
+    CREATE TABLE latency_histograms (
+        metric TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (metric, bucket)
+    );
+    CREATE TABLE latency_totals (
+        metric TEXT PRIMARY KEY,
+        total REAL NOT NULL
+    );
+    CREATE TABLE latency_samples (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        metric TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
+    """,
 )

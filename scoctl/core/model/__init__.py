@@ -14,6 +14,7 @@ from scoctl.core.model.cloud import (
     Networks,
     ServerInfo,
 )
+from scoctl.core.model.latency import Histogram, LatencySample, Sighting
 from scoctl.core.model.pools import (
     KINDS,
     SLUG_RE,
@@ -45,7 +46,8 @@ from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
-    "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "Headroom", "Histogram", "InstanceRecord", "Kind", "LatencySample", "LaunchRecord",
+    "LaunchRequest", "LaunchResult", "Networks", "PlanGeneration", "PlanUnitRecord",
+    "PlanWorkloadRecord", "Pool", "ServerInfo", "Sighting", "SlurmJob", "SlurmNode", "Source",
+    "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]
