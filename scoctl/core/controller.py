@@ -136,8 +136,16 @@ def spool_due(s: Schedule, now: float) -> bool:
 
 
 def demand_changed(s: Schedule, now: float) -> Schedule:
-    """A pod watch event changed demand: open the batch window or extend it."""
+    """New demand arrived (a pod turned pending and provisionable, or changed its request):
+    open the batch window or extend it (Karpenter's batcher: idle since the last arrival)."""
     return replace(s, window=extend_window(s.window, now))
+
+
+def demand_left(s: Schedule, now: float) -> Schedule:
+    """Demand went (a pending pod was bound, deleted or no longer provisionable): open the
+    window when none is open, but never extend one — demand that leaves does not hold back
+    the demand that arrived."""
+    return s if s.window is not None else replace(s, window=extend_window(None, now))
 
 
 def spool_looked(s: Schedule, t: Timers, now: float, *, waiting: bool) -> Schedule:

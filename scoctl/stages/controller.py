@@ -35,7 +35,8 @@ from scoctl.adapters.cluster import NodeEvent, PodEvent
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
-from scoctl.core.demand import workload_of
+from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
+from scoctl.core.intake import is_managed_pod
 from scoctl.errors import ApiError, LockHeld, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import pending_events
@@ -193,16 +194,43 @@ class Controller:
             if isinstance(item, NodeEvent):
                 if self.informer is not None and self.informer.apply_nodes(item):
                     self.schedule = decide.reconcile_wanted(self.schedule)
-            elif isinstance(item, PodEvent) and self.follower.handle(item):
-                self.schedule = decide.demand_changed(self.schedule, now)
-                self._saw(item)
+            elif isinstance(item, PodEvent):
+                arrived, left = self._delta(item)
+                self.follower.handle(item)  # the pod cache
+                if arrived:
+                    self.schedule = decide.demand_changed(self.schedule, now)
+                    self._saw(arrived)
+                elif left:
+                    self.schedule = decide.demand_left(self.schedule, now)
 
-    def _saw(self, event: PodEvent) -> None:
+    def _is_demand(self, pod: PodInfo | None) -> bool:
+        return (pod is not None and is_provisionable(pod)
+                and is_managed_pod(pod, self.follower.policy))
+
+    def _delta(self, event: PodEvent) -> tuple[list[PodInfo], bool]:
+        """The pods whose demand this event brings (new, or a changed request), and whether
+        some demand left with it (bound, deleted, no longer provisionable)."""
+        cache = self.follower.pods
+        if event.type == "RESYNC":
+            before, after = dict(cache), {(p.namespace, p.name): p for p in event.pods}
+        elif event.pod is not None:
+            key = (event.pod.namespace, event.pod.name)
+            before = {key: cache[key]} if key in cache else {}
+            after = {} if event.type == "DELETED" else {key: event.pod}
+        else:
+            return [], False
+        arrived = [p for k, p in after.items() if self._is_demand(p) and not (
+            self._is_demand(before.get(k)) and demand_shape(before[k]) == demand_shape(p))]
+        left = any(self._is_demand(p) and not self._is_demand(after.get(k))
+                   for k, p in before.items())
+        return arrived, left
+
+    def _saw(self, pods: list[PodInfo]) -> None:
         """Remember when each workload's new demand was first seen (for the latency)."""
         stamp = self.clock.now().timestamp()
         label = self.config.kubernetes.workload_label
-        for pod in (event.pods if event.type == "RESYNC" else (event.pod,)):
-            ref = workload_of(pod, label) if pod is not None else None
+        for pod in pods:
+            ref = workload_of(pod, label)
             if ref is not None:
                 self.first_seen.setdefault(ref.name, stamp)
 

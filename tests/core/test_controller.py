@@ -168,3 +168,11 @@ def test_a_stage_error_is_attributed_to_the_api_it_names() -> None:
     assert c.error_of(errors, "nova") == errors[0]
     assert c.error_of(errors, "kubernetes") == errors[1]
     assert c.error_of(errors, "slurm") is None
+
+
+def test_demand_that_leaves_opens_a_window_but_never_holds_an_open_one_back() -> None:
+    s = c.demand_changed(settled(), 0.0)
+    s = c.demand_left(s, 0.9)  # a pod of the batch got bound meanwhile
+    assert c.next_step(c.spool_looked(s, T, 1.0, waiting=False), T, 1.0).step == "intake"
+    alone = c.demand_left(settled(), 2.0)  # a shrink alone still gets its re-plan
+    assert alone.window is not None and c.next_step(alone, T, 3.0).step == "intake"
