@@ -289,3 +289,50 @@ def test_a_crash_mid_pass_loses_nothing_and_launches_nothing_twice(region: Regio
     servers = [s for s in region.nova.servers_summary() if "sco:workload=web" in s["tags"]]
     assert wanted >= 1 and len(servers) == wanted  # adopted, not launched again
     assert sorted(i.id for i in live) == sorted(s["id"] for s in servers)
+
+
+def receive(sock: socket.socket, wanted: str, timeout: float = 30) -> list[str]:
+    """Datagrams until one holds the line `wanted`; every message's lines, in order."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while wanted not in lines:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {wanted} in {timeout} s; got {lines}"
+        sock.settimeout(left)
+        lines.extend(sock.recv(4096).decode().splitlines())
+    return lines
+
+
+def test_systemd_hears_ready_watchdog_status_reloading_and_stopping(region: Region) -> None:
+    name = f"scoctl-test-{os.getpid()}-{time.monotonic_ns()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(b"\0" + name.encode())  # an abstract socket, as systemd names them "@…"
+        controller = region.follow(NOTIFY_SOCKET=f"@{name}", WATCHDOG_USEC="2000000")
+        heard = receive(sock, "READY=1")
+        heard += receive(sock, "WATCHDOG=1")
+        controller.process.send_signal(signal.SIGHUP)
+        heard += receive(sock, "RELOADING=1")
+        heard += receive(sock, "READY=1")  # the reload is done
+        code, err = controller.stop()
+        heard += receive(sock, "STOPPING=1")
+    assert code == 0, err
+    assert any(line.startswith("STATUS=pass ") for line in heard), heard
+
+
+def test_the_notifier_speaks_to_a_socket_path_and_is_silent_without_one(tmp_path: Path) -> None:
+    from scoctl.host.notify import Notifier
+
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(path))
+        notifier = Notifier({"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "30000000"})
+        assert notifier.ready("watching") and notifier.ping()
+        assert sock.recv(4096) == b"READY=1\nSTATUS=watching"
+        assert sock.recv(4096) == b"WATCHDOG=1"
+        assert notifier.watchdog == 30.0
+    other = Notifier({"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "1", "WATCHDOG_PID": "1"})
+    assert other.watchdog is None  # the watchdog is another process's
+    silent = Notifier({})
+    assert not silent.enabled and not silent.ready("x") and not silent.ping()
+    gone = Notifier({"NOTIFY_SOCKET": str(tmp_path / "nobody-listens")})
+    assert gone.enabled and not gone.stopping()  # systemd gone: no error, no exit
