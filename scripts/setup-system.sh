@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite needs on Debian 12, installed as root (idempotent):
-# python3-venv, shellcheck, systemd (systemd-analyze for the unit tests), the real Slurm
-# daemons with munge, and Debian's python3-nova.
+# python3-venv, shellcheck, systemd (systemd-analyze for the unit tests), prometheus (promtool
+# for the alert rules' tests), the real Slurm daemons with munge, and Debian's python3-nova.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,6 @@ if [ "$(id -u)" != 0 ]; then
   echo "scripts/setup-system.sh: run as root (apt-get)" >&2
   exit 1
 fi
-scripts/apt-install.sh python3-venv shellcheck systemd
+scripts/apt-install.sh python3-venv shellcheck systemd prometheus
 scripts/setup-slurm.sh
 scripts/setup-nova.sh

@@ -160,7 +160,11 @@ def test_a_delta_is_planned_in_the_batch_window_and_others_run_beside_the_contro
     # beside it: a reader, a dry-run, a hook and a timer's one-shot pass all work
     status = region.scoctl("status", "--json")
     assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["claims"][0]["pods"] == 3
+    body = json.loads(status.stdout)
+    assert body["claims"][0]["pods"] == 3
+    decision = body["latency"]["placement_decision"]
+    assert decision["samples"] == 1 and 0 < decision["p50"] == decision["p99"] < 5.0
+    assert "Latency: placement decision p50" in region.scoctl("status").stdout
     assert region.scoctl("plan", "--dry-run").returncode == 0
     hook = region.scoctl("emit", "POD_QUEUED", "--workload", "web", "--hook")
     assert hook.returncode == 0, hook.stderr
