@@ -55,7 +55,7 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     assert result.code == 0, result.stderr
     body = result.json()
     assert isinstance(body, dict)
-    assert list(body) == ["workloads", "claims", "plan", "instances"]
+    assert list(body) == ["workloads", "claims", "plan", "instances", "latency"]
     orders = next(w for w in body["workloads"] if w["slug"] == "orders-daily")
     assert orders == {"slug": "orders-daily", "kind": "deployment", "source": "k8s",
                       "contract": "T1", "status": "queued"}
