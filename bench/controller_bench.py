@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from scoctl.config.schema import load_config
 from scoctl.core.latency import quantile
 from scoctl.sim import region as sim
-from scoctl.state import Store
+from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "scoctl" / "data" / "demo.yaml"
@@ -56,7 +56,7 @@ def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout: float,
 
 def plan_state(state: Path) -> tuple[int, int, int]:
     """(claim version, claim pods, claim version of the committed plan) of the workload."""
-    with Store.open(state) as store:
+    with open_store(state) as store:
         claim = store.claim(WORKLOAD)
         plan = store.plans(only={WORKLOAD}, units=False).get(WORKLOAD)
     return (claim.version if claim else 0, claim.pods if claim else 0,

@@ -32,7 +32,7 @@ from scoctl.config.schema import Config, load_config
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.controller import Controller, Signals
 from scoctl.stages.watch import run_pass
-from scoctl.state import Store
+from scoctl.state import open_store
 
 UNSCHEDULABLE = "0/2000 nodes are available: 2000 Insufficient cpu."
 
@@ -85,7 +85,7 @@ def pod_lists(emulator: ke.K8sEmulator) -> tuple[int, int]:
 def bench_watch(emulator: ke.K8sEmulator, cluster: KubernetesCluster, config: Config,
                 directory: Path, nodes: int) -> float:
     emulator.requests.clear()
-    with Store.open(directory / "watch.db", create=True) as store:
+    with open_store(directory / "watch.db", create=True) as store:
         t0 = time.perf_counter()
         result = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster)
         seconds = time.perf_counter() - t0
@@ -105,7 +105,7 @@ def bench_controller(emulator: ke.K8sEmulator, cluster: KubernetesCluster, confi
                      directory: Path) -> float:
     clock = SystemClock()
     signals = Signals()
-    with Store.open(directory / "controller.db", create=True) as store:
+    with open_store(directory / "controller.db", create=True) as store:
         controller = Controller(
             config.__class__(**{**config.__dict__, "state": directory / "controller.db"}),
             store, clock, sources=("k8s",), cluster=cluster, scheduler=None, lock=nullcontext,

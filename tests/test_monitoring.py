@@ -17,8 +17,7 @@ from scoctl.core.latency import observe
 from scoctl.core.model import Histogram, LatencySample
 from scoctl.core.model.latency import DECISION, READY
 from scoctl.stages.metrics import RunSample, StageSample, collect
-from scoctl.stages.reconcile import ORPHANS_KEY
-from scoctl.state import Store
+from scoctl.state import open_store
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 RULES = CONFIGS / "prometheus" / "scoctl-alerts.yml"
@@ -39,11 +38,11 @@ def promtool() -> str:
 
 def written(tmp_path: Path) -> set[str]:
     """The sample names in a metrics textfile of a state that has seen everything."""
-    with Store.open(tmp_path / "s.db", create=True) as store:
+    with open_store(tmp_path / "s.db", create=True) as store:
         store.ensure_workload("web", kind="deployment", source="k8s", contract="T1")
         store.put_claim("web", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
                         pods=1, source="k8s")
-        store.set_kv(ORPHANS_KEY, {"region-a": {"srv-1": "2026-01-01T00:00:00Z"}})
+        store.save_orphans_seen("region-a", {"srv-1": "2026-01-01T00:00:00Z"})
         store.save_latency({DECISION: observe(Histogram(), 1.2), READY: observe(Histogram(), 30)},
                            [LatencySample(DECISION, "web", 1.2, 1.0)])
         text = collect(store, RunSample(

@@ -538,15 +538,15 @@ def serve(config: Config, state: Path, clock: Clock, *, lock_wait: float,
     SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock."""
     from scoctl.host.lock import run_lock
     from scoctl.stages.watch import available_sources, connect
-    from scoctl.state import Store
+    from scoctl.state import open_store
 
     sources = tuple(available_sources(config))
     with run_lock(state, wait=lock_wait):
-        Store.open(state, create=True).close()
+        open_store(state, create=True).close()
     cluster, scheduler = connect(config, sources)
     signals = Signals()
     try:
-        with Store.open(state) as store, signals.installed():
+        with open_store(state) as store, signals.installed():
             controller = Controller(
                 config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
                 lock=lambda: run_lock(state, wait=lock_wait), reload=reload, on_pass=on_pass,

@@ -2,8 +2,9 @@
 
 `scoctl run` writes them to the config's ``metrics.textfile`` after every pass, atomically
 (a temporary file in the same directory, then ``rename``), so the collector never reads half a
-file. Counters that must survive between runs (cloud calls) are kept in the state's key/value
-table; everything else is a gauge read at the end of the pass.
+file. Counters that must survive between runs (cloud calls, tokens spent, the last success)
+are kept in the state (`Store.metric_counters`); everything else is a gauge read at the end of
+the pass.
 
     scoctl_claim_pods                        pods (Slurm: nodes) in claims, pending or placed
     scoctl_pending{source}                   provisionable pods / pending jobs at the last watch
@@ -27,18 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from scoctl.core.latency import cumulative
-from scoctl.core.model import Histogram
+from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
 
 if TYPE_CHECKING:
     from scoctl.state import Store
 
-CALLS_KEY = "metrics:cloud_calls"
-SPENT_KEY = "metrics:tokens_spent"
-LAST_SUCCESS_KEY = "run:last_success"
+K = TypeVar("K")
 INSTANCE_STATES = ("requested", "building", "active", "ready", "draining", "deleting",
                    "deleted", "error")
 
@@ -94,21 +93,29 @@ class _Text:
         return "\n".join(self.lines) + "\n"
 
 
+def _added(total: Mapping[K, int], more: Mapping[K, int]) -> dict[K, int]:
+    out = dict(total)
+    for key, n in more.items():
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def fold(counters: MetricCounters, sample: RunSample) -> MetricCounters:
+    """The counters after this pass: calls and tokens added, the last success moved on."""
+    return MetricCounters(
+        cloud_calls=_added(counters.cloud_calls, sample.calls),
+        tokens_spent=_added(counters.tokens_spent, sample.tokens_spent),
+        last_success=(sample.succeeded_at if sample.succeeded_at is not None
+                      else counters.last_success))
+
+
 def collect(store: Store, sample: RunSample) -> str:
     """Fold this pass into the persistent counters (in the state) and render every metric."""
     with store.transaction():
-        calls = {tuple(k.split("\x1f", 1)): int(v)
-                 for k, v in dict(store.get_kv(CALLS_KEY, {})).items()}
-        for key, n in sample.calls.items():
-            calls[key] = calls.get(key, 0) + n
-        store.set_kv(CALLS_KEY, {"\x1f".join(k): v for k, v in sorted(calls.items())})
-        spent = {k: int(v) for k, v in dict(store.get_kv(SPENT_KEY, {})).items()}
-        for region, n in sample.tokens_spent.items():
-            spent[region] = spent.get(region, 0) + n
-        store.set_kv(SPENT_KEY, spent)
-        if sample.succeeded_at is not None:
-            store.set_kv(LAST_SUCCESS_KEY, sample.succeeded_at)
-    last_success = store.get_kv(LAST_SUCCESS_KEY)
+        counters = fold(store.metric_counters(), sample)
+        store.save_metric_counters(counters)
+    calls, spent = counters.cloud_calls, counters.tokens_spent
+    last_success = counters.last_success
     claims = [c for c in store.claims() if c.requests]
     states = dict.fromkeys(INSTANCE_STATES, 0)
     for inst in store.instances(include_deleted=True):
@@ -153,12 +160,9 @@ def collect(store: Store, sample: RunSample) -> str:
         t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
                  "Unix time of the controller's (run --follow) last pass.",
                  [({}, float(sample.controller_at))])
-    from scoctl.stages.reconcile import ORPHANS_KEY
-
-    orphans = dict(store.get_kv(ORPHANS_KEY, {}))
     t.metric("scoctl_orphans", "gauge",
              "Servers tagged sco:managed with no known launch or workload, by region.",
-             [({"region": r}, len(seen)) for r, seen in sorted(orphans.items())])
+             [({"region": r}, n) for r, n in sorted(store.orphan_counts().items())])
     histograms = store.histograms()
     for metric, help_text in ((DECISION, "From the first sight of pending demand (a pod or a "
                                "job) to its committed plan."),

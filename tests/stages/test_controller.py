@@ -22,7 +22,7 @@ import pytest
 
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.nova_emulator import NovaEmulator
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 
@@ -76,7 +76,7 @@ class Region:
         return Controller(process)
 
     def store(self) -> Store:
-        return Store.open(self.home / "state.db")
+        return open_store(self.home / "state.db")
 
 
 @dataclass
@@ -132,7 +132,7 @@ def region(tmp_path: Path) -> Iterator[Region]:
         f"kubernetes: {{kubeconfig: {kubeconfig}, context: scoctl-sim}}\n"
         f"spool: {tmp_path / 'spool'}\n"
         f"metrics: {{textfile: {tmp_path / 'scoctl.prom'}}}\n"))
-    Store.open(tmp_path / "state.db", create=True).close()
+    open_store(tmp_path / "state.db", create=True).close()
     found = Region(tmp_path, config, k8s, nova)
     try:
         yield found
@@ -140,7 +140,7 @@ def region(tmp_path: Path) -> Iterator[Region]:
         for process in found.processes:
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+            process.communicate()  # reaps it and closes its pipes
         k8s.stop()
         nova.stop()
 
@@ -168,10 +168,10 @@ def test_a_delta_is_planned_in_the_batch_window_and_others_run_beside_the_contro
     assert region.scoctl("plan", "--dry-run").returncode == 0
     hook = region.scoctl("emit", "POD_QUEUED", "--workload", "web", "--hook")
     assert hook.returncode == 0, hook.stderr
+    controller.read_until(lambda one: (step(one, "intake") or {}).get("spool_events", 0) > 0,
+                          timeout=30)  # the spool is looked at every second
     once = region.scoctl("run", "--once", "--json", "--wait", "10")
     assert once.returncode == 0, once.stderr
-    controller.read_until(lambda one: (step(one, "intake") or {}).get("spool_events", 0) > 0,
-                          timeout=30)
     with region.store() as store:
         tokens = [e.token for e in store.events(workload="web")]
         samples = store.latency_samples("placement_decision")
@@ -276,7 +276,7 @@ def test_a_crash_mid_pass_loses_nothing_and_launches_nothing_twice(region: Regio
     # killed right after Nova created the servers, before anything was recorded
     crashing = region.follow(SCOCTL_CRASH_AT="after-call")
     web_pods(region.k8s, 3)
-    crashing.process.wait(timeout=60)
+    crashing.process.communicate(timeout=60)
     assert crashing.process.returncode == -signal.SIGKILL
     with region.store() as store:
         assert store.claim("web") is not None and "web" in store.plans()  # committed

@@ -20,7 +20,7 @@ from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.controller import Controller
 from scoctl.stages.informer import Informer
 from scoctl.stages.watch import run_pass
-from scoctl.state import Store
+from scoctl.state import open_store
 
 pytestmark = pytest.mark.k8s
 
@@ -75,7 +75,7 @@ def test_one_watch_pass_over_2000_scoctl_nodes_makes_one_pod_list(
     seed(k8s_emulator)
     config = config_for(tmp_path, tmp_path / "kubeconfig")
     k8s_emulator.requests.clear()
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         result = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=k8s_cluster)
         claim = store.claim("orders")
     pods = lists(k8s_emulator, "/api/v1/pods")
@@ -96,7 +96,7 @@ def test_a_synced_controller_lists_no_pods_and_no_nodes_in_its_passes(
     seed(k8s_emulator)
     config = config_for(tmp_path, tmp_path / "kubeconfig")
     clock = SystemClock()
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         controller = Controller(config, store, clock, sources=("k8s",), cluster=k8s_cluster,
                                 scheduler=None, lock=nullcontext,
                                 clouds={"region-a": FakeCloud()})

@@ -14,7 +14,7 @@ from scoctl.clock import FixedClock
 from scoctl.config.schema import load_config
 from scoctl.errors import ApiError
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
 GI = 2**30
 
@@ -59,7 +59,7 @@ def put(store: Store, name: str, cpu: int, pods: int = 1) -> None:
 def setup(tmp_path):
     config = load_config(write_config(tmp_path))
     clock = FixedClock()
-    store = Store.open(config.state, clock=clock, create=True)
+    store = open_store(config.state, clock=clock, create=True)
     yield config, store, clock
     store.close()
 
@@ -136,6 +136,19 @@ def test_a_dry_run_writes_nothing(setup):
     assert store.latest_generation() is None and store.plans() == {}
 
 
+def test_a_dry_run_names_the_generation_it_would_commit(setup):
+    config, store, clock = setup
+    put(store, "alpha", 64)
+    assert run_plan(config, store, clock, dry_run=True).generation == 1  # an empty state
+    first = run_plan(config, store, clock)
+    put(store, "alpha", 128)
+    dry = run_plan(config, store, clock, dry_run=True)
+    assert (first.generation, dry.generation) == (1, 2) and not dry.committed
+    assert {r.generation for r in dry.records.values()} == {2}
+    assert store.latest_generation().generation == 1  # type: ignore[union-attr]
+    assert run_plan(config, store, clock).generation == 2  # what the dry run announced
+
+
 def test_a_ranking_change_replans_workloads_whose_eligible_pools_moved(tmp_path):
     ranking_file = tmp_path / "ranking.json"
     scores = {}
@@ -146,7 +159,7 @@ def test_a_ranking_change_replans_workloads_whose_eligible_pools_moved(tmp_path)
     ranking_file.write_text(json.dumps({"id": "r-1", "scores": scores}))
     config = load_config(write_config(tmp_path, ranking=f"ranking: {{file: {ranking_file}}}"))
     clock = FixedClock()
-    with Store.open(config.state, clock=clock, create=True) as store:
+    with open_store(config.state, clock=clock, create=True) as store:
         put(store, "alpha", 64)
         run_plan(config, store, clock)
         ranking_file.write_text(json.dumps({"id": "r-2", "scores": {**scores,
@@ -183,7 +196,7 @@ def test_a_ranking_url_that_goes_down_falls_back_to_the_last_good_ranking_until_
         config = load_config(write_config(
             tmp_path, ranking=f"ranking: {{url: '{url}', max_age: 10m}}"))
         clock = FixedClock()
-        with Store.open(config.state, clock=clock, create=True) as store:
+        with open_store(config.state, clock=clock, create=True) as store:
             put(store, "alpha", 32)
             assert run_plan(config, store, clock).ranking.id == "r-url-1"
             _Ranking.status = 503
