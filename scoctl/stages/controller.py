@@ -459,8 +459,11 @@ class Steps:
         try:
             acquire = run_acquire(o.config, o.store, o.clock, connect=self.cloud,
                                   budget=self.budget, watch=0.0, scheduler=o.scheduler)
-        except ApiError as exc:  # quota headroom unreadable: Nova is down
-            o.api("nova", str(exc))
+        except ScoctlError as exc:  # Nova down (quota headroom unreadable), or unusable input
+            if isinstance(exc, ApiError):
+                o.api("nova", str(exc))
+            else:
+                o.report(f"acquire: {exc}")
             o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
                                           failed=True, launched=False, replan=False)
             return [str(exc)], detail

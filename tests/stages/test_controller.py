@@ -91,7 +91,8 @@ class Controller:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            assert left > 0, f"no such pass in {timeout} s; last: {self.passes[-3:]}"
+            assert left > 0, (f"no such pass in {timeout} s; last: {self.passes[-3:]}; with "
+                              f"errors: {[p for p in self.passes if not p['ok']][-2:]}")
             ready, _, _ = select.select([self.process.stdout], [], [], left)
             if not ready:
                 continue
@@ -116,7 +117,7 @@ def step(one: dict[str, Any], name: str) -> dict[str, Any] | None:
 def planned(workload: str) -> Callable[[dict[str, Any]], bool]:
     def done(one: dict[str, Any]) -> bool:
         act = step(one, "act")
-        return act is not None and workload in act["planned"]
+        return act is not None and workload in act.get("planned", ())
     return done
 
 
