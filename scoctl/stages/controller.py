@@ -27,7 +27,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +160,7 @@ class Controller:
         self.first_seen: dict[str, float] = {}  # workload → Unix time of its new demand
         self.sizes = claim_sizes(store)
         self.lock_retry_at = 0.0
+        self.lock_busy = False  # the last pass found the lock held (reported once per streak)
         self.passes = 0
 
     # -- caches ----------------------------------------------------------------------------
@@ -293,11 +294,13 @@ class Controller:
                     reports.append(self.steps.run(due))
                 self._record_outages()  # what this pass found out, before anyone stops it
                 self.steps.write_metrics(reports)
-        except LockHeld as exc:  # another writer (a hook, a timer's run --once): soon again
-            self.api("run lock", str(exc))
+        except LockHeld as exc:  # another writer (a timer's run --once, a stage): soon again
+            if not self.lock_busy:
+                self.report(f"{exc}; the pass waits for it")
+            self.lock_busy = True
             self.lock_retry_at = self.clock.monotonic() + LOCK_RETRY_S
             return
-        self.api("run lock", None)
+        self.lock_busy = False
         self.passes += 1
         report = PassReport(tuple(reports), time.perf_counter() - started)
         self.notifier.status(f"pass {self.passes}: {'ok' if report.ok else 'degraded'}")
@@ -328,6 +331,17 @@ class Controller:
             self.report(f"SIGHUP: config refused, the old one stays: {exc}")
             self.notifier.ready("watching (config refused)")
             return False
+        before = self.config
+        kept = [name for name, old, new in (
+            ("kubernetes", (before.kubernetes.kubeconfig, before.kubernetes.context,
+                            before.kubernetes.namespaces),
+             (config.kubernetes.kubeconfig, config.kubernetes.context,
+              config.kubernetes.namespaces)),
+            ("slurm", before.slurm, replace(config.slurm, poll=before.slurm.poll)),
+            ("state", before.state, config.state)) if old != new]
+        if kept:
+            self.report(f"SIGHUP: {', '.join(kept)} changed: the connections and the state "
+                        "stay as started until a restart")
         self.config = config
         self.follower = replace_follower(self.follower, config)
         self.timers = timers_of(config, self.sources)

@@ -73,11 +73,9 @@ class Informer:
         return self
 
     def stop(self) -> None:
-        """End the watch threads (a watch in flight ends at its timeout; the threads are
-        daemons, so a process never waits for them)."""
+        """Ask the watch threads to end. A watch in flight ends at its timeout, and the threads
+        are daemons, so stopping (and a process exiting) never waits for them."""
         self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=0.2)
         self._threads.clear()
 
     def drain(self, wait: float) -> list[Item]:
