@@ -25,7 +25,7 @@ notice when it ends. Time is the caller's monotonic clock, passed in.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -206,6 +206,19 @@ def after_reconcile(s: Schedule, t: Timers, now: float, *, failed: bool, booting
     out = replace(s, reconcile=False, last_reconcile=now, next_reconcile=now + period,
                   act=s.act or replan)
     return _failed(out, "reconcile", now) if failed else _succeeded(out, "reconcile")
+
+
+def plans_behind(claims: Iterable[tuple[str, int, bool]], planned: Mapping[str, int]) -> bool:
+    """Some claim (workload, version, has demand) is newer than its committed plan, or a plan
+    outlives its claim's demand: claims another process wrote (``scoctl slurm resume``,
+    ``plan --claims``) want a plan too."""
+    demand: set[str] = set()
+    for workload, version, has_demand in claims:
+        if has_demand:
+            demand.add(workload)
+            if planned.get(workload, 0) < version:
+                return True
+    return any(workload not in demand for workload in planned)
 
 
 def error_of(errors: Sequence[str], api: str) -> str | None:

@@ -456,7 +456,7 @@ class Steps:
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(result.errors),
                                          changed=bool(result.changed),
-                                         replan=bool(o.store.dirty()))
+                                         replan=bool(o.store.dirty()) or self.plans_behind())
         return list(result.errors), {"sources": sources, "changed": sorted(result.changed),
                                      "spool_events": result.spool_events}
 
@@ -506,6 +506,14 @@ class Steps:
                                             failed=bool(result.errors), booting=booting,
                                             replan=bool(o.store.dirty()))
         return list(result.errors), {"booting": booting}
+
+    def plans_behind(self) -> bool:
+        """Claims written by other processes (Slurm's resume and suspend programs,
+        ``plan --claims``) that no plan has caught up with yet."""
+        store = self.owner.store
+        planned = {w: p.claim_version for w, p in store.plans(units=False).items()}
+        return decide.plans_behind(((c.workload, c.version, bool(c.requests))
+                                    for c in store.claims()), planned)
 
     def progress(self) -> None:
         o = self.owner

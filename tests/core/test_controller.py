@@ -176,3 +176,11 @@ def test_demand_that_leaves_opens_a_window_but_never_holds_an_open_one_back() ->
     assert c.next_step(c.spool_looked(s, T, 1.0, waiting=False), T, 1.0).step == "intake"
     alone = c.demand_left(settled(), 2.0)  # a shrink alone still gets its re-plan
     assert alone.window is not None and c.next_step(alone, T, 3.0).step == "intake"
+
+
+def test_claims_written_by_another_process_are_behind_their_plans() -> None:
+    assert not c.plans_behind([("a", 2, True), ("b", 1, True)], {"a": 2, "b": 1})
+    assert c.plans_behind([("a", 3, True)], {"a": 2})  # slurm resume grew the claim
+    assert c.plans_behind([("a", 1, True)], {})  # plan --claims wrote a new one
+    assert c.plans_behind([("a", 4, False)], {"a": 3})  # its demand ended: the plan must go
+    assert not c.plans_behind([("a", 4, False)], {})

@@ -344,3 +344,18 @@ def test_the_notifier_speaks_to_a_socket_path_and_is_silent_without_one(tmp_path
     assert not silent.enabled and not silent.ready("x") and not silent.ping()
     gone = Notifier({"NOTIFY_SOCKET": str(tmp_path / "nobody-listens")})
     assert gone.enabled and not gone.stopping()  # systemd gone: no error, no exit
+
+
+def test_a_claim_another_process_writes_is_planned_at_the_next_poll(region: Region) -> None:
+    from scoctl.host.lock import run_lock
+
+    controller = region.follow()
+    controller.read_until(lambda one: step(one, "reconcile") is not None)
+    with run_lock(region.home / "state.db", wait=10), region.store() as store:
+        # what `scoctl slurm resume` does: a claim for nodes Slurm wants, no plan yet
+        store.put_claim("batch", contract="T1", requests={"cpu": 500, "memory": 64 * 2**20},
+                        largest_pod={"cpu": 500, "memory": 64 * 2**20}, pods=1, source="slurm")
+    one = controller.read_until(planned("batch"), timeout=30)
+    assert step(one, "intake")["changed"] == []  # no watch saw it: the poll found it behind
+    code, err = controller.stop()
+    assert code == 0, err
