@@ -541,7 +541,12 @@ class Steps:
             tokens_available={n: b.available() for n, b in self.budgets.items()},
             tokens_spent=spent, succeeded_at=o.clock.now().timestamp() if ok else None,
             pending=dict(self.pending), controller_at=o.clock.now().timestamp())
-        write_atomically(o.config.metrics_file, collect(o.store, sample))
+        try:
+            write_atomically(o.config.metrics_file, collect(o.store, sample))
+        except OSError as exc:  # the textfile directory is gone or read-only: keep placing
+            o.api("metrics textfile", f"{o.config.metrics_file}: {exc.strerror or exc}")
+        else:
+            o.api("metrics textfile", None)
 
 
 def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
