@@ -39,7 +39,7 @@ from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload
 from scoctl.core.intake import is_managed_pod
 from scoctl.errors import ApiError, LockHeld, ScoctlError
 from scoctl.host.notify import Notifier
-from scoctl.host.spool import pending_events
+from scoctl.host.spool import POWER_KIND, TOKEN_KIND, pending_events
 from scoctl.stages.informer import CachedCluster, Informer
 from scoctl.stages.latency import claim_sizes, record_progress, record_sightings
 from scoctl.stages.watch import Follower, Source
@@ -276,7 +276,8 @@ class Controller:
             time.sleep(wait)
         now = self.clock.monotonic()
         if decide.spool_due(self.schedule, now):
-            waiting = next(iter(pending_events(self.config.spool)), None) is not None
+            waiting = any(next(iter(pending_events(self.config.spool, kind)), None) is not None
+                          for kind in (TOKEN_KIND, POWER_KIND))
             self.schedule = decide.spool_looked(self.schedule, self.timers, now,
                                                 waiting=waiting)
 
@@ -437,6 +438,7 @@ class Steps:
         return out
 
     def intake(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
+        from scoctl.stages.slurm_power import apply_requests
         from scoctl.stages.watch import run_pass
 
         o = self.owner
@@ -448,21 +450,26 @@ class Steps:
         seen, o.first_seen = (o.first_seen, {}) if "k8s" in sources else ({}, o.first_seen)
         result = run_pass(o.config, o.store, o.clock, sources=sources, teardown=self.teardown,
                           cluster=o.cached, scheduler=o.scheduler, live_pods=o.live_pods())
+        errors = list(result.errors)
+        power = 0
+        if "slurm" in o.sources:  # what Slurm's power-saving programs spooled
+            applied = apply_requests(o.config, o.store, o.scheduler)
+            errors += applied.errors
+            power = applied.applied
         for name, counts in result.sources.items():
             o.api("kubernetes" if name == "k8s" else "slurm", counts.error)
             if counts.error is None:
                 self.pending[name] = counts.pending
         record_sightings(o.store, result.changed, o.sizes, seen, o.clock.now().timestamp())
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
-                                         failed=bool(result.errors),
-                                         changed=bool(result.changed),
+                                         failed=bool(errors), changed=bool(result.changed),
                                          replan=bool(o.store.dirty()) or self.plans_behind())
-        return list(result.errors), {"sources": sources, "changed": sorted(result.changed),
-                                     "spool_events": result.spool_events}
+        return errors, {"sources": sources, "changed": sorted(result.changed),
+                        "spool_events": result.spool_events, "power_requests": power}
 
     def act(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.stages.acquire import run_acquire
         from scoctl.stages.plan import run_plan
+        from scoctl.stages.run import acquire_with_fallback
 
         o = self.owner
         plan = run_plan(o.config, o.store, o.clock)
@@ -471,8 +478,11 @@ class Steps:
         detail: dict[str, Any] = {"generation": plan.generation, "planned": list(plan.changed),
                                   "launched": 0}
         try:
-            acquire = run_acquire(o.config, o.store, o.clock, connect=self.cloud,
-                                  budget=self.budget, watch=0.0, scheduler=o.scheduler)
+            # watch=0: ERROR servers are left to the reconcile right after the launch (and
+            # every follow_up seconds while they boot), so a pass never waits on Nova builds
+            acquire = acquire_with_fallback(o.config, o.store, o.clock, connect=self.cloud,
+                                            budget=self.budget, watch=0.0,
+                                            scheduler=o.scheduler)
         except ScoctlError as exc:  # Nova down (quota headroom unreadable), or unusable input
             if isinstance(exc, ApiError):
                 o.api("nova", str(exc))
@@ -491,12 +501,13 @@ class Steps:
         return list(acquire.errors), detail
 
     def reconcile(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.stages.reconcile import run_reconcile
+        from scoctl.stages.run import reconcile_and_release
 
         o = self.owner
-        result = run_reconcile(o.config, o.store, o.clock, teardown=self.teardown,
-                               connect=lambda cfg, reg: self.cloud(cfg, reg),
-                               cluster=o.cached, scheduler=o.scheduler, discover=False)
+        result = reconcile_and_release(o.config, o.store, o.clock, teardown=self.teardown,
+                                       connect=lambda cfg, reg: self.cloud(cfg, reg),
+                                       cluster=o.cached, scheduler=o.scheduler,
+                                       discover=False)
         for api in ("nova", "kubernetes", "slurm"):
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
                 o.api(api, decide.error_of(result.errors, api))
