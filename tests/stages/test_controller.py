@@ -352,7 +352,7 @@ def test_a_claim_another_process_writes_is_planned_at_the_next_poll(region: Regi
     controller = region.follow()
     controller.read_until(lambda one: step(one, "reconcile") is not None)
     with run_lock(region.home / "state.db", wait=10), region.store() as store:
-        # what `scoctl slurm resume` does: a claim for nodes Slurm wants, no plan yet
+        # another process writes a claim (a claims file, an operator's tool): no plan yet
         store.put_claim("batch", contract="T1", requests={"cpu": 500, "memory": 64 * 2**20},
                         largest_pod={"cpu": 500, "memory": 64 * 2**20}, pods=1, source="slurm")
     one = controller.read_until(planned("batch"), timeout=30)

@@ -22,7 +22,7 @@ from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.state import open_store
 from tests.fixtures.nova import write_clouds_yaml
 from tests.fixtures.slurm import SlurmCluster, wait_for
-from tests.stages.test_controller import Controller, free_port, planned
+from tests.stages.test_controller import Controller, free_port, planned, step
 
 pytestmark = [pytest.mark.slurm, pytest.mark.nova]
 
@@ -126,6 +126,7 @@ contracts: {{T2: {{floor: 0.0, min_pools: 1}}}}
 ranking: {{id: r-1, scores: {{small.a: 0.9}}}}
 workloads:
   - {{name: train-llm, contract: T2, source: slurm, kind: job, account: ml-team}}
+  - {{name: cloud-batch, contract: T2, source: slurm, kind: job, partition: cloud}}
 slurm: {{rest_url: "http://127.0.0.1:{proxy.port}", rest_token_file: {token}, poll: 1s,
          timeout: 5s}}
 """, encoding="utf-8")
@@ -154,6 +155,12 @@ slurm: {{rest_url: "http://127.0.0.1:{proxy.port}", rest_token_file: {token}, po
         assert process.poll() is None  # degraded, not dead
         proxy.start()  # back on the same port
         controller.read_until(planned("train-llm"), timeout=90)
+        # Slurm's ResumeProgram asks for a CLOUD node: a power request through the spool
+        resume = subprocess.run([sys.executable, "-m", "scoctl", "--config", str(config),
+                                 "slurm", "resume", "test-cloud-1"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert resume.returncode == 0, resume.stderr
+        one = controller.read_until(planned("cloud-batch"), timeout=30)
         code, err = controller.stop()
     finally:
         slurm_cluster.cancel(hog, *jobs)
@@ -166,6 +173,10 @@ slurm: {{rest_url: "http://127.0.0.1:{proxy.port}", rest_token_file: {token}, po
         claim = store.claim("train-llm")
         events = [e for e in store.events() if e.token.startswith("API_")]
     assert claim is not None and claim.pods == 3
+    assert (step(one, "intake") or {}).get("power_requests") == 1
+    with open_store(tmp_path / "state.db") as store:
+        resumed = store.claim("cloud-batch")
+    assert resumed is not None and resumed.nodes == ("test-cloud-1",)
     assert [(e.token, e.detail["api"]) for e in events] == [
         ("API_UNAVAILABLE", "slurm"), ("API_RECOVERED", "slurm")]
     assert os.path.exists(tmp_path / "state.db")
