@@ -619,7 +619,7 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
 
     `guard` is entered around every pass (the CLI passes the run lock, so a long
     ``--follow`` never starves `scoctl run`); a pass whose guard raises LockHeld is retried a
-    second later with its batch window kept.
+    second later with its batch window kept (one warning per stretch of contention).
 
     Pod events come from a watch thread per namespace (all namespaces when none is
     configured); every pass is `Follower.commit`. An API failure (the watch or a pass) is
@@ -640,9 +640,10 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
             threads.append(thread)
     report = on_error or (lambda message: log.warning("%s", message))
     passes = 0
-    retry_at = 0.0  # after a pass found the lock held: not before this
+    held_until = 0.0  # while another writer holds the lock: no pass before this (monotonic)
+    held_reported = False  # one warning per stretch of lock contention, not one per try
     while not stop.is_set():
-        wait = min(max(follower.seconds_to_due(), retry_at - clock.monotonic()), 0.2)
+        wait = min(max(follower.seconds_to_due(), held_until - clock.monotonic()), 0.2)
         try:
             item: PodEvent | Exception | None = events.get(timeout=wait) if wait > 0 \
                 else events.get_nowait()
@@ -657,14 +658,17 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
                 item = events.get_nowait()
             except queue.Empty:
                 item = None
-        if follower.due() and not stop.is_set() and clock.monotonic() >= retry_at:
+        if follower.due() and not stop.is_set() and clock.monotonic() >= held_until:
             try:
                 with guard() if guard is not None else nullcontext():
                     result = follower.commit()
             except LockHeld as exc:  # another stage runs: keep the window, try again soon
-                report(str(exc))
-                retry_at = clock.monotonic() + 1.0  # a second later, not in a tight loop
+                if not held_reported:
+                    report(str(exc))
+                    held_reported = True
+                held_until = clock.monotonic() + 1.0
                 continue
+            held_reported = False
             passes += 1
             for error in result.errors:
                 report(error)

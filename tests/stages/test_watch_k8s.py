@@ -456,7 +456,7 @@ def test_follow_retries_a_held_lock_a_second_later_not_in_a_tight_loop(
         store.close()
     held = [t for t in tries if t < held_until]
     assert 2 <= len(held) <= 4, len(held)  # about one try a second while it is held
-    assert len(errors) == len(held) and passes
+    assert len(errors) == 1 and passes  # one warning for the stretch of contention
 
 
 def test_follow_relists_after_410_gone_and_keeps_the_claim_right(
@@ -598,7 +598,11 @@ def test_cli_follow_takes_the_run_lock_only_while_a_pass_records(
             assert other.returncode == 0, other.stderr
             assert proc.poll() is None
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=20) == 0
+            _, err = proc.communicate(timeout=20)
+            assert proc.returncode == 0
+            # while `init` held the lock, --follow waited and said so once, never spinning
+            # (thousands of warnings once filled the stderr pipe and hung the process)
+            assert err.count("holds the lock") <= 1, err[-2000:]
         finally:
             if proc.poll() is None:
                 proc.kill()
