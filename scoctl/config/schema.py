@@ -138,6 +138,7 @@ class SlurmSettings:
     sacct: str = "sacct"
     timeout: float = 10.0
     cloud_partitions: tuple[str, ...] = ()
+    poll: float = 5.0  # how often `run --follow` polls squeue / slurmrestd
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class Timeouts:
     api: float = 30.0  # connect and read timeout of every call to Nova and Kubernetes
     run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
     retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
+    reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
 
 
 @dataclass(frozen=True)
@@ -345,12 +347,12 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "rest_api_version",
                            "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "sacct", "timeout", "cloud_partitions"}),
+                           "sbatch", "sacct", "timeout", "cloud_partitions", "poll"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait", "launch_settle", "api", "run",
-                              "retry_budget"}),
+                              "retry_budget", "reconcile_interval"}),
     ("retention",): frozenset({"events", "instances", "launches"}),
     ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
@@ -707,7 +709,7 @@ def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
     def text(key: str, default: str) -> str:
         return r.string(s, sp, key, default=default) or default
 
-    return SlurmSettings(
+    settings = SlurmSettings(
         rest_url=r.string(s, sp, "rest_url"),
         rest_user=text("rest_user", "root"),
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
@@ -722,7 +724,11 @@ def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
         sacct=text("sacct", "sacct"),
         timeout=r.duration(s, sp, "timeout", 10.0),
         cloud_partitions=_names(r, s, sp, "cloud_partitions"),
+        poll=r.duration(s, sp, "poll", 5.0),
     )
+    if settings.poll <= 0:  # a controller timer of 0 would poll in a busy loop
+        raise r.fail(("slurm", "poll"), "must be more than 0s")
+    return settings
 
 
 def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
@@ -744,6 +750,8 @@ def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
     for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
         if getattr(timeouts, name) <= 0:
             raise r.fail(("timeouts", name), "must be more than 0")
+    if timeouts.reconcile_interval <= 0:  # a controller timer of 0 would poll in a busy loop
+        raise r.fail(("timeouts", "reconcile_interval"), "must be more than 0s")
     return timeouts
 
 
