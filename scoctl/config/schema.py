@@ -50,10 +50,11 @@ MAX_DURATION = 100 * 365.25 * 86400.0  # a century: longer is a typo, and overfl
 MAX_INTEGER = 2**53  # whole numbers in the config stay exact as JSON numbers
 
 
-def parse_duration(value: object) -> float:
+def parse_duration(value: object, *, most: float = MAX_DURATION) -> float:
     """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds.
 
-    Raises ValueError for anything else: negative, not finite, or longer than a century.
+    Raises ValueError for anything else: negative, not finite, or longer than a century (or
+    than `most`, a field's own limit, named in days).
     """
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
@@ -68,7 +69,9 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     if seconds < 0:
         raise ValueError(f"negative duration: {value!r}")
-    if seconds > MAX_DURATION:
+    if seconds > most:
+        if most < MAX_DURATION:
+            raise ValueError(f"must be at most {most / 86400:g}d")
         raise ValueError(f"duration too long: {value!r} (at most 100 years)")
     return seconds
 
@@ -438,10 +441,11 @@ class _Reader:
             raise self.fail((*path, key), f"must be true or false, not {value!r}")
         return value
 
-    def duration(self, data: Mapping[str, Any], path: Path_, key: str, default: float) -> float:
+    def duration(self, data: Mapping[str, Any], path: Path_, key: str, default: float, *,
+                 most: float = MAX_DURATION) -> float:
         value = data.get(key, default)
         try:
-            return parse_duration(value)
+            return parse_duration(value, most=most)
         except ValueError as exc:
             raise self.fail((*path, key), str(exc)) from exc
 
@@ -867,14 +871,12 @@ def _retention(r: _Reader, root: Mapping[str, Any]) -> Retention:
     section = r.mapping(root.get("retention"), ("retention",),
                         allowed=FIELDS[("retention",)])
     unset = Retention()
-    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name))
+    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name),
+                             most=MAX_RETENTION)
             for name in ("events", "instances", "launches")}
     if kept["events"] < EVENTS_FLOOR:
         raise r.fail(("retention", "events"),
                      "must be at least 1d (the state always keeps a day of events)")
-    for name, seconds in kept.items():
-        if seconds > MAX_RETENTION:
-            raise r.fail(("retention", name), "must be at most 36500d")
     return Retention(**kept)
 
 
