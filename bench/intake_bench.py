@@ -87,7 +87,7 @@ def phases(cluster: KubernetesCluster, config: Config, directory: Path, run: int
     t2 = time.perf_counter()
     with open_store(directory / f"state-{run}.db", create=True) as store:
         written = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster,
-                           pending_pods=pending)
+                           live_pods=pending)
         t3 = time.perf_counter()
         stored = store.claims()
     del pending

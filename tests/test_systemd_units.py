@@ -1,6 +1,7 @@
 """configs/systemd/: the oneshot service and its timer say what the operator guide promises
-(one `scoctl run --once` per tick, exit 75 is not a failure, a dedicated user, hardening), and
-systemd itself accepts them when `systemd-analyze` is on the host."""
+(one `scoctl run --once` per tick, exit 75 is not a failure, a dedicated user, hardening), the
+controller unit runs `run --follow` under systemd's notify protocol and watchdog with the same
+hardening, and systemd itself accepts them when `systemd-analyze` is on the host."""
 
 from __future__ import annotations
 
@@ -47,16 +48,40 @@ def test_the_timer_starts_the_service() -> None:
     assert timer["Timer.OnUnitActiveSec"] and timer["Install.WantedBy"] == ["timers.target"]
 
 
+HARDENING = ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
+             "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs",
+             "ProtectControlGroups", "ProtectClock", "ProtectHostname", "RestrictNamespaces",
+             "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
+             "MemoryDenyWriteExecute", "SystemCallArchitectures", "SystemCallFilter",
+             "CapabilityBoundingSet", "AmbientCapabilities", "RestrictAddressFamilies",
+             "User", "Group", "StateDirectory", "StateDirectoryMode", "RuntimeDirectory",
+             "ReadWritePaths", "UMask", "Environment")
+
+
+def test_the_controller_unit_is_a_notify_service_with_a_watchdog_and_the_same_hardening(
+) -> None:
+    unit = directives(UNITS / "scoctl-controller.service")
+    oneshot = directives(UNITS / "scoctl.service")
+    assert unit["Service.Type"] == ["notify"]
+    assert unit["Service.ExecStart"][0].endswith("scoctl run --follow")
+    assert unit["Service.Restart"] == ["on-failure"]
+    assert unit["Service.WatchdogSec"] and unit["Service.ExecReload"][0].endswith(
+        "kill -HUP $MAINPID")
+    for key in HARDENING:
+        assert unit[f"Service.{key}"] == oneshot[f"Service.{key}"], key
+
+
 def test_systemd_accepts_the_units(tmp_path: Path) -> None:
     if shutil.which("systemd-analyze") is None:
         message = "systemd-analyze not installed (scripts/setup-system.sh installs systemd)"
         if os.geteuid() == 0:  # CI runs as root with systemd: absent there is a failure
             pytest.fail(message)
         pytest.skip(message)
-    for name in ("scoctl.service", "scoctl.timer"):
+    names = ("scoctl.service", "scoctl.timer", "scoctl-controller.service")
+    for name in names:
         shutil.copy(UNITS / name, tmp_path / name)
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "scoctl.service",
-                           "scoctl.timer"], cwd=tmp_path, capture_output=True, text=True,
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", *names],
+                          cwd=tmp_path, capture_output=True, text=True,
                           timeout=60, check=False)
     problems = [line for line in (done.stdout + done.stderr).splitlines()
                 if line.strip() and "is not executable" not in line]  # scoctl not installed

@@ -41,6 +41,7 @@ __all__ = [
     "EventInfo",
     "InferenceServiceInfo",
     "JobInfo",
+    "NodeEvent",
     "NodeInfo",
     "OwnerRef",
     "PodEvent",
@@ -70,6 +71,16 @@ class PodEvent:
     resource_version: str
     pod: PodInfo | None = None
     pods: tuple[PodInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One step of a node watch: as `PodEvent`, with `node` / `nodes`."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "RESYNC"]
+    resource_version: str
+    node: NodeInfo | None = None
+    nodes: tuple[NodeInfo, ...] = ()
 
 
 class Cluster(Protocol):
@@ -112,6 +123,13 @@ class Cluster(Protocol):
         Without a resourceVersion, or when the server answers 410 Gone, the pods are re-listed
         and a ``RESYNC`` event is yielded before watching on from the list's version; a watch the
         server closes early is resumed from the last version seen.
+        Raises TemporaryError (API down, 5xx) or PermanentError.
+        """
+        ...
+
+    def watch_nodes(self, resource_version: str | None, timeout: float) -> Iterator[NodeEvent]:
+        """Stream node changes as `watch_pods` streams pods (RESYNC first and after 410 Gone).
+
         Raises TemporaryError (API down, 5xx) or PermanentError.
         """
         ...

@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn, TypeGuard, TypeVar
 
-from scoctl.adapters.cluster import ManagedKind, PodEvent
+from scoctl.adapters.cluster import ManagedKind, NodeEvent, PodEvent
 from scoctl.core.demand import (
     MANAGED_LABEL,
     Condition,
@@ -60,6 +60,7 @@ KSERVE_VERSION = "v1beta1"
 KSERVE_PLURAL = "inferenceservices"
 _TEMPORARY_STATUS = frozenset({0, 409, 410, 429, 500, 502, 503, 504})
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 def _api_errors() -> tuple[type[BaseException], ...]:
@@ -541,6 +542,44 @@ class KubernetesCluster:
                    namespace: str | None = None, label_selector: str | None = None,
                    field_selector: str | None = None) -> Iterator[PodEvent]:
         """See `Cluster.watch_pods`."""
+        fn: Callable[..., Any] = (self._core.list_namespaced_pod if namespace
+                                  else self._core.list_pod_for_all_namespaces)
+
+        def relist() -> tuple[str, PodEvent]:
+            with _bulk():
+                items, rv = self._pods_raw(namespace, label_selector, field_selector)
+                pods = tuple(_convert_all(items, pod_info, "pod"))
+            return rv, PodEvent("RESYNC", rv, pods=pods)
+
+        def event(kind: Any, rv: str, raw: Raw) -> PodEvent:
+            return PodEvent(kind, rv, pod=pod_info(raw))
+
+        yield from self._watch("pods", fn, (namespace,) if namespace else (), relist, event,
+                               resource_version, timeout, label_selector=label_selector,
+                               field_selector=field_selector)
+
+    def watch_nodes(self, resource_version: str | None, timeout: float) -> Iterator[NodeEvent]:
+        """See `Cluster.watch_nodes`."""
+
+        def relist() -> tuple[str, NodeEvent]:
+            items, rv = self._list_raw("list nodes", self._core.list_node)
+            return rv, NodeEvent("RESYNC", rv, nodes=tuple(_convert_all(items, node_info,
+                                                                        "node")))
+
+        def event(kind: Any, rv: str, raw: Raw) -> NodeEvent:
+            return NodeEvent(kind, rv, node=node_info(raw))
+
+        yield from self._watch("nodes", self._core.list_node, (), relist, event,
+                               resource_version, timeout)
+
+    def _watch(self, what: str, fn: Callable[..., Any], args: tuple[Any, ...],
+               relist: Callable[[], tuple[str, E]], event: Callable[[Any, str, Raw], E],
+               resource_version: str | None, timeout: float, *,
+               label_selector: str | None = None,
+               field_selector: str | None = None) -> Iterator[E]:
+        """List-then-watch one kind for about `timeout` seconds (see `Cluster.watch_pods`):
+        `relist` gives the RESYNC event and its version, `event` one ADDED / MODIFIED /
+        DELETED event of a raw object."""
         from kubernetes import watch as watch_module
         from kubernetes.client.exceptions import ApiException
 
@@ -553,15 +592,12 @@ class KubernetesCluster:
         if field_selector:
             selectors["field_selector"] = field_selector
         if not rv:
-            rv, event = self._resync(namespace, label_selector, field_selector)
-            yield event
+            rv, first = relist()
+            yield first
         while True:
             left = deadline - time.monotonic()
             if left < 1:
                 return
-            fn: Callable[..., Any] = (self._core.list_namespaced_pod if namespace
-                                      else self._core.list_pod_for_all_namespaces)
-            args = (namespace,) if namespace else ()
             stream = watch.Watch()
             try:
                 for ev in stream.stream(fn, *args, resource_version=rv,
@@ -572,35 +608,27 @@ class KubernetesCluster:
                     raw = ev.get("raw_object") or {}
                     kind = ev.get("type")
                     new_rv = str(_meta(raw).get("resourceVersion") or rv)
-                    if kind == "BOOKMARK":
-                        rv = new_rv
+                    if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                        rv = new_rv  # BOOKMARK: only the version moves on
                         continue
                     try:
-                        pod = pod_info(raw)
+                        item = event(kind, new_rv, raw)
                     except (QuantityError, ValueError, TypeError) as exc:
-                        log.warning("skipping unreadable pod in watch: %s", exc)
+                        log.warning("skipping unreadable %s in watch: %s", what[:-1], exc)
                         rv = new_rv
                         continue
                     rv = new_rv
-                    if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        yield PodEvent(kind, rv, pod=pod)
+                    yield item
             except ApiException as exc:
                 if exc.status == 410:
-                    rv, event = self._resync(namespace, label_selector, field_selector)
-                    yield event
+                    rv, again = relist()
+                    yield again
                     continue
-                self._raise(exc, "watch pods")
+                self._raise(exc, f"watch {what}")
             except _api_errors() as exc:
-                self._raise(exc, "watch pods")
+                self._raise(exc, f"watch {what}")
             finally:
                 stream.stop()
-
-    def _resync(self, namespace: str | None, label_selector: str | None,
-                field_selector: str | None) -> tuple[str, PodEvent]:
-        with _bulk():
-            items, rv = self._pods_raw(namespace, label_selector, field_selector)
-            pods = tuple(_convert_all(items, pod_info, "pod"))
-        return rv, PodEvent("RESYNC", rv, pods=pods)
 
     def _namespaced_list(self, doing: str, all_fn: Callable[..., Any],
                             ns_fn: Callable[..., Any], namespace: str | None,

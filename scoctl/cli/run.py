@@ -9,6 +9,9 @@ import typer
 from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
+    from scoctl.cli.context import Globals
+    from scoctl.clock import Clock
+    from scoctl.config.schema import Config
     from scoctl.stages.run import RunResult
 
 
@@ -19,6 +22,9 @@ def run(
     interval: Annotated[str | None, typer.Option(
         "--interval", help="Loop: one pass every INTERVAL (e.g. 10s, 1m) until stopped.")
                         ] = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="The controller: one process that watches Kubernetes, polls Slurm and "
+        "the spool, and runs each stage as soon as it is due (DESIGN §13).")] = False,
     region: Annotated[str | None, typer.Option("--region", help="Only this region.")] = None,
     no_teardown: Annotated[bool, typer.Option(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
@@ -37,6 +43,12 @@ def run(
     stops the loop after the pass in progress and exits 0; a SIGINT that cuts a pass short
     (--once, or a second Ctrl-C) exits 130.
 
+    With --follow (the controller, for configs/systemd/scoctl-controller.service) demand is
+    planned and acquired once the intake batch window closes (1 s idle / 5 s at most),
+    reconcile runs every timeouts.reconcile_interval and right after launches, and the lock is
+    held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
+    config (an invalid one is refused and the old one kept).
+
     \b
     Example:
       scoctl run --once --json
@@ -48,8 +60,8 @@ def run(
     from scoctl.errors import UsageError
     from scoctl.stages.loop import run_loop
 
-    if once and interval:
-        raise UsageError("give --once or --interval, not both")
+    if sum((once, bool(interval), follow)) > 1:
+        raise UsageError("give one of --once, --interval and --follow")
     period = 0.0
     if interval:
         try:
@@ -62,6 +74,14 @@ def run(
     config = g.config()
     if region is not None:
         config.region(region)  # UsageError naming --region before anything runs
+    if follow:
+        from scoctl.config.schema import is_url
+
+        if is_url(g.state_path()):  # the controller takes no leader lease (DESIGN §15) yet
+            raise UsageError("--follow needs a SQLite state; on a PostgreSQL state use "
+                             "--interval (one leader per region)")
+        _follow(g, config, SystemClock(), teardown=not no_teardown, wait=wait)
+        return
 
     def show(result: RunResult) -> None:
         if g.json:
@@ -85,6 +105,31 @@ def run(
         render.warn(f"{outcome.stopped_by}: stopped")
     if outcome.code:
         raise typer.Exit(outcome.code)
+
+
+def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
+            wait: float | None) -> None:
+    from scoctl.cli import render
+    from scoctl.config.schema import load_config, resolve_config_path
+    from scoctl.stages.controller import PassReport, serve
+
+    def show(report: PassReport) -> None:
+        if g.json:
+            render.print_json_line(report.as_dict())
+            return
+        render.line(f"pass in {report.seconds * 1000:.0f} ms: " + ", ".join(
+            f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
+            for s in report.steps))
+        for step in report.steps:
+            for error in step.errors:
+                render.warn(f"{step.name}: {error}")
+
+    code = serve(config, g.state_path(), clock, lock_path=g.lock_path(),
+                 lock_wait=config.timeouts.lock_wait if wait is None else wait,
+                 reload=lambda: load_config(resolve_config_path(g.config_option)[0]),
+                 on_pass=show, report=render.warn, teardown=teardown)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,9 @@ from scoctl.cli.common import JsonOption
 def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Show every workload's status, its claim, the latest plan and the fleet.
 
+    The last line (``latency`` in --json) gives the p50 / p99 of the latest placement decisions
+    (first sight of pending demand → committed plan) and of pending → every node Ready.
+
     Read-only: never takes the run lock and never blocks a running stage.
 
     \b
@@ -18,7 +21,14 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
-    from scoctl.cli.views import claim_json, instance_json, plan_json, workload_json
+    from scoctl.cli.views import (
+        claim_json,
+        instance_json,
+        latency_json,
+        plan_json,
+        workload_json,
+    )
+    from scoctl.core.model.latency import METRICS
     from scoctl.core.quantity import format_resources
     from scoctl.core.timefmt import rfc3339
 
@@ -32,6 +42,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         from scoctl.state.coordination import leases_of
 
         leaders = leases_of(store)
+        latency = latency_json({m: store.latency_samples(m) for m in METRICS})
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -43,6 +54,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
             "leaders": [{"region": lease.region, "holder": lease.holder,
                          "generation": lease.generation,
                          "expires_at": rfc3339(lease.expires_at)} for lease in leaders],
+            "latency": latency,
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -73,6 +85,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         render.table("Leaders", ["region", "holder", "term", "expires"],
                      [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))
                       for lease in leaders])
+    parts = [f"{metric.replace('_', ' ')} p50 {v['p50']:.2f} s, p99 {v['p99']:.2f} s "
+             f"({v['samples']} samples)" for metric, v in latency.items() if v["samples"]]
+    if parts:
+        render.line("Latency: " + "; ".join(parts))
 
 
 def register(app: typer.Typer) -> None:

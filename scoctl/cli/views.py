@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
     InstanceRecord,
+    LatencySample,
     PlanGeneration,
     PlanWorkloadRecord,
     WorkloadRecord,
@@ -68,3 +69,18 @@ def instance_json(i: InstanceRecord) -> dict[str, Any]:
 def event_json(e: EventRecord) -> dict[str, Any]:
     return {"ts": e.ts, "workload": e.workload, "token": e.token, "level": e.level,
             "status": e.status, "detail": dict(e.detail)}
+
+
+def latency_json(samples: Mapping[str, Sequence[LatencySample]]) -> dict[str, Any]:
+    """p50 / p99 (seconds) of the latest placement latency samples, per metric."""
+    from scoctl.core.latency import quantile
+
+    out: dict[str, Any] = {}
+    for metric, rows in samples.items():
+        values = [x.seconds for x in rows]
+        p50, p99 = quantile(values, 0.5), quantile(values, 0.99)
+        out[metric] = {"samples": len(values),
+                       "p50": round(p50, 3) if p50 is not None else None,
+                       "p99": round(p99, 3) if p99 is not None else None}
+    return out
+

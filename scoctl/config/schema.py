@@ -50,10 +50,11 @@ MAX_DURATION = 100 * 365.25 * 86400.0  # a century: longer is a typo, and overfl
 MAX_INTEGER = 2**53  # whole numbers in the config stay exact as JSON numbers
 
 
-def parse_duration(value: object) -> float:
+def parse_duration(value: object, *, most: float = MAX_DURATION) -> float:
     """``"90s"``, ``"5m"``, ``"1h"``, ``250ms`` or a number of seconds, to seconds.
 
-    Raises ValueError for anything else: negative, not finite, or longer than a century.
+    Raises ValueError for anything else: negative, not finite, or longer than a century (or
+    than `most`, a field's own limit, named in days).
     """
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
@@ -68,7 +69,9 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     if seconds < 0:
         raise ValueError(f"negative duration: {value!r}")
-    if seconds > MAX_DURATION:
+    if seconds > most:
+        if most < MAX_DURATION:
+            raise ValueError(f"must be at most {most / 86400:g}d")
         raise ValueError(f"duration too long: {value!r} (at most 100 years)")
     return seconds
 
@@ -138,6 +141,7 @@ class SlurmSettings:
     sacct: str = "sacct"
     timeout: float = 10.0
     cloud_partitions: tuple[str, ...] = ()
+    poll: float = 5.0  # how often `run --follow` polls squeue / slurmrestd
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,7 @@ class Timeouts:
     api: float = 30.0  # connect and read timeout of every call to Nova and Kubernetes
     run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
     retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
+    reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
 
 
 @dataclass(frozen=True)
@@ -345,12 +350,12 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "rest_api_version",
                            "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "sacct", "timeout", "cloud_partitions"}),
+                           "sbatch", "sacct", "timeout", "cloud_partitions", "poll"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait", "launch_settle", "api", "run",
-                              "retry_budget"}),
+                              "retry_budget", "reconcile_interval"}),
     ("retention",): frozenset({"events", "instances", "launches"}),
     ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
@@ -436,10 +441,11 @@ class _Reader:
             raise self.fail((*path, key), f"must be true or false, not {value!r}")
         return value
 
-    def duration(self, data: Mapping[str, Any], path: Path_, key: str, default: float) -> float:
+    def duration(self, data: Mapping[str, Any], path: Path_, key: str, default: float, *,
+                 most: float = MAX_DURATION) -> float:
         value = data.get(key, default)
         try:
-            return parse_duration(value)
+            return parse_duration(value, most=most)
         except ValueError as exc:
             raise self.fail((*path, key), str(exc)) from exc
 
@@ -707,7 +713,7 @@ def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
     def text(key: str, default: str) -> str:
         return r.string(s, sp, key, default=default) or default
 
-    return SlurmSettings(
+    settings = SlurmSettings(
         rest_url=r.string(s, sp, "rest_url"),
         rest_user=text("rest_user", "root"),
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
@@ -722,7 +728,11 @@ def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
         sacct=text("sacct", "sacct"),
         timeout=r.duration(s, sp, "timeout", 10.0),
         cloud_partitions=_names(r, s, sp, "cloud_partitions"),
+        poll=r.duration(s, sp, "poll", 5.0),
     )
+    if settings.poll <= 0:  # a controller timer of 0 would poll in a busy loop
+        raise r.fail(("slurm", "poll"), "must be more than 0s")
+    return settings
 
 
 def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
@@ -744,6 +754,8 @@ def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
     for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
         if getattr(timeouts, name) <= 0:
             raise r.fail(("timeouts", name), "must be more than 0")
+    if timeouts.reconcile_interval <= 0:  # a controller timer of 0 would poll in a busy loop
+        raise r.fail(("timeouts", "reconcile_interval"), "must be more than 0s")
     return timeouts
 
 
@@ -859,14 +871,12 @@ def _retention(r: _Reader, root: Mapping[str, Any]) -> Retention:
     section = r.mapping(root.get("retention"), ("retention",),
                         allowed=FIELDS[("retention",)])
     unset = Retention()
-    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name))
+    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name),
+                             most=MAX_RETENTION)
             for name in ("events", "instances", "launches")}
     if kept["events"] < EVENTS_FLOOR:
         raise r.fail(("retention", "events"),
                      "must be at least 1d (the state always keeps a day of events)")
-    for name, seconds in kept.items():
-        if seconds > MAX_RETENTION:
-            raise r.fail(("retention", name), "must be at most 36500d")
     return Retention(**kept)
 
 

@@ -300,6 +300,15 @@ def is_provisionable(pod: PodInfo) -> bool:
     )
 
 
+def demand_shape(pod: PodInfo) -> tuple[object, ...]:
+    """What a pod's demand is made of (requests, overhead, the labels and tolerations that
+    name its workload and pools): two versions of a pending pod with the same shape are the
+    same demand, whatever their status conditions say."""
+    return (pod.containers, pod.init_containers, tuple(sorted(pod.pod_requests.items())),
+            tuple(sorted(pod.overhead.items())), tuple(sorted(pod.labels.items())),
+            pod.tolerations, pod.owners)
+
+
 def scheduling_message(pod: PodInfo) -> str:
     """The scheduler's message on the PodScheduled condition ('' when none)."""
     cond = pod.condition("PodScheduled")

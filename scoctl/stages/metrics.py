@@ -19,6 +19,10 @@ the pass.
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
     scoctl_leader{region}                    1 when this runner leads the region (DESIGN §15)
+    scoctl_controller_pass_timestamp_seconds when `run --follow` last finished a pass
+    scoctl_orphans{region}                   sco:managed servers with no known launch or workload
+    scoctl_placement_decision_seconds        histogram: first sight of pending demand → plan
+    scoctl_pending_to_ready_seconds          histogram: first sight of pending demand → Ready
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from scoctl.core.model import MetricCounters
+from scoctl.core.latency import cumulative
+from scoctl.core.model import Histogram, MetricCounters
+from scoctl.core.model.latency import DECISION, READY
 
 if TYPE_CHECKING:
     from scoctl.state import Store
@@ -56,6 +62,7 @@ class RunSample:
     succeeded_at: float | None = None  # Unix time when the whole pass succeeded
     pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
     leader: Mapping[str, bool] = field(default_factory=dict)  # region → this runner leads it
+    controller_at: float | None = None  # Unix time of a `run --follow` pass
 
 
 def _label(value: str) -> str:
@@ -74,6 +81,15 @@ class _Text:
             text = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(labels.items()))
             number = repr(float(value)) if isinstance(value, float) else str(value)
             self.lines.append(f"{name}{{{text}}} {number}" if text else f"{name} {number}")
+
+    def histogram(self, name: str, help_text: str,
+                  buckets: Sequence[tuple[str, int]], total: float) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} histogram")
+        for le, n in buckets:
+            self.lines.append(f'{name}_bucket{{le="{le}"}} {n}')
+        self.lines.append(f"{name}_sum {round(total, 6)!r}")
+        self.lines.append(f"{name}_count {buckets[-1][1] if buckets else 0}")
 
     def render(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -146,4 +162,18 @@ def collect(store: Store, sample: RunSample) -> str:
     if last_success is not None:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])
+    if sample.controller_at is not None:
+        t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
+                 "Unix time of the controller's (run --follow) last pass.",
+                 [({}, float(sample.controller_at))])
+    t.metric("scoctl_orphans", "gauge",
+             "Servers tagged sco:managed with no known launch or workload, by region.",
+             [({"region": r}, n) for r, n in sorted(store.orphan_counts().items())])
+    histograms = store.histograms()
+    for metric, help_text in ((DECISION, "From the first sight of pending demand (a pod or a "
+                               "job) to its committed plan."),
+                              (READY, "From the first sight of pending demand to every planned "
+                               "node Ready.")):
+        h = histograms.get(metric, Histogram())  # empty: dashboards still see the series
+        t.histogram(f"scoctl_{metric}_seconds", help_text, cumulative(h), h.total)
     return t.render()

@@ -8,9 +8,10 @@ that turned inactive (`stages.teardown`), and only then drop the ingested spool 
 
 `run_pass` is one pass (``scoctl watch --once``, and the first step of ``scoctl run``).
 `follow` streams: a pod watch (list + watch with resourceVersion; 410 Gone and API restarts
-re-list) feeds a pod cache, the batch window (`intake.batch_idle` / `intake.batch_max`, timed
-by the injected Clock) decides when to commit, and a periodic pass (Slurm, quota blocks,
-availability) runs when the window is closed.
+re-list) feeds a cache of the unfinished pods (so a pass lists no pods at all), the batch window
+(`intake.batch_idle` / `intake.batch_max`, timed by the injected Clock) decides when to commit,
+and a periodic pass (Slurm, quota blocks, availability) runs when the window is closed.
+`pump` is the reconnecting watch loop that the controller's informer reuses.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
@@ -66,9 +67,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+E = TypeVar("E")
 Source = Literal["k8s", "slurm"]
 SOURCES: tuple[Source, ...] = ("k8s", "slurm")
-PENDING_SELECTOR = "status.phase=Pending"
+# the pods intake reads: every pod not finished (finished pods are no demand and keep no node
+# busy), listed once per pass or watched; pending ones and those on scoctl's nodes are kept
+LIVE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -194,28 +198,26 @@ def _state(w: WorkloadRecord) -> WorkloadState:
 
 
 def read_k8s(cluster: Cluster, config: Config,
-             pending: Sequence[PodInfo] | None = None) -> K8sSnapshot:
-    """Read the cluster: pending pods (or the given cache), pods on nodes scoctl launched,
-    nodes, Deployments, ReplicaSets, Jobs, InferenceServices and Jobs' FailedCreate events.
+             live: Sequence[PodInfo] | None = None) -> K8sSnapshot:
+    """Read the cluster: pending pods and pods on nodes scoctl launched (from one pod list per
+    namespace, or from `live`, a watch cache of the unfinished pods), nodes, Deployments,
+    ReplicaSets, Jobs, InferenceServices and Jobs' FailedCreate events.
 
+    The cost follows demand, not the fleet: never one pod list per node.
     Raises TemporaryError / PermanentError from the cluster.
     """
     namespaces: list[str | None] = list(config.kubernetes.namespaces) or [None]
     nodes = cluster.nodes()
-    pods: dict[tuple[str, str], PodInfo] = {}
-    if pending is None:
+    if live is None:
         listed: list[PodInfo] = []
         for ns in namespaces:
-            listed.extend(cluster.pods(ns, field_selector=PENDING_SELECTOR))
-        pending = listed
-    for pod in pending:
-        pods[(pod.namespace, pod.name)] = pod
+            listed.extend(cluster.pods(ns, field_selector=LIVE_SELECTOR))
+        live = listed
+    managed = {n.name for n in nodes if n.labels.get(MANAGED_LABEL) == "true"}
     wanted = set(namespaces)
-    for node in nodes:
-        if node.labels.get(MANAGED_LABEL) == "true":
-            for pod in cluster.pods_on_node(node.name):
-                if None in wanted or pod.namespace in wanted:
-                    pods[(pod.namespace, pod.name)] = pod
+    pods = tuple(pod for pod in live
+                 if (None in wanted or pod.namespace in wanted)
+                 and (pod.phase == "Pending" or pod.node_name in managed))
     deployments, replicasets, jobs, isvcs, events = [], [], [], [], []
     for ns in namespaces:
         deployments.extend(cluster.deployments(ns))
@@ -223,7 +225,7 @@ def read_k8s(cluster: Cluster, config: Config,
         jobs.extend(cluster.jobs(ns))
         isvcs.extend(cluster.inference_services(ns))
         events.extend(cluster.events(ns, involved_kind="Job", reason="FailedCreate"))
-    return K8sSnapshot(pods=tuple(pods.values()), nodes=tuple(nodes),
+    return K8sSnapshot(pods=pods, nodes=tuple(nodes),
                        deployments=tuple(deployments), replicasets=tuple(replicasets),
                        jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events))
 
@@ -413,12 +415,12 @@ def _no_gc() -> Iterator[None]:
 def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
              teardown: bool = True, cluster: Cluster | None = None,
              scheduler: BatchScheduler | None = None,
-             pending_pods: Sequence[PodInfo] | None = None) -> WatchResult:
+             live_pods: Sequence[PodInfo] | None = None) -> WatchResult:
     """One watch pass: spool, then each source; one transaction; then teardowns and spool
     clean-up. A source whose API fails is reported in the result (``errors``) and skipped; the
     others and the spool are still recorded.
 
-    `pending_pods` replaces the pending-pod list (the follow cache). Raises ConfigError when a
+    `live_pods` replaces the pod list (a watch cache of unfinished pods). Raises ConfigError when a
     requested source has no usable configuration.
     """
     # The cyclic collector stays paused for the whole pass, reads included: between the pod
@@ -426,12 +428,12 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
     # intake found nothing to free and took longer than the decision itself.
     with _no_gc():
         return _run_pass(config, store, clock, sources=sources, teardown=teardown,
-                         cluster=cluster, scheduler=scheduler, pending_pods=pending_pods)
+                         cluster=cluster, scheduler=scheduler, live_pods=live_pods)
 
 
 def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
               teardown: bool, cluster: Cluster | None, scheduler: BatchScheduler | None,
-              pending_pods: Sequence[PodInfo] | None) -> WatchResult:
+              live_pods: Sequence[PodInfo] | None) -> WatchResult:
     started = clock.monotonic()
     wall = time.perf_counter()
     result = WatchResult()
@@ -446,7 +448,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
             raise ConfigError("watch --source k8s needs a Kubernetes cluster",
                               field="kubernetes.kubeconfig")
         try:
-            k8s_read = read_k8s(cluster, config, pending_pods)
+            k8s_read = read_k8s(cluster, config, live_pods)
             counts.seen = len(k8s_read.pods)
             policy = k8s_policy(config)
             counts.pending = sum(1 for pod in k8s_read.pods
@@ -507,7 +509,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
 
 
 class Follower:
-    """The state of ``--follow``: a cache of pending pods fed by watch events, the batch window,
+    """The state of ``--follow``: a cache of unfinished pods fed by watch events, the batch window,
     and when the next periodic pass is due. Time comes from the Clock only, so tests drive it
     event by event without sleeping."""
 
@@ -576,29 +578,29 @@ class Follower:
         return now >= self.next_poll
 
     def commit(self) -> WatchResult:
-        """Run one pass over the cached pending pods (listed when no watch has synced yet)."""
+        """Run one pass over the cached pods (listed when no watch has synced yet)."""
         pending = list(self.pods.values()) if self.synced else None
         self.window = None
         try:
             return run_pass(self.config, self.store, self.clock, sources=self.sources,
                             teardown=self.teardown, cluster=self.cluster,
-                            scheduler=self.scheduler, pending_pods=pending)
+                            scheduler=self.scheduler, live_pods=pending)
         finally:
             self.next_poll = self.clock.monotonic() + self.poll
 
 
-def _pump(cluster: Cluster, out: queue.Queue[PodEvent | Exception], stop: threading.Event,
-          timeout: float, namespace: str | None) -> None:
-    """Feed pod watch events into `out` until `stop`; API failures are put on the queue and
-    retried with back-off (the adapter re-lists after 410 Gone and on the first watch)."""
+def pump(watch: Callable[[str | None, float], Iterator[E]], out: queue.Queue[E | Exception],
+         stop: threading.Event, timeout: float) -> None:
+    """Feed the events of `watch(resource_version, timeout)` into `out` until `stop`; API
+    failures are put on the queue and retried with back-off, 0.5 s doubling to 10 s (the
+    adapter re-lists after 410 Gone and on the first watch)."""
     rv: str | None = None
     failures = 0
     while not stop.is_set():
         try:
-            for event in cluster.watch_pods(rv, timeout, namespace=namespace,
-                                            field_selector=PENDING_SELECTOR):
+            for event in watch(rv, timeout):
                 out.put(event)
-                rv = event.resource_version or rv
+                rv = getattr(event, "resource_version", None) or rv
                 failures = 0
                 if stop.is_set():
                     return
@@ -606,6 +608,16 @@ def _pump(cluster: Cluster, out: queue.Queue[PodEvent | Exception], stop: thread
             out.put(exc)
             failures += 1
             stop.wait(min(10.0, 0.25 * 2 ** min(failures, 6)))
+
+
+def pod_watch(cluster: Cluster, namespace: str | None,
+              ) -> Callable[[str | None, float], Iterator[PodEvent]]:
+    """The watch of the unfinished pods of `namespace` (all when None) that intake caches."""
+
+    def watch(rv: str | None, timeout: float) -> Iterator[PodEvent]:
+        return cluster.watch_pods(rv, timeout, namespace=namespace,
+                                  field_selector=LIVE_SELECTOR)
+    return watch
 
 
 def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
@@ -631,8 +643,9 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
     if cluster is not None and "k8s" in sources:
         spaces: list[str | None] = list(config.kubernetes.namespaces) or [None]
         for ns in spaces:
-            thread = threading.Thread(target=_pump, name=f"scoctl-watch-{ns or 'all'}",
-                                      args=(cluster, events, stop, watch_timeout, ns),
+            thread = threading.Thread(target=pump, name=f"scoctl-watch-{ns or 'all'}",
+                                      args=(pod_watch(cluster, ns), events, stop,
+                                            watch_timeout),
                                       daemon=True)
             thread.start()
             threads.append(thread)

@@ -238,6 +238,33 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX instances_ended ON instances(status, updated);
     CREATE INDEX launches_settled ON launches(status, updated);
     """,
+    # 4: placement latency (DESIGN §13): open sightings of demand, histograms, recent samples
+    """
+    CREATE TABLE demand_sightings (
+        workload TEXT PRIMARY KEY,
+        claim_version INTEGER NOT NULL,
+        seen REAL NOT NULL,
+        planned REAL
+    );
+    CREATE TABLE latency_histograms (
+        metric TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (metric, bucket)
+    );
+    CREATE TABLE latency_totals (
+        metric TEXT PRIMARY KEY,
+        total REAL NOT NULL
+    );
+    CREATE TABLE latency_samples (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        metric TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

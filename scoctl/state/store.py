@@ -13,7 +13,8 @@ says otherwise it raises nothing of its own: a failure of the database itself (d
 held past the busy timeout, a constraint the caller broke) surfaces as the backend's exception,
 rolls the enclosing transaction back and ends the stage.
 
-The Protocol is split by concern (`Lifecycle`, `WorkloadState`, `PlanState`, `FleetState`);
+The Protocol is split by concern (`Lifecycle`, `WorkloadState`, `PlanState`, `FleetState`,
+`LatencyState`);
 `Store` is all of them.
 """
 
@@ -27,12 +28,15 @@ from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
     ExclusionRecord,
+    Histogram,
     InstanceRecord,
+    LatencySample,
     LaunchRecord,
     MetricCounters,
     PlanGeneration,
     PlanWorkloadRecord,
     RankingCache,
+    Sighting,
     TokenRecord,
     WorkloadRecord,
 )
@@ -259,6 +263,10 @@ class FleetState(Protocol):
         """When each orphan server of `region` was first seen (server id → RFC 3339)."""
         ...
 
+    def orphan_counts(self) -> dict[str, int]:
+        """How many orphan servers each region has (regions with none are left out)."""
+        ...
+
     def save_orphans_seen(self, region: str, seen: Mapping[str, str]) -> None:
         """Replace `region`'s orphan sightings with `seen`."""
         ...
@@ -285,7 +293,33 @@ class FleetState(Protocol):
         ...
 
 
-class Store(Lifecycle, WorkloadState, PlanState, FleetState, Protocol):
+class LatencyState(Protocol):
+    """Placement latency (DESIGN §13): demand first seen and not yet placed, the histograms of
+    the time to a committed plan and to Ready nodes, and their latest samples."""
+
+    def sightings(self) -> list[Sighting]:
+        """Every open sighting of demand, by workload."""
+        ...
+
+    def save_sightings(self, sightings: Iterable[Sighting], drop: Iterable[str] = ()) -> None:
+        """Store (replace) these sightings and end those of the `drop` workloads."""
+        ...
+
+    def histograms(self) -> dict[str, Histogram]:
+        """Every latency histogram, by metric (`core.model.latency.METRICS`)."""
+        ...
+
+    def save_latency(self, histograms: Mapping[str, Histogram],
+                     samples: Sequence[LatencySample]) -> None:
+        """Replace these histograms and add the samples (the latest 1,000 per metric stay)."""
+        ...
+
+    def latency_samples(self, metric: str) -> list[LatencySample]:
+        """The latest samples of `metric`, oldest first."""
+        ...
+
+
+class Store(Lifecycle, WorkloadState, PlanState, FleetState, LatencyState, Protocol):
     """The whole state interface every stage and command uses."""
 
     def metric_counters(self) -> MetricCounters:

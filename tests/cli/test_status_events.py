@@ -56,7 +56,7 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     assert result.code == 0, result.stderr
     body = result.json()
     assert isinstance(body, dict)
-    assert list(body) == ["workloads", "claims", "plan", "instances", "leaders"]
+    assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency"]
     assert body["leaders"] == []  # one host on a SQLite state: no leases
     orders = next(w for w in body["workloads"] if w["slug"] == "orders-daily")
     assert orders == {"slug": "orders-daily", "kind": "deployment", "source": "k8s",

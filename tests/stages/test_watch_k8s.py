@@ -426,6 +426,39 @@ def test_follow_commits_pods_arriving_over_time_as_one_claim(
     assert not thread.is_alive() and errors == []
 
 
+def test_follow_retries_a_held_lock_a_second_later_not_in_a_tight_loop(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
+        k8s_kubeconfig: Path) -> None:
+    from contextlib import contextmanager
+
+    from scoctl.errors import LockHeld
+
+    config = load_config(write_config(tmp_path, k8s_kubeconfig, idle="200ms"))
+    store = open_store(tmp_path / "state.db", create=True, clock=SystemClock())
+    nodes(k8s_emulator)
+    orders(k8s_emulator, 3)
+    tries: list[float] = []
+    held_until = time.monotonic() + 2.5  # another writer holds the lock for 2.5 s
+
+    @contextmanager
+    def guard() -> Iterator[None]:
+        tries.append(time.monotonic())
+        if tries[-1] < held_until:
+            raise LockHeld("another scoctl run holds the lock")
+        yield
+
+    stop, thread, passes, errors = run_follow(config, store, k8s_cluster, guard=guard)
+    try:
+        assert wait_until(lambda: store.claim("orders-daily") is not None)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        store.close()
+    held = [t for t in tries if t < held_until]
+    assert 2 <= len(held) <= 4, len(held)  # about one try a second while it is held
+    assert len(errors) == 1 and passes  # one warning for the stretch of contention
+
+
 def test_follow_relists_after_410_gone_and_keeps_the_claim_right(
         k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
         k8s_kubeconfig: Path) -> None:

@@ -92,3 +92,21 @@ def test_save_token_saves_the_decision_it_is_given_and_decides_nothing(store):
     events = [(e.workload, e.token, e.level, e.status) for e in store.events()]
     assert events == [("orders", "POD_QUEUED", "info", "running"),
                       ("orders", "NOTE", "warning", "running"), ("ghost", "NOTE", "info", None)]
+
+
+def test_latency_sightings_histograms_and_samples_round_trip(store):
+    from scoctl.core.latency import observe
+    from scoctl.core.model import Histogram, LatencySample, Sighting
+    from scoctl.state.sqlite.latency import SAMPLES_KEPT
+
+    store.save_sightings([Sighting("a", 3, 100.0, None), Sighting("b", 1, 90.0, 95.5)])
+    store.save_sightings([Sighting("a", 4, 100.0, 101.25)], drop=["b"])
+    assert store.sightings() == [Sighting("a", 4, 100.0, 101.25)]
+    h = observe(observe(Histogram(), 1.2), 30.0)
+    store.save_latency({"placement_decision": h},
+                       [LatencySample("placement_decision", f"w{i}", i / 10, 200.0 + i)
+                        for i in range(SAMPLES_KEPT + 5)])
+    assert store.histograms() == {"placement_decision": h}
+    kept = store.latency_samples("placement_decision")
+    assert len(kept) == SAMPLES_KEPT and kept[0].workload == "w5" and kept[-1].at == 200.0 + 1004
+    assert store.latency_samples("pending_to_ready") == []

@@ -15,6 +15,7 @@ from scoctl.core.model.cloud import (
     ServerInfo,
 )
 from scoctl.core.model.join import BootstrapToken, TokenSecret
+from scoctl.core.model.latency import Histogram, LatencySample, Sighting
 from scoctl.core.model.leases import LeaseRecord
 from scoctl.core.model.pools import (
     KINDS,
@@ -58,10 +59,11 @@ from scoctl.core.model.slurm import (
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
     "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
-    "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord",
-    "LaunchRequest", "LaunchResult", "MetricCounters", "Networks", "NodeRelease",
-    "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "RankingCache",
-    "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier", "TokenRecord", "TokenSecret",
-    "WorkloadRecord", "flavor_allocatable", "is_slug", "rest_api_version",
+    "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "Histogram", "InstanceRecord", "Kind",
+    "LatencySample", "LaunchRecord", "LaunchRequest", "LaunchResult", "MetricCounters",
+    "Networks", "NodeRelease", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
+    "RankingCache", "ServerInfo", "Sighting", "SlurmJob", "SlurmNode", "Source", "Tier",
+    "TokenRecord", "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)

@@ -3,7 +3,8 @@
 Every public method that writes runs in a transaction; callers group several writes into one
 stage transaction with ``with store.transaction():`` (re-entrant), so a crash leaves the previous
 state, never half a plan. `SqliteStore` implements `scoctl.state.store.Store`; its table groups
-live in `workloads`, `plans` and `fleet`, the shared connection and transaction in `base`.
+live in `workloads`, `plans`, `fleet` and `latency`, the shared connection and transaction in
+`base`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
 from scoctl.state.sqlite.fleet import FleetTables
+from scoctl.state.sqlite.latency import LatencyTables
 from scoctl.state.sqlite.plans import PlanTables
 from scoctl.state.sqlite.workloads import WorkloadTables
 
 __all__ = ["SqliteStore", "run_migrations"]
 
 
-class SqliteStore(WorkloadTables, PlanTables, FleetTables):
+class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables):
     """The `Store` over one SQLite file. Open with `SqliteStore.open` (or `open_store`)."""
 
     @classmethod

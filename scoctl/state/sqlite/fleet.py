@@ -123,6 +123,11 @@ class FleetTables(SqliteBase):
             "SELECT server_id, first_seen FROM orphans_seen WHERE region = ? ORDER BY server_id",
             [region]))
 
+    def orphan_counts(self) -> dict[str, int]:
+        """See `Store.orphan_counts`."""
+        return dict(self.conn.execute(
+            "SELECT region, COUNT(*) FROM orphans_seen GROUP BY region ORDER BY region"))
+
     def save_orphans_seen(self, region: str, seen: Mapping[str, str]) -> None:
         """Replace `region`'s orphan sightings with `seen`."""
         with self.transaction():

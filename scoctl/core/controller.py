@@ -1,0 +1,263 @@
+"""The controller's scheduling decisions (DESIGN §13), pure: what runs now, given the timers,
+the deltas seen and the clock — and what the last step changes.
+
+The controller (`scoctl.stages.controller`) feeds this module facts: a demand delta from the
+pod watch (`demand_changed`), events waiting in the spool (`spool_waiting`), a node that
+changed or a stage that wants a reconcile (`reconcile_wanted`), and how each step it ran went
+(`after_intake`, `after_act`, `after_reconcile`). `next_step` answers with the one step due now
+(or how long to wait until one is):
+
+* ``intake`` — a watch pass: when the batch window closed (1 s after the last delta, 5 s after
+  the first: `core.intake.window_due`), when the spool holds events, and every `poll` seconds
+  (Slurm's squeue / slurmrestd, and the Kubernetes objects beyond pods: quota blocks,
+  availability); `Due.kubernetes` / `Due.slurm` say which sources it reads;
+* ``act`` — plan and acquire, at once after an intake that changed a claim, after a stage left
+  workloads to re-plan (an exclusion, a reclaim), and again after a failed acquire;
+* ``reconcile`` — every `reconcile` seconds, right after launches, every `follow_up` seconds
+  while launched servers boot, and when asked (at most once per `gap`).
+
+A step that failed (an API down) is retried with exponential back-off (`backoff`), never in a
+tight loop; `recovered` ends the back-off at once when the API answers again (the pod watch is
+back). `Outages` turns per-step success and failure into one warning per outage and one
+notice when it ends. Time is the caller's monotonic clock, passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from scoctl.core.intake import BatchWindow, extend_window, window_deadline
+
+Step = Literal["intake", "act", "reconcile"]
+STEPS: tuple[Step, ...] = ("intake", "act", "reconcile")
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 60.0
+
+
+@dataclass(frozen=True)
+class Timers:
+    """The controller's periods, in seconds (from the config: `intake`, `slurm.poll`,
+    `timeouts.reconcile_interval`)."""
+
+    batch_idle: float = 1.0
+    batch_max: float = 5.0
+    poll: float = 5.0
+    spool: float = 1.0
+    reconcile: float = 15.0
+    follow_up: float = 2.0
+    gap: float = 1.0
+    slurm: bool = False  # Slurm is a source: the periodic intake reads it
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where the timers stand. Start with `start(now)`."""
+
+    window: BatchWindow | None = None
+    next_poll: float = 0.0
+    next_spool: float = 0.0
+    next_reconcile: float = 0.0
+    last_reconcile: float = -math.inf
+    spool: bool = False  # events wait in the spool
+    act: bool = False  # plan + acquire owed
+    reconcile: bool = False  # a reconcile was asked for
+    failures: Mapping[Step, int] = field(default_factory=dict)
+    retry_at: Mapping[Step, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Due:
+    """The step to run now (None: nothing is due; wait `wait` seconds, or until a delta)."""
+
+    step: Step | None
+    wait: float = 0.0
+    kubernetes: bool = False  # an intake reads Kubernetes (pods from the cache, other objects)
+    slurm: bool = False  # an intake polls Slurm
+
+
+def start(now: float) -> Schedule:
+    """The schedule of a controller that just started: a full intake (and with it a plan, an
+    acquire and a reconcile) is due at once."""
+    return Schedule(next_poll=now, next_spool=now, next_reconcile=now)
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after `failures` failures in a row: 1, 2, 4 … at most 60."""
+    if failures <= 0:
+        return 0.0
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** min(failures - 1, 16))
+
+
+def _ready(s: Schedule, step: Step, now: float) -> bool:
+    return now >= s.retry_at.get(step, -math.inf)
+
+
+def _window_closed(s: Schedule, t: Timers, now: float) -> bool:
+    return s.window is not None and now >= window_deadline(s.window, t.batch_idle, t.batch_max)
+
+
+def _reconcile_at(s: Schedule, t: Timers) -> float:
+    at = s.next_reconcile
+    if s.reconcile:
+        at = min(at, s.last_reconcile + t.gap)
+    return max(at, s.retry_at.get("reconcile", -math.inf))
+
+
+def next_step(s: Schedule, t: Timers, now: float) -> Due:
+    """The step due now, in order intake → act → reconcile (an intake that changes a claim is
+    followed by its plan at once; a launch by its reconcile); else how long until one is."""
+    polled = now >= s.next_poll
+    if _ready(s, "intake", now) and (polled or s.spool or _window_closed(s, t, now)):
+        return Due("intake", kubernetes=polled or _window_closed(s, t, now),
+                   slurm=polled and t.slurm)
+    if s.act and _ready(s, "act", now):
+        return Due("act")
+    if now >= _reconcile_at(s, t):
+        return Due("reconcile")
+    intake_at = [s.next_poll]
+    if s.window is not None:
+        intake_at.append(window_deadline(s.window, t.batch_idle, t.batch_max))
+    if s.spool:
+        intake_at.append(now)
+    intake_retry = s.retry_at.get("intake", -math.inf)
+    times = [max(x, intake_retry) for x in intake_at]
+    times += [_reconcile_at(s, t), s.next_spool]
+    if s.act:
+        times.append(s.retry_at.get("act", now))
+    return Due(None, wait=max(0.0, min(times) - now))
+
+
+def spool_due(s: Schedule, now: float) -> bool:
+    """Time to list the spool (the caller does, outside a pass, then calls `spool_looked`)."""
+    return now >= s.next_spool
+
+
+def demand_changed(s: Schedule, now: float) -> Schedule:
+    """New demand arrived (a pod turned pending and provisionable, or changed its request):
+    open the batch window or extend it (Karpenter's batcher: idle since the last arrival)."""
+    return replace(s, window=extend_window(s.window, now))
+
+
+def demand_left(s: Schedule, now: float) -> Schedule:
+    """Demand went (a pending pod was bound, deleted or no longer provisionable): open the
+    window when none is open, but never extend one — demand that leaves does not hold back
+    the demand that arrived."""
+    return s if s.window is not None else replace(s, window=extend_window(None, now))
+
+
+def spool_looked(s: Schedule, t: Timers, now: float, *, waiting: bool) -> Schedule:
+    """The spool was listed at `now`; `waiting`: it holds events (an intake is due)."""
+    return replace(s, next_spool=now + t.spool, spool=s.spool or waiting)
+
+
+def reconcile_wanted(s: Schedule) -> Schedule:
+    """A managed node changed, or a stage asked for a reconcile (a reclaim notice)."""
+    return replace(s, reconcile=True)
+
+
+def _failed(s: Schedule, step: Step, now: float) -> Schedule:
+    n = s.failures.get(step, 0) + 1
+    return replace(s, failures={**s.failures, step: n},
+                   retry_at={**s.retry_at, step: now + backoff(n)})
+
+
+def _succeeded(s: Schedule, step: Step) -> Schedule:
+    if step not in s.failures and step not in s.retry_at:
+        return s
+    return replace(s, failures={k: v for k, v in s.failures.items() if k != step},
+                   retry_at={k: v for k, v in s.retry_at.items() if k != step})
+
+
+def recovered(s: Schedule, step: Step) -> Schedule:
+    """The API behind `step` answers again: end its back-off now."""
+    return _succeeded(s, step)
+
+
+def after_intake(s: Schedule, t: Timers, now: float, due: Due, *, failed: bool,
+                 changed: bool, replan: bool) -> Schedule:
+    """An intake ran. `changed`: a claim got a new version; `replan`: workloads wait to be
+    re-planned (they are planned and acquired at once)."""
+    out = replace(s, spool=False, act=s.act or changed or replan)
+    if due.kubernetes:
+        out = replace(out, window=None)
+    if now >= s.next_poll:
+        out = replace(out, next_poll=now + t.poll)
+    return _failed(out, "intake", now) if failed else _succeeded(out, "intake")
+
+
+def after_act(s: Schedule, t: Timers, now: float, *, failed: bool, launched: bool,
+              replan: bool) -> Schedule:
+    """Plan and acquire ran. A launch asks for a reconcile right away; a failed acquire is
+    tried again after its back-off; `replan` (the acquire excluded a pool) plans again."""
+    out = replace(s, act=failed or replan, reconcile=s.reconcile or launched)
+    if launched:
+        out = replace(out, next_reconcile=min(out.next_reconcile, now))
+    return _failed(out, "act", now) if failed else _succeeded(out, "act")
+
+
+def after_reconcile(s: Schedule, t: Timers, now: float, *, failed: bool, booting: bool,
+                    replan: bool) -> Schedule:
+    """A reconcile ran. `booting`: launched servers are not Ready yet (look again in
+    `follow_up` seconds); `replan`: it left workloads to re-plan (lost units, exclusions)."""
+    period = t.follow_up if booting else t.reconcile
+    out = replace(s, reconcile=False, last_reconcile=now, next_reconcile=now + period,
+                  act=s.act or replan)
+    return _failed(out, "reconcile", now) if failed else _succeeded(out, "reconcile")
+
+
+def plans_behind(claims: Iterable[tuple[str, int, bool]], planned: Mapping[str, int]) -> bool:
+    """Some claim (workload, version, has demand) is newer than its committed plan, or a plan
+    outlives its claim's demand: claims another process wrote (``scoctl slurm resume``,
+    ``plan --claims``) want a plan too."""
+    demand: set[str] = set()
+    for workload, version, has_demand in claims:
+        if has_demand:
+            demand.add(workload)
+            if planned.get(workload, 0) < version:
+                return True
+    return any(workload not in demand for workload in planned)
+
+
+def error_of(errors: Sequence[str], api: str) -> str | None:
+    """The first of a stage's `errors` that names `api` (``nova``, ``kubernetes``,
+    ``slurm``), or None: that API answered."""
+    return next((e for e in errors if api in e.lower()), None)
+
+
+# --- outages -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutageEvent:
+    """One event to record: ``API_UNAVAILABLE`` (warning) when an outage starts,
+    ``API_RECOVERED`` (info) with how long it lasted when it ends."""
+
+    token: Literal["API_UNAVAILABLE", "API_RECOVERED"]
+    api: str
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Outages:
+    """The APIs that are down, and since when (monotonic seconds)."""
+
+    down: Mapping[str, float] = field(default_factory=dict)
+
+
+def api_result(o: Outages, api: str, now: float, *,
+               error: str | None) -> tuple[Outages, OutageEvent | None]:
+    """Fold one call's outcome into the outages: the first failure of an outage and the first
+    success after it each give one event; every other outcome gives none."""
+    if error is not None:
+        if api in o.down:
+            return o, None
+        return Outages({**o.down, api: now}), OutageEvent("API_UNAVAILABLE", api, error)
+    if api not in o.down:
+        return o, None
+    since = o.down[api]
+    return (Outages({k: v for k, v in o.down.items() if k != api}),
+            OutageEvent("API_RECOVERED", api, seconds=max(0.0, now - since)))

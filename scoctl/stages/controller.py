@@ -1,0 +1,605 @@
+"""`scoctl run --follow`: the controller (DESIGN §13).
+
+One process that does what the timer does, as soon as something changes. The pure
+`core.controller` decides what runs when; this module does the I/O around it:
+
+* read — the pod and node watches (`stages.informer`: list-then-watch, resume from the last
+  resourceVersion, re-list on 410, reconnect with back-off), the spool (listed every second),
+  Slurm (polled by the intake every `slurm.poll`);
+* act — one *pass* at a time under the run lock (held per pass, never for the process's life,
+  so hooks, `status`, dry-runs and a timer's ``run --once`` keep working beside it): the steps
+  `core.controller.next_step` says are due — intake (`stages.watch.run_pass` over the cached
+  pods), then plan and acquire (`stages.plan`, `stages.acquire`), then reconcile — each a
+  transaction of its stage, so a crash mid-pass loses nothing (the next pass re-plans the claims
+  recorded, adopts the launches begun);
+* record — placement latency (`stages.latency`), one warning event per API outage, and the
+  metrics textfile after every pass.
+
+Signals: SIGTERM / SIGINT finish the pass in hand and stop (exit 0); SIGHUP reloads the config
+(an invalid one is refused, naming file, line and field, and the old one kept). systemd is told
+READY, STATUS, WATCHDOG (`host.notify`).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scoctl.adapters.cluster import NodeEvent, PodEvent
+from scoctl.clock import Clock
+from scoctl.config.schema import Config, Region
+from scoctl.core import controller as decide
+from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
+from scoctl.core.intake import is_managed_pod
+from scoctl.errors import ApiError, LockHeld, ScoctlError
+from scoctl.host.notify import Notifier
+from scoctl.host.spool import POWER_KIND, TOKEN_KIND, pending_events
+from scoctl.stages.informer import CachedCluster, Informer
+from scoctl.stages.latency import claim_sizes, record_progress, record_sightings
+from scoctl.stages.watch import Follower, Source
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.cloud import Cloud
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.host.budget import Budget
+    from scoctl.state import Store
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.2  # the longest the loop sleeps before it looks at the signals again
+MAX_STEPS = 6  # steps per pass: intake → act → reconcile → act again when it asks, …
+BOOTING = ("requested", "building", "active")
+LOCK_RETRY_S = 1.0
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One step of a pass: its name, time, success and what it did."""
+
+    name: str
+    seconds: float
+    ok: bool
+    errors: tuple[str, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.name, "seconds": round(self.seconds, 4), "ok": self.ok,
+                "errors": list(self.errors), **self.detail}
+
+
+@dataclass(frozen=True)
+class PassReport:
+    steps: tuple[StepReport, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "seconds": round(self.seconds, 4),
+                "steps": [s.as_dict() for s in self.steps]}
+
+
+@dataclass
+class Signals:
+    """What the signal handlers asked for. Plain lists: a handler only appends (an Event or a
+    queue could deadlock on its own lock when the handler interrupts it)."""
+
+    stop: list[str] = field(default_factory=list)
+    reload: list[int] = field(default_factory=list)
+
+    @contextmanager
+    def installed(self) -> Iterator[Signals]:
+        """SIGTERM / SIGINT ask to stop (a second SIGINT interrupts at once), SIGHUP to
+        reload; the previous handlers come back afterwards."""
+
+        def on_stop(signum: int, _frame: object) -> None:
+            if signum == signal.SIGINT and self.stop:
+                raise KeyboardInterrupt
+            self.stop.append(signal.Signals(signum).name)
+
+        def on_hup(signum: int, _frame: object) -> None:
+            self.reload.append(signum)
+
+        previous = {sig: signal.signal(sig, on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
+    """The controller's timers from the config."""
+    return decide.Timers(batch_idle=config.intake.batch_idle,
+                         batch_max=config.intake.batch_max, poll=config.slurm.poll,
+                         reconcile=config.timeouts.reconcile_interval,
+                         gap=min(1.0, config.intake.batch_idle) or 0.5,
+                         slurm="slurm" in sources)
+
+
+class Controller:
+    """The loop of ``run --follow``. `run` until `signals.stop`; see the module docstring."""
+
+    def __init__(self, config: Config, store: Store, clock: Clock, *,
+                 sources: tuple[Source, ...], cluster: Cluster | None,
+                 scheduler: BatchScheduler | None,
+                 lock: Callable[[], AbstractContextManager[object]],
+                 reload: Callable[[], Config] | None = None,
+                 on_pass: Callable[[PassReport], None] = lambda report: None,
+                 report: Callable[[str], None] = log.warning,
+                 notifier: Notifier | None = None, teardown: bool = True,
+                 clouds: Mapping[str, Cloud] | None = None,
+                 budget: Callable[[Config, Region], Budget] | None = None,
+                 watch_timeout: float = 30.0) -> None:
+        self.config, self.store, self.clock = config, store, clock
+        self.sources, self.cluster, self.scheduler = sources, cluster, scheduler
+        self.lock, self.reload_config, self.on_pass, self.report = lock, reload, on_pass, report
+        self.notifier = notifier or Notifier({})
+        self.watch_timeout = watch_timeout
+        self.informer: Informer | None = None
+        self.follower = Follower(config, store, clock, sources=sources, teardown=teardown,
+                                 cluster=cluster, scheduler=scheduler)
+        self.cached: Cluster | None = None
+        if cluster is not None and "k8s" in sources:
+            self.cached = CachedCluster(cluster, self.live_pods, self._nodes)
+        self.steps = Steps(self, teardown=teardown, clouds=clouds, budget=budget)
+        self.timers = timers_of(config, sources)
+        self.schedule = decide.start(clock.monotonic())
+        self.outages = decide.Outages()
+        self.outage_events: list[decide.OutageEvent] = []
+        self.first_seen: dict[str, float] = {}  # workload → Unix time of its new demand
+        self.sizes = claim_sizes(store)
+        self.lock_retry_at = 0.0
+        self.lock_busy = False  # the last pass found the lock held (reported once per streak)
+        self.passes = 0
+
+    # -- caches ----------------------------------------------------------------------------
+
+    def live_pods(self) -> list[Any] | None:
+        """The cached unfinished pods (None until the pod watch has synced)."""
+        return list(self.follower.pods.values()) if self.follower.synced else None
+
+    def _nodes(self) -> list[Any] | None:
+        informer = self.informer
+        return list(informer.nodes.values()) if informer and informer.nodes_synced else None
+
+    def api(self, api: str, error: str | None) -> None:
+        """Fold one outcome of `api` into the outages (one event per outage start / end)."""
+        self.outages, event = decide.api_result(self.outages, api, self.clock.monotonic(),
+                                                error=error)
+        if event is not None:
+            self.outage_events.append(event)
+            if event.token == "API_UNAVAILABLE":
+                self.report(f"{api} unavailable: {event.detail} (retrying with back-off)")
+            else:
+                self.report(f"{api} available again after {event.seconds:.0f} s")
+
+    def _take(self, items: list[Any]) -> None:
+        now = self.clock.monotonic()
+        for item in items:
+            if isinstance(item, Exception):
+                self.api("kubernetes", f"watch: {item}")
+                continue
+            self.api("kubernetes", None)
+            self.schedule = decide.recovered(self.schedule, "intake")
+            if isinstance(item, NodeEvent):
+                if self.informer is not None and self.informer.apply_nodes(item):
+                    self.schedule = decide.reconcile_wanted(self.schedule)
+            elif isinstance(item, PodEvent):
+                arrived, left = self._delta(item)
+                self.follower.handle(item)  # the pod cache
+                if arrived:
+                    self.schedule = decide.demand_changed(self.schedule, now)
+                    self._saw(arrived)
+                elif left:
+                    self.schedule = decide.demand_left(self.schedule, now)
+
+    def _is_demand(self, pod: PodInfo | None) -> bool:
+        return (pod is not None and is_provisionable(pod)
+                and is_managed_pod(pod, self.follower.policy))
+
+    def _delta(self, event: PodEvent) -> tuple[list[PodInfo], bool]:
+        """The pods whose demand this event brings (new, or a changed request), and whether
+        some demand left with it (bound, deleted, no longer provisionable)."""
+        cache = self.follower.pods
+        if event.type == "RESYNC":
+            before, after = dict(cache), {(p.namespace, p.name): p for p in event.pods}
+        elif event.pod is not None:
+            key = (event.pod.namespace, event.pod.name)
+            before = {key: cache[key]} if key in cache else {}
+            after = {} if event.type == "DELETED" else {key: event.pod}
+        else:
+            return [], False
+        arrived = [p for k, p in after.items() if self._is_demand(p) and not (
+            self._is_demand(before.get(k)) and demand_shape(before[k]) == demand_shape(p))]
+        left = any(self._is_demand(p) and not self._is_demand(after.get(k))
+                   for k, p in before.items())
+        return arrived, left
+
+    def _saw(self, pods: list[PodInfo]) -> None:
+        """Remember when each workload's new demand was first seen (for the latency)."""
+        stamp = self.clock.now().timestamp()
+        label = self.config.kubernetes.workload_label
+        for pod in pods:
+            ref = workload_of(pod, label)
+            if ref is not None:
+                self.first_seen.setdefault(ref.name, stamp)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self, signals: Signals) -> int:
+        """Run until asked to stop; the pass in hand is finished first. Returns 0."""
+        if self.cluster is not None and "k8s" in self.sources:
+            self.informer = Informer(self.cluster, self.config.kubernetes.namespaces,
+                                     timeout=self.watch_timeout).start()
+        self.notifier.ready("watching")
+        last_ping = 0.0
+        try:
+            while not signals.stop:
+                if signals.reload:
+                    signals.reload.clear()
+                    self.reload()
+                self._idle(signals)
+                now = self.clock.monotonic()
+                if not signals.stop and now >= self.lock_retry_at and decide.next_step(
+                        self.schedule, self.timers, now).step is not None:
+                    self._pass()
+                if self.notifier.watchdog and time.monotonic() - last_ping > 1.0:
+                    self.notifier.ping()
+                    last_ping = time.monotonic()
+        finally:
+            self.notifier.stopping()
+            if self.informer is not None:
+                self.informer.stop()
+            self.steps.close()
+        return 0
+
+    def _idle(self, signals: Signals) -> None:
+        """Wait for events until a step is due (at most TICK_S), and list the spool when due."""
+        now = self.clock.monotonic()
+        due = decide.next_step(self.schedule, self.timers, now)
+        wait = 0.0 if due.step is not None and now >= self.lock_retry_at else min(
+            max(due.wait, self.lock_retry_at - now, 0.0), TICK_S)
+        if self.informer is not None:
+            self._take(self.informer.drain(wait if not signals.stop else 0.0))
+        elif wait > 0 and not signals.stop:
+            time.sleep(wait)
+        now = self.clock.monotonic()
+        if decide.spool_due(self.schedule, now):
+            waiting = any(next(iter(pending_events(self.config.spool, kind)), None) is not None
+                          for kind in (TOKEN_KIND, POWER_KIND))
+            self.schedule = decide.spool_looked(self.schedule, self.timers, now,
+                                                waiting=waiting)
+
+    def _pass(self) -> None:
+        """One pass under the run lock: every step due, in order, then the metrics."""
+        started = time.perf_counter()
+        reports: list[StepReport] = []
+        try:
+            with self.lock():
+                self._record_outages()
+                for _ in range(MAX_STEPS):
+                    due = decide.next_step(self.schedule, self.timers, self.clock.monotonic())
+                    if due.step is None:
+                        break
+                    reports.append(self.steps.run(due))
+                self._record_outages()  # what this pass found out, before anyone stops it
+                self.steps.write_metrics(reports)
+        except LockHeld as exc:  # another writer (a timer's run --once, a stage): soon again
+            if not self.lock_busy:
+                self.report(f"{exc}; the pass waits for it")
+            self.lock_busy = True
+            self.lock_retry_at = self.clock.monotonic() + LOCK_RETRY_S
+            return
+        self.lock_busy = False
+        self.passes += 1
+        report = PassReport(tuple(reports), time.perf_counter() - started)
+        self.notifier.status(f"pass {self.passes}: {'ok' if report.ok else 'degraded'}")
+        self.on_pass(report)
+
+    def _record_outages(self) -> None:
+        events, self.outage_events = self.outage_events, []
+        if not events:
+            return
+        with self.store.transaction():
+            for e in events:
+                detail: dict[str, Any] = {"api": e.api}
+                if e.token == "API_UNAVAILABLE":
+                    detail["error"] = e.detail
+                else:
+                    detail["seconds"] = round(e.seconds, 1)
+                self.store.append_event(None, e.token, "warning" if e.token ==
+                                        "API_UNAVAILABLE" else "info", None, detail)
+
+    def reload(self) -> bool:
+        """SIGHUP: load the config again; an invalid one is refused and the old one kept."""
+        if self.reload_config is None:
+            return False
+        self.notifier.reloading()
+        try:
+            config = self.reload_config()
+        except ScoctlError as exc:
+            self.report(f"SIGHUP: config refused, the old one stays: {exc}")
+            self.notifier.ready("watching (config refused)")
+            return False
+        before = self.config
+        kept = [name for name, old, new in (
+            ("kubernetes", (before.kubernetes.kubeconfig, before.kubernetes.context,
+                            before.kubernetes.namespaces),
+             (config.kubernetes.kubeconfig, config.kubernetes.context,
+              config.kubernetes.namespaces)),
+            ("slurm", before.slurm, replace(config.slurm, poll=before.slurm.poll)),
+            ("state", before.state, config.state)) if old != new]
+        if kept:
+            self.report(f"SIGHUP: {', '.join(kept)} changed: the connections and the state "
+                        "stay as started until a restart")
+        self.config = config
+        self.follower = replace_follower(self.follower, config)
+        self.timers = timers_of(config, self.sources)
+        self.steps.reset()
+        self.report(f"SIGHUP: config reloaded from {config.source_name}")
+        self.notifier.ready("watching (config reloaded)")
+        return True
+
+
+def replace_follower(follower: Follower, config: Config) -> Follower:
+    """The pod cache under a new config: same pods, the new intake policy."""
+    fresh = Follower(config, follower.store, follower.clock, sources=follower.sources,
+                     teardown=follower.teardown, cluster=follower.cluster,
+                     scheduler=follower.scheduler)
+    fresh.pods, fresh.synced, fresh.window = follower.pods, follower.synced, follower.window
+    return fresh
+
+
+class Steps:
+    """The stage calls of a pass (intake, act, reconcile) and the metrics after it; keeps the
+    Nova connections, token budgets and call counters between passes."""
+
+    def __init__(self, owner: Controller, *, teardown: bool,
+                 clouds: Mapping[str, Cloud] | None,
+                 budget: Callable[[Config, Region], Budget] | None) -> None:
+        from scoctl.adapters.counting import CallCounter
+
+        self.owner = owner
+        self.teardown = teardown
+        self.given = dict(clouds or {})
+        self.budget_factory = budget
+        self.clouds: dict[str, Cloud] = {}
+        self.budgets: dict[str, Budget] = {}
+        self.counter = CallCounter()
+        self.counted: dict[tuple[str, str], int] = {}
+        self.spent: dict[str, int] = {}
+        self.last: dict[str, StepReport] = {}
+        self.pending: dict[str, int] = {}
+        self.plan_seconds: float | None = None
+
+    def close(self) -> None:
+        for cloud in self.clouds.values():
+            close = getattr(cloud, "close", None)
+            if callable(close):
+                close()
+        self.clouds.clear()
+
+    def reset(self) -> None:
+        """After a reload: connect again with the new config."""
+        self.close()
+        self.budgets.clear()
+
+    def budget(self, config: Config, region: Region) -> Budget:
+        if region.name not in self.budgets:
+            if self.budget_factory is not None:
+                self.budgets[region.name] = self.budget_factory(config, region)
+            else:
+                from scoctl.stages.acquire import default_budget
+
+                self.budgets[region.name] = default_budget(config, region)
+        return self.budgets[region.name]
+
+    def cloud(self, config: Config, region: Region,
+              spend: Budget | None = None) -> Cloud:
+        if region.name not in self.clouds:
+            from scoctl.adapters.counting import CountingCloud
+
+            given = self.given.get(region.name)
+            if given is None:
+                from scoctl.adapters.factory import cloud_for
+
+                given = cloud_for(config, region, budget=spend or self.budget(config, region))
+            self.clouds[region.name] = CountingCloud(given, region.name, self.counter)
+        return self.clouds[region.name]
+
+    def run(self, due: decide.Due) -> StepReport:
+        """Run the step `due` names and fold its outcome into the schedule."""
+        assert due.step is not None
+        step = {"intake": self.intake, "act": self.act, "reconcile": self.reconcile}[due.step]
+        started = time.perf_counter()
+        try:
+            errors, detail = step(due)
+        except ScoctlError as exc:  # an API that failed after retries, or unusable input
+            errors, detail = [str(exc)], {}
+            if isinstance(exc, ApiError) and due.step != "intake":
+                self.owner.api("nova", str(exc))
+            else:
+                self.owner.report(f"{due.step}: {exc}")
+            self.owner.schedule = _failed(self.owner, due)
+        out = StepReport(due.step, time.perf_counter() - started, not errors, tuple(errors),
+                         detail)
+        self.last[out.name] = out
+        return out
+
+    def intake(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
+        from scoctl.stages.slurm_power import apply_requests
+        from scoctl.stages.watch import run_pass
+
+        o = self.owner
+        sources: list[Source] = []
+        if due.kubernetes and o.cached is not None:
+            sources.append("k8s")
+        if due.slurm and o.scheduler is not None:
+            sources.append("slurm")
+        seen, o.first_seen = (o.first_seen, {}) if "k8s" in sources else ({}, o.first_seen)
+        result = run_pass(o.config, o.store, o.clock, sources=sources, teardown=self.teardown,
+                          cluster=o.cached, scheduler=o.scheduler, live_pods=o.live_pods())
+        errors = list(result.errors)
+        power = 0
+        if "slurm" in o.sources:  # what Slurm's power-saving programs spooled
+            applied = apply_requests(o.config, o.store, o.scheduler)
+            errors += applied.errors
+            power = applied.applied
+        for name, counts in result.sources.items():
+            o.api("kubernetes" if name == "k8s" else "slurm", counts.error)
+            if counts.error is None:
+                self.pending[name] = counts.pending
+        record_sightings(o.store, result.changed, o.sizes, seen, o.clock.now().timestamp())
+        o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
+                                         failed=bool(errors), changed=bool(result.changed),
+                                         replan=bool(o.store.dirty()) or self.plans_behind())
+        return errors, {"sources": sources, "changed": sorted(result.changed),
+                        "spool_events": result.spool_events, "power_requests": power}
+
+    def act(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
+        from scoctl.stages.plan import run_plan
+        from scoctl.stages.run import acquire_with_fallback
+
+        o = self.owner
+        plan = run_plan(o.config, o.store, o.clock)
+        self.plan_seconds = plan.seconds
+        self.progress()
+        detail: dict[str, Any] = {"generation": plan.generation, "planned": list(plan.changed),
+                                  "launched": 0}
+        try:
+            # watch=0: ERROR servers are left to the reconcile right after the launch (and
+            # every follow_up seconds while they boot), so a pass never waits on Nova builds
+            acquire = acquire_with_fallback(o.config, o.store, o.clock, connect=self.cloud,
+                                            budget=self.budget, watch=0.0,
+                                            scheduler=o.scheduler)
+        except ScoctlError as exc:  # Nova down (quota headroom unreadable), or unusable input
+            if isinstance(exc, ApiError):
+                o.api("nova", str(exc))
+            else:
+                o.report(f"acquire: {exc}")
+            o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
+                                          failed=True, launched=False, replan=False)
+            return [str(exc)], detail
+        if acquire.errors or acquire.launches:  # no launch, no call: no news about Nova
+            o.api("nova", acquire.errors[0] if acquire.errors else None)
+        detail["launched"] = sum(x.created for x in acquire.launches if x.status != "failed")
+        o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
+                                      failed=bool(acquire.errors),
+                                      launched=detail["launched"] > 0,
+                                      replan=bool(o.store.dirty()))
+        return list(acquire.errors), detail
+
+    def reconcile(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
+        from scoctl.stages.run import reconcile_and_release
+
+        o = self.owner
+        result = reconcile_and_release(o.config, o.store, o.clock, teardown=self.teardown,
+                                       connect=lambda cfg, reg: self.cloud(cfg, reg),
+                                       cluster=o.cached, scheduler=o.scheduler,
+                                       discover=False)
+        for api in ("nova", "kubernetes", "slurm"):
+            if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
+                o.api(api, decide.error_of(result.errors, api))
+        booting = any(i.status in BOOTING for i in o.store.instances())
+        self.progress()
+        o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
+                                            failed=bool(result.errors), booting=booting,
+                                            replan=bool(o.store.dirty()))
+        return list(result.errors), {"booting": booting}
+
+    def plans_behind(self) -> bool:
+        """Claims written by other processes (Slurm's resume and suspend programs,
+        ``plan --claims``) that no plan has caught up with yet."""
+        store = self.owner.store
+        planned = {w: p.claim_version for w, p in store.plans(units=False).items()}
+        return decide.plans_behind(((c.workload, c.version, bool(c.requests))
+                                    for c in store.claims()), planned)
+
+    def progress(self) -> None:
+        o = self.owner
+        t = o.config.timeouts
+        record_progress(o.store, o.clock.now().timestamp(), give_up=t.launch + t.registration)
+
+    def write_metrics(self, reports: list[StepReport]) -> None:
+        """The metrics textfile, refreshed after every pass."""
+        o = self.owner
+        if o.config.metrics_file is None:
+            return
+        from scoctl.host.metrics import write_atomically
+        from scoctl.stages.metrics import RunSample, StageSample, collect
+
+        calls = self.counter.snapshot()
+        delta = {k: n - self.counted.get(k, 0) for k, n in calls.items()
+                 if n != self.counted.get(k, 0)}
+        self.counted = calls
+        spent = {name: b.spent - self.spent.get(name, 0) for name, b in self.budgets.items()}
+        self.spent = {name: b.spent for name, b in self.budgets.items()}
+        ok = all(r.ok for r in reports) and not o.outages.down
+        sample = RunSample(
+            stages=[StageSample(r.name, r.seconds, r.ok) for r in self.last.values()],
+            plan_seconds=self.plan_seconds, calls=delta,
+            tokens_available={n: b.available() for n, b in self.budgets.items()},
+            tokens_spent=spent, succeeded_at=o.clock.now().timestamp() if ok else None,
+            pending=dict(self.pending), controller_at=o.clock.now().timestamp())
+        try:
+            write_atomically(o.config.metrics_file, collect(o.store, sample))
+        except OSError as exc:  # the textfile directory is gone or read-only: keep placing
+            o.api("metrics textfile", f"{o.config.metrics_file}: {exc.strerror or exc}")
+        else:
+            o.api("metrics textfile", None)
+
+
+def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
+    """A step that raised: the same schedule change as a step that reported a failure."""
+    now = owner.clock.monotonic()
+    s, t = owner.schedule, owner.timers
+    if due.step == "intake":
+        return decide.after_intake(s, t, now, due, failed=True, changed=False, replan=False)
+    if due.step == "act":
+        return decide.after_act(s, t, now, failed=True, launched=False, replan=False)
+    return decide.after_reconcile(s, t, now, failed=True, booting=False, replan=False)
+
+
+
+def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, lock_wait: float,
+          reload: Callable[[], Config], on_pass: Callable[[PassReport], None],
+          report: Callable[[str], None], teardown: bool = True) -> int:
+    """``scoctl run --follow``: connect what the config names, then run the controller until
+    SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock."""
+    from scoctl.host.lock import run_lock
+    from scoctl.stages.watch import available_sources, connect
+    from scoctl.state import open_store
+
+    sources = tuple(available_sources(config))
+    password = config.state_password_file
+    with run_lock(lock_path, wait=lock_wait):
+        open_store(state, create=True, password_file=password).close()
+    cluster, scheduler = connect(config, sources)
+    signals = Signals()
+    try:
+        with open_store(state, password_file=password) as store, signals.installed():
+            controller = Controller(
+                config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
+                lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
+                report=report, notifier=Notifier(), teardown=teardown)
+            code = controller.run(signals)
+    finally:
+        if cluster is not None:
+            cluster.close()
+        close = getattr(scheduler, "close", None)
+        if callable(close):
+            close()
+    report(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
+           f"{controller.passes} passes")
+    return code

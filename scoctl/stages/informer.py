@@ -1,0 +1,222 @@
+"""List-then-watch caches of a cluster's pods and nodes, for the controller (DESIGN §13).
+
+`Informer` runs one watch thread per namespace for the unfinished pods and one for the nodes
+(`stages.watch.pump`: resume from the last resourceVersion, re-list on 410 Gone, back off and
+reconnect when the API server goes away), all into one queue the controller drains. The pod
+cache itself is the watch stage's `Follower` (which also opens the batch window); the node
+cache lives here.
+
+`CachedCluster` is the `Cluster` the controller hands to the stages: node and pod reads come
+from the caches once they have synced (so a pass lists no pods and no nodes: the intake cost
+follows demand, not the fleet), everything else — and `pods_on_node`, the fresh look a
+scale-down takes before it drains — goes to the API.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from scoctl.adapters.cluster import NodeEvent, PodEvent
+from scoctl.core.demand import MANAGED_LABEL
+from scoctl.stages.watch import LIVE_SELECTOR, pod_watch, pump
+
+if TYPE_CHECKING:
+    from scoctl.adapters.cluster import (
+        Cluster,
+        DeploymentInfo,
+        EventInfo,
+        InferenceServiceInfo,
+        JobInfo,
+        ManagedKind,
+        NodeInfo,
+        PodInfo,
+        ReplicaSetInfo,
+        ResourceQuotaInfo,
+    )
+
+Item = PodEvent | NodeEvent | Exception
+PENDING_SELECTORS = ("status.phase=Pending", "status.phase=Pending,spec.nodeName=")
+
+
+def is_managed_node(node: NodeInfo | None) -> bool:
+    """A node scoctl launched (its user-data labels it ``sco/managed=true``)."""
+    return node is not None and node.labels.get(MANAGED_LABEL) == "true"
+
+
+class Informer:
+    """The watch threads and the node cache. Start with `start`, end with `stop`."""
+
+    def __init__(self, cluster: Cluster, namespaces: tuple[str, ...], *,
+                 timeout: float = 30.0) -> None:
+        self.cluster = cluster
+        self.namespaces: tuple[str | None, ...] = namespaces or (None,)
+        self.timeout = timeout
+        self.events: queue.Queue[Item] = queue.Queue()
+        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes_synced = False
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> Informer:
+        watches: list[tuple[str, Callable[[str | None, float], Iterator[Item]]]] = [
+            (f"pods-{ns or 'all'}", pod_watch(self.cluster, ns)) for ns in self.namespaces]
+        watches.append(("nodes", self.cluster.watch_nodes))
+        for name, watch in watches:
+            thread = threading.Thread(target=pump, name=f"scoctl-watch-{name}",
+                                      args=(watch, self.events, self._stop, self.timeout),
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Ask the watch threads to end. A watch in flight ends at its timeout, and the threads
+        are daemons, so stopping (and a process exiting) never waits for them."""
+        self._stop.set()
+        self._threads.clear()
+
+    def drain(self, wait: float) -> list[Item]:
+        """Every queued item, waiting up to `wait` seconds for the first one."""
+        out: list[Item] = []
+        try:
+            out.append(self.events.get(timeout=wait) if wait > 0 else self.events.get_nowait())
+            while True:
+                out.append(self.events.get_nowait())
+        except queue.Empty:
+            return out
+
+    def apply_nodes(self, event: NodeEvent) -> bool:
+        """Apply a node event to the cache; True when a node scoctl launched appeared, went,
+        or changed readiness, labels or cordon (a reconcile should look at it)."""
+        if event.type == "RESYNC":
+            old = self.nodes
+            self.nodes = {n.name: n for n in event.nodes}
+            self.nodes_synced = True
+            names = {k for k, n in old.items() if is_managed_node(n)} | {
+                k for k, n in self.nodes.items() if is_managed_node(n)}
+            return any(_changed(old.get(k), self.nodes.get(k)) for k in names)
+        if event.node is None:
+            return False
+        before = self.nodes.get(event.node.name)
+        if event.type == "DELETED":
+            self.nodes.pop(event.node.name, None)
+            return is_managed_node(before)
+        self.nodes[event.node.name] = event.node
+        return (is_managed_node(before) or is_managed_node(event.node)) and _changed(
+            before, event.node)
+
+
+def _changed(before: NodeInfo | None, after: NodeInfo | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return (before.ready, before.unschedulable, dict(before.labels), before.taints) != (
+        after.ready, after.unschedulable, dict(after.labels), after.taints)
+
+
+class CachedCluster:
+    """A `Cluster` whose node and pod reads come from watch caches once they synced."""
+
+    def __init__(self, cluster: Cluster, pods: Callable[[], list[PodInfo] | None],
+                 nodes: Callable[[], list[NodeInfo] | None]) -> None:
+        self.cluster = cluster
+        self._pods = pods
+        self._nodes = nodes
+
+    def nodes(self) -> list[NodeInfo]:
+        """See `Cluster.nodes` (from the node cache)."""
+        cached = self._nodes()
+        return list(cached) if cached is not None else self.cluster.nodes()
+
+    def pods(self, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[PodInfo]:
+        """See `Cluster.pods` (from the cache for the selectors it can answer: none, the
+        unfinished pods, the pending ones)."""
+        cached = self._pods()
+        if cached is None or label_selector or field_selector not in (
+                None, "", LIVE_SELECTOR, *PENDING_SELECTORS):
+            return self.cluster.pods(namespace, label_selector, field_selector)
+        out = [p for p in cached if namespace is None or p.namespace == namespace]
+        if field_selector in PENDING_SELECTORS:
+            out = [p for p in out if p.phase == "Pending"
+                   and (field_selector == PENDING_SELECTORS[0] or not p.node_name)]
+        return out
+
+    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
+        """See `Cluster.pending_pods`."""
+        return self.pods(namespace, field_selector=PENDING_SELECTORS[1])
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """See `Cluster.pods_on_node` (always from the API: the look before a drain)."""
+        return self.cluster.pods_on_node(node)
+
+    def watch_pods(self, resource_version: str | None, timeout: float, *,
+                   namespace: str | None = None, label_selector: str | None = None,
+                   field_selector: str | None = None) -> Iterator[PodEvent]:
+        """See `Cluster.watch_pods`."""
+        return self.cluster.watch_pods(resource_version, timeout, namespace=namespace,
+                                       label_selector=label_selector,
+                                       field_selector=field_selector)
+
+    def watch_nodes(self, resource_version: str | None, timeout: float) -> Iterator[NodeEvent]:
+        """See `Cluster.watch_nodes`."""
+        return self.cluster.watch_nodes(resource_version, timeout)
+
+    def deployments(self, namespace: str | None = None,
+                    label_selector: str | None = None) -> list[DeploymentInfo]:
+        """See `Cluster.deployments`."""
+        return self.cluster.deployments(namespace, label_selector)
+
+    def replicasets(self, namespace: str | None = None,
+                    label_selector: str | None = None) -> list[ReplicaSetInfo]:
+        """See `Cluster.replicasets`."""
+        return self.cluster.replicasets(namespace, label_selector)
+
+    def jobs(self, namespace: str | None = None,
+             label_selector: str | None = None) -> list[JobInfo]:
+        """See `Cluster.jobs`."""
+        return self.cluster.jobs(namespace, label_selector)
+
+    def inference_services(self, namespace: str | None = None) -> list[InferenceServiceInfo]:
+        """See `Cluster.inference_services`."""
+        return self.cluster.inference_services(namespace)
+
+    def resource_quotas(self, namespace: str | None = None) -> list[ResourceQuotaInfo]:
+        """See `Cluster.resource_quotas`."""
+        return self.cluster.resource_quotas(namespace)
+
+    def events(self, namespace: str | None = None, *, involved_kind: str | None = None,
+               involved_name: str | None = None, reason: str | None = None,
+               ) -> list[EventInfo]:
+        """See `Cluster.events`."""
+        return self.cluster.events(namespace, involved_kind=involved_kind,
+                                   involved_name=involved_name, reason=reason)
+
+    def delete_managed(self, kind: ManagedKind, namespace: str, name: str) -> bool:
+        """See `Cluster.delete_managed`."""
+        return self.cluster.delete_managed(kind, namespace, name)
+
+    def cordon(self, node: str) -> None:
+        """See `Cluster.cordon`."""
+        self.cluster.cordon(node)
+
+    def uncordon(self, node: str) -> None:
+        """See `Cluster.uncordon`."""
+        self.cluster.uncordon(node)
+
+    def evict(self, namespace: str, name: str) -> bool:
+        """See `Cluster.evict`."""
+        return self.cluster.evict(namespace, name)
+
+    def drain(self, node: str) -> list[str]:
+        """See `Cluster.drain`."""
+        return self.cluster.drain(node)
+
+    def delete_node(self, node: str) -> bool:
+        """See `Cluster.delete_node`."""
+        return self.cluster.delete_node(node)
+
+    def close(self) -> None:
+        """The wrapped cluster is closed by whoever opened it."""

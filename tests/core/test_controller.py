@@ -1,0 +1,186 @@
+"""The controller's pure scheduling: what runs now, given the timers, the deltas and the clock
+(an injected number, never a sleep)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scoctl.core import controller as c
+
+T = c.Timers(batch_idle=1.0, batch_max=5.0, poll=5.0, spool=1.0, reconcile=15.0,
+             follow_up=2.0, gap=1.0, slurm=True)
+
+
+def settled(now: float = 0.0) -> c.Schedule:
+    """A controller past its first passes: nothing due until the timers say so."""
+    s = c.start(now)
+    s = c.after_intake(s, T, now, c.Due("intake", kubernetes=True, slurm=True), failed=False,
+                       changed=False, replan=False)
+    s = c.after_reconcile(s, T, now, failed=False, booting=False, replan=False)
+    return c.spool_looked(s, T, now, waiting=False)
+
+
+def test_a_fresh_controller_reads_everything_at_once() -> None:
+    due = c.next_step(c.start(100.0), T, 100.0)
+    assert (due.step, due.kubernetes, due.slurm) == ("intake", True, True)
+
+
+def test_a_delta_waits_for_the_idle_window_then_the_intake_reads_kubernetes_only() -> None:
+    s = c.spool_looked(c.demand_changed(settled(), 0.5), T, 1.4, waiting=False)
+    assert c.next_step(s, T, 1.4).step is None
+    assert abs(c.next_step(s, T, 1.4).wait - 0.1) < 1e-9  # the window closes at 1.5
+    due = c.next_step(s, T, 1.5)
+    assert (due.step, due.kubernetes, due.slurm) == ("intake", True, False)
+
+
+def test_steady_deltas_close_the_window_at_batch_max() -> None:
+    s = settled()
+    for tick in range(1, 10):  # a new pod every 0.5 s: the idle timer never runs out
+        now = 0.5 * tick
+        s = c.demand_changed(s, now)
+        if now >= 5.0:
+            break
+        assert c.next_step(s, T, now).step is None
+    assert c.next_step(s, T, 0.5 + 5.0).step == "intake"
+
+
+def test_a_changed_claim_is_planned_and_acquired_in_the_same_pass() -> None:
+    s = c.demand_changed(settled(), 0.0)
+    due = c.next_step(s, T, 1.0)
+    s = c.after_intake(s, T, 1.0, due, failed=False, changed=True, replan=False)
+    assert s.window is None
+    assert c.next_step(s, T, 1.0).step == "act"
+    s = c.after_act(s, T, 1.0, failed=False, launched=True, replan=False)
+    assert c.next_step(s, T, 1.0).step == "reconcile"  # right after launches
+    s = c.after_reconcile(s, T, 1.0, failed=False, booting=True, replan=False)
+    assert c.next_step(s, T, 2.9).step is None
+    assert c.next_step(s, T, 3.0).step == "reconcile"  # follow-up while servers boot
+
+
+def test_an_unchanged_claim_plans_nothing() -> None:
+    s = c.demand_changed(settled(), 0.0)
+    s = c.after_intake(s, T, 1.0, c.next_step(s, T, 1.0), failed=False, changed=False,
+                       replan=False)
+    assert c.next_step(s, T, 1.0).step is None
+
+
+def test_reconcile_runs_every_interval_and_slurm_every_poll() -> None:
+    s = settled()
+    for poll in (5.0, 10.0):
+        assert c.next_step(s, T, poll - 0.1).step is None
+        due = c.next_step(s, T, poll)
+        assert (due.step, due.kubernetes, due.slurm) == ("intake", True, True)
+        s = c.after_intake(s, T, poll, due, failed=False, changed=False, replan=False)
+    s = c.spool_looked(s, T, 14.0, waiting=False)
+    assert c.next_step(s, T, 14.9).step is None
+    due = c.next_step(s, T, 15.0)
+    assert due.step == "intake"  # the third poll first, then the reconcile of 15 s
+    s = c.after_intake(s, T, 15.0, due, failed=False, changed=False, replan=False)
+    assert c.next_step(s, T, 15.0).step == "reconcile"
+
+
+def test_spool_events_start_an_intake_of_the_spool_alone() -> None:
+    s = c.spool_looked(settled(), T, 0.5, waiting=True)
+    due = c.next_step(s, T, 0.5)
+    assert (due.step, due.kubernetes, due.slurm) == ("intake", False, False)
+    assert not c.spool_due(s, 1.4) and c.spool_due(s, 1.5)
+
+
+def test_a_reconcile_asked_for_runs_at_once_but_at_most_once_per_gap() -> None:
+    s = c.reconcile_wanted(settled())
+    assert c.next_step(s, T, 0.5).step is None  # the last reconcile ran at 0
+    assert c.next_step(s, T, 1.0).step == "reconcile"
+    s = c.after_reconcile(s, T, 1.0, failed=False, booting=False, replan=True)
+    assert c.next_step(s, T, 1.0).step == "act"  # a stage left workloads to re-plan
+
+
+def test_a_failing_step_backs_off_instead_of_spinning() -> None:
+    s = settled()
+    now = 5.0
+    waits = []
+    for _ in range(8):
+        s = c.spool_looked(s, T, now, waiting=True)  # something keeps asking for an intake
+        due = c.next_step(s, T, now)
+        assert due.step == "intake"
+        s = c.after_intake(s, T, now, due, failed=True, changed=False, replan=False)
+        s = c.spool_looked(s, T, now, waiting=True)
+        assert c.next_step(s, T, now).step != "intake"
+        retry = s.retry_at["intake"]
+        waits.append(retry - now)
+        now = retry
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert c.recovered(s, "intake").retry_at == {}
+
+
+def test_a_failed_acquire_is_tried_again_after_its_back_off() -> None:
+    s = c.after_act(settled(), T, 1.0, failed=True, launched=False, replan=False)
+    assert s.act and c.next_step(s, T, 1.5).step is None
+    assert c.next_step(s, T, 2.0).step == "act"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["delta", "spool", "ask", "step"]),
+                          st.floats(min_value=0.0, max_value=3.0)), max_size=40))
+def test_the_wait_never_passes_a_due_step_and_nothing_runs_early(events) -> None:
+    s, now = settled(), 0.0
+    for kind, dt in events:
+        due = c.next_step(s, T, now)
+        if due.step is None:
+            # nothing is due before the wait runs out
+            assert c.next_step(s, T, now + due.wait * 0.999).step is None or due.wait == 0
+        now += dt
+        if kind == "delta":
+            s = c.demand_changed(s, now)
+        elif kind == "spool":
+            s = c.spool_looked(s, T, now, waiting=True)
+        elif kind == "ask":
+            s = c.reconcile_wanted(s)
+        else:
+            due = c.next_step(s, T, now)
+            if due.step == "intake":
+                s = c.after_intake(s, T, now, due, failed=False, changed=False, replan=False)
+                assert s.window is None or not due.kubernetes
+            elif due.step == "act":
+                s = c.after_act(s, T, now, failed=False, launched=False, replan=False)
+            elif due.step == "reconcile":
+                s = c.after_reconcile(s, T, now, failed=False, booting=False, replan=False)
+        if s.window is not None:  # a window never outlives batch_max unnoticed
+            assert c.next_step(s, T, s.window.opened + T.batch_max).step is not None
+
+
+def test_one_warning_per_outage_and_one_notice_when_it_ends() -> None:
+    o = c.Outages()
+    events = []
+    for second in range(60):  # the Kubernetes API is down for a minute, failing every second
+        o, event = c.api_result(o, "kubernetes", float(second), error="connection refused")
+        events.append(event)
+    o, back = c.api_result(o, "kubernetes", 60.0, error=None)
+    o, again = c.api_result(o, "kubernetes", 61.0, error=None)
+    raised = [e for e in events if e is not None]
+    assert [(e.token, e.api) for e in raised] == [("API_UNAVAILABLE", "kubernetes")]
+    assert back is not None and back.token == "API_RECOVERED" and back.seconds == 60.0
+    assert again is None and o.down == {}
+
+
+def test_a_stage_error_is_attributed_to_the_api_it_names() -> None:
+    errors = ["sim-region: Nova: 503 Service Unavailable",
+              "sim-region: Kubernetes nodes unreadable: refused"]
+    assert c.error_of(errors, "nova") == errors[0]
+    assert c.error_of(errors, "kubernetes") == errors[1]
+    assert c.error_of(errors, "slurm") is None
+
+
+def test_demand_that_leaves_opens_a_window_but_never_holds_an_open_one_back() -> None:
+    s = c.demand_changed(settled(), 0.0)
+    s = c.demand_left(s, 0.9)  # a pod of the batch got bound meanwhile
+    assert c.next_step(c.spool_looked(s, T, 1.0, waiting=False), T, 1.0).step == "intake"
+    alone = c.demand_left(settled(), 2.0)  # a shrink alone still gets its re-plan
+    assert alone.window is not None and c.next_step(alone, T, 3.0).step == "intake"
+
+
+def test_claims_written_by_another_process_are_behind_their_plans() -> None:
+    assert not c.plans_behind([("a", 2, True), ("b", 1, True)], {"a": 2, "b": 1})
+    assert c.plans_behind([("a", 3, True)], {"a": 2})  # slurm resume grew the claim
+    assert c.plans_behind([("a", 1, True)], {})  # plan --claims wrote a new one
+    assert c.plans_behind([("a", 4, False)], {"a": 3})  # its demand ended: the plan must go
+    assert not c.plans_behind([("a", 4, False)], {})
