@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "status",
     "events",
     "emit",
+    "notice",
     "sim",
     "config_cmd",
     "slurm_cmd",

@@ -134,6 +134,7 @@ class Timeouts:
     negative_cache: float = 180.0
     orphan_grace: float = 1800.0
     lock_wait: float = 0.0
+    drain_margin: float = 15.0  # before a reclaim deadline: evictions give way to deletions
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                            "sbatch", "timeout", "cloud_partitions"}),
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait"}),
+                              "orphan_grace", "lock_wait", "drain_margin"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -571,6 +572,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         negative_cache=r.duration(t, tp, "negative_cache", 180.0),
         orphan_grace=r.duration(t, tp, "orphan_grace", 1800.0),
         lock_wait=r.duration(t, tp, "lock_wait", 0.0),
+        drain_margin=r.duration(t, tp, "drain_margin", 15.0),
     )
     it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),

@@ -13,7 +13,8 @@ second `decide` over the world the first one produced returns an empty decision 
 reconcile in a row changes nothing).
 
 Lifecycle of an instance: ``requested → building → active → ready``, then ``draining →
-deleting → deleted``, or ``error``.
+deleting → deleted``, or ``error``; a reclaim notice takes it through ``noticed`` (the notice
+stage, `scoctl.core.notice`) to ``deleting``.
 """
 
 from __future__ import annotations
@@ -434,8 +435,8 @@ def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapsho
            power_down: Callable[[str | None, str], str | None]) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
-    if status == "deleted":
-        return
+    if status in ("deleted", "noticed"):
+        return  # a noticed instance is the notice stage's until its end (DESIGN §14)
     if server is None or _nova_status(server) == "DELETED":
         if status in ("deleting", "draining") or status == "error":
             b.update(inst, status="deleted")

@@ -3,7 +3,8 @@
 Writers (`scoctl emit`, Slurm prolog/epilog hooks, the submit wrapper) write one JSON file per
 event: first to a dot-file, then `rename` into place, so a reader never sees half a file and a
 writer never blocks. `watch` ingests the files in name order (time, then pid) and deletes each one
-only after the transaction that recorded it has committed.
+only after the transaction that recorded it has committed. Reclaim notices use the same format
+in their own folder (`notice_dir`), read by the notice stage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from scoctl.secrets import scrub
 
 SPOOL_MODE = 0o2775
+NOTICES = "notices"  # reclaim notices (`scoctl notice`) wait here, apart from the tokens
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,12 @@ def ensure_spool(directory: Path) -> None:
     if not directory.exists():
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, SPOOL_MODE)
+
+
+def notice_dir(spool: Path) -> Path:
+    """Where `scoctl notice` drops reclaim notices: a folder of the spool that `watch` (which
+    reads only the spool's own files) leaves to the notice stage."""
+    return spool / NOTICES
 
 
 def write_event(directory: Path, *, ts: str, token: str, workload: str,

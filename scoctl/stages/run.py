@@ -1,4 +1,5 @@
-"""`scoctl run`: watch (one pass) → plan → acquire → reconcile, under the caller's run lock.
+"""`scoctl run`: watch (one pass) → notice → plan → acquire → reconcile, under the caller's run
+lock.
 
 Each stage is called as a function (never a subprocess) and timed. An API failure in one stage
 does not stop the others — every later stage is safe on the state the earlier ones left (plan
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGES = ("watch", "plan", "acquire", "reconcile")
+STAGES = ("watch", "notice", "plan", "acquire", "reconcile")
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,14 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                           scheduler=systems.scheduler)
         return result, list(result.errors)
 
+    def notice() -> tuple[Any, list[str]]:
+        from scoctl.stages.notice import run_notices
+
+        result = run_notices(config, store, clock, region=region,
+                             connect=lambda cfg, reg: cloud(cfg, reg),
+                             cluster=systems.cluster, scheduler=systems.scheduler)
+        return result, list(result.errors)
+
     def plan() -> tuple[Any, list[str]]:
         from scoctl.stages.plan import run_plan
 
@@ -191,6 +200,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
 
     watch_result = stage("watch", watch,
                          "" if systems.sources else "no Kubernetes or Slurm configured")
+    stage("notice", notice)  # before plan: a new notice is re-planned in this very pass
     plan_result = stage("plan", plan)
     stage("acquire", acquire)
     stage("reconcile", reconcile)

@@ -149,7 +149,7 @@ def test_the_state_file_waits_for_a_busy_writer_instead_of_failing_at_once(store
 
 # --- migrations -------------------------------------------------------------------------------
 
-# A schema 2 as a future scoctl would add it: a column on an existing table and a new table.
+# The next schema as a future scoctl would add it: a column on an existing table and a new table.
 NEXT = """
 ALTER TABLE workloads ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE budgets (region TEXT PRIMARY KEY, spent INTEGER NOT NULL);
@@ -159,10 +159,13 @@ CREATE TRIGGER budgets_no_delete BEFORE DELETE ON budgets
 
 
 def schema_1_file(path):
-    with Store.open(path, create=True) as s:
-        s.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
-        s.append_event("orders", "POD_QUEUED", "warning", "queued", {})
-    conn = sqlite3.connect(path)
+    """A state file as the first schema wrote it: one workload and one event."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert run_migrations(conn, MIGRATIONS[:1], current=0) == 1
+    conn.execute("INSERT INTO workloads (slug, kind, source, contract, status, created, updated) "
+                 "VALUES ('orders', 'deployment', 'k8s', 'T1', 'pending', 'x', 'x')")
+    conn.execute("INSERT INTO events (ts, workload, token, level, status, detail) "
+                 "VALUES ('x', 'orders', 'POD_QUEUED', 'warning', 'queued', '{}')")
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     return conn
 
@@ -172,13 +175,14 @@ def test_a_schema_1_file_is_migrated_forward_keeping_its_rows(tmp_path):
 
     version = run_migrations(conn, (*MIGRATIONS, NEXT), current=1)
 
-    assert version == 2 == conn.execute("PRAGMA user_version").fetchone()[0]
+    assert version == SCHEMA_VERSION + 1 == conn.execute("PRAGMA user_version").fetchone()[0]
     assert conn.execute("SELECT slug, priority FROM workloads").fetchall() == [("orders", 0)]
     assert conn.execute("SELECT token FROM events").fetchall() == [("POD_QUEUED",)]
     conn.execute("INSERT INTO budgets VALUES ('r', 1)")
     with pytest.raises(sqlite3.DatabaseError, match="keep budgets"):
         conn.execute("DELETE FROM budgets")
-    assert run_migrations(conn, (*MIGRATIONS, NEXT), current=2) == 2  # nothing left to do
+    assert run_migrations(conn, (*MIGRATIONS, NEXT),  # nothing left to do
+                          current=SCHEMA_VERSION + 1) == SCHEMA_VERSION + 1
     conn.close()
 
 
@@ -187,7 +191,7 @@ def test_a_failing_migration_leaves_the_file_at_its_previous_version(tmp_path):
     broken = "ALTER TABLE workloads ADD COLUMN extra TEXT;\nCREATE TABLE workloads (x);\n"
 
     with pytest.raises(sqlite3.OperationalError):
-        run_migrations(conn, (*MIGRATIONS, broken), current=1)
+        run_migrations(conn, (*MIGRATIONS[:1], broken), current=1)
 
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     columns = [row[1] for row in conn.execute("PRAGMA table_info(workloads)")]
@@ -198,11 +202,11 @@ def test_a_failing_migration_leaves_the_file_at_its_previous_version(tmp_path):
 def test_a_migration_another_process_applied_meanwhile_is_skipped(tmp_path):
     conn = schema_1_file(tmp_path / "s.db")
     other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
-    assert run_migrations(other, (*MIGRATIONS, NEXT), current=1) == 2
+    assert run_migrations(other, (*MIGRATIONS, NEXT), current=1) == SCHEMA_VERSION + 1
     other.close()
 
     # this process read version 1 before the other one migrated: it must not re-apply NEXT
-    assert run_migrations(conn, (*MIGRATIONS, NEXT), current=1) == 2
+    assert run_migrations(conn, (*MIGRATIONS, NEXT), current=1) == SCHEMA_VERSION + 1
     conn.close()
 
 

@@ -1,8 +1,8 @@
 """Every value type the pure decisions take and give, in one namespace.
 
 `pools` holds the configured world (flavors, pools, contracts, claims), `cloud` and `slurm` what
-the outside systems report, `records` the rows of the state. Each type is defined once, in its
-submodule; this package only gathers them.
+the outside systems report, `records` the rows of the state, `notices` the reclaim notices.
+Each type is defined once, in its submodule; this package only gathers them.
 """
 
 from scoctl.core.model.cloud import (
@@ -13,6 +13,13 @@ from scoctl.core.model.cloud import (
     LaunchResult,
     Networks,
     ServerInfo,
+)
+from scoctl.core.model.notices import (
+    NoticedRecord,
+    NoticeKind,
+    NoticeOutcome,
+    NoticeRecord,
+    NoticeSource,
 )
 from scoctl.core.model.pools import (
     KINDS,
@@ -46,6 +53,7 @@ __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "Networks", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
+    "Networks", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource",
+    "NoticedRecord", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
     "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]
