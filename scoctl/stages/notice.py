@@ -18,6 +18,7 @@ replacement launched in the same pass.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -55,6 +56,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTICE_TOKEN = "RECLAIM_NOTICE"
+# A refused eviction is tried again this many times within the pass, this far apart (as
+# kubectl drain does): the pod evicted a moment ago is often back and Ready by then, and the
+# budget allows the next one. What is still refused waits for the next pass.
+EVICTION_RETRIES = 6
+EVICTION_RETRY_S = 0.5
 POWER_DOWN = "POWER_DOWN_FORCE"
 RUNNING_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
 
@@ -66,7 +72,7 @@ class RegionNotices:
     region: str
     decision: NoticeDecision
     evicted: int = 0
-    refused: int = 0  # evictions a PodDisruptionBudget (or the API) refused: retried next pass
+    refused: int = 0  # pods whose eviction was still refused (a PodDisruptionBudget) at the end
     pods_deleted: int = 0
     deleted: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
@@ -234,10 +240,10 @@ class _Region:
 
     def __init__(self, config: Config, store: Store, clock: Clock, region: Region, cloud: Cloud,
                  cluster: Cluster | None, scheduler: BatchScheduler | None,
-                 servers: Sequence[ServerInfo] | None) -> None:
+                 servers: Sequence[ServerInfo] | None, sleep: Callable[[float], None]) -> None:
         self.config, self.store, self.clock, self.region = config, store, clock, region
         self.cloud, self.cluster, self.scheduler = cloud, cluster, scheduler
-        self.listed = servers
+        self.listed, self.sleep = servers, sleep
         self.errors: list[str] = []
         self.counts = {"evicted": 0, "refused": 0, "pods_deleted": 0}
 
@@ -333,15 +339,24 @@ class _Region:
         except ApiError as exc:
             self._note(f"cordon of node {step.node}", exc)
             return 0, 0
-        for pod in step.evict:
-            try:
-                evicted += int(cluster.evict(pod.namespace, pod.name))
-            except TemporaryError as exc:  # a PodDisruptionBudget said 429: next pass
-                self.counts["refused"] += 1
-                log.info("notice: eviction of %s/%s refused for now: %s", pod.namespace,
-                         pod.name, exc)
-            except ApiError as exc:
-                self._note(f"evict {pod.namespace}/{pod.name}", exc)
+        pending = list(step.evict)
+        for attempt in range(EVICTION_RETRIES + 1):
+            if attempt:
+                self.sleep(EVICTION_RETRY_S)
+            refused = []
+            for pod in pending:
+                try:
+                    evicted += int(cluster.evict(pod.namespace, pod.name))
+                except TemporaryError as exc:  # a PodDisruptionBudget said 429
+                    refused.append(pod)
+                    log.debug("notice: eviction of %s/%s refused for now: %s", pod.namespace,
+                              pod.name, exc)
+                except ApiError as exc:
+                    self._note(f"evict {pod.namespace}/{pod.name}", exc)
+            pending = refused
+            if not pending:
+                break
+        self.counts["refused"] += len(pending)  # the next pass tries them again
         grace = int(self.config.timeouts.drain_margin // 2)
         for pod in step.delete:
             try:
@@ -427,12 +442,14 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
                 dry_run: bool = False, connect: Callable[[Config, Region], Cloud] | None = None,
                 clouds: Mapping[str, Cloud] | None = None, cluster: Cluster | None = None,
                 scheduler: BatchScheduler | None = None,
-                servers: Mapping[str, Sequence[ServerInfo]] | None = None) -> NoticeResult:
+                servers: Mapping[str, Sequence[ServerInfo]] | None = None,
+                sleep: Callable[[float], None] = time.sleep) -> NoticeResult:
     """Ingest spooled notices, then carry every region's (or `region`'s) notices one step on.
 
     Clouds come from `clouds` (by region name), else `connect(config, region)`, else the
     config's clouds.yaml entry with the region's token budget. `servers[region]`, when given,
-    is a listing the caller made already (then no listing call is made here).
+    is a listing the caller made already (then no listing call is made here). `sleep` paces
+    the retries of refused evictions within the pass.
 
     A region whose Nova cannot be read is skipped and reported in `errors`; API failures never
     raise. ConfigError (an unusable clouds.yaml entry) does.
@@ -452,7 +469,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
         try:
             cloud = (clouds or {}).get(reg.name) or connect(config, reg)
             worker = _Region(config, store, clock, reg, cloud, cluster, scheduler,
-                             (servers or {}).get(reg.name))
+                             (servers or {}).get(reg.name), sleep)
             outcome = worker.run(dry_run)
         except ApiError as exc:
             errors.append(f"{reg.name}: Nova: {exc}")

@@ -170,7 +170,7 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
 
         result = run_notices(config, store, clock, region=region,
                              connect=lambda cfg, reg: cloud(cfg, reg),
-                             cluster=systems.cluster, scheduler=systems.scheduler)
+                             cluster=systems.cluster, scheduler=systems.scheduler, sleep=sleep)
         return result, list(result.errors)
 
     def plan() -> tuple[Any, list[str]]:

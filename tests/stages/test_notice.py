@@ -69,9 +69,11 @@ class World:
     nova: NovaEmulator
     k8s: K8sEmulator
     systems: Systems
+    slept: list[float]
 
     def run(self) -> RunResult:
-        result = run_once(self.config, self.store, self.clock, self.systems, acquire_watch=0)
+        result = run_once(self.config, self.store, self.clock, self.systems, acquire_watch=0,
+                          sleep=self.slept.append)
         assert result.exit_code == 0, result.as_dict()
         return result
 
@@ -123,7 +125,7 @@ def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
     systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
     try:
         yield World(make_config(tmp_path), store, clock, emulator_cloud, nova_emulator,
-                    k8s_emulator, systems)
+                    k8s_emulator, systems, [])
     finally:
         for server in emulator_cloud.servers():
             emulator_cloud.delete(server.id)
@@ -188,25 +190,41 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
     assert world.cloud.server(inst.id) is None
 
 
-def test_refused_evictions_are_retried_then_the_pods_deleted_at_deadline_minus_margin(
-        world: World) -> None:
+def drain_ready(world: World) -> InstanceRecord:
+    """A noticed unit whose replacement is Ready: its next pass evicts."""
     inst = serving(world)
     world.notice(inst.id, 40)
     world.run()
     world.register()  # the replacement is Ready at once
     world.run()
-    world.k8s.fail_next(PODS, 429, path_contains="/eviction")  # a PodDisruptionBudget says no
     world.clock.advance(1)
-    result = world.run()
-    notice = result.stage("notice")
+    return inst
+
+
+def on_node(world: World, name: str) -> list[str]:
+    return [p["metadata"]["name"] for p in world.k8s.objects("Pod")
+            if p["spec"].get("nodeName") == name]
+
+
+def test_a_refused_eviction_is_retried_within_the_pass(world: World) -> None:
+    drain_ready(world)
+    world.k8s.fail_next(PODS, 429, path_contains="/eviction")  # the budget says "not yet"
+    notice = world.run().stage("notice")
+    assert notice is not None and notice.result.regions[0].evicted == PODS
+    assert world.slept == [0.5]  # one retry round, half a second later
+
+
+def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_margin(
+        world: World) -> None:
+    inst = drain_ready(world)
+    world.k8s.fail_next(10_000, 429, path_contains="/eviction")
+    notice = world.run().stage("notice")
     assert notice is not None and notice.result.regions[0].refused == PODS
-    assert len([p for p in world.k8s.objects("Pod") if p["spec"].get("nodeName")]) == PODS
-    world.k8s.fail_next(100, 429, path_contains="/eviction")
-    world.clock.advance(25)  # deadline − 15 s: evictions give way to deletions
+    assert world.slept == [0.5] * 6 and len(on_node(world, inst.name)) == PODS
+    world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
     world.run()
-    assert "DRAIN_FORCED" in world.tokens()
+    assert "DRAIN_FORCED" in world.tokens() and on_node(world, inst.name) == []
     world.k8s.clear_faults()
-    assert not [p for p in world.k8s.objects("Pod") if p["spec"].get("nodeName") == inst.name]
     world.clock.advance(1)
     world.run()
     reclaimed = world.detail("INSTANCE_RECLAIMED")
