@@ -19,8 +19,8 @@ def plan(
         "--claims", help="Plan the claims of this YAML/JSON file instead of the state's "
         "(what-if; add --dry-run to write nothing).")] = None,
     explain: Annotated[str | None, typer.Option(
-        "--explain", help="Show per pool: units, share, score, and why other pools were "
-        "skipped or capped.")] = None,
+        "--explain", help="Show per pool: units, share, score, why other pools were skipped "
+        "or capped, and the blast radius of each pool and group.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and print; write nothing.")
                        ] = False,
     check: Annotated[bool, typer.Option(
@@ -47,8 +47,9 @@ def plan(
     from scoctl.cli.common import globals_of
     from scoctl.cli.views import plan_workload_json
     from scoctl.clock import SystemClock
+    from scoctl.core.blast import blast_radii
     from scoctl.errors import EXIT_PLAN_CHECK
-    from scoctl.stages.plan import run_plan
+    from scoctl.stages.plan import claims_from_state, run_plan
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
@@ -72,6 +73,8 @@ def plan(
         result = run_plan(config, store, clock, only=only, full=all_, claims_path=claims,
                           dry_run=dry_run, explain=[explain] if explain else [])
         stored = store.plans() if not dry_run else {}
+        wanted = g.json or bool(explain)  # the text table needs no blast radius
+        known_claims = claims_from_state(store, config) if claims is None and wanted else []
         explained = result.records.get(explain) if explain else None
         if explain and explained is None:
             # an unchanged claim re-plans to the very same plan (no churn), so a dry re-plan of
@@ -87,13 +90,18 @@ def plan(
         records[explained.workload] = replace(explained,
                                               generation=records[explain].generation
                                               if explain in records else explained.generation)
+    shown = records if g.json else {k: v for k, v in records.items() if k == explain}
+    blasts = blast_radii(shown, known_claims, result.plans, config.flavors, config.pools,
+                         {name: c.floor for name, c in config.contracts.items()})
     body = {
         "generation": result.generation,
         "ranking": result.ranking.id,
         "changed": list(result.changed),
         "dry_run": dry_run,
-        "workloads": [plan_workload_json(r, explain=(r.workload == explain))
-                      for _, r in sorted(records.items())],
+        "workloads": [plan_workload_json(r, explain=(r.workload == explain),
+                                         blast=blasts[name].as_json() if name in blasts
+                                         else None)
+                      for name, r in sorted(records.items())],
     }
     if explain and explain not in records:
         from scoctl.errors import UsageError
@@ -118,6 +126,8 @@ def plan(
                                "re-planned because"], rows)
         if explain:
             _show_explain(records[explain], result)
+            if explain in blasts:
+                _show_blast(explain, blasts[explain])
     if check and any(not r.feasible or r.degraded for r in records.values()):
         raise typer.Exit(EXIT_PLAN_CHECK)
 
@@ -135,6 +145,25 @@ def _show_explain(record: object, result: object) -> None:
                  [(e.get("pool"), e.get("units"), e.get("reason")) for e in record.explain])
     for reason in record.reasons:
         render.line(f"reason: {reason}")
+
+
+def _show_blast(workload: str, blast: object) -> None:
+    from scoctl.cli import render
+    from scoctl.core.blast import Blast
+
+    assert isinstance(blast, Blast)
+
+    def held(ok: bool) -> str:
+        return "holds" if ok else "breaks"
+
+    render.table(f"{workload}: blast radius (one pool or one group reclaimed at once; "
+                 f"coverage {blast.coverage:.0%}, committed {blast.committed:.0%}, floor "
+                 f"{blast.floor:.0%})",
+                 ["scope", "name", "units", "capacity lost", "coverage after", "coverage",
+                  "floor"],
+                 [(line.scope, line.name, line.units, f"{line.lost:.1%}",
+                   f"{line.coverage_after:.0%}", held(line.coverage_holds),
+                   held(line.floor_holds)) for line in (*blast.pools, *blast.groups)])
 
 
 def register(app: typer.Typer) -> None:

@@ -34,7 +34,8 @@ def claim_json(c: ClaimRecord) -> dict[str, Any]:
     return out
 
 
-def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False) -> dict[str, Any]:
+def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False,
+                       blast: Mapping[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": p.workload, "feasible": p.feasible, "degraded": p.degraded,
         "reasons": list(p.reasons),
@@ -44,6 +45,8 @@ def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False) -> dict[
     }
     if explain:
         out["explain"] = [dict(e) for e in p.explain]
+    if blast is not None:
+        out["blast"] = dict(blast)
     return out
 
 
