@@ -8,7 +8,8 @@ from scoctl.cli.common import JsonOption
 
 
 def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
-    """Show every workload's status, its claim, the latest plan and the fleet.
+    """Show every workload's status, its claim, the latest plan and the fleet (a noticed
+    instance with its reclaim deadline).
 
     Read-only: never takes the run lock and never blocks a running stage.
 
@@ -28,6 +29,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         generation = store.latest_generation()
         plans = store.plans()
         instances = store.instances()
+        notices = {row.server_id: row for row in store.noticed()}  # the open ones
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -35,7 +37,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
             "workloads": [workload_json(w) for w in workloads],
             "claims": [claim_json(c) for c in claims],
             "plan": plan,
-            "instances": [instance_json(i) for i in instances],
+            "instances": [instance_json(i, notices.get(i.id)) for i in instances],
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -58,10 +60,14 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         counts[i.status] = counts.get(i.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     with_nodes = any(i.node_name for i in instances)  # Slurm node names; Kubernetes nodes
-    render.table(f"Instances ({summary})" if summary else "Instances",  # carry the server name
-                 ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else []),
+    with_notices = any(i.id in notices for i in instances)  # carry the server name
+    render.table(f"Instances ({summary})" if summary else "Instances",
+                 ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else [])
+                 + (["reclaim deadline"] if with_notices else []),
                  [(i.name, i.workload, i.pool, render.styled(i.status))
-                  + ((i.node_name or "",) if with_nodes else ()) for i in instances])
+                  + ((i.node_name or "",) if with_nodes else ())
+                  + ((notices[i.id].deadline if i.id in notices else "",) if with_notices
+                     else ()) for i in instances])
 
 
 def register(app: typer.Typer) -> None:

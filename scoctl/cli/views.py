@@ -9,6 +9,7 @@ from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
     InstanceRecord,
+    NoticedRecord,
     PlanGeneration,
     PlanWorkloadRecord,
     WorkloadRecord,
@@ -61,11 +62,14 @@ def plan_json(generation: PlanGeneration | None, plans: Mapping[str, PlanWorkloa
     }
 
 
-def instance_json(i: InstanceRecord) -> dict[str, Any]:
+def instance_json(i: InstanceRecord, notice: NoticedRecord | None = None) -> dict[str, Any]:
+    """An instance; a noticed one with its reclaim `deadline` and when scoctl saw the notice."""
     return {"id": i.id, "name": i.name, "workload": i.workload, "pool": i.pool,
             "region": i.region, "generation": i.generation, "status": i.status,
             **({"fault": i.fault} if i.fault else {}),
-            **({"node": i.node_name} if i.node_name else {})}
+            **({"node": i.node_name} if i.node_name else {}),
+            **({"deadline": notice.deadline, "noticed_at": notice.noticed_at}
+               if notice is not None else {})}
 
 
 def event_json(e: EventRecord) -> dict[str, Any]:

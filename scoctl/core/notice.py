@@ -536,3 +536,36 @@ def _expired(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime,
             b.event(None, "NOTICE_IGNORED", "warning", server=notice.target,
                     deadline=notice.deadline, reason="not a server scoctl manages")
     return out
+
+
+LEAD_BUCKETS = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+READY_BUCKETS = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@dataclass(frozen=True)
+class ReclaimFigures:
+    """What the reclaim metrics count: every notice scoctl acted on, its lead time (notice →
+    deadline) and, where it came, the time from notice to the replacement's Ready."""
+
+    notices: int
+    lead_seconds: tuple[float, ...]
+    replacement_ready_seconds: tuple[float, ...]
+
+
+def reclaim_figures(rows: Iterable[NoticedRecord]) -> ReclaimFigures:
+    """The figures over every noticed instance, open and closed."""
+    leads, ready = [], []
+    count = 0
+    for row in rows:
+        count += 1
+        noticed = parse_rfc3339(row.noticed_at)
+        leads.append(max(0.0, _seconds(parse_rfc3339(row.deadline), noticed)))
+        if row.replacement_ready_at:
+            ready.append(max(0.0, _seconds(parse_rfc3339(row.replacement_ready_at), noticed)))
+    return ReclaimFigures(count, tuple(leads), tuple(ready))
+
+
+def histogram(values: Iterable[float], buckets: Iterable[float]) -> list[tuple[float, int]]:
+    """Cumulative counts per upper bound (Prometheus ``le``), +Inf last."""
+    seen = sorted(values)
+    return [(bound, sum(1 for v in seen if v <= bound)) for bound in (*buckets, float("inf"))]

@@ -17,6 +17,8 @@ table; everything else is a gauge read at the end of the pass.
     scoctl_stage_duration_seconds{stage}     the last pass's time per stage
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
+    scoctl_reclaim_notices_total, scoctl_reclaim_lead_seconds,
+    scoctl_reclaim_replacement_ready_seconds the reclaim notices (`stages.notice.metric_lines`)
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
 CALLS_KEY = "metrics:cloud_calls"
 SPENT_KEY = "metrics:tokens_spent"
 LAST_SUCCESS_KEY = "run:last_success"
-INSTANCE_STATES = ("requested", "building", "active", "ready", "draining", "deleting",
-                   "deleted", "error")
+INSTANCE_STATES = ("requested", "building", "active", "ready", "noticed", "draining",
+                   "deleting", "deleted", "error")
 
 
 @dataclass(frozen=True)
@@ -131,4 +133,7 @@ def collect(store: Store, sample: RunSample) -> str:
     if last_success is not None:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])
+    from scoctl.stages.notice import metric_lines
+
+    t.lines.extend(metric_lines(store))
     return t.render()

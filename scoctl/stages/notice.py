@@ -32,6 +32,8 @@ from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
 from scoctl.core.notice import (
     CAN_NOTICE,
+    LEAD_BUCKETS,
+    READY_BUCKETS,
     Drain,
     NoticeDecision,
     NoticePolicy,
@@ -40,8 +42,10 @@ from scoctl.core.notice import (
     SlurmStep,
     decide,
     held_ids,
+    histogram,
     node_of,
     parse_notice_time,
+    reclaim_figures,
 )
 from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.errors import ApiError, ScoctlError, TemporaryError, UsageError
@@ -222,6 +226,35 @@ def announce(config: Config, state: Path, clock: Clock, *, server: str | None,
     except OSError as exc:
         raise ScoctlError(f"cannot write to the spool {config.spool}: {exc}") from exc
     return Spooled(kind, target, name, region, deadline, reason, str(path))
+
+
+def _histogram_lines(name: str, help_text: str, values: Sequence[float],
+                     buckets: Sequence[float]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+    for bound, count in histogram(values, buckets):
+        le = "+Inf" if bound == float("inf") else f"{bound:g}"
+        lines.append(f'{name}_bucket{{le="{le}"}} {count}')
+    lines += [f"{name}_sum {round(sum(values), 3)!r}", f"{name}_count {len(values)}"]
+    return lines
+
+
+def metric_lines(store: Store) -> list[str]:
+    """The reclaim metrics, in the text exposition format:
+
+        scoctl_reclaim_notices_total               notices scoctl acted on (every instance)
+        scoctl_reclaim_lead_seconds                histogram: notice → deadline
+        scoctl_reclaim_replacement_ready_seconds   histogram: notice → replacement Ready
+    """
+    figures = reclaim_figures(store.noticed(every=True))
+    return ["# HELP scoctl_reclaim_notices_total Reclaim notices scoctl acted on, per "
+            "noticed instance.", "# TYPE scoctl_reclaim_notices_total counter",
+            f"scoctl_reclaim_notices_total {figures.notices}",
+            *_histogram_lines("scoctl_reclaim_lead_seconds",
+                              "Lead time of reclaim notices: first sight to deadline.",
+                              figures.lead_seconds, LEAD_BUCKETS),
+            *_histogram_lines("scoctl_reclaim_replacement_ready_seconds",
+                              "From a reclaim notice to its replacement's node Ready.",
+                              figures.replacement_ready_seconds, READY_BUCKETS)]
 
 
 def running_jobs(jobs: Sequence[SlurmJob]) -> dict[str, tuple[int, ...]]:

@@ -18,8 +18,8 @@ from scoctl.core.tokens import ALL_STATUSES
 from scoctl.state import Store
 
 REPO = Path(__file__).resolve().parents[2]
-INSTANCE_STATUSES = {"requested", "building", "active", "ready", "draining", "deleting",
-                     "deleted", "error"}
+INSTANCE_STATUSES = {"requested", "building", "active", "ready", "noticed", "draining",
+                     "deleting", "deleted", "error"}
 
 
 def seeded_state(path: Path) -> None:
