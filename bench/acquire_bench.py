@@ -24,7 +24,7 @@ from scoctl.config.schema import load_config
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import run_acquire
-from scoctl.state import Store
+from scoctl.state import open_store
 
 FAST = {"schedule": 0.05, "recheck": 0.01, "active": 0.2, "delete": 0.05}
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             tmp = Path(tmp_name)
             config = load_config(write_world(tmp, emulator.url, args.pools, args.rate))
             per, extra = divmod(args.instances, args.pools)
-            with Store.open(config.state, create=True) as store:
+            with open_store(config.state, create=True) as store:
                 store.commit_plan(ranking="r-bench", full=False, plans=[PlanWorkloadRecord(
                     workload="bench", generation=0, claim_version=1, contract="T1",
                     ranking="r-bench", feasible=True, degraded=False, reasons=(),

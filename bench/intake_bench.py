@@ -30,7 +30,7 @@ from scoctl.core.demand import is_provisionable, normalise
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass
-from scoctl.state import Store
+from scoctl.state import open_store
 
 UNSCHEDULABLE = ("0/100 nodes are available: 100 Insufficient cpu. preemption: 0/100 nodes are "
                  "available: 100 No preemption victims found for incoming pod..")
@@ -90,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
                 t1 = time.perf_counter()
                 claims = normalise(p for p in pending if is_provisionable(p))
                 t2 = time.perf_counter()
-                with Store.open(Path(tmp) / "state.db", create=True) as store:
+                with open_store(Path(tmp) / "state.db", create=True) as store:
                     written = run_pass(config, store, SystemClock(), sources=["k8s"],
                                        cluster=cluster, pending_pods=pending)
                     t3 = time.perf_counter()
                     stored = store.claims()
-                with Store.open(Path(tmp) / "fresh.db", create=True) as store:
+                with open_store(Path(tmp) / "fresh.db", create=True) as store:
                     t4 = time.perf_counter()
                     full = run_pass(config, store, SystemClock(), sources=["k8s"],
                                     cluster=cluster)

@@ -27,7 +27,7 @@ from plan_bench import CONTRACTS, flavors, fleet, make_claim  # noqa: E402
 from scoctl.clock import FixedClock  # noqa: E402
 from scoctl.config.schema import Config, LaunchSettings, RankingSource, Region  # noqa: E402
 from scoctl.stages.plan import run_plan  # noqa: E402
-from scoctl.state import Store  # noqa: E402
+from scoctl.state import open_store  # noqa: E402
 
 GI = 2**30
 
@@ -51,7 +51,7 @@ def main() -> None:
             flavors=flavors(), pools=tuple(pools), contracts=CONTRACTS,
             ranking=RankingSource(id="r-bench", scores=scores), workloads=())
         clock = FixedClock()
-        store = Store.open(config.state, clock=clock, create=True)
+        store = open_store(config.state, clock=clock, create=True)
         started = time.perf_counter()
         with store.transaction():
             for c in claims:

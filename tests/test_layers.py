@@ -49,6 +49,7 @@ def test_every_contract_is_kept_by_the_package():
     ("cli/status.py", "import rich", "Only cli.render uses rich"),
     ("stages/run.py", "import scoctl.sim.region", "The product never imports the simulated"),
     ("adapters/nova.py", "import scoctl.state.sqlite", "Layers run one way"),
+    ("stages/plan.py", "import scoctl.state.sqlite", "Stages and commands see the Store"),
 ])
 def test_a_wrong_import_breaks_its_contract(copy_of_the_package: Path, module: str,
                                             wrong_import: str, contract: str):

@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
 from scoctl.config.ranking import Ranking, parse_ranking
 from scoctl.config.schema import RankingSource
+from scoctl.core.model import RankingCache
 from scoctl.errors import ApiError, ConfigError
 
 LOG = logging.getLogger("scoctl.ranking")
-CACHE_KEY = "ranking:last_good"
-CACHE_KEY = "ranking:last_good"
 
 
-def load_ranking(source: RankingSource, *, now: datetime, cache: Any = None,
-                 timeout: float = 5.0) -> tuple[Ranking, dict[str, Any] | None]:
+def load_ranking(source: RankingSource, *, now: datetime, cache: RankingCache | None = None,
+                 timeout: float = 5.0) -> tuple[Ranking, RankingCache | None]:
     """Read the ranking. Returns it and, for a URL, the new cache entry to store.
 
-    `cache` is the last good URL ranking as stored by the caller (``{"fetched", "id",
-    "scores", "url"}``) or None.
+    `cache` is the last good URL ranking as stored by the caller, or None.
     """
     if source.scores is not None:
         return Ranking(id=source.id or "inline", scores=dict(source.scores), source="config"), None
@@ -45,19 +42,19 @@ def load_ranking(source: RankingSource, *, now: datetime, cache: Any = None,
         if isinstance(exc, ConfigError):
             raise
         reason = f"{type(exc).__name__}: {exc}"
-        if cache and cache.get("url") == source.url:
-            age = (now - parse_rfc3339(cache["fetched"])).total_seconds()
+        if cache is not None and cache.url == source.url:
+            age = (now - parse_rfc3339(cache.fetched)).total_seconds()
             if age <= source.max_age:
                 LOG.warning("ranking URL %s unreachable (%s); using the last good ranking %s "
-                            "from %ds ago", source.url, reason, cache["id"], int(age))
-                return Ranking(id=cache["id"], scores=cache["scores"], source=source.url,
-                               fetched=cache["fetched"], stale=True), None
+                            "from %ds ago", source.url, reason, cache.id, int(age))
+                return Ranking(id=cache.id, scores=dict(cache.scores), source=source.url,
+                               fetched=cache.fetched, stale=True), None
             raise ApiError(f"ranking URL {source.url} unreachable ({reason}) and the last good "
                            f"ranking is {int(age)}s old (max_age {source.max_age:g}s)") from exc
         raise ApiError(f"ranking URL {source.url} unreachable ({reason}) and no last good "
                        "ranking is stored") from exc
     stamp = rfc3339(now)
-    entry = {"url": source.url, "id": ranking.id, "scores": dict(ranking.scores),
-             "fetched": stamp}
+    entry = RankingCache(url=source.url, id=ranking.id, scores=dict(ranking.scores),
+                         fetched=stamp)
     return Ranking(id=ranking.id, scores=ranking.scores, source=source.url,
                    fetched=stamp), entry

@@ -43,9 +43,9 @@ class Globals:
 
     def open_store(self, *, create: bool = False) -> Store:
         """Open the state file (migrating an older schema; refusing a newer one)."""
-        from scoctl.state import Store
+        from scoctl.state import open_store
 
-        return Store.open(self.state_path(), create=create)
+        return open_store(self.state_path(), create=create)
 
     @contextmanager
     def writer(self, wait: float | None = None, *, create: bool = False) -> Iterator[Store]:

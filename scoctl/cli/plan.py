@@ -57,7 +57,7 @@ def plan(
     exists = g.state_path().exists()
     if dry_run:
         # a dry run takes no lock and writes nothing; without a state file it plans from empty
-        from scoctl.state import Store
+        from scoctl.state import Store, open_store
 
         if exists:
             store_cm: contextlib.AbstractContextManager[Store] = g.open_store()
@@ -65,7 +65,7 @@ def plan(
             import tempfile
 
             tmp = tempfile.TemporaryDirectory()
-            store_cm = contextlib.closing(Store.open(Path(tmp.name) / "what-if.db", create=True))
+            store_cm = contextlib.closing(open_store(Path(tmp.name) / "what-if.db", create=True))
     else:
         store_cm = g.writer(wait, create=claims is not None)
     with store_cm as store:

@@ -1,7 +1,8 @@
 """The workload status model and the token vocabulary (DESIGN §3, DD-0018).
 
-Pure: `map_token` turns a token (plus its detail) into a status change and a level, and
-`apply_token` decides what happens to a workload that receives it.
+Pure: `map_token` turns a token (plus its detail) into a status change and a level,
+`apply_token` decides what happens to a workload that receives it, and `decide_token` turns that
+into the `TokenRecord` the state saves.
 
 Rules, in order (exact tokens first, then prefixes and suffixes):
 
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from scoctl.core.model import TokenRecord, WorkloadRecord
 
 Level = Literal["info", "warning", "error"]
 
@@ -149,3 +152,30 @@ def apply_token(
     if not is_active(current):
         return TokenOutcome(True, current, False, meaning.level, f"{current} is terminal")
     return TokenOutcome(True, meaning.status, meaning.status != current, meaning.level)
+
+
+def decide_token(row: WorkloadRecord | None, slug: str, token: str,
+                 detail: Mapping[str, object] | None = None, *,
+                 ts: str | None = None) -> tuple[TokenOutcome | None, TokenRecord | None]:
+    """What `token` for `slug` changes in the state, given the row it lands on.
+
+    `row` is the slug's active row, else its newest, else None. Returns the outcome (None
+    without a row: the event is still logged against the slug) and the record to save (None
+    when the token is dropped, a repeated pending reason). A row that is no longer active keeps
+    its status and bookkeeping; the event says why nothing changed.
+    """
+    extra = dict(detail or {})
+    if row is None:
+        return None, TokenRecord(workload=slug, token=token, level=map_token(token, extra).level,
+                                 detail=extra, ts=ts)
+    outcome = apply_token(row.status, token, extra, last_queued_reason=row.last_queued_reason)
+    if not outcome.record:
+        return outcome, None
+    if outcome.note:
+        extra.setdefault("note", outcome.note)
+    reason = (str(extra.get("reason", "")) if token == "SLURM_JOB_QUEUED"
+              else row.last_queued_reason)
+    return outcome, TokenRecord(
+        workload=slug, token=token, level=outcome.level, detail=extra, workload_id=row.id,
+        status=outcome.status, update_row=is_active(row.status), last_queued_reason=reason,
+        ts=ts)

@@ -158,9 +158,9 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
         try:
             if not _writable(path):
                 raise StateError(f"{path}: not writable by this user")
-            from scoctl.state import Store  # only a recorded verdict needs SQLite
+            from scoctl.state import open_store  # only a recorded verdict opens the state
 
-            with Store.open(path, create=True) as store:
+            with open_store(path, create=True) as store:
                 row = record_verdict(store, verdict, request, slug=workload, kind=kind,
                                      source=backend, contract=contract, partition=partition,
                                      job_id=job_id)

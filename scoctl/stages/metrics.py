@@ -2,8 +2,9 @@
 
 `scoctl run` writes them to the config's ``metrics.textfile`` after every pass, atomically
 (a temporary file in the same directory, then ``rename``), so the collector never reads half a
-file. Counters that must survive between runs (cloud calls) are kept in the state's key/value
-table; everything else is a gauge read at the end of the pass.
+file. Counters that must survive between runs (cloud calls, tokens spent, the last success)
+are kept in the state (`Store.metric_counters`); everything else is a gauge read at the end of
+the pass.
 
     scoctl_claim_pods                        pods (Slurm: nodes) in claims, pending or placed
     scoctl_pending{source}                   provisionable pods / pending jobs at the last watch
@@ -25,14 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from scoctl.core.model import MetricCounters
 
 if TYPE_CHECKING:
     from scoctl.state import Store
 
-CALLS_KEY = "metrics:cloud_calls"
-SPENT_KEY = "metrics:tokens_spent"
-LAST_SUCCESS_KEY = "run:last_success"
+K = TypeVar("K")
 INSTANCE_STATES = ("requested", "building", "active", "ready", "noticed", "draining",
                    "deleting", "deleted", "error")
 
@@ -78,21 +79,29 @@ class _Text:
         return "\n".join(self.lines) + "\n"
 
 
+def _added(total: Mapping[K, int], more: Mapping[K, int]) -> dict[K, int]:
+    out = dict(total)
+    for key, n in more.items():
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def fold(counters: MetricCounters, sample: RunSample) -> MetricCounters:
+    """The counters after this pass: calls and tokens added, the last success moved on."""
+    return MetricCounters(
+        cloud_calls=_added(counters.cloud_calls, sample.calls),
+        tokens_spent=_added(counters.tokens_spent, sample.tokens_spent),
+        last_success=(sample.succeeded_at if sample.succeeded_at is not None
+                      else counters.last_success))
+
+
 def collect(store: Store, sample: RunSample) -> str:
     """Fold this pass into the persistent counters (in the state) and render every metric."""
     with store.transaction():
-        calls = {tuple(k.split("\x1f", 1)): int(v)
-                 for k, v in dict(store.get_kv(CALLS_KEY, {})).items()}
-        for key, n in sample.calls.items():
-            calls[key] = calls.get(key, 0) + n
-        store.set_kv(CALLS_KEY, {"\x1f".join(k): v for k, v in sorted(calls.items())})
-        spent = {k: int(v) for k, v in dict(store.get_kv(SPENT_KEY, {})).items()}
-        for region, n in sample.tokens_spent.items():
-            spent[region] = spent.get(region, 0) + n
-        store.set_kv(SPENT_KEY, spent)
-        if sample.succeeded_at is not None:
-            store.set_kv(LAST_SUCCESS_KEY, sample.succeeded_at)
-    last_success = store.get_kv(LAST_SUCCESS_KEY)
+        counters = fold(store.metric_counters(), sample)
+        store.save_metric_counters(counters)
+    calls, spent = counters.cloud_calls, counters.tokens_spent
+    last_success = counters.last_success
     claims = [c for c in store.claims() if c.requests]
     states = dict.fromkeys(INSTANCE_STATES, 0)
     for inst in store.instances(include_deleted=True):

@@ -50,7 +50,7 @@ from scoctl.core.notice import (
 from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.errors import ApiError, ScoctlError, TemporaryError, UsageError
 from scoctl.host.spool import SpoolEvent, discard, notice_dir, pending_events, write_event
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -175,7 +175,7 @@ def _managed_server(config: Config, state: Path, server: str) -> tuple[str, str,
     server from one scoctl does not manage. Raises UsageError (either), ApiError (Nova down).
     """
     if state.exists():
-        with Store.open(state) as store:
+        with open_store(state) as store:
             rows = [i for i in store.instances(include_deleted=True) if server in (i.id, i.name)]
         if rows:
             inst = max(rows, key=lambda i: i.created)

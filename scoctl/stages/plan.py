@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scoctl.adapters.ranking import CACHE_KEY, load_ranking
+from scoctl.adapters.ranking import load_ranking
 from scoctl.clock import Clock
 from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
@@ -30,8 +30,6 @@ from scoctl.core.model import (
 from scoctl.core.quantity import fits
 from scoctl.errors import UsageError
 from scoctl.state import Store
-
-SCORES_KEY = "ranking:last_scores"
 
 
 @dataclass(frozen=True)
@@ -161,7 +159,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
     started = time.perf_counter()
     now = clock.now()
     ranking, cache_entry = load_ranking(config.ranking, now=now,
-                                        cache=store.get_kv(CACHE_KEY))
+                                        cache=store.last_good_ranking())
     known = {c.name for c in config.pools}
     if claims_path is not None:
         claims = load_claims(claims_path, config.contracts)
@@ -174,7 +172,7 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
     excluded = {e.pool for e in store.exclusions()} & known
     previous_records = store.plans(units=False)  # enough to tell what changed
     dirty = store.dirty()
-    last_scores = store.get_kv(SCORES_KEY, {})
+    last_scores = store.last_scores()
     if full or claims_path is not None:
         reasons = {c.workload: "full re-plan" for c in claims}
     elif only:
@@ -228,8 +226,9 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
                             "warning", None,
                             {"generation": generation, "reasons": list(record.reasons)})
             if cache_entry:
-                store.set_kv(CACHE_KEY, cache_entry)
-            store.set_kv(SCORES_KEY, dict(ranking.scores))
+                store.save_last_good_ranking(cache_entry)
+            if dict(ranking.scores) != last_scores:
+                store.save_last_scores(ranking.scores)
             store.clear_dirty(set(records))
     return PlanResult(generation=generation, ranking=ranking, changed=changed, plans=plans,
                       records=records, committed=committed,

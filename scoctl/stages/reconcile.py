@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scoctl.clock import Clock, rfc3339
+from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.model import InstanceRecord, PlanWorkloadRecord
 from scoctl.core.reconcile import (
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ORPHANS_KEY = "reconcile:orphans_seen"
-SUSPENDED_KEY = "slurm:suspended"
-SHAPES_KEY = "slurm:node_shapes"
 POWER_DOWN = "POWER_DOWN_FORCE"
 
 
@@ -187,10 +184,10 @@ class _Region:
             launches=tuple(launch for launch in store.launches()
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
-            suspended=frozenset(store.get_kv(SUSPENDED_KEY, [])), targets=_targets(plans),
+            suspended=store.suspended_nodes(), targets=_targets(plans),
             workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
-            orphans_seen=dict(store.get_kv(ORPHANS_KEY, {}).get(self.region.name, {})))
+            orphans_seen=store.orphans_seen(self.region.name))
 
     # -- record ----------------------------------------------------------------------------
 
@@ -214,10 +211,8 @@ class _Region:
                     by_reason.setdefault(reason, set()).add(name)
                 for reason, names in sorted(by_reason.items()):
                     store.mark_dirty(names, reason)
-            seen = dict(store.get_kv(ORPHANS_KEY, {}))
-            if seen.get(self.region.name, {}) != dict(decision.orphans_seen):
-                seen[self.region.name] = dict(decision.orphans_seen)
-                store.set_kv(ORPHANS_KEY, seen)
+            if store.orphans_seen(self.region.name) != dict(decision.orphans_seen):
+                store.save_orphans_seen(self.region.name, decision.orphans_seen)
 
     # -- act -------------------------------------------------------------------------------
 
@@ -254,9 +249,7 @@ class _Region:
                                     {"server": inst.id, "name": inst.name, "pool": inst.pool,
                                      "reason": reason})
             if inst.node_name:
-                suspended = set(self.store.get_kv(SUSPENDED_KEY, []))
-                if inst.node_name in suspended:
-                    self.store.set_kv(SUSPENDED_KEY, sorted(suspended - {inst.node_name}))
+                self.store.clear_suspended([inst.node_name])
 
     def power_down(self, node: str, reason: str) -> None:
         if self.scheduler is None:
@@ -483,7 +476,7 @@ def power_resume(config: Config, store: Store, scheduler: BatchScheduler,
     partition, else ``slurm-<partition>``.
     """
     known = {n.name: n for n in scheduler.nodes()}
-    shapes = dict(store.get_kv(SHAPES_KEY, {}))
+    shapes = store.node_shapes()
     by_workload: dict[str, list[str]] = {}
     for name in names:
         node = known.get(name)
@@ -505,10 +498,8 @@ def power_resume(config: Config, store: Store, scheduler: BatchScheduler,
             target = f"slurm-{node.partitions[0] if node.partitions else 'cloud'}"
         by_workload.setdefault(target, []).append(name)
     with store.transaction():
-        store.set_kv(SHAPES_KEY, shapes)
-        suspended = set(store.get_kv(SUSPENDED_KEY, []))
-        if suspended & set(names):
-            store.set_kv(SUSPENDED_KEY, sorted(suspended - set(names)))
+        store.save_node_shapes({name: shapes[name] for name in names if name in known})
+        store.clear_suspended(names)
         for slug, added in sorted(by_workload.items()):
             wanted = config.workload(slug)
             old = store.claim(slug)
@@ -527,7 +518,7 @@ def power_release(store: Store, names: Iterable[str], reason: str, *,
     claims and, with `suspend`, mark them so the next reconcile deletes their servers.
     Returns the nodes dropped per workload."""
     wanted = set(names)
-    shapes = dict(store.get_kv(SHAPES_KEY, {}))
+    shapes = store.node_shapes()
     dropped: dict[str, list[str]] = {}
     with store.transaction():
         for claim in store.claims():
@@ -543,9 +534,8 @@ def power_release(store: Store, names: Iterable[str], reason: str, *,
         if suspend:
             instances = store.instances()
             live = {i.node_name for i in instances if i.node_name and i.status in LIVE}
-            marked = set(store.get_kv(SUSPENDED_KEY, [])) | (wanted & live)
-            store.set_kv(SUSPENDED_KEY, sorted(marked))
-            now = rfc3339(store.clock.now())
+            store.mark_suspended(wanted & live)
+            now = store.now()
             for inst in instances:
                 if inst.node_name in wanted and inst.status in LIVE and not inst.idle_since:
                     store.update_instance(inst.id, idle_since=now)

@@ -57,6 +57,7 @@ from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.host.spool import SpoolEvent, discard, pending_events
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
+from scoctl.stages.tokens import record_token
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -308,8 +309,8 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                                       contract=contract, job_id=job_id)
                 active = store.active_workload(event.workload)
         create = _spool_create(config, event)
-        row, outcome = store.record_token(event.workload, event.token, event.detail,
-                                          create=create, ts=event.ts)
+        row, outcome = record_token(store, event.workload, event.token, event.detail,
+                                    create=create, ts=event.ts)
         if outcome is not None and outcome.record:
             recorded += 1
         if (active is not None and row is not None and row.id == active.id
@@ -343,7 +344,7 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
             before = store.ensure_workload(token.slug, kind=token.kind, source=token.source,
                                            contract=token.contract, job_id=token.job_id,
                                            namespace=token.namespace)
-        row, outcome = store.record_token(token.slug, token.token, token.detail)
+        row, outcome = record_token(store, token.slug, token.token, token.detail)
         if outcome is None or not outcome.record:
             continue
         counts.tokens += 1

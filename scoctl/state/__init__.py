@@ -1,9 +1,13 @@
-"""The state file: all SQL lives in this package (DESIGN §9).
+"""The state: all SQL lives in this package (DESIGN §9).
 
-`Store` is the typed interface the stages use; `scoctl.state.sqlite` implements it over SQLite
-through sqlite-utils. The rows it loads and saves are the value types of `scoctl.core.model`.
+`Store` (scoctl.state.store) is the Protocol the stages and commands type against;
+`open_store` picks the backend from the config's ``state`` value. `scoctl.state.sqlite`
+implements it over one SQLite file through sqlite-utils; `migrations` holds the numbered schema.
+The rows it loads and saves are the value types of `scoctl.core.model`.
 """
 
-from scoctl.state.sqlite import SCHEMA_VERSION, Store
+from scoctl.state.backends import open_store
+from scoctl.state.migrations import SCHEMA_VERSION
+from scoctl.state.store import Store
 
-__all__ = ["SCHEMA_VERSION", "Store"]
+__all__ = ["SCHEMA_VERSION", "Store", "open_store"]

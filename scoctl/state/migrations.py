@@ -133,7 +133,93 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
-    # 2: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # 2: typed tables for what schema 1 kept as JSON under string keys in `kv`; each value is
+    # carried over (a value of a shape scoctl never wrote is left behind), then `kv` goes
+    """
+    CREATE TABLE plan_dirty (workload TEXT PRIMARY KEY, reason TEXT NOT NULL);
+    INSERT INTO plan_dirty (workload, reason)
+        SELECT d.key, d.value FROM kv, json_each(kv.value) AS d
+        WHERE kv.key = 'plan:dirty' AND json_type(kv.value) = 'object' AND d.type = 'text';
+
+    CREATE TABLE ranking_last_scores (pool TEXT PRIMARY KEY, score REAL NOT NULL);
+    INSERT INTO ranking_last_scores (pool, score)
+        SELECT s.key, s.value FROM kv, json_each(kv.value) AS s
+        WHERE kv.key = 'ranking:last_scores' AND json_type(kv.value) = 'object'
+          AND s.type IN ('integer', 'real');
+
+    CREATE TABLE ranking_last_good (
+        only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
+        url TEXT NOT NULL,
+        ranking_id TEXT NOT NULL,
+        fetched TEXT NOT NULL
+    );
+    INSERT INTO ranking_last_good (only_row, url, ranking_id, fetched)
+        SELECT 1, json_extract(value, '$.url'), json_extract(value, '$.id'),
+               json_extract(value, '$.fetched')
+        FROM kv WHERE key = 'ranking:last_good' AND json_type(value) = 'object'
+          AND json_type(value, '$.url') = 'text' AND json_type(value, '$.id') = 'text'
+          AND json_type(value, '$.fetched') = 'text';
+    CREATE TABLE ranking_last_good_scores (pool TEXT PRIMARY KEY, score REAL NOT NULL);
+    INSERT INTO ranking_last_good_scores (pool, score)
+        SELECT s.key, s.value FROM kv, json_each(kv.value, '$.scores') AS s
+        WHERE kv.key = 'ranking:last_good' AND EXISTS (SELECT 1 FROM ranking_last_good)
+          AND json_type(kv.value, '$.scores') = 'object' AND s.type IN ('integer', 'real');
+
+    CREATE TABLE orphans_seen (
+        region TEXT NOT NULL,
+        server_id TEXT NOT NULL,
+        first_seen TEXT NOT NULL,
+        PRIMARY KEY (region, server_id)
+    );
+    INSERT INTO orphans_seen (region, server_id, first_seen)
+        SELECT r.key, o.key, o.value FROM kv, json_each(kv.value) AS r, json_each(r.value) AS o
+        WHERE kv.key = 'reconcile:orphans_seen' AND json_type(kv.value) = 'object'
+          AND r.type = 'object' AND o.type = 'text';
+
+    CREATE TABLE slurm_suspended (node TEXT PRIMARY KEY);
+    INSERT OR IGNORE INTO slurm_suspended (node)
+        SELECT n.value FROM kv, json_each(kv.value) AS n
+        WHERE kv.key = 'slurm:suspended' AND json_type(kv.value) = 'array' AND n.type = 'text';
+
+    CREATE TABLE slurm_node_shapes (
+        node TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        PRIMARY KEY (node, resource)
+    );
+    INSERT INTO slurm_node_shapes (node, resource, amount)
+        SELECT n.key, r.key, r.value FROM kv, json_each(kv.value) AS n, json_each(n.value) AS r
+        WHERE kv.key = 'slurm:node_shapes' AND json_type(kv.value) = 'object'
+          AND n.type = 'object' AND r.type = 'integer';
+
+    CREATE TABLE metric_cloud_calls (
+        region TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        PRIMARY KEY (region, outcome)
+    );
+    INSERT INTO metric_cloud_calls (region, outcome, calls)
+        SELECT substr(c.key, 1, instr(c.key, char(31)) - 1),
+               substr(c.key, instr(c.key, char(31)) + 1), c.value
+        FROM kv, json_each(kv.value) AS c
+        WHERE kv.key = 'metrics:cloud_calls' AND json_type(kv.value) = 'object'
+          AND instr(c.key, char(31)) > 0 AND c.type = 'integer';
+    CREATE TABLE metric_tokens_spent (region TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
+    INSERT INTO metric_tokens_spent (region, tokens)
+        SELECT t.key, t.value FROM kv, json_each(kv.value) AS t
+        WHERE kv.key = 'metrics:tokens_spent' AND json_type(kv.value) = 'object'
+          AND t.type = 'integer';
+    CREATE TABLE run_last_success (
+        only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
+        at REAL NOT NULL
+    );
+    INSERT INTO run_last_success (only_row, at)
+        SELECT 1, json_extract(value, '$') FROM kv
+        WHERE key = 'run:last_success' AND json_type(value) IN ('integer', 'real');
+
+    DROP TABLE kv;
+    """,
+    # 3: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
     # instance from the notice to its end (kept afterwards: the reclaim metrics count them)
     """
     CREATE TABLE reclaim_notices (
@@ -169,3 +255,5 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
     """,
 )
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -42,7 +42,7 @@ from scoctl.host.budget import TokenBudget
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
@@ -145,7 +145,7 @@ class Env:
         self.config_path = write_config(tmp)
         self.config = load_config(self.config_path)
         self.clock = SystemClock()
-        self.store = Store.open(self.config.state, create=True)
+        self.store = open_store(self.config.state, create=True)
         self.connects = 0
         self.race: dict[str, Callable[[], None]] = {}
 
@@ -377,7 +377,7 @@ def test_two_concurrent_acquires_share_the_host_wide_token_budget(tmp_path: Path
             write_clouds_yaml(home, "scoctl-test", emulator.url, f"project-{name}")
             config_path = write_config(home, rate=rate, budget_dir=budget)
             config = load_config(config_path)
-            with Store.open(config.state, create=True) as store:
+            with open_store(config.state, create=True) as store:
                 nodes = [f"{name}-{i}" for i in range(10)]
                 store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "10"}),
                                 largest_pod=parse_resources({"cpu": "1"}), pods=10,

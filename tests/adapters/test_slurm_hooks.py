@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.core.model import InstanceRecord
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class HookCluster:
         return self.cluster.run("sinfo", "-h", "-N", "-n", node, "-o", "%T").split()[0]
 
     def store(self) -> Store:
-        return Store.open(self.state)
+        return open_store(self.state)
 
 
 def _scoctl_wrapper(directory: Path) -> Path:
@@ -100,7 +100,7 @@ workloads:
   - {{name: hpc, contract: T1, source: slurm, kind: job, partition: cloud}}
 slurm: {{cloud_partitions: [cloud]}}
 """, encoding="utf-8")
-    Store.open(state, create=True).close()
+    open_store(state, create=True).close()
     base_dir = tmp / "slurm"
     env = {**os.environ, "SLURM_DIR": str(base_dir), "PORT_BASE": str(free_port_base()),
            "RESTD": "0", "SIMULATE_BOOT": "1", "BOOT_DELAY": "1",
@@ -189,7 +189,7 @@ def test_resume_claims_the_nodes_and_suspend_hands_them_back(hooked: HookCluster
     # idle for SuspendTime → slurmctld runs SuspendProgram → the claim drops the node
     assert wait_for(lambda: claimed() == (), timeout=SUSPEND_TIME + 60, interval=0.5)
     with hooked.store() as store:
-        assert "test-cloud-1" in store.get_kv("slurm:suspended", [])
+        assert "test-cloud-1" in store.suspended_nodes()
         inst = store.instance("srv-1")
         assert inst is not None and inst.idle_since is not None
         assert [e.token for e in store.events(workload="hpc")] == [

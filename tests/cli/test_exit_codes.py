@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.state import SCHEMA_VERSION, open_store
 
 # (arguments after `--state S`, text the one error line must contain)
 BAD_INPUT = [
@@ -42,7 +42,7 @@ BAD_INPUT = [
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     path = tmp_path / "s.db"
-    Store.open(path, create=True).close()
+    open_store(path, create=True).close()
     return path
 
 
@@ -102,7 +102,7 @@ def test_init_refuses_a_state_file_of_a_newer_scoctl_and_leaves_it_untouched(cli
     import sqlite3
 
     path = tmp_path / "s.db"
-    Store.open(path, create=True).close()
+    open_store(path, create=True).close()
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
@@ -121,7 +121,7 @@ def test_a_writer_waits_for_the_lock_up_to_wait_then_runs(cli, tmp_path):
     from scoctl.host.lock import run_lock
 
     state = tmp_path / "s.db"
-    Store.open(state, create=True).close()
+    open_store(state, create=True).close()
     held = threading.Event()
     release = threading.Event()
 

@@ -14,7 +14,7 @@ from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.host.spool import notice_dir, pending_events
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.notice import ingest_spool
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 from tests.fixtures.state import Cli
@@ -23,7 +23,7 @@ from tests.fixtures.state import Cli
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
     config = nova_config(tmp_path, "nowhere", extra=f"spool: {tmp_path / 'spool'}\n")
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         for sid, status in (("srv-1", "ready"), ("srv-2", "deleted")):
             store.upsert_instance(InstanceRecord(
                 id=sid, name=f"sco-web-{sid}", region="region-a", workload="web",
@@ -47,7 +47,7 @@ def test_a_server_notice_is_spooled_and_the_next_pass_records_it(cli: Cli, world
     assert spooled(tmp_path) == [{"kind": "server", "target": "srv-1", "name": "sco-web-srv-1",
                                   "region": "region-a", "at": "2026-05-01T10:00:00.000000Z",
                                   "reason": "lease ends"}]
-    with Store.open(tmp_path / "state.db", clock=FixedClock()) as store:
+    with open_store(tmp_path / "state.db", clock=FixedClock()) as store:
         assert ingest_spool(load_config(world), store) == 1
         [notice] = store.notices()
         assert (notice.kind, notice.target, notice.reason) == ("server", "srv-1", "lease ends")
@@ -83,7 +83,7 @@ def test_an_unknown_server_and_one_scoctl_does_not_manage_are_told_apart(
         monkeypatch: pytest.MonkeyPatch) -> None:
     clouds = write_clouds_yaml(tmp_path, "sim", nova_emulator.url, "p-notice-cli")
     config = nova_config(tmp_path, "sim", extra=f"spool: {tmp_path / 'spool'}\n")
-    Store.open(tmp_path / "state.db", create=True).close()
+    open_store(tmp_path / "state.db", create=True).close()
     monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds))
     cloud = NovaCloud.connect("sim")
     foreign = cloud.launch(LaunchRequest(name="not-ours", flavor="m1.tiny", image=IMAGE_ID))

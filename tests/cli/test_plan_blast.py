@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from scoctl.core.quantity import parse_resources
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.fixtures.state import Cli
 from tests.stages.test_plan import write_config
 
@@ -15,7 +15,7 @@ from tests.stages.test_plan import write_config
 def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli,
                                                                        tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         store.put_claim("alpha", contract="T1",
                         requests=parse_resources({"cpu": "64", "memory": "256Gi"}),
                         largest_pod=parse_resources({"cpu": "4", "memory": "16Gi"}), pods=16,

@@ -15,7 +15,8 @@ from pathlib import Path
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
-from scoctl.state import Store
+from scoctl.stages.tokens import record_token
+from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_STATUSES = {"requested", "building", "active", "ready", "noticed", "draining",
@@ -24,9 +25,9 @@ INSTANCE_STATUSES = {"requested", "building", "active", "ready", "noticed", "dra
 
 def seeded_state(path: Path) -> None:
     """The seed's orders-daily: 42 pods of 4 vCPU / 16 GiB, plus a half-core Slurm job."""
-    with Store.open(path, create=True) as store:
+    with open_store(path, create=True) as store:
         store.ensure_workload("orders-daily", kind="deployment", source="k8s", contract="T1")
-        store.record_token("orders-daily", "POD_QUEUED")
+        record_token(store, "orders-daily", "POD_QUEUED")
         store.ensure_workload("train-7", kind="job", source="slurm", contract="T1", job_id="42")
         store.put_claim("orders-daily", contract="T1", requests={"cpu": 168_000,
                                                                  "memory": 672 * 2**30},
@@ -114,7 +115,7 @@ def test_events_json_is_one_design_object_per_line(cli, tmp_path):
 def test_events_since_takes_an_rfc3339_time_or_an_age_and_filters_by_workload(cli, tmp_path):
     state = tmp_path / "s.db"
     now = datetime.now(UTC)
-    with Store.open(state, create=True) as store:
+    with open_store(state, create=True) as store:
         store.append_event("a", "OLD", "info", None, {}, ts=rfc3339(now - timedelta(hours=3)))
         store.append_event("b", "MIDDLE", "info", None, {},
                            ts=rfc3339(now - timedelta(minutes=90)))
@@ -139,7 +140,7 @@ def test_events_since_takes_an_rfc3339_time_or_an_age_and_filters_by_workload(cl
 
 def test_events_follow_prints_new_events_as_they_are_recorded_until_interrupted(tmp_path):
     state = tmp_path / "s.db"
-    with Store.open(state, create=True) as store:
+    with open_store(state, create=True) as store:
         store.append_event("w", "FIRST", "info", None, {})
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)
@@ -149,7 +150,7 @@ def test_events_follow_prints_new_events_as_they_are_recorded_until_interrupted(
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["token"] == "FIRST"
-        with Store.open(state) as store:
+        with open_store(state) as store:
             store.append_event("other", "NOT_MINE", "info", None, {})
             store.append_event("w", "SECOND", "warning", "queued", {"reason": "Resources"})
         second = json.loads(proc.stdout.readline())
@@ -171,7 +172,7 @@ def test_events_follow_does_not_wait_for_the_run_lock(tmp_path):
     from scoctl.host.lock import run_lock
 
     state = tmp_path / "s.db"
-    with Store.open(state, create=True) as store:
+    with open_store(state, create=True) as store:
         store.append_event("w", "FIRST", "info", None, {})
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from scoctl.core.model import InstanceRecord, NoticedRecord
 from scoctl.stages.metrics import RunSample, collect
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.fixtures.state import Cli
 
 DEADLINE = "2026-01-01T00:01:00.000000Z"
 
 
 def noticed_state(path: Path) -> None:
-    with Store.open(path, create=True) as store:
+    with open_store(path, create=True) as store:
         for sid, status in (("s1", "noticed"), ("s2", "ready")):
             store.upsert_instance(InstanceRecord(
                 id=sid, name=f"sco-web-{sid}", region="r1", workload="web", pool="p1",
@@ -45,7 +45,7 @@ def test_status_shows_a_noticed_instance_with_its_deadline(cli: Cli, tmp_path: P
 
 def test_the_metrics_count_notices_lead_times_and_replacements(tmp_path: Path) -> None:
     noticed_state(tmp_path / "state.db")
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         text = collect(store, RunSample())
     assert "scoctl_reclaim_notices_total 2" in text
     assert 'scoctl_reclaim_lead_seconds_bucket{le="60"} 1' in text  # 60 s

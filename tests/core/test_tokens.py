@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scoctl.core.model import TokenRecord, WorkloadRecord
 from scoctl.core.tokens import (
     ACTIVE_STATUSES,
     INACTIVE_STATUSES,
     apply_token,
+    decide_token,
     map_token,
 )
 
@@ -144,3 +146,40 @@ def test_inactive_is_terminal_for_any_token_sequence(tokens):
         assert status in ACTIVE_STATUSES | INACTIVE_STATUSES
         if status in INACTIVE_STATUSES and terminal is None:
             terminal = status
+
+
+def _row(status: str, *, reason: str | None = None) -> WorkloadRecord:
+    return WorkloadRecord(id=7, slug="train", kind="job", source="slurm", contract="T1",
+                          status=status, created="x", updated="x", last_queued_reason=reason)
+
+
+def test_decide_token_moves_an_active_row_and_remembers_the_pending_reason():
+    outcome, record = decide_token(_row("pending"), "train", "SLURM_JOB_QUEUED",
+                                   {"reason": "Resources"}, ts="2026-01-01T00:00:00Z")
+    assert outcome is not None and outcome.changed
+    assert record == TokenRecord(workload="train", token="SLURM_JOB_QUEUED", level="warning",
+                                 detail={"reason": "Resources"}, workload_id=7, status="queued",
+                                 update_row=True, last_queued_reason="Resources",
+                                 ts="2026-01-01T00:00:00Z")
+
+
+def test_decide_token_drops_a_repeated_pending_reason():
+    outcome, record = decide_token(_row("queued", reason="Resources"), "train",
+                                   "SLURM_JOB_QUEUED", {"reason": "Resources"})
+    assert outcome is not None and not outcome.record
+    assert record is None
+
+
+def test_decide_token_logs_against_a_terminal_row_without_touching_it():
+    outcome, record = decide_token(_row("failed"), "train", "SLURM_JOB_STATUS",
+                                   {"state": "RUNNING"})
+    assert outcome is not None and not outcome.changed
+    assert record is not None and not record.update_row
+    assert (record.status, record.workload_id, record.detail["note"]) == (
+        "failed", 7, "failed is terminal")
+
+
+def test_decide_token_without_a_row_logs_against_the_slug_only():
+    outcome, record = decide_token(None, "ghost", "POD_SCHEDULING_FAILED")
+    assert outcome is None
+    assert record == TokenRecord(workload="ghost", token="POD_SCHEDULING_FAILED", level="error")

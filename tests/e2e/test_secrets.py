@@ -46,9 +46,9 @@ def files_holding(root: Path, secret: str) -> list[str]:
 
 
 def checkpoint(state: Path) -> None:
-    from scoctl.state import Store
+    from scoctl.state import open_store
 
-    with Store.open(state) as store:
+    with open_store(state) as store:
         store.conn.execute("PRAGMA wal_checkpoint(FULL)")
 
 

@@ -22,7 +22,7 @@ from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.builders import held_units
 
 SECRET = "join-token-s3cr3t-value"
@@ -442,7 +442,7 @@ def test_region_limits_the_launches_to_that_regions_pools(
     tmp_path: Path, clock: FixedClock, fake: FakeCloud,
 ) -> None:
     config = make_config(tmp_path, regions=2)
-    with Store.open(tmp_path / "state.db", clock=clock, create=True) as store:
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         set_plan(store, "web", {"small.a": 1, "small.b": 2})
 
         only_b = acquire(config, store, clock, fake, region="region-b")

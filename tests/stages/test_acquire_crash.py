@@ -22,7 +22,7 @@ import pytest
 
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.sim.nova_emulator import NovaEmulator
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 
@@ -74,7 +74,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     (tmp_path / "join-token").write_text(SECRET)
     config = nova_config(tmp_path, "crash-test",
                          extra=f"bootstrap: {{join_secret_file: {tmp_path / 'join-token'}}}\n")
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         store.commit_plan(ranking="r-1", full=False, plans=[PlanWorkloadRecord(
             workload="web", generation=0, claim_version=1, contract="T1", ranking="r-1",
             feasible=True, degraded=False, reasons=(),
@@ -87,12 +87,12 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def launches(world: World) -> list[tuple[str, str]]:
-    with Store.open(world.state) as store:
+    with open_store(world.state) as store:
         return [(launch.launch_id, launch.status) for launch in store.launches()]
 
 
 def instances(world: World) -> list[str]:
-    with Store.open(world.state) as store:
+    with open_store(world.state) as store:
         return sorted(i.id for i in store.instances())
 
 
@@ -189,7 +189,7 @@ def test_the_join_secret_never_reaches_the_output_the_logs_or_the_state_file(
     encoded = base64.b64encode(SECRET.encode()).decode()[:16]
     for text in (run.stdout, run.stderr):
         assert SECRET not in text and encoded not in text
-    with Store.open(world.state) as store:
+    with open_store(world.state) as store:
         store.conn.execute("PRAGMA wal_checkpoint(FULL)")
     files = sorted(world.home.glob("state.db*"))
     assert world.state in files  # the state file really is where we look

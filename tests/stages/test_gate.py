@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from scoctl.sim.k8s_emulator import make_node
-from scoctl.state import Store
+from scoctl.stages.tokens import record_token
+from scoctl.state import open_store
 
 BIN = Path(sys.executable).parent
 
@@ -98,7 +99,7 @@ def test_over_capacity_fails_the_workload_row_and_records_the_event(slurm_cli, t
                       "--gpu-type", "a100", "--no-elastic", "--workload", "train-7")
     assert result.code == 3
     assert result.json()["workload"] == {"slug": "train-7", "status": "failed"}
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         row = store.latest_workload("train-7")
         events = store.events(workload="train-7")
     assert row is not None and row.status == "failed"
@@ -115,16 +116,16 @@ def test_a_fit_reuses_the_active_pending_row(slurm_cli, tmp_path):
         result = run_gate(slurm_cli, config, "--backend", "slurm", "--cpus", "1",
                           "--workload", "train-7")
         assert result.code == 0 and result.json()["workload"]["status"] == "pending"
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         assert len(store.conn.execute("SELECT id FROM workloads").fetchall()) == 1
 
 
 @pytest.mark.slurm
 def test_the_gate_never_fails_a_running_workload(slurm_cli, tmp_path):
     config = gate_config(tmp_path)
-    with Store.open(tmp_path / "state.db", create=True) as store:
+    with open_store(tmp_path / "state.db", create=True) as store:
         store.ensure_workload("train-7", kind="job", source="slurm", contract="T1")
-        store.record_token("train-7", "SLURM_JOB_STATUS", {"state": "RUNNING"})
+        record_token(store, "train-7", "SLURM_JOB_STATUS", {"state": "RUNNING"})
     result = run_gate(slurm_cli, config, "--backend", "slurm", "--cpus", "500",
                       "--no-elastic", "--workload", "train-7")
     assert result.code == 3
@@ -234,5 +235,5 @@ def test_the_submit_wrapper_refuses_an_over_capacity_job(slurm_cli, tmp_path, sl
     assert slurm_cluster.run("squeue", "-h", "-o", "%i") == before
     spooled = [json.loads(p.read_text())["token"] for p in (tmp_path / "spool").glob("*.json")]
     assert spooled == ["SLURM_JOB_SUBMISSION_FAILED"]
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         assert store.latest_workload("train-7").status == "failed"

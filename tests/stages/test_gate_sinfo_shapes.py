@@ -152,7 +152,7 @@ def test_a_state_the_user_cannot_write_keeps_the_verdict_and_spools_the_event(cl
     from scoctl.clock import FixedClock
     from scoctl.config.schema import load_config
     from scoctl.stages.watch import run_pass
-    from scoctl.state import Store
+    from scoctl.state import open_store
 
     config = write_config(tmp_path)
     (tmp_path / "blocker").write_text("a file where the state's folder should be")
@@ -173,7 +173,7 @@ def test_a_state_the_user_cannot_write_keeps_the_verdict_and_spools_the_event(cl
     assert fits.code == 0, fits.stderr  # nothing to spool for a fit
 
     loaded = load_config(config)
-    with Store.open(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
+    with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
         run_pass(loaded, store, store.clock, sources=[])
         row = store.latest_workload("train-7")
         events = store.events(workload="train-7")

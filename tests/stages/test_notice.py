@@ -24,7 +24,7 @@ from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
 from scoctl.stages.run import RunResult, Systems, run_once
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 
 PODS = 4
@@ -116,7 +116,7 @@ def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
           nova_emulator: NovaEmulator, k8s_emulator: K8sEmulator,
           k8s_kubeconfig: Path) -> Iterator[World]:
     clock = FixedClock()
-    store = Store.open(tmp_path / "state.db", clock=clock, create=True)
+    store = open_store(tmp_path / "state.db", clock=clock, create=True)
     cluster = KubernetesCluster(str(k8s_kubeconfig), "scoctl-sim")
     for i in range(PODS):
         k8s_emulator.add(make_pod(f"web-{i}", "shop", cpu="200m", memory="128Mi",

@@ -19,7 +19,7 @@ from scoctl.core.model import LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.run import Systems, run_once
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.fixtures.nova import NovaBackend
 
 pytestmark = pytest.mark.nova
@@ -63,7 +63,7 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
     foreign = cloud.launch(LaunchRequest(name="not-ours", flavor=nova_cloud.small_flavor,
                                          image=nova_cloud.image, networks="none",
                                          tags=("t:foreign",))).servers[0]
-    with Store.open(tmp_path / "state.db", clock=clock, create=True) as store:
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "1"}),
                         largest_pod=parse_resources({"cpu": "1"}), pods=1, source="file")
 

@@ -17,7 +17,7 @@ from scoctl.core.model import InstanceRecord, LaunchRequest, SlurmJob, SlurmNode
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.notice import run_notices
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.stages.test_acquire import make_config
 
 NODE = "cloud-1"
@@ -65,7 +65,7 @@ def test_a_noticed_slurm_node_is_drained_requeued_then_deleted(tmp_path: Path) -
         tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
         metadata={RECLAIM_AT: deadline}))
     server = launched.servers[0]
-    with Store.open(tmp_path / "state.db", clock=clock, create=True) as store:
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
                         largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
                         nodes=[NODE])

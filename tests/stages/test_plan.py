@@ -14,7 +14,7 @@ from scoctl.clock import FixedClock
 from scoctl.config.schema import load_config
 from scoctl.errors import ApiError
 from scoctl.stages.plan import run_plan
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
 GI = 2**30
 
@@ -59,7 +59,7 @@ def put(store: Store, name: str, cpu: int, pods: int = 1) -> None:
 def setup(tmp_path):
     config = load_config(write_config(tmp_path))
     clock = FixedClock()
-    store = Store.open(config.state, clock=clock, create=True)
+    store = open_store(config.state, clock=clock, create=True)
     yield config, store, clock
     store.close()
 
@@ -146,7 +146,7 @@ def test_a_ranking_change_replans_workloads_whose_eligible_pools_moved(tmp_path)
     ranking_file.write_text(json.dumps({"id": "r-1", "scores": scores}))
     config = load_config(write_config(tmp_path, ranking=f"ranking: {{file: {ranking_file}}}"))
     clock = FixedClock()
-    with Store.open(config.state, clock=clock, create=True) as store:
+    with open_store(config.state, clock=clock, create=True) as store:
         put(store, "alpha", 64)
         run_plan(config, store, clock)
         ranking_file.write_text(json.dumps({"id": "r-2", "scores": {**scores,
@@ -183,7 +183,7 @@ def test_a_ranking_url_that_goes_down_falls_back_to_the_last_good_ranking_until_
         config = load_config(write_config(
             tmp_path, ranking=f"ranking: {{url: '{url}', max_age: 10m}}"))
         clock = FixedClock()
-        with Store.open(config.state, clock=clock, create=True) as store:
+        with open_store(config.state, clock=clock, create=True) as store:
             put(store, "alpha", 32)
             assert run_plan(config, store, clock).ranking.id == "r-url-1"
             _Ranking.status = 503

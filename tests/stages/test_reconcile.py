@@ -29,7 +29,7 @@ from scoctl.core.model import (
 from scoctl.sim.k8s_emulator import K8sEmulator, make_deployment, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
@@ -130,7 +130,7 @@ def _world(tmp_path: Path, cloud: NovaCloud, nova: NovaEmulator | None, k8s: K8s
            kubeconfig: Path, **extra: Any) -> Iterator[World]:
     clock = FixedClock()
     config = make_config(tmp_path, **extra)
-    store = Store.open(tmp_path / "state.db", clock=clock, create=True)
+    store = open_store(tmp_path / "state.db", clock=clock, create=True)
     cluster = KubernetesCluster(str(kubeconfig), "scoctl-sim")
     try:
         yield World(config, store, clock, cloud, k8s, cluster, nova)

@@ -16,7 +16,7 @@ from scoctl.host.lock import run_lock
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.stages.run import Systems, run_once
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.fixtures.state import Cli
 from tests.stages.test_reconcile import REGION, emulator_cloud, make_config  # noqa: F401
 
@@ -27,7 +27,7 @@ PODS = 6
 def loop(tmp_path: Path, emulator_cloud: NovaCloud, k8s_emulator: K8sEmulator,  # noqa: F811
          k8s_kubeconfig: Path) -> Iterator[tuple[Store, Systems, FixedClock, Path]]:
     clock = FixedClock()
-    store = Store.open(tmp_path / "state.db", clock=clock, create=True)
+    store = open_store(tmp_path / "state.db", clock=clock, create=True)
     cluster = KubernetesCluster(str(k8s_kubeconfig), "scoctl-sim")
     systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
     for i in range(PODS):
@@ -111,7 +111,7 @@ def test_a_failed_stage_is_named_the_others_still_run_and_the_exit_code_is_1(
 def test_run_once_exits_75_while_another_run_holds_the_lock(tmp_path: Path, cli: Cli) -> None:
     config = make_config(tmp_path)
     assert config.path is not None and config.path.exists()
-    Store.open(tmp_path / "state.db", create=True).close()
+    open_store(tmp_path / "state.db", create=True).close()
     with run_lock(tmp_path / "state.db"):
         done = cli("--config", str(config.path), "run", "--once")
     assert done.code == 75, done.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.sim.nova_emulator import NovaEmulator
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.builders import nova_config
 from tests.fixtures.nova import write_clouds_yaml
 
@@ -50,7 +50,7 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
     emulator.start()
     write_clouds_yaml(tmp_path, "loop-test", emulator.url, "loop-project")
     config = nova_config(tmp_path, "loop-test")
-    Store.open(tmp_path / "state.db", create=True).close()
+    open_store(tmp_path / "state.db", create=True).close()
     try:
         yield Loop(tmp_path, config)
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scoctl.state import Store
+from scoctl.state import open_store
 from tests.builders import slurm_config
 from tests.fixtures.slurm import SlurmCluster, wait_for
 
@@ -50,7 +50,7 @@ def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluste
         def watch() -> str:
             result = cli("watch", "--source", "slurm", "--once", "--json")
             assert result.code == 0, result.stderr
-            with Store.open(tmp_path / "state.db") as store:
+            with open_store(tmp_path / "state.db") as store:
                 row = store.latest_workload("train-9")
             assert row is not None and row.job_id == str(job)
             return row.status
@@ -60,7 +60,7 @@ def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluste
         assert wait_for(lambda: watch() == "succeeded", timeout=30, interval=0.5)
     finally:
         slurm_cluster.cancel(job)
-    with Store.open(tmp_path / "state.db") as store:
+    with open_store(tmp_path / "state.db") as store:
         events = store.events(workload="train-9")
         first = store.conn.execute("SELECT status FROM workloads").fetchall()
     history = [(e.token, e.status) for e in events]

@@ -10,14 +10,15 @@ import pytest
 
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
-from scoctl.state import SCHEMA_VERSION, Store
+from scoctl.stages.tokens import record_token
+from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.sqlite import run_migrations
 
 
 def test_new_state_file_is_private_wal_and_at_the_current_schema(tmp_path):
     path = tmp_path / "s.db"
-    with Store.open(path, create=True) as store:
+    with open_store(path, create=True) as store:
         assert store.schema_version() == SCHEMA_VERSION
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -25,18 +26,18 @@ def test_new_state_file_is_private_wal_and_at_the_current_schema(tmp_path):
 
 def test_a_missing_state_file_is_an_error_unless_created(tmp_path):
     with pytest.raises(StateError, match="scoctl init"):
-        Store.open(tmp_path / "missing.db")
+        open_store(tmp_path / "missing.db")
 
 
 def test_a_state_file_from_a_newer_schema_is_refused_and_left_untouched(tmp_path):
     path = tmp_path / "s.db"
-    Store.open(path, create=True).close()
+    open_store(path, create=True).close()
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     before = path.read_bytes()
     with pytest.raises(StateError, match="newer scoctl"):
-        Store.open(path)
+        open_store(path)
     assert path.read_bytes() == before
 
 
@@ -52,7 +53,7 @@ def test_ensure_workload_reuses_the_active_row_and_a_resubmission_is_a_new_row(s
     first = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     again = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     assert again.id == first.id
-    store.record_token("orders", "POD_SCHEDULING_FAILED")
+    record_token(store, "orders", "POD_SCHEDULING_FAILED")
     assert store.active_workload("orders") is None
     fresh = store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
     assert fresh.id != first.id and fresh.status == "pending"
@@ -60,8 +61,8 @@ def test_ensure_workload_reuses_the_active_row_and_a_resubmission_is_a_new_row(s
 
 def test_a_failed_row_stays_failed_after_a_late_pod_queued(store):
     store.ensure_workload("orders", kind="deployment", source="k8s", contract="T1")
-    store.record_token("orders", "POD_QUOTA_EXCEEDED_FAILED")
-    row, outcome = store.record_token("orders", "POD_QUEUED")
+    record_token(store, "orders", "POD_QUOTA_EXCEEDED_FAILED")
+    row, outcome = record_token(store, "orders", "POD_QUEUED")
     assert row is not None and row.status == "failed"
     assert outcome is not None and not outcome.changed
     tokens = [e.token for e in store.events(workload="orders")]
@@ -71,7 +72,7 @@ def test_a_failed_row_stays_failed_after_a_late_pod_queued(store):
 def test_slurm_job_queued_is_logged_once_per_distinct_reason(store):
     store.ensure_workload("train", kind="job", source="slurm", contract="T1")
     for reason in ["Resources", "Resources", "Priority", "Priority", "Resources"]:
-        store.record_token("train", "SLURM_JOB_QUEUED", {"reason": reason})
+        record_token(store, "train", "SLURM_JOB_QUEUED", {"reason": reason})
     reasons = [e.detail["reason"] for e in store.events(workload="train")]
     assert reasons == ["Resources", "Priority", "Resources"]
 
@@ -133,8 +134,8 @@ def test_a_stage_transaction_rolls_back_whole_on_a_crash(store):
 
 def test_readers_are_not_blocked_by_a_writer(tmp_path):
     path = tmp_path / "s.db"
-    writer = Store.open(path, create=True)
-    reader = Store.open(path)
+    writer = open_store(path, create=True)
+    reader = open_store(path)
     with writer.transaction():
         writer.ensure_workload("a", kind="job", source="slurm", contract="T1")
         assert reader.workloads() == []  # WAL: the reader sees the last commit, at once
@@ -214,8 +215,8 @@ def test_an_older_file_is_migrated_on_open_and_refused_without_migrate(tmp_path)
     path = tmp_path / "s.db"
     sqlite3.connect(path).close()  # an empty SQLite file: schema 0
     with pytest.raises(StateError, match="scoctl init"):
-        Store.open(path, migrate=False)
-    with Store.open(path) as s:
+        open_store(path, migrate=False)
+    with open_store(path) as s:
         assert s.schema_version() == SCHEMA_VERSION
         assert s.workloads() == []
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -225,7 +226,7 @@ def test_a_state_path_that_cannot_be_created_is_a_state_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(StateError, match="cannot create the state file"):
-        Store.open(blocker / "s.db", create=True)
+        open_store(blocker / "s.db", create=True)
 
 
 def test_event_times_are_stored_in_one_utc_form_so_since_compares_as_text(store):

@@ -26,7 +26,7 @@ from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator, StatusError
 from scoctl.stages import watch as watch_stage
 from scoctl.stages.watch import Follower, WatchResult, follow, run_pass
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 
 pytestmark = pytest.mark.k8s
 
@@ -78,7 +78,7 @@ def config(tmp_path: Path, k8s_kubeconfig: Path) -> Config:
 
 @pytest.fixture
 def wstore(tmp_path: Path) -> Iterator[Store]:
-    store = Store.open(tmp_path / "state.db", clock=FixedClock(), create=True)
+    store = open_store(tmp_path / "state.db", clock=FixedClock(), create=True)
     yield store
     store.close()
 
@@ -403,7 +403,7 @@ def test_follow_commits_pods_arriving_over_time_as_one_claim(
         k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
         k8s_kubeconfig: Path) -> None:
     config = load_config(write_config(tmp_path, k8s_kubeconfig, idle="500ms"))
-    store = Store.open(tmp_path / "state.db", create=True, clock=SystemClock())
+    store = open_store(tmp_path / "state.db", create=True, clock=SystemClock())
     nodes(k8s_emulator)
     dep = k8s_emulator.add(ke.make_deployment("orders-daily", "shop", replicas=42, cpu="4",
                                               memory="16Gi", managed=True))
@@ -430,7 +430,7 @@ def test_follow_relists_after_410_gone_and_keeps_the_claim_right(
         k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
         k8s_kubeconfig: Path) -> None:
     config = load_config(write_config(tmp_path, k8s_kubeconfig, idle="200ms"))
-    store = Store.open(tmp_path / "state.db", create=True, clock=SystemClock())
+    store = open_store(tmp_path / "state.db", create=True, clock=SystemClock())
     nodes(k8s_emulator)
     dep = k8s_emulator.add(ke.make_deployment("orders-daily", "shop", replicas=8, cpu="4",
                                               memory="16Gi", managed=True))
@@ -468,7 +468,7 @@ def test_follow_survives_an_api_restart(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(emu.kubeconfig(), encoding="utf-8")
     config = load_config(write_config(tmp_path, kubeconfig, idle="200ms"))
-    store = Store.open(tmp_path / "state.db", create=True, clock=SystemClock())
+    store = open_store(tmp_path / "state.db", create=True, clock=SystemClock())
     cluster = KubernetesCluster(str(kubeconfig), "scoctl-sim")
     nodes(emu)
     dep, rs = orders(emu, 2)

@@ -17,7 +17,7 @@ from scoctl.clock import FixedClock
 from scoctl.config.schema import Config, load_config
 from scoctl.host.spool import write_event
 from scoctl.stages.watch import WatchResult, run_pass
-from scoctl.state import Store
+from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SlurmCluster, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -60,7 +60,7 @@ def config(tmp_path: Path, slurm_cluster: SlurmCluster) -> Config:
 
 @pytest.fixture
 def wstore(tmp_path: Path) -> Iterator[Store]:
-    store = Store.open(tmp_path / "state.db", clock=FixedClock(), create=True)
+    store = open_store(tmp_path / "state.db", clock=FixedClock(), create=True)
     yield store
     store.close()
 

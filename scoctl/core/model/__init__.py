@@ -42,9 +42,12 @@ from scoctl.core.model.records import (
     ExclusionRecord,
     InstanceRecord,
     LaunchRecord,
+    MetricCounters,
     PlanGeneration,
     PlanUnitRecord,
     PlanWorkloadRecord,
+    RankingCache,
+    TokenRecord,
     WorkloadRecord,
 )
 from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
@@ -53,7 +56,8 @@ __all__ = [
     "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
     "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
     "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "Networks", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource",
-    "NoticedRecord", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool", "ServerInfo",
-    "SlurmJob", "SlurmNode", "Source", "Tier", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "MetricCounters", "Networks", "NoticeKind", "NoticeOutcome", "NoticeRecord",
+    "NoticeSource", "NoticedRecord", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord",
+    "Pool", "RankingCache", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier",
+    "TokenRecord", "WorkloadRecord", "flavor_allocatable", "is_slug",
 ]

@@ -122,3 +122,41 @@ class ExclusionRecord:
     pool: str
     reason: str
     until: str
+
+
+@dataclass(frozen=True)
+class RankingCache:
+    """The last ranking read from a URL: a URL that is down falls back to it until max_age."""
+
+    url: str
+    id: str
+    fetched: str  # RFC 3339
+    scores: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class MetricCounters:
+    """What `scoctl run` counts across runs, for its metrics textfile."""
+
+    cloud_calls: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (region, outcome)
+    tokens_spent: Mapping[str, int] = field(default_factory=dict)  # by region
+    last_success: float | None = None  # Unix time of the last fully successful pass
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """What one token changes in the state, as `core.tokens.decide_token` decided it.
+
+    The event to append (against the row `workload_id`, or only the slug when None) and, when
+    `update_row`, the row's new status, last token and last pending reason.
+    """
+
+    workload: str  # the slug
+    token: str
+    level: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    workload_id: int | None = None
+    status: str | None = None  # the row's status after the token, as the event records it
+    update_row: bool = False  # the row is active: it takes `status`, `token`, the reason
+    last_queued_reason: str | None = None
+    ts: str | None = None  # when it happened (RFC 3339); None: now

@@ -1,0 +1,146 @@
+"""Launch intents, instances, pool exclusions, and the reconcile / Slurm power markers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord
+from scoctl.state.sqlite.base import SqliteBase, dumps, loads
+
+
+class FleetTables(SqliteBase):
+    """Launch intents, instances, exclusions, orphan sightings, suspended nodes, node shapes."""
+
+    def add_launch(self, launch: LaunchRecord) -> None:
+        """Record a launch intent (before the cloud call: crash safety)."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO launches (launch_id, region, workload, pool, generation, count, "
+                "status, created, updated, reservation_id, error, node_names) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [launch.launch_id, launch.region, launch.workload, launch.pool,
+                 launch.generation, launch.count, launch.status, launch.created, launch.updated,
+                 launch.reservation_id, launch.error, dumps(list(launch.node_names))])
+
+    def update_launch(self, launch_id: str, *, status: str, reservation_id: str | None = None,
+                      error: str | None = None) -> None:
+        with self.transaction():
+            self.conn.execute(
+                "UPDATE launches SET status = ?, reservation_id = COALESCE(?, reservation_id), "
+                "error = COALESCE(?, error), updated = ? WHERE launch_id = ?",
+                [status, reservation_id, error, self.now(), launch_id])
+
+    def launches(self, *, status: Sequence[str] | None = None) -> list[LaunchRecord]:
+        sql, params = "SELECT * FROM launches", []
+        if status:
+            sql += f" WHERE status IN ({','.join('?' * len(status))})"
+            params = list(status)
+        return [LaunchRecord(
+            launch_id=r["launch_id"], region=r["region"], workload=r["workload"], pool=r["pool"],
+            generation=r["generation"], count=r["count"], status=r["status"],
+            created=r["created"], updated=r["updated"], reservation_id=r["reservation_id"],
+            error=r["error"], node_names=tuple(loads(r["node_names"], [])))
+            for r in self.db.query(sql + " ORDER BY created, launch_id", params)]
+
+    def upsert_instance(self, instance: InstanceRecord) -> None:
+        with self.transaction():
+            self.db.table("instances").upsert(
+                {k: getattr(instance, k) for k in InstanceRecord.__dataclass_fields__},
+                pk="id")
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        allowed = set(InstanceRecord.__dataclass_fields__) - {"id"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"unknown instance fields: {sorted(bad)}")
+        fields["updated"] = self.now()
+        with self.transaction():
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            self.conn.execute(f"UPDATE instances SET {sets} WHERE id = ?",
+                              [*fields.values(), instance_id])
+
+    def instances(self, *, region: str | None = None, workload: str | None = None,
+                  include_deleted: bool = False) -> list[InstanceRecord]:
+        where, params = [], []
+        if region:
+            where.append("region = ?")
+            params.append(region)
+        if workload:
+            where.append("workload = ?")
+            params.append(workload)
+        if not include_deleted:
+            where.append("status != 'deleted'")
+        sql = "SELECT * FROM instances" + (f" WHERE {' AND '.join(where)}" if where else "")
+        return [InstanceRecord(**{k: r[k] for k in InstanceRecord.__dataclass_fields__})
+                for r in self.db.query(sql + " ORDER BY workload, pool, name", params)]
+
+    def instance(self, instance_id: str) -> InstanceRecord | None:
+        row = self._one("SELECT * FROM instances WHERE id = ?", [instance_id])
+        return InstanceRecord(**{k: row[k] for k in InstanceRecord.__dataclass_fields__}) \
+            if row else None
+
+    # -- exclusions ------------------------------------------------------------------------
+
+    def exclude(self, pool: str, reason: str, until: str) -> None:
+        with self.transaction():
+            self.conn.execute("INSERT OR REPLACE INTO exclusions (pool, reason, until) "
+                              "VALUES (?, ?, ?)", [pool, reason, until])
+
+    def exclusions(self, now: str | None = None) -> list[ExclusionRecord]:
+        """Exclusions still in force at `now` (default: the store clock)."""
+        moment = now or self.now()
+        return [ExclusionRecord(pool=r["pool"], reason=r["reason"], until=r["until"])
+                for r in self.db.query("SELECT * FROM exclusions WHERE until > ? ORDER BY pool",
+                                       [moment])]
+
+    # -- reconcile and Slurm power markers ---------------------------------------------------
+
+    def orphans_seen(self, region: str) -> dict[str, str]:
+        """When each orphan server of `region` was first seen (server id → RFC 3339)."""
+        return dict(self.conn.execute(
+            "SELECT server_id, first_seen FROM orphans_seen WHERE region = ? ORDER BY server_id",
+            [region]))
+
+    def save_orphans_seen(self, region: str, seen: Mapping[str, str]) -> None:
+        """Replace `region`'s orphan sightings with `seen`."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM orphans_seen WHERE region = ?", [region])
+            self.conn.executemany(
+                "INSERT INTO orphans_seen (region, server_id, first_seen) VALUES (?, ?, ?)",
+                [(region, server, first) for server, first in sorted(seen.items())])
+
+    def suspended_nodes(self) -> frozenset[str]:
+        """Slurm nodes handed back by SuspendProgram / ResumeFailProgram, servers not yet gone."""
+        return frozenset(node for (node,) in self.conn.execute("SELECT node FROM slurm_suspended"))
+
+    def mark_suspended(self, nodes: Iterable[str]) -> None:
+        """Add `nodes` to the suspended Slurm nodes."""
+        with self.transaction():
+            self.conn.executemany("INSERT OR IGNORE INTO slurm_suspended (node) VALUES (?)",
+                                  [(node,) for node in sorted(set(nodes))])
+
+    def clear_suspended(self, nodes: Iterable[str]) -> None:
+        """Remove `nodes` from the suspended Slurm nodes (resumed, or their server is gone)."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM slurm_suspended WHERE node = ?",
+                                  [(node,) for node in sorted(set(nodes))])
+
+    def node_shapes(self) -> dict[str, dict[str, int]]:
+        """The shape (resource → amount, as a claim counts it) of every Slurm node seen."""
+        shapes: dict[str, dict[str, int]] = {}
+        for node, resource, amount in self.conn.execute(
+                "SELECT node, resource, amount FROM slurm_node_shapes ORDER BY node, resource"):
+            shapes.setdefault(node, {})[resource] = amount
+        return shapes
+
+    def save_node_shapes(self, shapes: Mapping[str, Mapping[str, int]]) -> None:
+        """Replace the shapes of the nodes named in `shapes`; other nodes keep theirs."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM slurm_node_shapes WHERE node = ?",
+                                  [(node,) for node in sorted(shapes)])
+            self.conn.executemany(
+                "INSERT INTO slurm_node_shapes (node, resource, amount) VALUES (?, ?, ?)",
+                [(node, resource, amount) for node, shape in sorted(shapes.items())
+                 for resource, amount in sorted(shape.items())])
+

@@ -1,0 +1,190 @@
+"""Workloads, their token events and their claims (DESIGN §3, §2 "claim")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scoctl.clock import parse_rfc3339, rfc3339
+from scoctl.core.model import ClaimRecord, EventRecord, TokenRecord, WorkloadRecord
+from scoctl.secrets import scrub
+from scoctl.state.sqlite.base import SqliteBase, dumps, loads
+
+
+class WorkloadTables(SqliteBase):
+    """Workloads (one active row per slug), the append-only event log, claims."""
+
+    def _workload(self, row: Mapping[str, Any] | None) -> WorkloadRecord | None:
+        if row is None:
+            return None
+        return WorkloadRecord(**{k: row[k] for k in WorkloadRecord.__dataclass_fields__})
+
+    def active_workload(self, slug: str) -> WorkloadRecord | None:
+        """The active (pending, queued, preparing, running) row of `slug`, if any."""
+        return self._workload(self._one(
+            "SELECT * FROM workloads WHERE slug = ? AND status IN "
+            "('pending','queued','preparing','running')", [slug]))
+
+    def latest_workload(self, slug: str) -> WorkloadRecord | None:
+        """The newest row of `slug`, active or not."""
+        return self._workload(self._one(
+            "SELECT * FROM workloads WHERE slug = ? ORDER BY id DESC LIMIT 1", [slug]))
+
+    def workload_by_job(self, job_id: str) -> WorkloadRecord | None:
+        """The newest row tracking Slurm job `job_id`."""
+        return self._workload(self._one(
+            "SELECT * FROM workloads WHERE job_id = ? ORDER BY id DESC LIMIT 1", [job_id]))
+
+    def workloads(self, *, active_only: bool = False) -> list[WorkloadRecord]:
+        """The newest row of every slug (or only the active rows), by slug."""
+        sql = ("SELECT * FROM workloads WHERE id IN (SELECT MAX(id) FROM workloads GROUP BY slug)"
+               if not active_only else
+               "SELECT * FROM workloads WHERE status IN ('pending','queued','preparing','running')")
+        rows = [self._workload(r) for r in self.db.query(sql + " ORDER BY slug")]
+        return [r for r in rows if r is not None]
+
+    def ensure_workload(self, slug: str, *, kind: str, source: str, contract: str,
+                        job_id: str | None = None, namespace: str | None = None) -> WorkloadRecord:
+        """The active row of `slug`, or a new ``pending`` one (a resubmission is a new row)."""
+        with self.transaction():
+            current = self.active_workload(slug)
+            if current is not None:
+                if job_id and current.job_id != job_id:
+                    self.conn.execute("UPDATE workloads SET job_id = ?, updated = ? WHERE id = ?",
+                                      [job_id, self.now(), current.id])
+                    current = self.active_workload(slug)
+                assert current is not None
+                return current
+            now = self.now()
+            self.db.table("workloads").insert({
+                "slug": slug, "kind": kind, "source": source, "contract": contract,
+                "status": "pending", "created": now, "updated": now, "job_id": job_id,
+                "namespace": namespace,
+            })
+            created = self.active_workload(slug)
+            assert created is not None
+            return created
+
+    def set_status(self, workload_id: int, status: str) -> None:
+        """Set a row's status directly (the gate's over-capacity verdict)."""
+        with self.transaction():
+            self.conn.execute("UPDATE workloads SET status = ?, updated = ? WHERE id = ?",
+                              [status, self.now(), workload_id])
+
+    def save_token(self, record: TokenRecord) -> WorkloadRecord | None:
+        """Save what a token does (decided by `core.tokens.decide_token`): the row's new status
+        and bookkeeping when `record.update_row`, and the event. Returns the row after it."""
+        with self.transaction():
+            if record.update_row and record.workload_id is not None:
+                self.conn.execute(
+                    "UPDATE workloads SET status = ?, last_token = ?, last_queued_reason = ?, "
+                    "updated = ? WHERE id = ?",
+                    [record.status, record.token, record.last_queued_reason, self.now(),
+                     record.workload_id])
+            self.append_event(record.workload, record.token, record.level, record.status,
+                              record.detail, workload_id=record.workload_id, ts=record.ts)
+            if record.workload_id is None:
+                return None
+            return self.latest_by_id(record.workload_id)
+
+    def latest_by_id(self, workload_id: int) -> WorkloadRecord | None:
+        return self._workload(self._one("SELECT * FROM workloads WHERE id = ?", [workload_id]))
+
+    # -- events ----------------------------------------------------------------------------
+
+    def append_event(self, workload: str | None, token: str, level: str, status: str | None,
+                     detail: Mapping[str, Any] | None = None, *, workload_id: int | None = None,
+                     ts: str | None = None) -> int:
+        """Append one event; secrets in `detail` are scrubbed first.
+
+        `ts` (RFC 3339 with any offset) is stored in UTC; an unreadable one becomes now.
+        """
+        if ts:  # one text form (UTC, microseconds), so `events --since` compares as text
+            try:
+                ts = rfc3339(parse_rfc3339(ts))
+            except ValueError:
+                ts = None
+        with self.transaction():
+            cursor = self.conn.execute(
+                "INSERT INTO events (ts, workload, workload_id, token, level, status, detail) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [ts or self.now(), workload, workload_id, token, level, status,
+                 dumps(scrub(dict(detail or {})))])
+            return int(cursor.lastrowid or 0)
+
+    def events(self, *, workload: str | None = None, since: str | None = None,
+               after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
+        """Events in order, filtered by workload, time (RFC 3339, inclusive) and id."""
+        where: list[str] = ["id > ?"]
+        params: list[object] = [after_id]
+        if workload:
+            where.append("workload = ?")
+            params.append(workload)
+        if since:
+            where.append("ts >= ?")
+            params.append(since)
+        sql = f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [EventRecord(id=r["id"], ts=r["ts"], workload=r["workload"], token=r["token"],
+                            level=r["level"], status=r["status"], detail=loads(r["detail"], {}))
+                for r in self.db.query(sql, params)]
+
+    # -- claims ----------------------------------------------------------------------------
+
+    def _claim(self, row: Mapping[str, Any]) -> ClaimRecord:
+        return ClaimRecord(
+            workload=row["workload"], version=row["version"], contract=row["contract"],
+            requests=loads(row["requests"], {}), largest_pod=loads(row["largest_pod"], {}),
+            pods=row["pods"], tolerates_reclaimable=bool(row["tolerates_reclaimable"]),
+            source=row["source"], updated=row["updated"],
+            nodes=tuple(loads(row["nodes"], [])))
+
+    def claim(self, workload: str) -> ClaimRecord | None:
+        row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
+        return self._claim(row) if row else None
+
+    def claims(self) -> list[ClaimRecord]:
+        """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
+        cursor = self.conn.execute(
+            "SELECT workload, version, contract, requests, largest_pod, pods, "
+            "tolerates_reclaimable, source, updated, nodes FROM claims ORDER BY workload")
+        return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
+                            largest_pod=loads(lp, {}), pods=pods,
+                            tolerates_reclaimable=bool(tol), source=src, updated=upd,
+                            nodes=tuple(loads(nodes, [])) if nodes != "[]" else ())
+                for w, v, c, req, lp, pods, tol, src, upd, nodes in cursor]
+
+    def put_claim(self, workload: str, *, contract: str, requests: Mapping[str, int],
+                  largest_pod: Mapping[str, int], pods: int, source: str,
+                  tolerates_reclaimable: bool = True,
+                  nodes: Sequence[str] = ()) -> tuple[ClaimRecord, bool]:
+        """Store a claim; a new version only when the normalised demand changed.
+
+        Returns the stored claim and whether this was a change (a "claim delta").
+        """
+        with self.transaction():
+            old = self.claim(workload)
+            key_new = (dict(sorted(requests.items())), dict(sorted(largest_pod.items())),
+                       contract, tolerates_reclaimable, sorted(nodes))
+            if old is not None:
+                key_old = (dict(sorted(old.requests.items())),
+                           dict(sorted(old.largest_pod.items())), old.contract,
+                           old.tolerates_reclaimable, sorted(old.nodes))
+                if key_old == key_new:
+                    if old.pods != pods:
+                        self.conn.execute("UPDATE claims SET pods = ? WHERE workload = ?",
+                                          [pods, workload])
+                        return self.claim(workload) or old, False
+                    return old, False
+            version = (old.version if old else 0) + 1
+            self.conn.execute(
+                "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
+                "largest_pod, pods, tolerates_reclaimable, source, nodes, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [workload, version, contract, dumps(dict(requests)), dumps(dict(largest_pod)),
+                 pods, int(tolerates_reclaimable), source, dumps(sorted(nodes)), self.now()])
+            stored = self.claim(workload)
+            assert stored is not None
+            return stored, True
+
