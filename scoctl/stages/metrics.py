@@ -19,7 +19,7 @@ the pass.
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
     scoctl_reclaim_notices_total, scoctl_reclaim_lead_seconds,
-    scoctl_reclaim_replacement_ready_seconds the reclaim notices (`stages.notice.metric_lines`)
+    scoctl_reclaim_replacement_ready_seconds     the reclaim notices (`core.notice`)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from scoctl.core.model import MetricCounters
+from scoctl.core.notice import reclaim_figures, reclaim_metric_lines
 
 if TYPE_CHECKING:
     from scoctl.state import Store
@@ -142,7 +143,5 @@ def collect(store: Store, sample: RunSample) -> str:
     if last_success is not None:
         t.metric("scoctl_last_success_timestamp_seconds", "gauge",
                  "Unix time of the last fully successful pass.", [({}, float(last_success))])
-    from scoctl.stages.notice import metric_lines
-
-    t.lines.extend(metric_lines(store))
+    t.lines.extend(reclaim_metric_lines(reclaim_figures(store.noticed(every=True))))
     return t.render()

@@ -1,8 +1,9 @@
 """The notice stage (DESIGN §14): drain and replace an instance before its capacity goes.
 
 read: the spool's notice folder (what ``scoctl notice`` dropped); per region the servers tagged
-``sco:managed`` — one listing, whose metadata carries ``sco:reclaim-at`` (a noticed server the
-list misses is read by id before it is called gone) — the state's instances, noticed instances,
+``sco:managed`` — the listing the caller made already (reconcile's), else one listing; their
+metadata carries ``sco:reclaim-at`` (a noticed server the list misses is read by id before it
+is called gone) — the state's instances, noticed instances,
 announced notices, exclusions and launches in flight; only while something is noticed, the
 Kubernetes nodes and the pods of the noticed nodes, the Slurm nodes and jobs · decide:
 `scoctl.core.notice.decide` (pure) · record: the decision in one transaction (noticed rows,
@@ -11,8 +12,10 @@ Kubernetes nodes and the pods of the noticed nodes, the Slurm nodes and jobs · 
 server deletes through the region's token budget (never the disruption budget) — each outcome
 recorded as it lands.
 
-`scoctl run` runs it after watch and before plan, so a new notice is re-planned and its
-replacement launched in the same pass.
+`scoctl run` runs it after reconcile, on the server listing reconcile just made (no listing of
+its own, no call per server), and plans and acquires again when a new notice needs it, so the
+replacement is launched in the same pass; Slurm nodes noticed (`NoticeResult.release`) leave
+their claims first.
 """
 
 from __future__ import annotations
@@ -32,8 +35,6 @@ from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
 from scoctl.core.notice import (
     CAN_NOTICE,
-    LEAD_BUCKETS,
-    READY_BUCKETS,
     Drain,
     NoticeDecision,
     NoticePolicy,
@@ -42,10 +43,8 @@ from scoctl.core.notice import (
     SlurmStep,
     decide,
     held_ids,
-    histogram,
     node_of,
     parse_notice_time,
-    reclaim_figures,
 )
 from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.errors import ApiError, ScoctlError, TemporaryError, UsageError
@@ -84,11 +83,17 @@ class RegionNotices:
 
 @dataclass(frozen=True)
 class NoticeResult:
+    """What one notice pass did. The composer acts on two of its answers: `replan` (workloads
+    a new notice marked for re-planning: plan and acquire again in this pass) and `release`
+    (Slurm nodes noticed this pass: drop them from their claims, so that no second server is
+    launched under a name that is still in use)."""
+
     regions: tuple[RegionNotices, ...] = ()
     spooled: int = 0
     errors: tuple[str, ...] = ()
     dry_run: bool = False
-    noticed: Mapping[str, str] = field(default_factory=dict)  # workloads to re-plan
+    replan: Mapping[str, str] = field(default_factory=dict)
+    release: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -226,35 +231,6 @@ def announce(config: Config, state: Path, clock: Clock, *, server: str | None,
     except OSError as exc:
         raise ScoctlError(f"cannot write to the spool {config.spool}: {exc}") from exc
     return Spooled(kind, target, name, region, deadline, reason, str(path))
-
-
-def _histogram_lines(name: str, help_text: str, values: Sequence[float],
-                     buckets: Sequence[float]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-    for bound, count in histogram(values, buckets):
-        le = "+Inf" if bound == float("inf") else f"{bound:g}"
-        lines.append(f'{name}_bucket{{le="{le}"}} {count}')
-    lines += [f"{name}_sum {round(sum(values), 3)!r}", f"{name}_count {len(values)}"]
-    return lines
-
-
-def metric_lines(store: Store) -> list[str]:
-    """The reclaim metrics, in the text exposition format:
-
-        scoctl_reclaim_notices_total               notices scoctl acted on (every instance)
-        scoctl_reclaim_lead_seconds                histogram: notice → deadline
-        scoctl_reclaim_replacement_ready_seconds   histogram: notice → replacement Ready
-    """
-    figures = reclaim_figures(store.noticed(every=True))
-    return ["# HELP scoctl_reclaim_notices_total Reclaim notices scoctl acted on, per "
-            "noticed instance.", "# TYPE scoctl_reclaim_notices_total counter",
-            f"scoctl_reclaim_notices_total {figures.notices}",
-            *_histogram_lines("scoctl_reclaim_lead_seconds",
-                              "Lead time of reclaim notices: first sight to deadline.",
-                              figures.lead_seconds, LEAD_BUCKETS),
-            *_histogram_lines("scoctl_reclaim_replacement_ready_seconds",
-                              "From a reclaim notice to its replacement's node Ready.",
-                              figures.replacement_ready_seconds, READY_BUCKETS)]
 
 
 def running_jobs(jobs: Sequence[SlurmJob]) -> dict[str, tuple[int, ...]]:
@@ -413,10 +389,6 @@ class _Region:
                                       reason="scoctl: reclaimed after a notice")
         except ApiError as exc:
             self._note(f"Slurm node {step.node}", exc)
-        if step.release:
-            from scoctl.stages.reconcile import power_release
-
-            power_release(self.store, [step.node], "reclaim notice", suspend=False)
 
     def remove(self, removal: Removal) -> bool:
         """Delete the Node and the server; on success record the reclaim."""
@@ -498,6 +470,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     outcomes: list[RegionNotices] = []
     errors: list[str] = []
     dirty: dict[str, str] = {}
+    release: list[str] = []
     for reg in [config.region(region)] if region else list(config.regions):
         try:
             cloud = (clouds or {}).get(reg.name) or connect(config, reg)
@@ -510,5 +483,6 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
         outcomes.append(outcome)
         errors.extend(outcome.errors)
         dirty.update(outcome.decision.dirty)
+        release += [step.node for step in outcome.decision.slurm if step.release]
     return NoticeResult(regions=tuple(outcomes), spooled=spooled, errors=tuple(errors),
-                        dry_run=dry_run, noticed=dirty)
+                        dry_run=dry_run, replan=dirty, release=tuple(sorted(release)))

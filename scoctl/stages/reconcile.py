@@ -60,6 +60,7 @@ class RegionOutcome:
     scaled_down: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()  # scale-downs called off: the node got work meanwhile
     errors: tuple[str, ...] = ()
+    servers: tuple[ServerInfo, ...] = ()  # the listing it read (the notice stage reads it too)
 
 
 @dataclass(frozen=True)
@@ -327,7 +328,8 @@ class _Region:
         snapshot = self.snapshot()
         decision = decide(snapshot, policy_of(self.config), self.clock.now())
         if self.dry_run:
-            return RegionOutcome(self.region.name, decision, errors=tuple(self.errors))
+            return RegionOutcome(self.region.name, decision, errors=tuple(self.errors),
+                                 servers=snapshot.servers)
         self.record(decision)
         deleted: list[str] = []
         for d in decision.deletions:
@@ -339,7 +341,7 @@ class _Region:
             outcome = self.scale_down(s)
             (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(s.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
-                             tuple(kept), tuple(self.errors))
+                             tuple(kept), tuple(self.errors), servers=snapshot.servers)
 
 
 def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | None = None,

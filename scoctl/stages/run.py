@@ -1,5 +1,5 @@
-"""`scoctl run`: watch (one pass) → notice → plan → acquire → reconcile, under the caller's run
-lock.
+"""`scoctl run`: watch (one pass) → plan → acquire → reconcile → notice (and, on a new reclaim
+notice, plan and acquire again), under the caller's run lock.
 
 Each stage is called as a function (never a subprocess) and timed. An API failure in one stage
 does not stop the others — every later stage is safe on the state the earlier ones left (plan
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGES = ("watch", "notice", "plan", "acquire", "reconcile")
+STAGES = ("watch", "plan", "acquire", "reconcile", "notice")
+# when the notice stage finds a new reclaim notice, the pass plans and acquires again at once
+NOTICE_FOLLOW_UP = ("notice-plan", "notice-acquire")
 
 
 @dataclass(frozen=True)
@@ -165,12 +167,17 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                           scheduler=systems.scheduler)
         return result, list(result.errors)
 
-    def notice() -> tuple[Any, list[str]]:
+    def notice(listed: Any) -> tuple[Any, list[str]]:
         from scoctl.stages.notice import run_notices
+        from scoctl.stages.reconcile import power_release
 
+        servers = {r.region: r.servers for r in listed.regions} if listed is not None else None
         result = run_notices(config, store, clock, region=region,
                              connect=lambda cfg, reg: cloud(cfg, reg),
-                             cluster=systems.cluster, scheduler=systems.scheduler, sleep=sleep)
+                             cluster=systems.cluster, scheduler=systems.scheduler,
+                             servers=servers, sleep=sleep)
+        if result.release:
+            power_release(store, result.release, "reclaim notice", suspend=False)
         return result, list(result.errors)
 
     def plan() -> tuple[Any, list[str]]:
@@ -200,10 +207,13 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
 
     watch_result = stage("watch", watch,
                          "" if systems.sources else "no Kubernetes or Slurm configured")
-    stage("notice", notice)  # before plan: a new notice is re-planned in this very pass
     plan_result = stage("plan", plan)
     stage("acquire", acquire)
-    stage("reconcile", reconcile)
+    reconciled = stage("reconcile", reconcile)
+    noticed = stage("notice", lambda: notice(reconciled))  # on reconcile's server listing
+    if noticed is not None and noticed.replan:  # replace the noticed units in this pass
+        stage(NOTICE_FOLLOW_UP[0], plan)
+        stage(NOTICE_FOLLOW_UP[1], acquire)
     seconds = time.perf_counter() - started
     run = RunResult(stages=tuple(reports), seconds=seconds)
     if config.metrics_file is not None:

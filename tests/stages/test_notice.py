@@ -167,11 +167,8 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
     world.run()  # the replacement boots: the pods stay where they run
     assert not [r for r in world.k8s.requests if "eviction" in r]
     world.register()
-    world.clock.advance(5)
-    world.run()  # reconcile (last in the pass) sees the replacement's node Ready
-    assert not [r for r in world.k8s.requests if "eviction" in r]
-    world.clock.advance(5)
-    world.run()  # so the next pass's notice stage evicts, through the Eviction API
+    world.clock.advance(10)
+    world.run()  # reconcile sees the replacement's node Ready, the notice stage then evicts
     ready = world.detail("REPLACEMENT_READY")
     assert ready["replacement"] == replacement.id and ready["before_deadline"] is True
     evictions = [r for r in world.k8s.requests if r.endswith("/eviction")]
@@ -191,12 +188,11 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
 
 
 def drain_ready(world: World) -> InstanceRecord:
-    """A noticed unit whose replacement is Ready: its next pass evicts."""
+    """A noticed unit whose replacement's node has just registered: the next pass evicts."""
     inst = serving(world)
     world.notice(inst.id, 40)
     world.run()
-    world.register()  # the replacement is Ready at once
-    world.run()
+    world.register()
     world.clock.advance(1)
     return inst
 
@@ -264,7 +260,10 @@ def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
     spooled = announce(world.config, world.config.state, world.clock, server=None,
                        pool="small.a", at="+30s", reason="lease ends")
     assert spooled.kind == "pool"
-    world.run()
+    result = world.run()
+    assert [s.name for s in result.stages] == ["watch", "plan", "acquire", "reconcile",
+                                               "notice", "notice-plan", "notice-acquire"]
+    assert world.instances("small.b")  # replaced in the same pass
     noticed = world.store.instance(inst.id)
     assert noticed is not None and noticed.status == "noticed"
     assert world.detail("RECLAIM_NOTICED")["source"] == "pool"

@@ -16,7 +16,8 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.core.model import InstanceRecord, LaunchRequest, SlurmJob, SlurmNode
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
-from scoctl.stages.notice import run_notices
+from scoctl.stages.notice import NoticeResult, run_notices
+from scoctl.stages.run import Systems, run_once
 from scoctl.state import open_store
 from tests.stages.test_acquire import make_config
 
@@ -74,20 +75,20 @@ def test_a_noticed_slurm_node_is_drained_requeued_then_deleted(tmp_path: Path) -
             generation=1, launch_id="l-1", status="ready", created=store.now(),
             updated=store.now(), ready_at=store.now(), node_name=NODE))
 
-        def notice_pass() -> None:
+        def notice_pass() -> NoticeResult:
             result = run_notices(config, store, clock, clouds={"region-a": cloud},
                                  scheduler=slurm)  # type: ignore[arg-type]
             assert not result.errors, result.errors
+            return result
 
-        notice_pass()
+        first = notice_pass()
         assert slurm.calls == [("update", NODE, "DRAIN", f"sco: reclaim at {deadline}")]
-        claim = store.claim("hpc")
-        assert claim is not None and claim.nodes == ()  # no second server under its name
+        assert first.release == (NODE,)  # for the composer: no second server under its name
         inst = store.instance(server.id)
         assert inst is not None and inst.status == "noticed"
 
         clock.advance(30)
-        notice_pass()  # draining: the job runs on, nothing else
+        assert notice_pass().release == ()  # draining: the job runs on, nothing else
         assert len(slurm.calls) == 1
         clock.advance(15)  # deadline − drain_margin
         notice_pass()
@@ -101,3 +102,29 @@ def test_a_noticed_slurm_node_is_drained_requeued_then_deleted(tmp_path: Path) -
         assert tokens.count("SLURM_JOBS_REQUEUED") == 1
         reclaimed = next(e for e in store.events() if e.token == "INSTANCE_RECLAIMED")
         assert reclaimed.detail["noticed"] is True and reclaimed.detail["why"] == "empty"
+
+
+def test_run_drops_a_noticed_slurm_node_from_its_claim_in_the_same_pass(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    clock = FixedClock()
+    cloud, slurm = FakeCloud(), RecordingSlurm()
+    launched = cloud.launch(LaunchRequest(
+        name=NODE, flavor="m1.small", image="img-a",
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
+        metadata={RECLAIM_AT: rfc3339(clock.now() + timedelta(seconds=60))}))
+    server = launched.servers[0]
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
+        store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+                        largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
+                        nodes=[NODE])
+        store.upsert_instance(InstanceRecord(
+            id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
+            generation=1, launch_id="l-1", status="ready", created=store.now(),
+            updated=store.now(), ready_at=store.now(), node_name=NODE))
+        systems = Systems(clouds={"region-a": cloud}, scheduler=slurm)  # type: ignore[arg-type]
+        result = run_once(config, store, clock, systems, acquire_watch=0)
+        assert result.exit_code == 0, result.as_dict()
+        claim = store.claim("hpc")
+        assert claim is not None and claim.nodes == ()  # no second server under its name
+        assert cloud.launch_calls()[1:] == []
+        assert slurm.calls[0][:3] == ("update", NODE, "DRAIN")
