@@ -191,17 +191,17 @@ def metadata_notice(server: ServerInfo) -> tuple[Notice | None, str | None]:
 
 
 def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
-    """The instance's Kubernetes Node, by identity first: providerID, the `sco/instance`
-    label, then the server's name."""
-    by_name = None
+    """The instance's Kubernetes Node, by identity (DESIGN §7): the Node's providerID
+    (``openstack:///<server id>``, with or without a region part), else its `sco/instance`
+    label; never by name alone."""
     for node in nodes:
-        if node.provider_id and node.provider_id.rsplit("/", 1)[-1] == inst.id:
+        provider = node.provider_id
+        if provider.startswith("openstack://") and provider.rstrip("/").rsplit("/", 1)[-1] \
+                == inst.id:
             return node
         if node.labels.get(INSTANCE_LABEL) == inst.id:
             return node
-        if node.name == inst.name:
-            by_name = node
-    return by_name
+    return None
 
 
 def movable(pods: Iterable[PodInfo]) -> list[PodInfo]:

@@ -29,6 +29,7 @@ from scoctl.core.notice import (
     NoticeSnapshot,
     decide,
     held_ids,
+    node_of,
     parse_notice_time,
 )
 from scoctl.core.planner import plan_all
@@ -402,3 +403,14 @@ def test_property_held_instances_are_exactly_those_the_decision_touches(
     touched = {r.server_id for r in d.rows} | {x.server_id for x in d.drains} | {
         x.server_id for x in d.removals}
     assert touched <= held_ids(world)
+
+
+def test_nodes_are_matched_by_identity_never_by_name_alone() -> None:
+    inst = instance("s1")
+    same_name = NodeInfo(name="n-s1", ready=True)
+    labelled = NodeInfo(name="10.0.0.7", ready=True, labels={"sco/instance": "s1"})
+    regional = NodeInfo(name="n-s1.novalocal", ready=True,
+                        provider_id="openstack://region-a/s1")
+    assert node_of(inst, [same_name]) is None
+    assert node_of(inst, [same_name, labelled]) is labelled
+    assert node_of(inst, [regional]) is regional
