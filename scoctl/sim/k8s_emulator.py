@@ -1089,39 +1089,6 @@ class K8sEmulator:
                         self._replace(other, okey[0], okey[1], body)
         return final
 
-    def _check_budget(self, ns: str, name: str) -> None:
-        """Refuse an eviction its pod's PodDisruptionBudget does not allow (429), or that two
-        budgets govern (500), as the eviction subresource does."""
-        pod = self._get(resource_type("Pod"), ns, name)
-        pdb_type = resource_type("PodDisruptionBudget")
-        budgets = [b for (b_ns, _), b in sorted(self._types[pdb_type].objects.items())
-                   if b_ns == ns and selector_matches((b.get("spec") or {}).get("selector"),
-                                                      _labels(pod))]
-        if not budgets:
-            return
-        if len(budgets) > 1:
-            raise StatusError(500, "InternalError", "This pod has more than one "
-                              "PodDisruptionBudget, which the eviction subresource does not "
-                              "support.")
-        pods = [p for (p_ns, _), p in self._types[resource_type("Pod")].objects.items()
-                if p_ns == ns]
-        replicas = {str(rs["metadata"].get("uid")): int((rs.get("spec") or {}).get("replicas",
-                                                                                    1))
-                    for (r_ns, _), rs in self._types[resource_type("ReplicaSet")].objects.items()
-                    if r_ns == ns}
-        budget = budget_of(budgets[0], pods, replicas)
-        if not pod_ready(pod):  # unhealthy pods may go while the budget is met
-            if budget.healthy >= budget.desired:
-                return
-        elif budget.allowed > 0:
-            return
-        pdb = budgets[0]["metadata"]["name"]
-        raise StatusError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
-                          "pod's disruption budget.", {"causes": [{
-                              "reason": "DisruptionBudget",
-                              "message": f"The disruption budget {pdb} needs {budget.desired} "
-                                         f"healthy pods and has {budget.healthy} currently"}]})
-
     # -- list / watch internals
 
     def _list(self, rt: ResourceType, flt: _Filter, limit: int | None,
@@ -1286,6 +1253,40 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
     elif rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService", "Node",
                      "ResourceQuota", "PodDisruptionBudget"):
         body.setdefault("status", {})
+
+
+def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
+    """Refuse an eviction its pod's PodDisruptionBudget does not allow (429), or that two
+    budgets govern (500), as the eviction subresource does. Call with ``emu._cond`` held."""
+    pod = emu._get(resource_type("Pod"), ns, name)
+    pdb_type = resource_type("PodDisruptionBudget")
+    budgets = [b for (b_ns, _), b in sorted(emu._types[pdb_type].objects.items())
+               if b_ns == ns and selector_matches((b.get("spec") or {}).get("selector"),
+                                                  _labels(pod))]
+    if not budgets:
+        return
+    if len(budgets) > 1:
+        raise StatusError(500, "InternalError", "This pod has more than one "
+                          "PodDisruptionBudget, which the eviction subresource does not "
+                          "support.")
+    pods = [p for (p_ns, _), p in emu._types[resource_type("Pod")].objects.items()
+            if p_ns == ns]
+    replicas = {str(rs["metadata"].get("uid")): int((rs.get("spec") or {}).get("replicas",
+                                                                                1))
+                for (r_ns, _), rs in emu._types[resource_type("ReplicaSet")].objects.items()
+                if r_ns == ns}
+    budget = budget_of(budgets[0], pods, replicas)
+    if not pod_ready(pod):  # unhealthy pods may go while the budget is met
+        if budget.healthy >= budget.desired:
+            return
+    elif budget.allowed > 0:
+        return
+    pdb = budgets[0]["metadata"]["name"]
+    raise StatusError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
+                      "pod's disruption budget.", {"causes": [{
+                          "reason": "DisruptionBudget",
+                          "message": f"The disruption budget {pdb} needs {budget.desired} "
+                                     f"healthy pods and has {budget.healthy} currently"}]})
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
@@ -1461,7 +1462,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "POST":
                 raise StatusError(405, "MethodNotAllowed", "eviction supports POST only")
             with emu._cond:  # the budget is checked and spent in one step
-                emu._check_budget(ns or "", name)
+                check_budget(emu, ns or "", name)
                 emu._delete(rt, ns or "", name, None)
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201})

@@ -2,15 +2,15 @@
 
 read: the spool's notice folder (what ``scoctl notice`` dropped); per region the servers tagged
 ``sco:managed`` — the listing the caller made already (reconcile's), else one listing; their
-metadata carries ``sco:reclaim-at`` (a noticed server the list misses is read by id before it
-is called gone) — the state's instances, noticed instances,
-announced notices, exclusions and launches in flight; only while something is noticed, the
-Kubernetes nodes and the pods of the noticed nodes, the Slurm nodes and jobs · decide:
-`scoctl.core.notice.decide` (pure) · record: the decision in one transaction (noticed rows,
-``noticed`` statuses, pool exclusions, workloads to re-plan, events) · act: cordon, evict
-(PodDisruptionBudgets answer 429: retried next pass) or delete pods, Slurm DRAIN / requeue,
-server deletes through the region's token budget (never the disruption budget) — each outcome
-recorded as it lands.
+metadata carries ``sco:reclaim-at``, and a noticed server the list misses is read by id before
+it is called gone — the state's instances, noticed instances, announced notices, exclusions
+and launches in flight; only while something is noticed, the Kubernetes nodes and the pods of
+the noticed nodes, the Slurm nodes and jobs · decide: `scoctl.core.notice.decide` (pure) ·
+record: the decision in one transaction (noticed rows, ``noticed`` statuses, pool exclusions,
+workloads to re-plan, events) · act: cordon, evict (a PodDisruptionBudget's 429 is retried
+within the pass, then on the next one) or delete pods, Slurm DRAIN / requeue, server deletes
+through the region's token budget (never the disruption budget) — each outcome recorded as it
+lands.
 
 `scoctl run` runs it after reconcile, on the server listing reconcile just made (no listing of
 its own, no call per server), and plans and acquires again when a new notice needs it, so the
@@ -91,7 +91,6 @@ class NoticeResult:
     regions: tuple[RegionNotices, ...] = ()
     spooled: int = 0
     errors: tuple[str, ...] = ()
-    dry_run: bool = False
     replan: Mapping[str, str] = field(default_factory=dict)
     release: tuple[str, ...] = ()
 
@@ -430,11 +429,9 @@ class _Region:
                 self.slurm(slurm_step)
         return [r.name for r in decision.removals if self.remove(r)]
 
-    def run(self, dry_run: bool) -> RegionNotices:
+    def run(self) -> RegionNotices:
         snapshot = self.snapshot()
         decision = decide(snapshot, policy_of(self.config), self.clock.now())
-        if dry_run:
-            return RegionNotices(self.region.name, decision, errors=tuple(self.errors))
         self.record(decision)
         deleted = self.act(decision, snapshot.noticed)
         return RegionNotices(self.region.name, decision, evicted=self.counts["evicted"],
@@ -444,7 +441,7 @@ class _Region:
 
 
 def run_notices(config: Config, store: Store, clock: Clock, *, region: str | None = None,
-                dry_run: bool = False, connect: Callable[[Config, Region], Cloud] | None = None,
+                connect: Callable[[Config, Region], Cloud] | None = None,
                 clouds: Mapping[str, Cloud] | None = None, cluster: Cluster | None = None,
                 scheduler: BatchScheduler | None = None,
                 servers: Mapping[str, Sequence[ServerInfo]] | None = None,
@@ -459,7 +456,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     A region whose Nova cannot be read is skipped and reported in `errors`; API failures never
     raise. ConfigError (an unusable clouds.yaml entry) does.
     """
-    spooled = 0 if dry_run else ingest_spool(config, store)
+    spooled = ingest_spool(config, store)
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
             from scoctl.adapters.factory import cloud_for
@@ -476,7 +473,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
             cloud = (clouds or {}).get(reg.name) or connect(config, reg)
             worker = _Region(config, store, clock, reg, cloud, cluster, scheduler,
                              (servers or {}).get(reg.name), sleep)
-            outcome = worker.run(dry_run)
+            outcome = worker.run()
         except ApiError as exc:
             errors.append(f"{reg.name}: Nova: {exc}")
             continue
@@ -485,4 +482,4 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
         dirty.update(outcome.decision.dirty)
         release += [step.node for step in outcome.decision.slurm if step.release]
     return NoticeResult(regions=tuple(outcomes), spooled=spooled, errors=tuple(errors),
-                        dry_run=dry_run, replan=dirty, release=tuple(sorted(release)))
+                        replan=dirty, release=tuple(sorted(release)))
