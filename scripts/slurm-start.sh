@@ -30,10 +30,13 @@
 #   RESTD_PORT          slurmrestd on 127.0.0.1, JWT auth        (PORT_BASE+3)
 #   NODE_PORT_BASE      CLOUD nodes get NODE_PORT_BASE+0..6      (PORT_BASE+10)
 #   RESTD               1 = start slurmrestd                     (1)
+#   RESTD_PLUGINS       its OpenAPI plugins            (every installed openapi/v0.0.NN)
 #   LOCAL_NODE LOCAL_CPUS LOCAL_MEM LOCAL_GPUS                   (local1 4 4000 2)
 #   SIMULATE_BOOT       1 = resumed CLOUD nodes really boot      (1)
 #   BOOT_DELAY          seconds a simulated boot takes           (1)
 #   RESUME_TIMEOUT SUSPEND_TIME                                  (60 600)
+#   MIN_JOB_AGE         seconds a finished job stays in squeue  (300; below 60 slurmctld
+#                       purges every max(10, MIN_JOB_AGE) s)
 #   RESUME_PROGRAM SUSPEND_PROGRAM RESUME_FAIL_PROGRAM   programs chained by the wrappers
 #   PROLOG_SLURMCTLD EPILOG_SLURMCTLD                    PrologSlurmctld / EpilogSlurmctld
 #
@@ -63,6 +66,7 @@ SIMULATE_BOOT=${SIMULATE_BOOT:-1}
 BOOT_DELAY=${BOOT_DELAY:-1}
 RESUME_TIMEOUT=${RESUME_TIMEOUT:-60}
 SUSPEND_TIME=${SUSPEND_TIME:-600}
+MIN_JOB_AGE=${MIN_JOB_AGE:-300}
 HOST_SHORT=$(hostname -s)
 
 log() { printf '[slurm-start %6.2fs] %s\n' "$(elapsed)" "$*"; }
@@ -262,7 +266,7 @@ ReturnToService=2
 MessageTimeout=10
 SlurmdTimeout=30
 InactiveLimit=0
-MinJobAge=300
+MinJobAge=$MIN_JOB_AGE
 KillWait=5
 Waittime=0
 # no slurmdbd: no accounting, but a job-completion log (sacct -c)
@@ -347,9 +351,18 @@ echo $! >"$BASE/run/slurmd.pid"
 SLURMD_PID=$!
 
 if [ "$RESTD" = 1 ]; then
-  # slurmrestd refuses root and SlurmUser; it authenticates every request with a JWT
+  # slurmrestd refuses root and SlurmUser; it authenticates every request with a JWT. Every
+  # installed slurmctld API version is served (22.05: v0.0.36 to v0.0.38), as a site would,
+  # so clients have to pick one.
+  if [ -z "${RESTD_PLUGINS:-}" ]; then
+    for so in /usr/lib/*/slurm-wlm/openapi_v0_0_*.so; do
+      [ -e "$so" ] || continue
+      v=${so##*/openapi_v}; v=${v%.so}
+      RESTD_PLUGINS="${RESTD_PLUGINS:+$RESTD_PLUGINS,}openapi/v$(echo "$v" | tr _ .)"
+    done
+  fi
   SLURM_JWT=daemon setsid /usr/sbin/slurmrestd -f "$SLURM_CONF" -a rest_auth/jwt \
-    -s openapi/v0.0.38 -u nobody -g nogroup "127.0.0.1:$RESTD_PORT" \
+    -s "${RESTD_PLUGINS:-openapi/v0.0.38}" -u nobody -g nogroup "127.0.0.1:$RESTD_PORT" \
     >"$BASE/log/slurmrestd.log" 2>&1 </dev/null &
   echo $! >"$BASE/run/slurmrestd.pid"
 fi

@@ -20,9 +20,10 @@ that cannot be read never fails a request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from scoctl.core.model import SlurmJob, SlurmNode
+from scoctl.core.model import FinishedJob, SlurmJob, SlurmNode
 from scoctl.errors import ApiError, PermanentError, TemporaryError
 
 
@@ -102,6 +103,15 @@ class BatchScheduler(Protocol):
         """One job, or None when Slurm no longer knows it.
 
         Raises the same `SchedulerError` subclasses as `nodes`.
+        """
+        ...
+
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        """The final state and exit code accounting (``sacct``, slurmdbd) holds for each of
+        `job_ids` that it knows; jobs it does not know are left out.
+
+        Raises the same `SchedulerError` subclasses as `nodes`; `SchedulerFailed` when
+        accounting does not answer (no slurmdbd: "accounting storage is disabled").
         """
         ...
 

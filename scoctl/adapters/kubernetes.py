@@ -16,6 +16,7 @@ Errors are mapped once, here: `ApiException` 429/5xx/409/410 and urllib3/socket 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import gc
@@ -24,6 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 from scoctl.adapters.cluster import ManagedKind, PodEvent
@@ -43,7 +45,10 @@ from scoctl.core.demand import (
     Taint,
     Toleration,
 )
+from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
+from scoctl.core.model import TokenSecret
 from scoctl.core.quantity import QuantityError, parse_quantity
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import ConfigError, PermanentError, TemporaryError
 
 log = logging.getLogger(__name__)
@@ -752,6 +757,45 @@ class KubernetesCluster:
                                  f"{', '.join(refused)} (evicted {len(evicted)})")
         return evicted
 
+    # -- bootstrap token Secrets (`adapters.bootstrap.BootstrapTokens`)
+
+    def create_bootstrap_token(self, manifest: Mapping[str, Any]) -> None:
+        """See `BootstrapTokens.create_bootstrap_token`."""
+        meta = manifest["metadata"]
+        try:
+            self._core.create_namespaced_secret(str(meta["namespace"]), body=dict(manifest),
+                                                _request_timeout=self._timeout)
+        except _api_errors() as exc:
+            self._raise(exc, f"create Secret {meta['namespace']}/{meta['name']}")
+
+    def bootstrap_tokens(self) -> list[TokenSecret]:
+        """See `BootstrapTokens.bootstrap_tokens`."""
+        try:
+            response = self._core.list_namespaced_secret(
+                TOKEN_NAMESPACE, label_selector=f"{MANAGED_LABEL}=true,{LAUNCH_LABEL}",
+                field_selector=f"type={TOKEN_TYPE}", _preload_content=False,
+                _request_timeout=self._timeout)
+            body = json.loads(response.data)
+        except _api_errors() as exc:
+            self._raise(exc, "list bootstrap token Secrets")
+        items = body.get("items") if isinstance(body, Mapping) else None
+        return [token_secret(item) for item in items or [] if isinstance(item, Mapping)]
+
+    def delete_bootstrap_token(self, name: str) -> bool:
+        """See `BootstrapTokens.delete_bootstrap_token`."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._core.delete_namespaced_secret(name, TOKEN_NAMESPACE,
+                                                _request_timeout=self._timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            self._raise(exc, f"delete Secret {TOKEN_NAMESPACE}/{name}")
+        except _api_errors() as exc:
+            self._raise(exc, f"delete Secret {TOKEN_NAMESPACE}/{name}")
+        return True
+
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""
         from kubernetes.client.exceptions import ApiException
@@ -765,6 +809,21 @@ class KubernetesCluster:
         except _api_errors() as exc:
             self._raise(exc, f"delete node {node}")
         return True
+
+
+def token_secret(item: Raw) -> TokenSecret:
+    """A listed bootstrap token Secret as a value: name, launch and expiration only (the
+    token's secret is never read out)."""
+    meta = _meta(item)
+    raw_data = item.get("data")
+    data: Raw = raw_data if isinstance(raw_data, Mapping) else {}
+    expires: datetime | None = None
+    with contextlib.suppress(ValueError, TypeError):  # binascii.Error is a ValueError
+        text = base64.b64decode(str(data.get("expiration") or ""), validate=True).decode()
+        expires = parse_rfc3339(text) if text else None
+    return TokenSecret(name=str(meta.get("name") or ""),
+                       launch=_str_map(meta.get("labels")).get(LAUNCH_LABEL, ""),
+                       expires=expires)
 
 
 def _status_message(exc: Any) -> str:

@@ -4,9 +4,13 @@
   format string when JSON is unavailable or unparseable), each with a timeout (default 10 s).
   A command runs in a session of its own; on timeout the whole process group is killed, so a
   hanging wrapper script leaves nothing behind.
-* `SlurmRest` asks slurmrestd (``/slurm/v0.0.38/...``) over httpx with a JWT
-  (``X-SLURM-USER-NAME`` / ``X-SLURM-USER-TOKEN``). v0.0.38 cannot update nodes, so
-  `update_node` goes through a `SlurmCli`.
+* `SlurmRest` asks slurmrestd over httpx with a JWT (``X-SLURM-USER-NAME`` /
+  ``X-SLURM-USER-TOKEN``), at the newest data-parser version the server offers (its
+  ``/openapi/v3`` paths: v0.0.38 of Slurm 22.05 up to v0.0.4x and later) or the pinned one, and
+  reads every shape those versions answer in (states as strings or lists, numbers or
+  ``{set, infinite, number}`` objects, features as strings or lists). Node updates and
+  accounting go through a `SlurmCli`, and so does the default partition where the version
+  does not show partition flags (v0.0.39 to v0.0.44).
 * `make_scheduler` picks one from the config (``slurm.rest_url`` set → REST).
 
 Both map every failure to the `scoctl.adapters.batch.SchedulerError` tree at this boundary.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -35,13 +40,17 @@ from scoctl.adapters.batch import (
     SchedulerUnreachable,
 )
 from scoctl.core.gres import Gres, GresError, parse_gres
-from scoctl.core.model import SlurmJob, SlurmNode
+from scoctl.core.model import OLDEST_REST_API, FinishedJob, SlurmJob, SlurmNode, rest_api_version
 
 if TYPE_CHECKING:
     import httpx
 
 DEFAULT_TIMEOUT = 10.0
-REST_API = "v0.0.38"
+_REST_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+# job_state_string()'s order: a flag wins over the base state (COMPLETING, not CANCELLED)
+_JOB_STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED",
+                    "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED",
+                    "RESV_DEL_HOLD", "SIGNALING")
 
 # sinfo format fallback: one line per (node, partition); the reason goes last because it is
 # free text. `%T` is the long state with Slurm's suffix characters (idle~, mixed#, down*).
@@ -242,13 +251,10 @@ def job_from_json(item: Mapping[str, Any]) -> SlurmJob:
     job_id = _number(item.get("job_id"), "job_id")
     if job_id is None:
         raise SchedulerUnparseable(f"squeue --json: job without an id: {item!r:.200}")
-    state = item.get("job_state")
-    if isinstance(state, list):
-        state = state[0] if state else ""
     return SlurmJob(
         job_id=job_id,
         name=_text(item.get("name")),
-        state=_text(state).upper(),
+        state=_job_state(item.get("job_state")),
         reason=_text(item.get("state_reason")),
         partition=_text(item.get("partition")),
         account=_text(item.get("account")),
@@ -264,10 +270,39 @@ def job_from_json(item: Mapping[str, Any]) -> SlurmJob:
     )
 
 
+def _job_state(value: object) -> str:
+    """``job_state`` as squeue prints it: a string (up to v0.0.39), or from v0.0.40 the list of
+    base state and flags (``["CANCELLED", "COMPLETING"]`` is ``COMPLETING``)."""
+    if not isinstance(value, list):
+        return _text(value).upper()
+    states = [str(v).upper() for v in value]
+    return next((f for f in _JOB_STATE_FLAGS if f in states), states[0] if states else "")
+
+
 def parse_jobs_json(text: str) -> list[SlurmJob]:
     """``squeue --json`` (or slurmrestd's ``/jobs`` body) as jobs sorted by id."""
     jobs = [job_from_json(item) for item in _load_json(text, "jobs", "squeue --json")]
     return sorted(jobs, key=lambda j: j.job_id)
+
+
+SACCT_FIELDS = "JobIDRaw,State,ExitCode"
+
+
+def parse_sacct(text: str) -> list[FinishedJob]:
+    """``sacct -X -n -P -o JobIDRaw,State,ExitCode`` output (``123|CANCELLED by 0|0:15``) as
+    finished jobs sorted by id; lines of other ids (``123+0`` het components) are skipped."""
+    jobs: dict[int, FinishedJob] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 3:
+            raise SchedulerUnparseable(f"sacct line {number}: not {SACCT_FIELDS!r}: {line!r:.200}")
+        job_id, state, exit_code = (f.strip() for f in fields)
+        if job_id.isdigit() and state:
+            jobs[int(job_id)] = FinishedJob(job_id=int(job_id), state=state.split()[0].upper(),
+                                            exit_code=exit_code)
+    return [jobs[j] for j in sorted(jobs)]
 
 
 def _in_partition(nodes: list[SlurmNode], partition: str | None) -> list[SlurmNode]:
@@ -294,6 +329,7 @@ class SlurmCli:
         sinfo: str = "sinfo",
         squeue: str = "squeue",
         scontrol: str = "scontrol",
+        sacct: str = "sacct",
         timeout: float = DEFAULT_TIMEOUT,
         env: Mapping[str, str] | None = None,
         use_json: bool = True,
@@ -301,6 +337,7 @@ class SlurmCli:
         self.sinfo = sinfo
         self.squeue = squeue
         self.scontrol = scontrol
+        self.sacct = sacct
         self.timeout = timeout
         self.env = dict(env or {})
         self._json = use_json
@@ -368,6 +405,14 @@ class SlurmCli:
         """See `BatchScheduler.job`."""
         return next((j for j in self.jobs() if j.job_id == job_id), None)
 
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        """See `BatchScheduler.finished` (``sacct -X -n -P -j IDS -o SACCT_FIELDS``)."""
+        if not job_ids:
+            return []
+        ids = ",".join(str(int(j)) for j in sorted(set(job_ids)))
+        return parse_sacct(self.run([self.sacct, "-X", "-n", "-P", "-j", ids,
+                                     "-o", SACCT_FIELDS]))
+
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         """See `BatchScheduler.update_node`."""
         argv = [self.scontrol, "update", f"NodeName={name}", f"State={state}"]
@@ -408,13 +453,40 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 # --------------------------------------------------------------------------- REST adapter
+def offered_versions(spec: str) -> list[str]:
+    """The slurmctld data-parser versions an OpenAPI document (``GET /openapi/v3``) has paths
+    for (``/slurm/v0.0.40/jobs/``), oldest first. Raises `SchedulerUnparseable`."""
+    try:
+        paths = json.loads(spec).get("paths")
+    except (ValueError, AttributeError) as exc:
+        raise SchedulerUnparseable(f"slurmrestd /openapi/v3: not an OpenAPI document ({exc})") \
+            from exc
+    if not isinstance(paths, dict):
+        raise SchedulerUnparseable("slurmrestd /openapi/v3: no paths")
+    found = {m[1] for m in (_REST_PATH.match(str(p)) for p in paths) if m}
+    return sorted(found, key=lambda v: rest_api_version(v) or (0, 0, 0))
+
+
+def newest_readable(offered: Sequence[str]) -> str:
+    """The newest of `offered` scoctl reads (v0.0.38 and later). Raises `SchedulerUnparseable`
+    when the server offers none of them."""
+    readable = [v for v in offered if (rest_api_version(v) or (0, 0, 0)) >= OLDEST_REST_API]
+    if not readable:
+        raise SchedulerUnparseable(
+            f"slurmrestd offers {', '.join(offered) or 'no slurmctld API'}; scoctl reads "
+            "v0.0.38 and later (or pin one with slurm.rest_api_version)")
+    return max(readable, key=lambda v: rest_api_version(v) or (0, 0, 0))
+
+
 class SlurmRest:
-    """Slurm through slurmrestd (``/slurm/v0.0.38``) with a JWT.
+    """Slurm through slurmrestd with a JWT, at the newest data-parser version it offers.
 
     `url` is the base (``http://127.0.0.1:6820``); `user` and `token` go in the
-    ``X-SLURM-USER-NAME`` / ``X-SLURM-USER-TOKEN`` headers. `update_node` is delegated to `cli`
-    (a default `SlurmCli` when not given): v0.0.38 has no node update. `transport` is for
-    httpx's own transports (e.g. a unix socket).
+    ``X-SLURM-USER-NAME`` / ``X-SLURM-USER-TOKEN`` headers. `api` pins a version
+    (``v0.0.40``); without it the first request asks ``/openapi/v3`` which versions the server
+    offers and keeps the newest scoctl reads. `update_node` and `finished` are delegated to
+    `cli` (a default `SlurmCli` when not given). `transport` is for httpx's own transports
+    (e.g. a unix socket).
     """
 
     def __init__(
@@ -424,21 +496,21 @@ class SlurmRest:
         user: str,
         token: str | None,
         timeout: float = DEFAULT_TIMEOUT,
-        api: str = REST_API,
+        api: str | None = None,
         cli: SlurmCli | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.user = user
         self.timeout = timeout
-        self.api = api
+        self._api = api
         self.cli = cli or SlurmCli(timeout=timeout)
         self._token = token
         self._transport = transport
         self._client: httpx.Client | None = None
 
     def __repr__(self) -> str:
-        return f"SlurmRest(url={self.url!r}, user={self.user!r}, api={self.api!r})"
+        return f"SlurmRest(url={self.url!r}, user={self.user!r}, api={self._api or 'newest'!r})"
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -452,6 +524,14 @@ class SlurmRest:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def api(self) -> str:
+        """The data-parser version in use: the pinned one, else the newest the server offers
+        (asked once). Raises what `get` raises, and `SchedulerUnparseable` when the server
+        offers no version scoctl reads."""
+        if self._api is None:
+            self._api = newest_readable(offered_versions(self._request("/openapi/v3")))
+        return self._api
+
     def get(self, path: str) -> str:
         """GET ``/slurm/<api>/<path>`` and return the body of a 200 answer.
 
@@ -459,6 +539,9 @@ class SlurmRest:
         `SchedulerUnreachable` (connection failed, or 5xx without a Slurm error body),
         `SchedulerFailed` (any other error status; Slurm's error text in the message).
         """
+        return self._request(f"/slurm/{self.api()}/{path}")
+
+    def _request(self, url: str) -> str:
         import httpx
 
         if not self._token:
@@ -470,9 +553,9 @@ class SlurmRest:
                 transport=self._transport,
                 headers={"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token},
             )
-        where = f"slurmrestd {self.url} {path}"
+        where = f"slurmrestd {self.url} {url}"
         try:
-            response = self._client.get(f"/slurm/{self.api}/{path}")
+            response = self._client.get(url)
         except httpx.TimeoutException as exc:
             raise SchedulerTimeout(f"{where}: no answer within {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
@@ -496,8 +579,12 @@ class SlurmRest:
         return _in_partition(parse_nodes_json(self.get("nodes")), partition)
 
     def default_partition(self) -> str | None:
-        """See `BatchScheduler.default_partition` (the partition flagged DEFAULT)."""
-        for item in _load_json(self.get("partitions"), "partitions", "GET /partitions"):
+        """See `BatchScheduler.default_partition`: the partition flagged DEFAULT, or ``sinfo``'s
+        answer where the version shows no partition flags (v0.0.39 to v0.0.44 skip them)."""
+        items = _load_json(self.get("partitions"), "partitions", "GET /partitions")
+        if items and not any("flags" in item for item in items):
+            return self.cli.default_partition()
+        for item in items:
             flags = {str(f).upper() for f in item.get("flags") or []}
             if "DEFAULT" in flags and item.get("name"):
                 return str(item["name"])
@@ -518,8 +605,12 @@ class SlurmRest:
             raise
         return next((j for j in jobs if j.job_id == job_id), None)
 
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        """See `BatchScheduler.finished` (through ``sacct``, like `update_node`)."""
+        return self.cli.finished(job_ids)
+
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
-        """See `BatchScheduler.update_node` (through ``scontrol``: v0.0.38 cannot)."""
+        """See `BatchScheduler.update_node` (through ``scontrol``, whatever the version)."""
         self.cli.update_node(name, state=state, reason=reason)
 
     def requeue(self, job_id: int) -> None:
@@ -541,6 +632,7 @@ def make_scheduler(
     rest_url: str | None = None,
     rest_user: str | None = None,
     rest_token: str | None = None,
+    rest_api: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     sinfo: str = "sinfo",
     squeue: str = "squeue",
@@ -550,6 +642,7 @@ def make_scheduler(
     """The scheduler the config asks for: `SlurmRest` when `rest_url` is set, else `SlurmCli`.
 
     For REST the user defaults to ``$SLURM_USER`` / ``$USER`` and the token to ``$SLURM_JWT``;
+    `rest_api` pins the data-parser version (else the newest the server offers);
     a missing token surfaces as `SchedulerAuthFailed` on the first call, not here.
     """
     cli = SlurmCli(sinfo=sinfo, squeue=squeue, scontrol=scontrol, timeout=timeout, env=env)
@@ -558,4 +651,4 @@ def make_scheduler(
     environ = {**os.environ, **(env or {})}
     user = rest_user or environ.get("SLURM_USER") or environ.get("USER") or "root"
     token = rest_token or environ.get("SLURM_JWT")
-    return SlurmRest(rest_url, user=user, token=token, timeout=timeout, cli=cli)
+    return SlurmRest(rest_url, user=user, token=token, timeout=timeout, api=rest_api, cli=cli)

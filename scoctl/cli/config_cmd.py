@@ -12,8 +12,9 @@ config_app = typer.Typer(rich_markup_mode=None, help="Work with the config file.
 
 @config_app.command("check")
 def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
-    """Validate the config (exit 2 naming the file, line and field on the first error) and
-    summarise regions, flavors, pools, groups, contracts, ranking and workloads.
+    """Validate the config (exit 2 naming the file, line and field on the first error; every
+    region needs the launch settings acquire uses) and summarise regions, flavors, pools,
+    groups, contracts, ranking and workloads.
 
     \b
     Example:

@@ -38,7 +38,8 @@ def summarise(config: Config) -> dict[str, Any]:
         "state": str(config.state),
         "regions": [{"name": r.name, "cloud": r.cloud,
                      "calls_per_second": r.mutating_calls_per_second,
-                     "image": r.launch.image, "networks": list(r.launch.networks)}
+                     "image": config.launch_settings(r).image,
+                     "networks": list(config.launch_settings(r).networks)}
                     for r in config.regions],
         "flavors": [{"name": f.name, "capacity": to_json_resources(f.capacity),
                      "allocatable": to_json_resources(f.allocatable)}

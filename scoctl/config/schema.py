@@ -17,6 +17,7 @@ from typing import Any, Literal
 from scoctl.config.yamlsrc import Located, load_located
 from scoctl.core.model import (
     KINDS,
+    OLDEST_REST_API,
     SOURCES,
     TIERS,
     Contract,
@@ -24,6 +25,7 @@ from scoctl.core.model import (
     Pool,
     flavor_allocatable,
     is_slug,
+    rest_api_version,
 )
 from scoctl.core.quantity import (
     QuantityError,
@@ -37,6 +39,7 @@ DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
 DEMO_CONFIG_NAME = "demo.yaml"
 Path_ = tuple[str | int, ...]
 
+_CA_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -69,7 +72,7 @@ class Region:
     name: str
     cloud: str
     mutating_calls_per_second: int
-    launch: LaunchSettings
+    launch: LaunchSettings | None  # None: a what-if config (gate, watch, plan only)
     clouds_yaml: Path | None = None  # else openstacksdk's search (OS_CLIENT_CONFIG_FILE, ...)
 
 
@@ -109,6 +112,7 @@ class SlurmSettings:
     rest_url: str | None = None
     rest_user: str = "root"
     rest_token_file: Path | None = None
+    rest_api_version: str | None = None  # e.g. v0.0.40; None: the newest slurmrestd offers
     gpu_partition: str = "ml"
     default_partition: str | None = None
     gres_map: Mapping[str, str] = field(default_factory=lambda: {"gpu": "nvidia.com/gpu"})
@@ -116,14 +120,18 @@ class SlurmSettings:
     squeue: str = "squeue"
     scontrol: str = "scontrol"
     sbatch: str = "sbatch"
+    sacct: str = "sacct"
     timeout: float = 10.0
     cloud_partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    join_secret_file: Path | None = None
+    join_secret_file: Path | None = None  # static fallback; never logged or stored
     user_data_template: Path | None = None
+    api_endpoint: str | None = None  # the Kubernetes API nodes join (host:port)
+    ca_cert_hash: str | None = None  # sha256:<hex> of the cluster CA (kubeadm discovery)
+    join_tokens: bool = True  # a short-lived bootstrap token per Kubernetes launch
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,16 @@ class Config:
         raise UsageError(f"--region {name}: no such region in {self.source_name} "
                          f"(regions: {known})")
 
+    def launch_settings(self, region: Region) -> LaunchSettings:
+        """`region`'s launch settings; ConfigError (exit 2) naming ``regions[i].launch`` when
+        the config has none (gate, watch and plan run without them, acquire cannot)."""
+        if region.launch is not None:
+            return region.launch
+        index = self.regions.index(region)
+        raise ConfigError("is required to launch instances (scoctl acquire): image, networks, "
+                          "security_groups, ...", file=self.source_name,
+                          field=f"regions[{index}].launch")
+
     def workload(self, name: str) -> WorkloadSpec | None:
         for spec in self.workloads:
             if spec.name == name:
@@ -233,10 +251,12 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                     "partition", "tolerates_reclaimable"}),
     ("kubernetes",): frozenset({"kubeconfig", "context", "workload_label", "contract_label",
                                 "gpu_resource", "namespaces"}),
-    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "gpu_partition",
+    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "rest_api_version",
+                           "gpu_partition",
                            "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "timeout", "cloud_partitions"}),
-    ("bootstrap",): frozenset({"join_secret_file", "user_data_template"}),
+                           "sbatch", "sacct", "timeout", "cloud_partitions"}),
+    ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
+                               "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait", "drain_margin"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
@@ -344,6 +364,28 @@ class _Reader:
         return Path(os.path.expanduser(value)) if value else None
 
 
+def _rest_api(r: _Reader, data: Mapping[str, Any], path: Path_) -> str | None:
+    """`slurm.rest_api_version`: a data-parser version scoctl reads (v0.0.38 or later)."""
+    text = r.string(data, path, "rest_api_version")
+    if text is None:
+        return None
+    version = rest_api_version(text)
+    if version is None or version < OLDEST_REST_API:
+        raise r.fail((*path, "rest_api_version"),
+                     f"{text!r}: give a slurmrestd data-parser version v0.0.38 or later "
+                     "(e.g. v0.0.40), or leave it out to use the newest the server offers")
+    return text.strip()
+
+
+def _ca_cert_hash(r: _Reader, data: Mapping[str, Any]) -> str | None:
+    """`bootstrap.ca_cert_hash`: what ``kubeadm token create --print-join-command`` prints."""
+    text = r.string(data, ("bootstrap",), "ca_cert_hash")
+    if text is not None and not _CA_HASH.match(text):
+        raise r.fail(("bootstrap", "ca_cert_hash"),
+                     f"{text!r}: give sha256:<64 hex digits> (kubeadm's discovery hash)")
+    return text
+
+
 def _bad_quantity(name: str, value: object) -> bool:
     try:
         parse_resources({name: value})
@@ -355,27 +397,32 @@ def _bad_quantity(name: str, value: object) -> bool:
 def _region(r: _Reader, raw: Any, path: Path_) -> Region:
     data = r.mapping(raw, path, allowed=FIELDS[("regions", "[]")])
     name = r.req_string(data, path, "name")
-    launch_path = (*path, "launch")
-    launch = r.mapping(data.get("launch"), launch_path,
-                       allowed=FIELDS[("regions", "[]", "launch")])
-    if not launch:
-        raise r.fail(launch_path, "is required (image, networks, ...)")
-    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*launch_path, "networks")))
-    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
-                                         (*launch_path, "security_groups")))
     calls = r.integer(data, path, "mutating_calls_per_second", 10, low=1)
     return Region(
         name=name,
         cloud=r.string(data, path, "cloud", default=name) or name,
         mutating_calls_per_second=calls,
-        launch=LaunchSettings(
-            image=r.req_string(launch, launch_path, "image"),
-            networks=networks,
-            security_groups=groups,
-            key_name=r.string(launch, launch_path, "key_name"),
-            server_group=r.string(launch, launch_path, "server_group"),
-        ),
+        launch=_launch(r, data.get("launch"), (*path, "launch")),
         clouds_yaml=r.path_value(data, path, "clouds_yaml"),
+    )
+
+
+def _launch(r: _Reader, raw: Any, path: Path_) -> LaunchSettings | None:
+    """A region's launch settings; absent is fine until something launches (`launch_settings`)."""
+    if raw is None:
+        return None
+    launch = r.mapping(raw, path, allowed=FIELDS[("regions", "[]", "launch")])
+    if not launch:
+        raise r.fail(path, "is empty: give at least the image (or leave launch out)")
+    networks = tuple(str(n) for n in r.seq(launch.get("networks"), (*path, "networks")))
+    groups = tuple(str(g) for g in r.seq(launch.get("security_groups"),
+                                         (*path, "security_groups")))
+    return LaunchSettings(
+        image=r.req_string(launch, path, "image"),
+        networks=networks,
+        security_groups=groups,
+        key_name=r.string(launch, path, "key_name"),
+        server_group=r.string(launch, path, "server_group"),
     )
 
 
@@ -543,6 +590,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         rest_url=r.string(s, sp, "rest_url"),
         rest_user=r.string(s, sp, "rest_user", default="root") or "root",
         rest_token_file=r.path_value(s, sp, "rest_token_file"),
+        rest_api_version=_rest_api(r, s, sp),
         gpu_partition=r.string(s, sp, "gpu_partition", default="ml") or "ml",
         default_partition=r.string(s, sp, "default_partition"),
         gres_map=gres_map or {"gpu": "nvidia.com/gpu"},
@@ -550,6 +598,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         squeue=r.string(s, sp, "squeue", default="squeue") or "squeue",
         scontrol=r.string(s, sp, "scontrol", default="scontrol") or "scontrol",
         sbatch=r.string(s, sp, "sbatch", default="sbatch") or "sbatch",
+        sacct=r.string(s, sp, "sacct", default="sacct") or "sacct",
         timeout=r.duration(s, sp, "timeout", 10.0),
         cloud_partitions=tuple(str(x) for x in r.seq(s.get("cloud_partitions"),
                                                      (*sp, "cloud_partitions"))),
@@ -560,6 +609,9 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     bootstrap = Bootstrap(
         join_secret_file=r.path_value(b, ("bootstrap",), "join_secret_file"),
         user_data_template=r.path_value(b, ("bootstrap",), "user_data_template"),
+        api_endpoint=r.string(b, ("bootstrap",), "api_endpoint"),
+        ca_cert_hash=_ca_cert_hash(r, b),
+        join_tokens=r.boolean(b, ("bootstrap",), "join_tokens", True),
     )
 
     t = r.mapping(root.get("timeouts"), ("timeouts",),

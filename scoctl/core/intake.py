@@ -29,7 +29,8 @@ Slurm (DESIGN §2-§3, DD-0018 §3):
   distinct reason; a reason waiting cannot clear gets the gate's capacity check
   (`core.gate.decide_slurm`) and ``SLURM_JOB_SCHEDULING_FAILED`` when nothing could ever hold
   it; other states → ``SLURM_JOB_STATUS`` when the mapped status changes. A job that left
-  ``squeue`` keeps its row as it is: the EpilogSlurmctld hook records its end through the spool.
+  ``squeue`` is not judged here: `core.jobend` ends its row (accounting, the EpilogSlurmctld
+  hook's record, or "final state unknown").
 
 The batch window (Karpenter's batcher): the first demand change opens it, every further change
 extends it; it closes `idle` seconds after the last change or `max` seconds after it opened.
@@ -792,7 +793,7 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
             tokens.append(replace(decision, contract=contract))
     for row, tracked_job in watched:
         if tracked_job is None:
-            continue  # left squeue: the EpilogSlurmctld hook records its end via the spool
+            continue  # left squeue: `core.jobend` ends its row
         tokens.extend(_slurm_tokens(row, tracked_job, snap, policy))
     slugs = set(sums) | set(discovered) | {t.slug for t in snap.tracked}
     return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),

@@ -709,6 +709,20 @@ def _explain(
     return tuple(lines)
 
 
+def _no_eligible_pool(ctx: _Context, claim: Claim) -> str:
+    """Why no pool at all can hold units of `claim`: the pools grouped by their reason."""
+    classes: dict[str, list[str]] = {}
+    for pool in ctx.pools:
+        classes.setdefault(ctx.why_ineligible(pool, claim) or "not eligible", []).append(pool.name)
+    parts = []
+    for why, names in classes.items():
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        parts.append(f"{why} ({len(names)} pools: {shown})" if len(names) > 1
+                     else f"{why} (pool {shown})")
+    # nothing can hold a unit, so the whole claim is short
+    return "no eligible pool (100.0% short): " + ("; ".join(parts) or "no pool is configured")
+
+
 def _result(
     ctx: _Context,
     st: _Fill,
@@ -725,7 +739,9 @@ def _result(
     feasible = True
     if total < 1 - EPS:
         feasible = False
-        if contract.strict:
+        if not by_name:
+            reasons.append(_no_eligible_pool(ctx, claim))
+        elif contract.strict:
             reasons.append(
                 f"strict contract {contract.name}: the caps and depth allow only {_pct(total)} "
                 f"of the claim ({_pct(1 - total)} short)"

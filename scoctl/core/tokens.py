@@ -12,9 +12,12 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
   RUNNING, COMPLETING -> running; COMPLETED -> succeeded; CANCELLED -> cancelled;
   NODE_FAIL, PREEMPTED, BOOT_FAIL -> queued when ``detail["requeued"]`` is true, else failed;
   FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE -> failed
+* ``SLURM_JOB_ENDED`` (a job that ended without a final state: the EpilogSlurmctld hook's
+  record, or the end of a job that left squeue with none) -> failed (error); its detail says
+  why (`core.jobend`)
 * ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
 * ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
-* ``POD_CREATION_BLOCKED``, ``CAPACITY_EXCEEDED`` -> log only (warning)
+* ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
 * anything else -> logged, no status change
 
 An inactive status is terminal for its row: a late token never revives it. Among active
@@ -51,7 +54,9 @@ SLURM_STATE_STATUS: Mapping[str, str] = {
     "DEADLINE": "failed",
 }
 SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
-LOG_ONLY_TOKENS = frozenset({"POD_CREATION_BLOCKED", "CAPACITY_EXCEEDED"})
+# log only, at their level: the gate's over-capacity verdict is an error wherever it is recorded
+LOG_ONLY_TOKENS: Mapping[str, Level] = {"POD_CREATION_BLOCKED": "warning",
+                                        "CAPACITY_EXCEEDED": "error"}
 
 # Pending reasons that waiting cannot clear: the gate's capacity check decides.
 HOPELESS_SLURM_REASONS = frozenset(
@@ -102,8 +107,10 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
                 return TokenMeaning("queued", "warning")
             return TokenMeaning("failed", "error")
         return TokenMeaning(None, "warning", known=False)
+    if token == "SLURM_JOB_ENDED":
+        return TokenMeaning("failed", "error")
     if token in LOG_ONLY_TOKENS:
-        return TokenMeaning(None, "warning")
+        return TokenMeaning(None, LOG_ONLY_TOKENS[token])
     if token.endswith("_QUEUED"):
         return TokenMeaning("queued", "warning")
     if token.endswith("_FAILED"):

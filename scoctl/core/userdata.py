@@ -9,8 +9,15 @@ learning a template language. Variables:
   values; ``$kubelet_extra_args``: both flags together
 * ``$slurm_node_name`` / ``$slurm_features``: for Slurm CLOUD nodes (empty otherwise)
 * ``$workload``, ``$contract``, ``$pool``, ``$generation``, ``$reclaimable``, ``$launch``
-* ``$join_secret``: the cluster join secret, read from a file at render time. It is in the
+* ``$join_secret``: the join credential — a short-lived bootstrap token per Kubernetes launch
+  (`core.jointoken`), else the secret read from ``bootstrap.join_secret_file``. It is in the
   rendered text only: never logged, never stored (`redacted` gives a copy safe to print).
+* ``$join_endpoint`` / ``$join_ca_hash``: the Kubernetes API the node joins and the CA hash
+  kubeadm's discovery checks (``bootstrap.api_endpoint`` / ``bootstrap.ca_cert_hash``)
+
+The bundled template writes these into files under ``/etc/scoctl`` and runs the image-side
+join script shipped in ``configs/node/`` (``scoctl-node-join``): ``kubeadm join`` with the
+labels, the taint and ``sco/instance=<server id>``, or ``slurmd`` under the Slurm node name.
 
 Nova limits user_data to 65,535 bytes after base64; `render_user_data` checks it.
 """
@@ -78,7 +85,10 @@ class BootContract:
         }
 
 
-def template_variables(contract: BootContract, join_secret: str | None) -> dict[str, str]:
+def template_variables(contract: BootContract, join_secret: str | None, *,
+                       join_endpoint: str | None = None,
+                       join_ca_hash: str | None = None) -> dict[str, str]:
+    """The ``$name`` values of the template for `contract`."""
     labels = ",".join(f"{k}={v}" for k, v in contract.labels().items())
     taints = ",".join(contract.taints())
     kubelet = f"--node-labels={labels}" + (f" --register-with-taints={taints}" if taints else "")
@@ -96,14 +106,19 @@ def template_variables(contract: BootContract, join_secret: str | None) -> dict[
         "reclaimable": "true" if contract.reclaimable else "false",
         "launch": contract.launch,
         "join_secret": join_secret or "",
+        "join_endpoint": join_endpoint or "",
+        "join_ca_hash": join_ca_hash or "",
     }
 
 
 def render_user_data(template: str, contract: BootContract, join_secret: str | None, *,
+                     join_endpoint: str | None = None, join_ca_hash: str | None = None,
                      source: str = "user-data template") -> str:
     """Render `template` for `contract`; ConfigError on an unknown placeholder or over-size."""
+    values = template_variables(contract, join_secret, join_endpoint=join_endpoint,
+                                join_ca_hash=join_ca_hash)
     try:
-        text = Template(template).substitute(template_variables(contract, join_secret))
+        text = Template(template).substitute(values)
     except KeyError as exc:
         raise ConfigError(f"unknown placeholder ${exc.args[0]}", file=source) from exc
     except ValueError as exc:

@@ -3,7 +3,9 @@
 It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
 API scoctl uses, with the semantics scoctl's logic depends on:
 
-* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events;
+* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events,
+  secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
+  token Secrets in kube-system);
   apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
   poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
   inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
@@ -91,6 +93,7 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "pods", "Pod", True, ("status", "eviction")),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",)),
     ResourceType("", "v1", "events", "Event", True),
+    ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
@@ -123,6 +126,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.fieldPath",
               "involvedObject.resourceVersion", "reason", "type", "source", "reportingComponent"),
     "Namespace": ("status.phase",),
+    "Secret": ("type",),
     "Job": ("status.successful",),
     "ReplicaSet": ("status.replicas",),
 }
@@ -534,6 +538,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
     elif rt.kind == "InferenceService":
         if not isinstance(spec, dict) or not isinstance(spec.get("predictor"), dict):
             causes.append(("spec.predictor", "Required value"))
+    elif rt.kind == "Secret":
+        _check_secret(obj, causes)
     _walk_quantities(obj.get("spec"), "spec", causes)
     _walk_quantities(obj.get("status"), "status", causes)
     _check_conditions(obj, causes)
@@ -1241,8 +1247,40 @@ def _transition(ev: _Event, flt: _Filter) -> Obj | None:
     return None
 
 
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _check_secret(obj: Obj, causes: list[tuple[str, str]]) -> None:
+    """A Secret's data (base64) and stringData (plain) maps, keyed as the apiserver wants."""
+    for field_name in ("data", "stringData"):
+        values = obj.get(field_name)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            causes.append((field_name, "Invalid value: must be a map"))
+            continue
+        for key, value in values.items():
+            if not isinstance(key, str) or not _SECRET_KEY.match(key):
+                causes.append((f"{field_name}[{key}]", "Invalid value: a valid config key "
+                               "must consist of alphanumeric characters, '-', '_' or '.'"))
+            elif not isinstance(value, str):
+                causes.append((f"{field_name}[{key}]", "Invalid value: must be a string"))
+            elif field_name == "data":
+                try:
+                    base64.b64decode(value, validate=True)
+                except ValueError:
+                    causes.append((f"data[{key}]", "Invalid value: illegal base64 data"))
+    if not isinstance(obj.get("type", "Opaque"), str):
+        causes.append(("type", "Invalid value: must be a string"))
+
+
 def _defaults(rt: ResourceType, body: Obj) -> None:
     """The few defaults the apiserver fills in that scoctl reads."""
+    if rt.kind == "Secret":  # stringData is write-only: stored base64-encoded in data
+        data = body.setdefault("data", {})
+        for key, value in (body.pop("stringData", None) or {}).items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        body.setdefault("type", "Opaque")
     if rt.kind == "Pod":
         body["spec"].setdefault("restartPolicy", "Always")
         body["spec"].setdefault("schedulerName", "default-scheduler")

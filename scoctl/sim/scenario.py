@@ -373,10 +373,11 @@ def nova_seed(scenario: Scenario, config: Config) -> dict[str, Any]:
                          if v}}
         for f in config.flavors.values()
     ]
-    images = sorted({r.launch.image for r in config.regions})
-    networks = sorted({n for r in config.regions for n in r.launch.networks})
-    groups = sorted({g for r in config.regions for g in r.launch.security_groups} | {"default"})
-    keys = sorted({r.launch.key_name for r in config.regions if r.launch.key_name})
+    launches = [config.launch_settings(r) for r in config.regions]
+    images = sorted({launch.image for launch in launches})
+    networks = sorted({n for launch in launches for n in launch.networks})
+    groups = sorted({g for launch in launches for g in launch.security_groups} | {"default"})
+    keys = sorted({launch.key_name for launch in launches if launch.key_name})
     seed: dict[str, Any] = {
         "flavors": flavors,
         "availability_zones": availability_zones(config),

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
-from scoctl.config.schema import Config, Region
+from scoctl.config.schema import Config, LaunchSettings, Region
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, LIVE_STATUSES, units_of
 from scoctl.core.model import (
@@ -65,6 +65,7 @@ from scoctl.errors import (
     TemporaryError,
 )
 from scoctl.host.budget import TokenBudget
+from scoctl.stages.join_tokens import JoinTokens
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -237,9 +238,9 @@ def server_name(plan: LaunchPlan, launch_id: str) -> str:
     return plan.node_names[0] if plan.node_names else f"sco-{plan.workload}-{launch_id}"
 
 
-def networks_of(region: Region) -> Networks:
-    """The region's networks; none configured, or the single word auto/none, map to Nova's."""
-    nets = region.launch.networks
+def networks_of(launch: LaunchSettings) -> Networks:
+    """A region's networks; none configured, or the single word auto/none, map to Nova's."""
+    nets = launch.networks
     if not nets:
         return "none"
     if len(nets) == 1 and nets[0] in ("auto", "none"):
@@ -387,14 +388,19 @@ class _RegionRun:
             region=plan.region, az=plan.az, flavor=plan.flavor,
             slurm_node_name=plan.node_names[0] if plan.node_names else None,
             slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
-        secret = self.texts.secret()
-        user_data = render_user_data(self.texts.template(), contract, secret)
+        secret = None if self.dry_run else self.texts.tokens.credential(
+            launch_id, plan.workload, slurm_node=bool(plan.node_names))
+        secret = secret or self.texts.secret()
+        boot = self.config.bootstrap
+        user_data = render_user_data(self.texts.template(), contract, secret,
+                                     join_endpoint=boot.api_endpoint,
+                                     join_ca_hash=boot.ca_cert_hash)
         tags = launch_tags(plan, launch_id)
         check_tags(tags)
-        launch = self.region.launch
+        launch = self.config.launch_settings(self.region)
         request = LaunchRequest(
             name=server_name(plan, launch_id), flavor=plan.flavor, image=launch.image,
-            networks=networks_of(self.region), az=plan.az or None, min_count=1,
+            networks=networks_of(launch), az=plan.az or None, min_count=1,
             max_count=plan.count, tags=tags, metadata=launch_metadata(plan, launch_id),
             user_data=user_data, security_groups=launch.security_groups,
             key_name=launch.key_name, server_group=launch.server_group)
@@ -425,6 +431,7 @@ class _RegionRun:
             result = self.cloud.launch(request)
         except QuotaExceeded as exc:
             message = str(exc)
+            self.texts.tokens.revoke(launch_id)
             with self.store.transaction():
                 self.store.update_launch(launch_id, status="failed", error=message)
                 self.store.append_event(plan.workload, "QUOTA_EXCEEDED", "warning", None, {
@@ -440,6 +447,7 @@ class _RegionRun:
             return self.unsure(plan, base, str(exc))
         except (PermanentError, ConfigError) as exc:
             message = str(exc)
+            self.texts.tokens.revoke(launch_id)
             with self.store.transaction():
                 self.store.update_launch(launch_id, status="failed", error=message)
                 self.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
@@ -676,8 +684,9 @@ def _launch_of(server: ServerInfo) -> str:
 class _Texts:
     """The user-data template and join secret, read once per run and only when needed."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, tokens: JoinTokens) -> None:
         self.config = config
+        self.tokens = tokens  # per-launch bootstrap tokens (`stages.join_tokens`)
         self._template: str | None = None
         self._secret: tuple[str | None] | None = None
 
@@ -706,20 +715,25 @@ def run_acquire(
     sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None,
     scheduler: BatchScheduler | None = None,
+    join_tokens: JoinTokens | None = None,
 ) -> AcquireResult:
     """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
 
     The caller holds the run lock. `watch` bounds how long new servers are polled for ERROR
     (0 disables it). `scheduler` (Slurm) puts the CLOUD nodes of failed launches back to
-    powered-down; without it they only leave their claims. Raises ConfigError (template, tags,
-    unknown image/flavor: fix the config), TemporaryError/PermanentError when quota headroom
+    powered-down; without it they only leave their claims. `join_tokens` makes each
+    Kubernetes launch's bootstrap token (from the config's cluster when not given). Raises
+    ConfigError (template, tags, unknown image/flavor: fix the config),
+    TemporaryError/PermanentError when quota headroom
     cannot be read; call failures of single launches are reported in the result (`errors`)
     instead.
     """
     started = time.perf_counter()
     regions = [config.region(region)] if region else list(config.regions)
+    for reg in regions:  # a what-if config has none: exit 2 before any call
+        config.launch_settings(reg)
     collected = _Collected()
-    texts = _Texts(config)
+    texts = _Texts(config, join_tokens or JoinTokens(config, clock))
     spent = 0
     for reg in regions:
         tokens = budget(config, reg)

@@ -25,6 +25,7 @@ from scoctl.core.gate import (
     decide_k8s,
     decide_slurm,
 )
+from scoctl.core.tokens import map_token
 from scoctl.errors import ScoctlError, StateError
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, 
             failed = row.status == "pending"
             if failed:
                 store.set_status(row.id, "failed")
-            store.append_event(slug, "CAPACITY_EXCEEDED", "error",
+            store.append_event(slug, "CAPACITY_EXCEEDED", map_token("CAPACITY_EXCEEDED").level,
                                "failed" if failed else row.status, detail, workload_id=row.id)
         elif verdict.verdict == SKIPPED:
             store.append_event(slug, "GATE_SKIPPED", "warning", row.status, detail,

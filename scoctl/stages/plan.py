@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scoctl.adapters.ranking import load_ranking
@@ -204,6 +204,9 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
     changed = tuple(sorted(set(records) | set(removed)))
     latest = store.latest_generation()
     generation = latest.generation if latest else 0
+    if dry_run and changed:  # name the generation a commit would take
+        generation += 1
+        records = {name: replace(r, generation=generation) for name, r in records.items()}
     committed = False
     if not dry_run and (changed or cache_entry):
         with store.transaction():

@@ -37,6 +37,7 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.errors import ApiError, ScoctlError
+from scoctl.stages.join_tokens import prune_or_report
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -401,6 +402,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 continue
             outcomes.append(outcome)
             errors.extend(outcome.errors)
+        errors.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
         torn: tuple[str, ...] = ()
         if teardown and not dry_run:
             torn = _teardown(config, store, cluster, errors)

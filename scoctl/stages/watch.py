@@ -23,7 +23,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -52,7 +52,8 @@ from scoctl.core.intake import (
     window_deadline,
     window_due,
 )
-from scoctl.core.model import WorkloadRecord
+from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
+from scoctl.core.model import FinishedJob, WorkloadRecord
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.host.spool import SpoolEvent, discard, pending_events
@@ -287,8 +288,12 @@ def _spool_create(config: Config, event: SpoolEvent) -> tuple[str, str, str]:
 
 
 def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
-                  pending: _Pending) -> int:
-    """Record each spool event (DESIGN §2 "spool"); returns how many tokens were recorded."""
+                  pending: _Pending, *, slurm_watched: bool = False) -> int:
+    """Record each spool event (DESIGN §2 "spool"); returns how many tokens were recorded.
+
+    With `slurm_watched`, the EpilogSlurmctld's job-end records are held: logged against the
+    row without a status change, for `_record_job_ends` once the job has left squeue.
+    """
     recorded = 0
     for event in events:
         job_id = str(event.detail.get("job_id") or "") or None
@@ -308,6 +313,13 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                 store.ensure_workload(event.workload, kind=kind, source=source,
                                       contract=contract, job_id=job_id)
                 active = store.active_workload(event.workload)
+        if hold_record(event.token, job_id, slurm_watched):
+            row = store.workload_by_job(str(job_id))
+            store.append_event(event.workload, event.token, "info", row.status if row else None,
+                               {**event.detail, "note": HELD_NOTE},
+                               workload_id=row.id if row else None, ts=event.ts)
+            recorded += 1
+            continue
         create = _spool_create(config, event)
         row, outcome = record_token(store, event.workload, event.token, event.detail,
                                     create=create, ts=event.ts)
@@ -361,6 +373,41 @@ def _record(store: Store, decision: IntakeDecision, counts: SourceCounts, result
     _record_tokens(store, decision.tokens, counts, pending)
 
 
+def _end_candidates(store: Store, events: Sequence[SpoolEvent],
+                    listed: Collection[str]) -> list[int]:
+    """Job ids of active Slurm rows (and of this pass's spool events) squeue does not list."""
+    ids = {str(w.job_id) for w in store.workloads(active_only=True)
+           if w.source == "slurm" and w.job_id}
+    ids |= {str(e.detail["job_id"]) for e in events if e.detail.get("job_id")}
+    return sorted(int(i) for i in ids - set(listed) if i.isdigit())
+
+
+def read_accounting(scheduler: BatchScheduler, job_ids: Sequence[int],
+                    result: WatchResult) -> dict[str, FinishedJob]:
+    """What accounting says of jobs that left squeue; nothing (and a warning) when it cannot
+    answer: no slurmdbd is the common case, and the epilog's records stand in."""
+    from scoctl.adapters.batch import SchedulerError
+
+    if not job_ids:
+        return {}
+    try:
+        return {str(job.job_id): job for job in scheduler.finished(job_ids)}
+    except SchedulerError as exc:
+        result.warnings.append(f"Slurm accounting unavailable ({exc}): {len(job_ids)} ended "
+                               "jobs take their end from the epilog's records")
+        return {}
+
+
+def _record_job_ends(store: Store, listed: Collection[str], accounted: Mapping[str, FinishedJob],
+                     counts: SourceCounts, pending: _Pending, contract: str) -> None:
+    """End every active Slurm row whose job squeue no longer lists (`core.jobend`)."""
+    gone = [_state(w) for w in store.workloads(active_only=True)
+            if w.source == "slurm" and w.job_id and w.job_id not in listed]
+    recorded = {str(row.job_id): recorded_end(store.events(workload=row.slug), str(row.job_id))
+                for row in gone}
+    _record_tokens(store, job_ends(gone, accounted, recorded, contract), counts, pending)
+
+
 def _claimed(store: Store, source: str) -> frozenset[str]:
     return frozenset(c.workload for c in store.claims() if c.source == source and c.requests)
 
@@ -395,6 +442,9 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
     started = clock.monotonic()
     wall = time.perf_counter()
     result = WatchResult()
+    # the spool before the sources: a job whose submission is spooled is in the squeue read
+    # below unless it has already left it
+    events = list(pending_events(config.spool))
     k8s_read: K8sSnapshot | None = None
     slurm_read: SlurmSnapshot | None = None
     if "k8s" in sources:
@@ -420,11 +470,14 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
             counts.pending = sum(1 for job in slurm_read.jobs if job.state == "PENDING")
         except ApiError as exc:
             counts.error = str(exc)
+    listed = frozenset(str(j.job_id) for j in slurm_read.jobs) if slurm_read else frozenset()
+    accounted = (read_accounting(scheduler, _end_candidates(store, events, listed), result)
+                 if slurm_read is not None and scheduler is not None else {})
 
-    events = list(pending_events(config.spool))
     pending = _Pending()
     with store.transaction(), _no_gc():
-        result.spool_tokens = _ingest_spool(config, store, events, pending)
+        result.spool_tokens = _ingest_spool(config, store, events, pending,
+                                            slurm_watched="slurm" in sources)
         result.spool_events = len(events)
         states = _states(store)
         if k8s_read is not None:
@@ -444,6 +497,8 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
                                    claims=_claimed(store, "slurm"))
             _record(store, decide_slurm_intake(snap_s, slurm_policy(config)),
                     result.sources["slurm"], result, pending)
+            _record_job_ends(store, listed, accounted, result.sources["slurm"], pending,
+                             _default_contract(config))
     for event in events:  # only after the commit: a crash re-ingests, never loses
         discard(event)
     for row, refs in pending.items:

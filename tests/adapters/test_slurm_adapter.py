@@ -27,13 +27,15 @@ from scoctl.adapters.slurm import (
     SlurmCli,
     SlurmRest,
     make_scheduler,
+    offered_versions,
     parse_jobs_json,
     parse_long_state,
     parse_nodes_json,
+    parse_sacct,
 )
 from scoctl.core.gate import GateRequest, decide_slurm
 from scoctl.core.gres import Gres
-from scoctl.core.model import SlurmNode
+from scoctl.core.model import FinishedJob, SlurmNode
 from scoctl.errors import PermanentError, TemporaryError
 from tests.fixtures.slurm import SlurmCluster, wait_for
 
@@ -306,10 +308,39 @@ def test_submitted_jobs_show_up_with_their_pending_reason(
         slurm_cluster.cancel(hog, waiting, gpu)
 
 
+def quiescent(cluster: SlurmCluster) -> bool:
+    """No job holds or frees a node and no node changes power state: two reads of the nodes
+    a moment apart can only differ if one of them is wrong."""
+    busy = cluster.run("squeue", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING", "-o", "%i")
+    states = cluster.run("sinfo", "-h", "-N", "-o", "%T").split()
+    moving = [s for s in states if s.rstrip("~#%!*") in ("completing", "mixed", "allocated")
+              or s[-1:] in ("#", "%", "!")]
+    return not busy.strip() and not moving
+
+
 @pytest.mark.slurm
-def test_rest_nodes_match_the_cli(cli: SlurmCli, rest: SlurmRest) -> None:
+def test_rest_nodes_match_the_cli(slurm_cluster: SlurmCluster, cli: SlurmCli,
+                                  rest: SlurmRest) -> None:
+    # jobs of earlier tests may still be COMPLETING on local1: compare once the cluster is still
+    assert wait_for(lambda: quiescent(slurm_cluster), timeout=60, interval=0.5)
     assert rest.nodes("ml") == cli.nodes("ml")
+    assert rest.nodes() == cli.nodes()
     assert isinstance(rest, BatchScheduler)
+
+
+@pytest.mark.slurm
+def test_rest_negotiates_the_newest_version_debians_slurmrestd_offers(
+        slurm_cluster: SlurmCluster, rest: SlurmRest) -> None:
+    import httpx
+
+    assert slurm_cluster.rest_url
+    spec = httpx.get(slurm_cluster.rest_url + "/openapi/v3", timeout=20,
+                     headers={"X-SLURM-USER-NAME": "root",
+                              "X-SLURM-USER-TOKEN": slurm_cluster.token})
+    offered = offered_versions(spec.text)
+    assert {"v0.0.36", "v0.0.37", "v0.0.38"} <= set(offered)  # slurm-start.sh loads them all
+    assert rest.api() == "v0.0.38"  # 22.05: the newest, and the oldest scoctl reads
+    assert rest.default_partition() == "cpu"
 
 
 @pytest.mark.slurm
@@ -383,6 +414,24 @@ def test_node_json_of_later_slurm_releases_parses_too() -> None:
         flags=frozenset({"CLOUD", "POWERED_DOWN"}),
         features=("a100", "fast"),
     )
+
+
+def test_sacct_lines_become_finished_jobs() -> None:
+    text = ("41|COMPLETED|0:0\n42|CANCELLED by 1000|0:15\n43+0|FAILED|1:0\n"
+            "44|OUT_OF_MEMORY|0:125\n\n")
+    assert parse_sacct(text) == [FinishedJob(41, "COMPLETED", "0:0"),
+                                 FinishedJob(42, "CANCELLED", "0:15"),
+                                 FinishedJob(44, "OUT_OF_MEMORY", "0:125")]
+    with pytest.raises(SchedulerUnparseable):
+        parse_sacct("41 COMPLETED\n")
+
+
+def test_sacct_is_asked_for_exactly_the_jobs_given(tmp_path: Path) -> None:
+    argv = tmp_path / "argv"
+    sacct = script(tmp_path, "sacct", f'echo "$@" > {argv}; echo "7|TIMEOUT|0:15"')
+    assert SlurmCli(sacct=sacct).finished([9, 7, 9]) == [FinishedJob(7, "TIMEOUT", "0:15")]
+    assert argv.read_text().split() == ["-X", "-n", "-P", "-j", "7,9", "-o",
+                                        "JobIDRaw,State,ExitCode"]
 
 
 def test_slurm_json_errors_and_missing_fields_are_scheduler_errors() -> None:

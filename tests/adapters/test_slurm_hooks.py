@@ -139,13 +139,17 @@ def test_prolog_and_epilog_spool_start_and_end_tokens_of_real_jobs(hooked: HookC
     other = hooked.cluster.sbatch("-J", "Not_A_Slug", "-p", "cpu", "--wrap", "true")
     assert wait_for(lambda: len(_tokens(hooked, "hook-fail")) == 2
                     and len(_tokens(hooked, "hook-ok")) == 2, timeout=30)
+    # every ending is recorded, with the exit code Slurm gives the epilog
     assert _tokens(hooked, "hook-fail") == [("SLURM_JOB_STATUS", "CONFIGURING"),
-                                            ("SLURM_JOB_STATUS", "FAILED")]
+                                            ("SLURM_JOB_ENDED", "")]
     assert _tokens(hooked, "hook-ok") == [("SLURM_JOB_STATUS", "CONFIGURING"),
                                           ("SLURM_JOB_ENDED", "")]
-    ended = [e for e in hooked.spooled() if e["workload"] == "hook-ok"][-1]
-    assert dict(ended["detail"])["job_id"] == str(fine)  # type: ignore[arg-type]
-    assert dict(ended["detail"])["exit_code"] == "0:0"  # type: ignore[arg-type]
+    ended = {str(e["workload"]): dict(e["detail"]) for e in hooked.spooled()  # type: ignore[arg-type]
+             if e["token"] == "SLURM_JOB_ENDED"}
+    assert (ended["hook-ok"]["job_id"], ended["hook-ok"]["exit_code"]) == (str(fine), "0:0")
+    assert (ended["hook-fail"]["job_id"], ended["hook-fail"]["exit_code"]) == \
+        (str(failing), "3:0")
+    assert ended["hook-fail"]["restarts"] == "0"
     assert wait_for(lambda: hooked.job_state(other) == "COMPLETED", timeout=20)
     assert {e["workload"] for e in hooked.spooled()} == {"hook-fail", "hook-ok"}
     assert wait_for(lambda: hooked.job_state(failing) == "FAILED", timeout=20)

@@ -244,6 +244,20 @@ def test_depth_exhausted_everywhere_is_infeasible_with_the_shortfall():
                for r in result.reasons)
 
 
+def test_a_claim_no_flavor_can_hold_says_no_eligible_pool_with_the_reason_per_pool_class():
+    pools = [make_pool("spot0", group="g0"), make_pool("spot1", group="g1"),
+             make_pool("res", tier="committed"), make_pool("tiny", flavor="t3.small"),
+             make_pool("gone", flavor="m5.large")]
+    result = plan(make_claim(pods=4, gpus=1), T1, pools, excluded={"gone"})
+    assert not result.feasible and result.units() == {}
+    pod = "4 vCPU · 16Gi · 1 nvidia.com/gpu"
+    assert result.reasons[0] == (
+        f"no eligible pool (100.0% short): excluded (pool gone); flavor c4.xlarge cannot hold"
+        f" the largest pod ({pod}) (3 pools: res, spot0, spot1); flavor t3.small cannot hold"
+        f" the largest pod ({pod}) (pool tiny)")
+    assert not any("depth exhausted" in r for r in result.reasons)
+
+
 def test_empty_claim_releases_every_unit():
     pools = [make_pool("spot0")]
     claim = make_claim(pods=0)

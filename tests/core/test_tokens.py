@@ -48,7 +48,9 @@ from scoctl.core.tokens import (
         ("POD_INITIALIZING", {}, "preparing", "info"),
         ("DEPLOYMENT_AVAILABLE", {}, "running", "info"),
         ("POD_CREATION_BLOCKED", {}, None, "warning"),
-        ("CAPACITY_EXCEEDED", {}, None, "warning"),
+        ("CAPACITY_EXCEEDED", {}, None, "error"),  # the gate's verdict: one level everywhere
+        ("SLURM_JOB_ENDED", {"exit_code": "0:0", "reason": "ended, final state unknown"},
+         "failed", "error"),  # a job that ended without a final state never stays active
         ("SOMETHING_ELSE", {}, None, "info"),
     ],
 )

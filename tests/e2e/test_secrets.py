@@ -1,10 +1,12 @@
-"""Secrets are never printed or stored (issue 2 item 7, DESIGN §6).
+"""Secrets are never printed or stored (issue 2 item 7, DESIGN §6, §11).
 
-Three secrets, each proven to have been used (a positive control, so the test cannot pass by
+Four secrets, each proven to have been used (a positive control, so the test cannot pass by
 never touching it) and then looked for in stdout, stderr, the state file (with its WAL), the
 event log, the spool and the metrics file:
 
-* the join secret, through a whole `scoctl run --once` on the simulated region;
+* the per-launch bootstrap tokens, through a whole `scoctl run --once` on the simulated region
+  (created as Secrets in its Kubernetes API, carried by every server's user-data);
+* the static join secret, through the same pass with `bootstrap.join_tokens: false`;
 * the slurmrestd JWT, sent to a loopback slurmrestd that rejects it;
 * a clouds.yaml password, sent to a loopback Keystone that rejects it.
 """
@@ -14,11 +16,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -55,47 +59,83 @@ def checkpoint(state: Path) -> None:
 # --- the join secret through a whole pass on the simulated region ------------------------------
 
 
+TOKEN_LINE = re.compile(r"SCO_JOIN_TOKEN=([a-z0-9]{6}\.[a-z0-9]{16})\n")
+
+
+def sim_pass(cwd: Path, *config: str) -> list[subprocess.CompletedProcess[str]]:
+    """init, a whole `run --once`, a dry run and every reading command."""
+    outputs = [scoctl(cwd, *config, "init"),
+               scoctl(cwd, *config, "-vv", "run", "--once", "--json"),
+               scoctl(cwd, *config, "-vv", "acquire", "--dry-run"),
+               scoctl(cwd, *config, "status", "--json"),
+               scoctl(cwd, *config, "status"),
+               scoctl(cwd, *config, "events", "--json"),
+               scoctl(cwd, *config, "plan", "--json")]
+    assert [o.returncode for o in outputs] == [0] * len(outputs), [o.stderr for o in outputs]
+    assert json.loads(outputs[3].stdout)["instances"], "the pass launched nothing"
+    return outputs
+
+
+def sim_user_data(cwd: Path) -> list[str]:
+    from scoctl.sim.agent import SimApi
+
+    region = read_state(cwd / ".scoctl-sim")
+    assert region is not None and region.k8s_url and region.nova_url
+    api = SimApi(region.k8s_url, region.nova_url, timeout=5.0)
+    try:
+        return [base64.b64decode(s["user_data"]).decode() for s in api.servers()]
+    finally:
+        api.close()
+
+
+def assert_nowhere(cwd: Path, secret: str, outputs: list[subprocess.CompletedProcess[str]],
+                   state: Path) -> None:
+    for out in outputs:
+        assert secret not in out.stdout and secret not in out.stderr
+    checkpoint(state)
+    stored = [p for p in files_holding(cwd, secret)
+              if not p.startswith(".scoctl-sim/") or p.startswith(".scoctl-sim/spool")]
+    assert stored == []  # the state file, its WAL, the spool: none holds it
+    assert not files_holding(cwd / ".scoctl-sim" / "spool", secret)
+    prom = cwd / ".scoctl-sim" / "scoctl.prom"
+    assert prom.exists() and secret not in prom.read_text()
+
+
 @pytest.mark.k8s
 @pytest.mark.nova
-def test_a_full_sim_pass_never_prints_or_stores_the_join_secret(tmp_path):
+def test_a_full_sim_pass_never_prints_or_stores_the_join_credentials(tmp_path):
     up = scoctl(tmp_path, "sim", "up", "--json")
     assert up.returncode == 0, up.stderr
     pids = [int(c["pid"]) for c in json.loads(up.stdout)["components"]]
     try:
-        secret = (tmp_path / ".scoctl-sim" / "join-token").read_text().strip()
-        assert len(secret) >= 32
-        outputs = [scoctl(tmp_path, "init"),
-                   scoctl(tmp_path, "-vv", "run", "--once", "--json"),
-                   scoctl(tmp_path, "-vv", "acquire", "--dry-run"),
-                   scoctl(tmp_path, "status", "--json"),
-                   scoctl(tmp_path, "status"),
-                   scoctl(tmp_path, "events", "--json"),
-                   scoctl(tmp_path, "plan", "--json")]
-        assert [o.returncode for o in outputs] == [0] * len(outputs), [o.stderr for o in outputs]
+        static = (tmp_path / ".scoctl-sim" / "join-token").read_text().strip()
+        assert len(static) >= 32
+        outputs = sim_pass(tmp_path)
 
-        # positive control: the pass launched instances whose user-data carries the secret
-        status = json.loads(outputs[3].stdout)
-        assert status["instances"], "the pass launched nothing: the secret was never used"
-        from scoctl.sim.agent import SimApi
+        # positive control: every server carries a bootstrap token its launch created
+        user_data = sim_user_data(tmp_path)
+        tokens = {t for text in user_data for t in TOKEN_LINE.findall(text)}
+        assert user_data and all(TOKEN_LINE.search(text) for text in user_data)
+        assert all(static not in text for text in user_data)  # tokens, not the static secret
+        events = [json.loads(line) for line in outputs[5].stdout.splitlines()]
+        launches = {e["detail"]["launch"] for e in events if e["token"] == "INSTANCES_LAUNCHED"}
+        assert tokens and len(tokens) == len(launches)  # one token per launch
 
-        region = read_state(tmp_path / ".scoctl-sim")
-        assert region is not None and region.k8s_url and region.nova_url
-        api = SimApi(region.k8s_url, region.nova_url, timeout=5.0)
-        try:
-            user_data = [base64.b64decode(s["user_data"]).decode() for s in api.servers()]
-        finally:
-            api.close()
-        assert user_data and all(secret in text for text in user_data)
+        for token in tokens:
+            assert_nowhere(tmp_path, token, outputs, tmp_path / "scoctl-demo.db")
+            assert_nowhere(tmp_path, token.split(".")[1], outputs, tmp_path / "scoctl-demo.db")
+        assert_nowhere(tmp_path, static, outputs, tmp_path / "scoctl-demo.db")
 
-        for out in outputs:
-            assert secret not in out.stdout and secret not in out.stderr
-        checkpoint(tmp_path / "scoctl-demo.db")
-        stored = [p for p in files_holding(tmp_path, secret)
-                  if not p.startswith(".scoctl-sim/") or p.startswith(".scoctl-sim/spool")]
-        assert stored == []  # the state file, its WAL, the spool: none holds it
-        assert not files_holding(tmp_path / ".scoctl-sim" / "spool", secret)
-        prom = tmp_path / ".scoctl-sim" / "scoctl.prom"
-        assert prom.exists() and secret not in prom.read_text()
+        # the fallback: no tokens, the static secret in the user-data, and nowhere else
+        demo = resources.files("scoctl.data").joinpath("demo.yaml").read_text("utf-8")
+        assert "bootstrap: {join_secret_file:" in demo
+        config = tmp_path / "static.yaml"
+        config.write_text(demo.replace("bootstrap: {", "bootstrap: {join_tokens: false, ")
+                          .replace("scoctl-demo.db", "static.db"))
+        static_outputs = sim_pass(tmp_path, "--config", str(config))  # a fresh state: new fleet
+        fresh = [t for t in sim_user_data(tmp_path) if not TOKEN_LINE.search(t)]
+        assert fresh and all(f"SCO_JOIN_TOKEN={static}\n" in text for text in fresh)
+        assert_nowhere(tmp_path, static, static_outputs, tmp_path / "static.db")
     finally:
         down = scoctl(tmp_path, "sim", "down")
         for pid in pids:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from scoctl.core.tokens import map_token
 from scoctl.sim.k8s_emulator import make_node
 from scoctl.stages.tokens import record_token
 from scoctl.state import open_store
@@ -104,6 +105,7 @@ def test_over_capacity_fails_the_workload_row_and_records_the_event(slurm_cli, t
         events = store.events(workload="train-7")
     assert row is not None and row.status == "failed"
     assert [e.token for e in events] == ["CAPACITY_EXCEEDED"]
+    assert events[0].level == map_token("CAPACITY_EXCEEDED").level == "error"  # one level
     detail = events[0].detail
     assert detail["request"]["cpus"] == 64 and detail["request"]["gpus"] == 4
     assert detail["node"]["name"]  # the best candidate node is named

@@ -180,3 +180,4 @@ def test_a_state_the_user_cannot_write_keeps_the_verdict_and_spools_the_event(cl
     assert row is not None and (row.kind, row.source) == ("job", "slurm")
     assert [e.token for e in events] == ["CAPACITY_EXCEEDED"]
     assert events[0].detail["request"]["cpus"] == 500
+    assert events[0].level == "error"  # the level the gate writes when it records directly

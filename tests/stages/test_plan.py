@@ -136,6 +136,19 @@ def test_a_dry_run_writes_nothing(setup):
     assert store.latest_generation() is None and store.plans() == {}
 
 
+def test_a_dry_run_names_the_generation_it_would_commit(setup):
+    config, store, clock = setup
+    put(store, "alpha", 64)
+    assert run_plan(config, store, clock, dry_run=True).generation == 1  # an empty state
+    first = run_plan(config, store, clock)
+    put(store, "alpha", 128)
+    dry = run_plan(config, store, clock, dry_run=True)
+    assert (first.generation, dry.generation) == (1, 2) and not dry.committed
+    assert {r.generation for r in dry.records.values()} == {2}
+    assert store.latest_generation().generation == 1  # type: ignore[union-attr]
+    assert run_plan(config, store, clock).generation == 2  # what the dry run announced
+
+
 def test_a_ranking_change_replans_workloads_whose_eligible_pools_moved(tmp_path):
     ranking_file = tmp_path / "ranking.json"
     scores = {}

@@ -203,3 +203,31 @@ def test_pending_jobs_of_an_account_become_one_claim_through_slurmrestd(
     finally:
         slurm_cluster.cancel(*jobs, other)
         rest.close()  # type: ignore[attr-defined]
+
+
+def test_an_epilog_record_waits_while_squeue_still_lists_the_job(
+        slurm_cluster: SlurmCluster, config: Config, wstore: Store) -> None:
+    job = slurm_cluster.sbatch(*LOCAL_ONLY, "-c", "1", "--mem=100M", "-J", "watch-held",
+                               "--wrap", "sleep 2")
+    try:
+        write_event(config.spool, ts="2026-01-01T00:00:00.000000Z", token="SLURM_JOB_SUBMITTED",
+                    workload="held-1", detail={"job_id": str(job)})
+        assert wait_for(lambda: state_of(slurm_cluster, job) == "RUNNING", timeout=20)
+        once(config, wstore)
+        assert wstore.active_workload("held-1").status == "running"  # type: ignore[union-attr]
+        # what slurm/epilog-slurmctld spools: "0:0" says neither success nor cancel
+        write_event(config.spool, ts="2026-01-01T00:00:05.000000Z", token="SLURM_JOB_ENDED",
+                    workload="held-1", detail={"job_id": str(job), "exit_code": "0:0",
+                                               "restarts": "0", "hook": "epilog_slurmctld"})
+        once(config, wstore)  # squeue still lists the job: the record is held
+        row = wstore.latest_workload("held-1")
+        assert row is not None and row.status == "running"
+        assert wait_for(lambda: slurm_cluster.run("squeue", "-h", "-t", "all", "-j", str(job),
+                                                  "-o", "%T").strip() == "COMPLETED", timeout=20)
+        once(config, wstore)
+    finally:
+        slurm_cluster.cancel(job)
+    assert history(wstore, "held-1") == [("SLURM_JOB_SUBMITTED", "queued"),
+                                         ("SLURM_JOB_STATUS", "running"),
+                                         ("SLURM_JOB_ENDED", "running"),
+                                         ("SLURM_JOB_STATUS", "succeeded")]

@@ -14,6 +14,7 @@ from scoctl.core.model.cloud import (
     Networks,
     ServerInfo,
 )
+from scoctl.core.model.join import BootstrapToken, TokenSecret
 from scoctl.core.model.notices import (
     NoticedRecord,
     NoticeKind,
@@ -50,14 +51,22 @@ from scoctl.core.model.records import (
     TokenRecord,
     WorkloadRecord,
 )
-from scoctl.core.model.slurm import ELASTIC_FLAGS, SlurmJob, SlurmNode
+from scoctl.core.model.slurm import (
+    ELASTIC_FLAGS,
+    OLDEST_REST_API,
+    FinishedJob,
+    SlurmJob,
+    SlurmNode,
+    rest_api_version,
+)
 
 __all__ = [
-    "ELASTIC_FLAGS", "KINDS", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS", "Claim",
-    "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord", "Flavor", "FlavorInfo",
-    "Headroom", "InstanceRecord", "Kind", "LaunchRecord", "LaunchRequest", "LaunchResult",
-    "MetricCounters", "Networks", "NoticeKind", "NoticeOutcome", "NoticeRecord",
-    "NoticeSource", "NoticedRecord", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord",
-    "Pool", "RankingCache", "ServerInfo", "SlurmJob", "SlurmNode", "Source", "Tier",
-    "TokenRecord", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
+    "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
+    "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "InstanceRecord", "Kind", "LaunchRecord",
+    "LaunchRequest", "LaunchResult", "MetricCounters", "Networks", "NoticeKind", "NoticeOutcome",
+    "NoticeRecord", "NoticeSource", "NoticedRecord", "PlanGeneration", "PlanUnitRecord",
+    "PlanWorkloadRecord", "Pool", "RankingCache", "ServerInfo", "SlurmJob", "SlurmNode", "Source",
+    "Tier", "TokenRecord", "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug",
+    "rest_api_version",
 ]

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scoctl.core.gres import DEFAULT_GPU_RESOURCE, DEFAULT_GRES_MAP, Gres, gpu_count
 
 ELASTIC_FLAGS = frozenset({"CLOUD", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "POWER_DOWN"})
+# slurmrestd's data-parser versions: scoctl reads v0.0.38 (Slurm 22.05) and every later one
+OLDEST_REST_API = (0, 0, 38)
+_REST_API = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+
+
+def rest_api_version(text: str) -> tuple[int, int, int] | None:
+    """``v0.0.40`` as (0, 0, 40); None for anything else."""
+    match = _REST_API.match(text.strip())
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 @dataclass(frozen=True)
@@ -74,3 +84,14 @@ class SlurmJob:
     gres_per_job: tuple[Gres, ...] = ()
     node_count: int = 0
     nodes: str = ""
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A finished job as accounting (``sacct``) records it: its final state (``COMPLETED``,
+    ``CANCELLED``, ``FAILED``, ...; ``CANCELLED by 1000`` is ``CANCELLED``) and exit code
+    (``exit:signal``)."""
+
+    job_id: int
+    state: str
+    exit_code: str = ""
