@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier  # noqa: E402
-from scoctl.core.planner import WorkloadPlan, plan_all, promised_depth  # noqa: E402
+from scoctl.core.planner import WorkloadPlan, plan_all, plan_rows, promised_depth  # noqa: E402
 
 GI = 2**30
 FLAVOR_SHAPES = [  # name, vcpus, ram GiB
@@ -116,7 +116,8 @@ def main() -> None:
     times: list[float] = []
     cpu_times: list[float] = []
     state = warm
-    promised = promised_depth(state, current)  # kept up to date below, as a stage would
+    # kept up to date below, as a stage would
+    promised = promised_depth(plan_rows(state), current)
     by_slug = {c.workload: c for c in claims}
     for _ in range(args.runs):
         slug = f"wl-{rnd.randrange(args.workloads):05d}"
@@ -130,14 +131,14 @@ def main() -> None:
         times.append((time.perf_counter() - t0) * 1000)
         cpu_times.append((time.process_time() - c0) * 1000)
         mine = {slug: current.get(slug, {})}
-        for pool, n in promised_depth({slug: state[slug]}, mine).items():
+        for pool, n in promised_depth(plan_rows({slug: state[slug]}), mine).items():
             promised[pool] -= n
-        for pool, n in promised_depth({slug: new_state[slug]}, mine).items():
+        for pool, n in promised_depth(plan_rows({slug: new_state[slug]}), mine).items():
             promised[pool] = promised.get(pool, 0) + n
         state = new_state
     check = plan_all(by_slug.values(), CONTRACTS, pools, flavor_map, scores, current,
                      only=set(), previous=state)
-    assert check == state and promised_depth(state, current) == {
+    assert check == state and promised_depth(plan_rows(state), current) == {
         k: v for k, v in promised.items() if v}
 
     seed = Claim("orders-daily", "T1", {"cpu": 168_000, "memory": 672 * GI},

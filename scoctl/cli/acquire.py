@@ -44,7 +44,7 @@ def acquire(
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
-    from scoctl.stages.acquire import run_acquire
+    from scoctl.stages.run import acquire_with_fallback, slurm_of
     from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)
@@ -57,16 +57,11 @@ def acquire(
     else:
         store_cm = g.writer(wait)
     observer = _Bar(enabled=not g.json and g.verbosity >= 0)
-    scheduler = None
-    if config.uses_slurm and not dry_run:
-        # to put the CLOUD nodes of failed launches back to powered-down (no call otherwise)
-        from scoctl.adapters.factory import scheduler_for
-
-        scheduler = scheduler_for(config)
     try:
         with store_cm as store:
-            result = run_acquire(config, store, SystemClock(), region=region, dry_run=dry_run,
-                                 watch=watch, observer=observer, scheduler=scheduler)
+            result = acquire_with_fallback(
+                config, store, SystemClock(), region=region, dry_run=dry_run, watch=watch,
+                observer=observer, scheduler=None if dry_run else slurm_of(config))
     finally:
         observer.round_done()
     if g.json:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scoctl.cli.common import WAIT_HELP, JsonOption
+
+if TYPE_CHECKING:
+    from scoctl.core.blast import Blast
+    from scoctl.stages.plan import PlanView
 
 
 def plan(
@@ -16,8 +20,9 @@ def plan(
         "--workload", "-w", help="Re-plan this workload (repeatable).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Full re-plan of every claim.")] = False,
     claims: Annotated[Path | None, typer.Option(
-        "--claims", help="Plan the claims of this YAML/JSON file instead of the state's "
-        "(what-if; add --dry-run to write nothing).")] = None,
+        "--claims", help="Plan the claims of this YAML/JSON file: with --dry-run a what-if "
+        "that writes nothing; without it, the file's claims are recorded as those workloads' "
+        "claims (source file) and planned.")] = None,
     explain: Annotated[str | None, typer.Option(
         "--explain", help="Show per pool: units, share, score, why other pools were skipped "
         "or capped, and the blast radius of each pool and group.")] = None,
@@ -41,102 +46,59 @@ def plan(
       scoctl plan --claims what-if.yaml --dry-run --check --json
     """
     import contextlib
-    from dataclasses import replace
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.cli.views import plan_workload_json
     from scoctl.clock import SystemClock
-    from scoctl.core.blast import blast_radii
     from scoctl.errors import EXIT_PLAN_CHECK
-    from scoctl.stages.plan import claims_from_state, run_plan
+    from scoctl.stages.plan import plan_view, what_if_store
+    from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
-    clock = SystemClock()
-    exists = g.state_path().exists()
-    if dry_run:
-        # a dry run takes no lock and writes nothing; without a state file it plans from empty
-        from scoctl.state import Store, open_store
-
-        if exists:
-            store_cm: contextlib.AbstractContextManager[Store] = g.open_store()
-        else:
-            import tempfile
-
-            tmp = tempfile.TemporaryDirectory()
-            store_cm = contextlib.closing(open_store(Path(tmp.name) / "what-if.db", create=True))
-    else:
-        store_cm = g.writer(wait, create=claims is not None)
+    store_cm: contextlib.AbstractContextManager[Store] = (
+        what_if_store(g.state_path()) if dry_run else g.writer(wait, create=claims is not None))
     with store_cm as store:
-        only = list(workload or [])
-        result = run_plan(config, store, clock, only=only, full=all_, claims_path=claims,
-                          dry_run=dry_run, explain=[explain] if explain else [])
-        stored = store.plans() if not dry_run else {}
-        wanted = g.json or bool(explain)  # the text table needs no blast radius
-        known_claims = claims_from_state(store, config) if claims is None and wanted else []
-        explained = result.records.get(explain) if explain else None
-        if explain and explained is None:
-            # an unchanged claim re-plans to the very same plan (no churn), so a dry re-plan of
-            # just this workload explains the committed one
-            probe = run_plan(config, store, clock, only=[explain], dry_run=True,
-                             explain=[explain], option="--explain")
-            explained = probe.records.get(explain)
-    records = dict(stored)
-    records.update(result.records)
-    if claims is not None:
-        records = dict(result.records)
-    if explained is not None:
-        records[explained.workload] = replace(explained,
-                                              generation=records[explain].generation
-                                              if explain in records else explained.generation)
-    shown = records if g.json else {k: v for k, v in records.items() if k == explain}
-    blasts = blast_radii(shown, known_claims, result.plans, config.flavors, config.pools,
-                         {name: c.floor for name, c in config.contracts.items()})
-    body = {
-        "generation": result.generation,
-        "ranking": result.ranking.id,
-        "changed": list(result.changed),
-        "dry_run": dry_run,
-        "workloads": [plan_workload_json(r, explain=(r.workload == explain),
-                                         blast=blasts[name].as_json() if name in blasts
-                                         else None)
-                      for name, r in sorted(records.items())],
-    }
-    if explain and explain not in records:
-        from scoctl.errors import UsageError
-
-        raise UsageError(f"--explain {explain}: no plan for this workload")
+        view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
+                         claims_path=claims, dry_run=dry_run, explain=explain,
+                         blast=g.json or explain is not None)
+    result = view.result
     if result.ranking.stale:
         render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
     if g.json:
-        render.print_json(body)
+        render.print_json({
+            "generation": result.generation, "ranking": result.ranking.id,
+            "changed": list(result.changed), "dry_run": dry_run,
+            "workloads": [plan_workload_json(r, explain=(r.workload == explain),
+                                             blast=view.blasts[name].as_json()
+                                             if name in view.blasts else None)
+                          for name, r in view.records.items()]})
     else:
-        verb = "would commit" if dry_run else ("committed" if result.committed else "unchanged:")
-        render.line(f"plan generation {result.generation} {verb} (ranking {result.ranking.id}), "
-                    f"{len(result.changed)} re-planned in {result.seconds * 1000:.1f} ms")
-        rows = []
-        for name, r in sorted(records.items()):
-            units = sum(u.units for u in r.pools)
-            committed = sum(u.share for u in r.pools if u.tier == "committed")
-            flag = "infeasible" if not r.feasible else ("degraded" if r.degraded else "ok")
-            rows.append((name, units, len(r.pools), f"{committed:.0%}", flag,
-                         "; ".join(r.reasons), result.reasons_for_change.get(name, "")))
-        render.table("Plans", ["workload", "units", "pools", "committed", "plan", "reasons",
-                               "re-planned because"], rows)
-        if explain:
-            _show_explain(records[explain], result)
-            if explain in blasts:
-                _show_blast(explain, blasts[explain])
-    if check and any(not r.feasible or r.degraded for r in records.values()):
+        _show(view, dry_run)
+    if check and any(not r.feasible or r.degraded for r in view.records.values()):
         raise typer.Exit(EXIT_PLAN_CHECK)
 
 
-def _show_explain(record: object, result: object) -> None:
+def _show(view: PlanView, dry_run: bool) -> None:
     from scoctl.cli import render
-    from scoctl.core.model import PlanWorkloadRecord
 
-    assert isinstance(record, PlanWorkloadRecord)
+    result = view.result
+    verb = "would commit" if dry_run else ("committed" if result.committed else "unchanged:")
+    render.line(f"plan generation {result.generation} {verb} (ranking {result.ranking.id}), "
+                f"{len(result.changed)} re-planned in {result.seconds * 1000:.1f} ms")
+    rows = []
+    for name, r in view.records.items():
+        units = sum(u.units for u in r.pools)
+        committed = sum(u.share for u in r.pools if u.tier == "committed")
+        flag = "infeasible" if not r.feasible else ("degraded" if r.degraded else "ok")
+        rows.append((name, units, len(r.pools), f"{committed:.0%}", flag,
+                     "; ".join(r.reasons), result.reasons_for_change.get(name, "")))
+    render.table("Plans", ["workload", "units", "pools", "committed", "plan", "reasons",
+                           "re-planned because"], rows)
+    if view.explain is None:
+        return
+    record = view.records[view.explain]
     render.table(f"{record.workload}: pools holding units",
                  ["pool", "tier", "group", "units", "share", "score"],
                  [(u.pool, u.tier, u.group, u.units, f"{u.share:.1%}", f"{u.score:.3f}")
@@ -145,13 +107,12 @@ def _show_explain(record: object, result: object) -> None:
                  [(e.get("pool"), e.get("units"), e.get("reason")) for e in record.explain])
     for reason in record.reasons:
         render.line(f"reason: {reason}")
+    if view.explain in view.blasts:
+        _show_blast(view.explain, view.blasts[view.explain])
 
 
-def _show_blast(workload: str, blast: object) -> None:
+def _show_blast(workload: str, blast: Blast) -> None:
     from scoctl.cli import render
-    from scoctl.core.blast import Blast
-
-    assert isinstance(blast, Blast)
 
     def held(ok: bool) -> str:
         return "holds" if ok else "breaks"

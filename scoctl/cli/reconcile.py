@@ -42,7 +42,7 @@ def reconcile(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_FAILURE
-    from scoctl.stages.reconcile import run_reconcile
+    from scoctl.stages.run import reconcile_and_release
     from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)
@@ -50,8 +50,8 @@ def reconcile(
     store_cm: contextlib.AbstractContextManager[Store] = (
         g.open_store() if dry_run else g.writer(wait))
     with store_cm as store:
-        result = run_reconcile(config, store, SystemClock(), region=region, dry_run=dry_run,
-                               teardown=not no_teardown)
+        result = reconcile_and_release(config, store, SystemClock(), region=region,
+                                       dry_run=dry_run, teardown=not no_teardown)
     body = result_json(result)
     if g.json:
         render.print_json(body)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scoctl.cli.common import WAIT_HELP, JsonOption
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+if TYPE_CHECKING:
+    from scoctl.stages.run import RunResult
 
 
 def run(
@@ -41,15 +42,12 @@ def run(
     Example:
       scoctl run --once --json
     """
-    import signal
-    import time
-
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.config.schema import parse_duration
-    from scoctl.errors import EXIT_OK, LockHeld, UsageError
-    from scoctl.stages.run import connect_systems, run_once
+    from scoctl.errors import UsageError
+    from scoctl.stages.loop import run_loop
 
     if once and interval:
         raise UsageError("give --once or --interval, not both")
@@ -65,68 +63,28 @@ def run(
     config = g.config()
     if region is not None:
         config.region(region)  # UsageError naming --region before anything runs
-    clock = SystemClock()
-    # Set by the signal handler. A plain list, not a threading.Event: Event.set() from a
-    # handler that interrupts Event.wait() can deadlock on the Event's own (non-reentrant) lock.
-    stopped_by: list[str] = []
-    if period:
-        def on_signal(signum: int, _frame: object) -> None:
-            # no output here either: a signal can land in the middle of a write to stderr
-            if signum == signal.SIGINT and stopped_by:
-                raise KeyboardInterrupt  # a second Ctrl-C: stop now
-            stopped_by.append(signal.Signals(signum).name)
 
-        def pause(seconds: float) -> bool:
-            """Sleep up to `seconds`; True as soon as a stop was asked for."""
-            deadline = time.monotonic() + seconds
-            while not stopped_by:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(left, 0.1))
-            return True
+    def show(result: RunResult) -> None:
+        if g.json:
+            render.print_json_line(result.as_dict())
+            return
+        timings = ", ".join(
+            f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
+            + (f" (skipped: {s.skipped})" if s.skipped else "") for s in result.stages)
+        render.line(f"pass in {result.seconds * 1000:.0f} ms: {timings}")
+        for s in result.stages:
+            for error in s.errors:
+                render.warn(f"{s.name}: {error}")
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-    systems = connect_systems(config)
-    code = EXIT_OK
-    try:
-        while True:
-            try:
-                with g.writer(wait) as store:
-                    result = run_once(config, store, clock, systems,
-                                      teardown=not no_teardown, region=region)
-            except LockHeld as exc:
-                if not period:
-                    raise
-                render.warn(f"{exc}; skipping this pass")
-            else:
-                code = result.exit_code
-                if g.json:
-                    render.print_json_line(result.as_dict())
-                else:
-                    timings = ", ".join(
-                        f"{s.name} {s.seconds * 1000:.0f} ms"
-                        + ("" if s.ok else " FAILED") + (f" (skipped: {s.skipped})"
-                                                         if s.skipped else "")
-                        for s in result.stages)
-                    render.line(f"pass in {result.seconds * 1000:.0f} ms: {timings}")
-                    for s in result.stages:
-                        for error in s.errors:
-                            render.warn(f"{s.name}: {error}")
-            if not period or pause(period):
-                break
-    except KeyboardInterrupt:
+    outcome = run_loop(config, SystemClock(), lambda: g.writer(wait), period=period,
+                       teardown=not no_teardown, region=region, on_pass=show,
+                       on_skip=render.warn)
+    if outcome.interrupted:
         render.warn("interrupted in the middle of a pass")
-        code = EXIT_INTERRUPTED
-    else:
-        if stopped_by:
-            render.warn(f"{stopped_by[0]}: stopped")
-            code = EXIT_OK  # stopped on request: a clean stop, whatever the last pass did
-    finally:
-        systems.close()
-    if code:
-        raise typer.Exit(code)
+    elif outcome.stopped_by:
+        render.warn(f"{outcome.stopped_by}: stopped")
+    if outcome.code:
+        raise typer.Exit(outcome.code)
 
 
 def register(app: typer.Typer) -> None:

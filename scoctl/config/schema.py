@@ -23,6 +23,7 @@ from scoctl.core.model import (
     Contract,
     Flavor,
     Pool,
+    Source,
     flavor_allocatable,
     is_slug,
     rest_api_version,
@@ -136,6 +137,9 @@ class Bootstrap:
 
 @dataclass(frozen=True)
 class Timeouts:
+    """The `timeouts` section in seconds; these defaults are the only ones (the reconciler's
+    `Policy` and the parser take them from here)."""
+
     launch: float = 300.0
     registration: float = 900.0
     idle: float = 600.0
@@ -149,6 +153,16 @@ class Timeouts:
 class Intake:
     batch_idle: float = 1.0
     batch_max: float = 5.0
+
+
+@dataclass(frozen=True)
+class HostHints:
+    """What the host offers beyond the config (`scoctl.host.discovery.host_hints` reads it):
+    a kubeconfig ($KUBECONFIG, ~/.kube/config) or an in-cluster service account, and a Slurm
+    client (``squeue`` on the PATH and a slurm.conf)."""
+
+    kubeconfig: bool = False
+    slurm_client: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,26 @@ class Config:
                 return spec
         return None
 
+    def sources(self, host: HostHints | None = None) -> tuple[Source, ...]:
+        """The demand sources in use — the one rule that watch ``--source all``, reconcile,
+        run and acquire all ask.
+
+        Kubernetes: `kubernetes.kubeconfig` or `kubernetes.context` is set, or the `host` has
+        a kubeconfig or an in-cluster service account — a cluster scoctl can reach (pods
+        labelled with the workload label are demand even when not in `workloads`, and a
+        Kubernetes workload alone does not say where the cluster is). Slurm: a workload comes
+        from it, `slurm.rest_url` or `slurm.cloud_partitions` is set, or the `host` is a Slurm
+        client. Without `host`, the config alone decides.
+        """
+        hints = host or HostHints()
+        out: list[Source] = []
+        if self.kubernetes.kubeconfig or self.kubernetes.context or hints.kubeconfig:
+            out.append("k8s")
+        if (any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
+                or self.slurm.cloud_partitions or hints.slurm_client):
+            out.append("slurm")
+        return tuple(out)
+
     @property
     def slurm_gpu_resource(self) -> str:
         """The resource name Slurm GPUs count as: what `slurm.gres_map` maps ``gpu`` to, else
@@ -215,16 +249,13 @@ class Config:
 
     @property
     def uses_slurm(self) -> bool:
-        """Slurm is a demand source: a Slurm workload, slurmrestd or CLOUD partitions."""
-        return bool(any(w.source == "slurm" for w in self.workloads) or self.slurm.rest_url
-                    or self.slurm.cloud_partitions)
+        """The config alone makes Slurm a demand source (see `sources`)."""
+        return "slurm" in self.sources()
 
     @property
     def uses_kubernetes(self) -> bool:
-        """Kubernetes is a demand source: a Kubernetes workload or a configured kubeconfig
-        (pods labelled with the workload label are demand even when not in `workloads`)."""
-        return bool(any(w.source == "k8s" for w in self.workloads)
-                    or self.kubernetes.kubeconfig or self.kubernetes.context)
+        """The config alone makes Kubernetes a demand source (see `sources`)."""
+        return "k8s" in self.sources()
 
 
 TOP_LEVEL = frozenset({
@@ -617,14 +648,15 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     t = r.mapping(root.get("timeouts"), ("timeouts",),
                   allowed=FIELDS[("timeouts",)])
     tp: Path_ = ("timeouts",)
+    unset = Timeouts()  # the one place the timeout defaults are written
     timeouts = Timeouts(
-        launch=r.duration(t, tp, "launch", 300.0),
-        registration=r.duration(t, tp, "registration", 900.0),
-        idle=r.duration(t, tp, "idle", 600.0),
-        negative_cache=r.duration(t, tp, "negative_cache", 180.0),
-        orphan_grace=r.duration(t, tp, "orphan_grace", 1800.0),
-        lock_wait=r.duration(t, tp, "lock_wait", 0.0),
-        drain_margin=r.duration(t, tp, "drain_margin", 15.0),
+        launch=r.duration(t, tp, "launch", unset.launch),
+        registration=r.duration(t, tp, "registration", unset.registration),
+        idle=r.duration(t, tp, "idle", unset.idle),
+        negative_cache=r.duration(t, tp, "negative_cache", unset.negative_cache),
+        orphan_grace=r.duration(t, tp, "orphan_grace", unset.orphan_grace),
+        lock_wait=r.duration(t, tp, "lock_wait", unset.lock_wait),
+        drain_margin=r.duration(t, tp, "drain_margin", unset.drain_margin),
     )
     it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
     intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),

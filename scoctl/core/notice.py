@@ -41,14 +41,13 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
-from scoctl.core.reconcile import LIVE, SLURM_POWERED_OFF, Event
+from scoctl.core.reconcile import LIVE, SLURM_POWERED_OFF, Event, node_server_id
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 RECLAIM_AT = "sco:reclaim-at"
 NOTICED = "noticed"
 BOOTING = frozenset({"requested", "building", "active"})
 CAN_NOTICE = LIVE | {NOTICED}
-INSTANCE_LABEL = "sco/instance"
 
 
 def parse_notice_time(text: str) -> datetime:
@@ -191,17 +190,9 @@ def metadata_notice(server: ServerInfo) -> tuple[Notice | None, str | None]:
 
 
 def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
-    """The instance's Kubernetes Node, by identity (DESIGN §7): the Node's providerID
-    (``openstack:///<server id>``, with or without a region part), else its `sco/instance`
-    label; never by name alone."""
-    for node in nodes:
-        provider = node.provider_id
-        if provider.startswith("openstack://") and provider.rstrip("/").rsplit("/", 1)[-1] \
-                == inst.id:
-            return node
-        if node.labels.get(INSTANCE_LABEL) == inst.id:
-            return node
-    return None
+    """The instance's Kubernetes Node, by identity (`core.reconcile.node_server_id`: the
+    providerID, else the ``sco/instance`` label; never by name alone)."""
+    return next((node for node in nodes if node_server_id(node) == inst.id), None)
 
 
 def movable(pods: Iterable[PodInfo]) -> list[PodInfo]:

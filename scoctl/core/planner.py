@@ -903,8 +903,9 @@ def plan_all(
     re-planned; every other claim keeps its previous plan, whose new units (beyond the
     workload's current units) still consume depth. A previous plan whose claim is gone is
     dropped. Returns the plans in planning order. Workloads named in `explain` get explain
-    lines. `promised`, when given, must be `promised_depth(previous, current_by_workload)`: a
-    caller that keeps it up to date saves a pass over every previous plan. Raises `ConfigError`
+    lines. `promised`, when given, must be
+    `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
+    date saves a pass over every previous plan. Raises `ConfigError`
     for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
@@ -967,17 +968,24 @@ def _consume(
             depth_left[p.pool] -= sign * new
 
 
+def plan_rows(plans: Mapping[str, WorkloadPlan]) -> Iterator[tuple[str, str, int]]:
+    """The (workload, pool, units) rows of `plans`: the shape the state stores them in."""
+    for slug in sorted(plans):
+        for p in plans[slug].pools:
+            yield slug, p.pool, p.units
+
+
 def promised_depth(
-    plans: Mapping[str, WorkloadPlan], current_by_workload: Mapping[str, Mapping[str, int]]
+    rows: Iterable[tuple[str, str, int]], current_by_workload: Mapping[str, Mapping[str, int]]
 ) -> dict[str, int]:
-    """Per pool, the new units (beyond each workload's current units) the plans take from its
-    depth: what `plan_all` subtracts for the plans it keeps."""
+    """Per pool, the new units (beyond each workload's current units) that plan rows
+    (workload, pool, units) take from its depth: what `plan_all` subtracts for the plans it
+    keeps. The plan stage passes the stored rows (`Store.planned_units`) so that tens of
+    thousands of kept plans are never rebuilt as values; `plan_rows` turns plans into rows."""
     out: dict[str, int] = {}
     empty: Mapping[str, int] = {}
-    for slug in sorted(plans):
-        current = current_by_workload.get(slug, empty)
-        for p in plans[slug].pools:
-            new = p.units - current.get(p.pool, 0)
-            if new > 0:
-                out[p.pool] = out.get(p.pool, 0) + new
+    for workload, pool, units in rows:
+        new = units - current_by_workload.get(workload, empty).get(pool, 0)
+        if new > 0:
+            out[pool] = out.get(pool, 0) + new
     return out

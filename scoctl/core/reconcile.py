@@ -19,20 +19,22 @@ stage, `scoctl.core.notice`) to ``deleting``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
-from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
+from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
+from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
-from scoctl.errors import QuotaExceeded
 
 MANAGED_TAG = "sco:managed"
 LIVE = frozenset({"requested", "building", "active", "ready"})
 RECLAIMABLE_TAINT = ("reclaimable", "true", "NoSchedule")
+OPENSTACK_PROVIDER = "openstack://"
+INSTANCE_LABEL = "sco/instance"  # set by the node's join script: the server id
 # Slurm flags that mean the node is not up (yet, or any more)
 SLURM_NOT_UP = frozenset({"POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "NOT_RESPONDING",
                           "POWER_DOWN"})
@@ -43,15 +45,17 @@ SLURM_POWERED_OFF = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
 
 @dataclass(frozen=True)
 class Policy:
-    """The reconciler's knobs (seconds), from the config's `timeouts` and friends."""
+    """The reconciler's knobs (seconds), from the config's `timeouts`, `gc_orphans` and
+    `disruption_budget`. No defaults here: the config (`scoctl.config.schema.Timeouts`) is the
+    one place that says what an unset knob means."""
 
-    launch_timeout: float = 300.0
-    registration_timeout: float = 900.0
-    idle_timeout: float = 600.0
-    negative_cache: float = 180.0
-    orphan_grace: float = 1800.0
-    gc_orphans: bool = False
-    disruption_budget: float = 0.10
+    launch_timeout: float
+    registration_timeout: float
+    idle_timeout: float
+    negative_cache: float
+    orphan_grace: float
+    gc_orphans: bool
+    disruption_budget: float
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,12 @@ class Snapshot:
     """Everything `decide` looks at, for one region.
 
     `servers` are the region's servers tagged ``sco:managed``. `k8s_nodes` / `slurm_nodes` are
-    None when that system is not in use (then nothing is ever "ready" through it).
-    `busy_pods[node]` counts the pods on a Kubernetes node that are not DaemonSet, mirror or
-    finished pods. `suspended` names Slurm nodes that Slurm's SuspendProgram or
-    ResumeFailProgram handed back. `orphans_seen[server id]` is when an orphan was first seen.
-    `tiers[pool]` is ``committed`` or ``reclaimable``.
+    None when that system is not in use (then nothing is ever "ready" through it); a
+    Kubernetes Node belongs to the server `node_server_id` names. `busy_pods[node name]` counts
+    the pods on a Kubernetes node that are not DaemonSet, mirror or finished pods. `suspended`
+    names Slurm nodes that Slurm's SuspendProgram or ResumeFailProgram handed back.
+    `orphans_seen[server id]` is when an orphan was first seen. `tiers[pool]` is
+    ``committed`` or ``reclaimable``.
     """
 
     region: str
@@ -130,13 +135,6 @@ class ScaleDown:
 
 
 @dataclass(frozen=True)
-class Exclusion:
-    pool: str
-    reason: str
-    until: str
-
-
-@dataclass(frozen=True)
 class Event:
     workload: str | None
     token: str
@@ -164,7 +162,7 @@ class Decision:
     launch_updates: tuple[LaunchUpdate, ...] = ()
     deletions: tuple[Deletion, ...] = ()
     scale_downs: tuple[ScaleDown, ...] = ()
-    exclusions: tuple[Exclusion, ...] = ()
+    exclusions: tuple[ExclusionRecord, ...] = ()
     events: tuple[Event, ...] = ()
     dirty: Mapping[str, str] = field(default_factory=dict)
     adoptions: tuple[str, ...] = ()
@@ -217,6 +215,19 @@ def k8s_ready(node: NodeInfo | None, *, workload: str | None, pool: str | None,
     return True
 
 
+def node_server_id(node: NodeInfo) -> str | None:
+    """The Nova server behind a Kubernetes Node (DESIGN §7): its ``spec.providerID``
+    (``openstack:///<server id>``, with or without a region part), else its
+    ``sco/instance=<server id>`` label; None for a Node that names no server. A Node is never
+    matched to a server by its name: clouds name Nodes ``<server>.novalocal`` or by IP."""
+    provider = node.provider_id
+    if provider.startswith(OPENSTACK_PROVIDER):
+        server_id = provider[len(OPENSTACK_PROVIDER):].strip("/").rsplit("/", 1)[-1]
+        if server_id:
+            return server_id
+    return node.labels.get(INSTANCE_LABEL) or None
+
+
 def slurm_up(node: SlurmNode | None) -> bool:
     """A Slurm node counts as up: known, not down, not powered (or powering) down or up."""
     if node is None:
@@ -239,20 +250,35 @@ def _nova_status(server: ServerInfo) -> str:
     return server.status.upper()
 
 
-class _Builder:
-    """Collects the decision while the rules run (local to one `decide` call)."""
+class _Pass:
+    """One `decide` call: the snapshot indexed for lookups, and the changes collected while
+    the rules run. Every rule is a small function over it; nothing here leaves the call."""
 
-    def __init__(self) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: datetime) -> None:
+        self.snapshot, self.policy, self.now, self.stamp = snapshot, policy, now, rfc3339(now)
+        self.servers = {s.id: s for s in snapshot.servers if MANAGED_TAG in s.tags}
+        self.instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
+        self.launches = {launch.launch_id: launch for launch in snapshot.launches
+                         if launch.region == snapshot.region}
+        self.nodes_by_server: dict[str, NodeInfo] = {}
+        for node in snapshot.k8s_nodes or ():
+            server_id = node_server_id(node)
+            if server_id:
+                self.nodes_by_server.setdefault(server_id, node)
+        self.slurm = {n.name: n for n in snapshot.slurm_nodes or ()}
+        # the decision as it grows
         self.new: list[InstanceRecord] = []
         self.updates: dict[str, dict[str, Any]] = {}
-        self.launches: dict[str, LaunchUpdate] = {}
+        self.launch_updates: dict[str, LaunchUpdate] = {}
         self.deletions: list[Deletion] = []
         self.scale_downs: list[ScaleDown] = []
-        self.exclusions: dict[str, Exclusion] = {}
+        self.exclusions: dict[str, ExclusionRecord] = {}
         self.events: list[Event] = []
         self.dirty: dict[str, str] = {}
         self.adopted: list[str] = []
         self.orphans: list[Orphan] = []
+
+    # -- recording ---------------------------------------------------------------------------
 
     def update(self, inst: InstanceRecord, **fields: Any) -> None:
         changed = {k: v for k, v in fields.items() if getattr(inst, k) != v}
@@ -267,273 +293,317 @@ class _Builder:
         if workload:
             self.dirty.setdefault(workload, reason)
 
+    def status(self, inst: InstanceRecord) -> str:
+        """The instance's status after this pass's changes so far."""
+        return str(self.updates.get(inst.id, {}).get("status", inst.status))
 
-def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
-    """The reconcile decision for one region (see the module docstring for the rules)."""
-    b = _Builder()
-    stamp = rfc3339(now)
-    by_id = {s.id: s for s in snapshot.servers if MANAGED_TAG in s.tags}
-    instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
-    launches = {launch.launch_id: launch for launch in snapshot.launches
-                if launch.region == snapshot.region}
-    nodes_by_name: dict[str, NodeInfo] = {}
-    nodes_by_provider: dict[str, NodeInfo] = {}
-    for node in snapshot.k8s_nodes or ():
-        nodes_by_name[node.name] = node
-        if node.provider_id:
-            nodes_by_provider[node.provider_id.rsplit("/", 1)[-1]] = node
-    slurm = {n.name: n for n in snapshot.slurm_nodes or ()}
+    def age(self, since: str | None) -> float:
+        return _age(self.now, since)
 
-    def k8s_node(inst: InstanceRecord) -> NodeInfo | None:
-        return nodes_by_provider.get(inst.id) or nodes_by_name.get(inst.name)
+    # -- what the nodes say ------------------------------------------------------------------
 
-    def ready(inst: InstanceRecord) -> bool | None:
+    def k8s_node(self, inst: InstanceRecord) -> NodeInfo | None:
+        """The instance's Kubernetes Node, matched by identity (never by name)."""
+        return self.nodes_by_server.get(inst.id)
+
+    def slurm_in_view(self, inst: InstanceRecord) -> bool:
+        """The instance is a Slurm node and Slurm was read."""
+        return bool(inst.node_name) and self.snapshot.slurm_nodes is not None
+
+    def ready(self, inst: InstanceRecord) -> bool | None:
         """Registered and up; None when the system that would say so was not read."""
         if inst.node_name:
-            if snapshot.slurm_nodes is None:
+            if self.snapshot.slurm_nodes is None:
                 return None
-            return slurm_up(slurm.get(inst.node_name))
-        if snapshot.k8s_nodes is None:
+            return slurm_up(self.slurm.get(inst.node_name))
+        if self.snapshot.k8s_nodes is None:
             return None
-        return k8s_ready(k8s_node(inst), workload=inst.workload, pool=inst.pool,
-                         reclaimable=snapshot.tiers.get(inst.pool or "") == "reclaimable")
+        return k8s_ready(self.k8s_node(inst), workload=inst.workload, pool=inst.pool,
+                         reclaimable=self.snapshot.tiers.get(inst.pool or "") == "reclaimable")
 
-    def node_of(inst: InstanceRecord) -> str | None:
-        if inst.node_name and snapshot.slurm_nodes is not None:
+    def idle(self, inst: InstanceRecord) -> bool | None:
+        """Idle for scale-down; None when the system that would say so was not read."""
+        if self.slurm_in_view(inst):
+            return slurm_idle(self.slurm.get(inst.node_name or ""))
+        if self.snapshot.k8s_nodes is None:
             return None
-        node = k8s_node(inst)
+        node = self.k8s_node(inst)
+        return node is None or self.snapshot.busy_pods.get(node.name, 0) == 0
+
+    def node_of(self, inst: InstanceRecord) -> str | None:
+        """The Kubernetes Node to delete with the instance's server."""
+        if self.slurm_in_view(inst):
+            return None
+        node = self.k8s_node(inst)
         return node.name if node is not None else None
 
-    def power_down(name: str | None, server_id: str = "") -> str | None:
+    def power_down(self, name: str | None, server_id: str = "") -> str | None:
         """The Slurm node to put back to powered-down, unless Slurm has it powered (or
         powering) down already — POWER_DOWN_FORCE would run SuspendProgram again and keep the
         node from resuming for SuspendTimeout — or another live instance (a fallback launch)
         now serves that node name."""
-        if not name or snapshot.slurm_nodes is None:
+        if not name or self.snapshot.slurm_nodes is None:
             return None
-        known = slurm.get(name)
+        known = self.slurm.get(name)
         if known is not None and known.flags & SLURM_POWERED_OFF:
             return None
-        for other in instances.values():
-            status = b.updates.get(other.id, {}).get("status", other.status)
-            if other.id != server_id and other.node_name == name and status in LIVE:
+        for other in self.instances.values():
+            if other.id != server_id and other.node_name == name and self.status(other) in LIVE:
                 return None
         return name
 
-    def delete(inst: InstanceRecord, reason: str, *, power: bool = True,
+    # -- actions -----------------------------------------------------------------------------
+
+    def delete(self, inst: InstanceRecord, reason: str, *, power: bool = True,
                **fields: Any) -> None:
         """Delete the instance's server; a failed Slurm launch also powers its node down
         (`power`; not on a retried delete — the first one did, and the name may be served
         again — nor for a node Slurm handed back itself)."""
-        b.update(inst, **fields)
-        b.deletions.append(Deletion(
+        self.update(inst, **fields)
+        self.deletions.append(Deletion(
             server_id=inst.id, name=inst.name, reason=reason, workload=inst.workload,
-            pool=inst.pool, instance=inst.id, node=node_of(inst),
-            slurm_node=power_down(inst.node_name, inst.id) if power else None))
+            pool=inst.pool, instance=inst.id, node=self.node_of(inst),
+            slurm_node=self.power_down(inst.node_name, inst.id) if power else None))
 
-    # 1. adopt servers scoctl launched but never recorded (crash between intent and record)
-    adopted_launches: set[str] = set()
-    for server in sorted(by_id.values(), key=lambda s: s.name):
-        if server.id in instances:
+    def power_down_only(self, name: str, reason: str, workload: str | None,
+                        pool: str | None) -> None:
+        """Put a Slurm node back to powered-down when no server is left to delete."""
+        self.deletions.append(Deletion(server_id="", name=name, reason=reason,
+                                       workload=workload, pool=pool, slurm_node=name))
+
+    def scale(self, inst: InstanceRecord) -> ScaleDown:
+        slurm_node = inst.node_name if self.slurm_in_view(inst) else None
+        return ScaleDown(instance=inst.id, server_id=inst.id, name=inst.name,
+                         workload=inst.workload or "", pool=inst.pool or "",
+                         node=None if slurm_node else self.node_of(inst),
+                         slurm_node=slurm_node)
+
+    def decision(self, orphans_seen: Mapping[str, str],
+                 held: Mapping[str, Mapping[str, int]]) -> Decision:
+        return Decision(
+            new_instances=tuple(self.new),
+            updates=tuple(InstanceUpdate(k, v) for k, v in sorted(self.updates.items())),
+            launch_updates=tuple(self.launch_updates[k] for k in sorted(self.launch_updates)),
+            deletions=tuple(self.deletions), scale_downs=tuple(self.scale_downs),
+            exclusions=tuple(self.exclusions[k] for k in sorted(self.exclusions)),
+            events=tuple(self.events), dirty=dict(sorted(self.dirty.items())),
+            adoptions=tuple(self.adopted), orphans=tuple(self.orphans),
+            orphans_seen=orphans_seen,
+            held={w: dict(p) for w, p in sorted(held.items())})
+
+
+def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
+    """The reconcile decision for one region (see the module docstring for the rules):
+    adopt the servers of crashed launches, settle launch intents, track every instance, report
+    orphans, then scale down idle units the plan no longer needs."""
+    p = _Pass(snapshot, policy, now)
+    adopted = _adopt(p)
+    _settle_intents(p, adopted)
+    for inst in sorted(p.instances.values(), key=lambda i: (i.workload or "", i.name)):
+        _track(p, inst, p.servers.get(inst.id))
+    seen = _orphans(p)
+    deleting = {d.instance for d in p.deletions if d.instance}
+    held = _held(p, deleting)
+    _follow_idle(p, deleting)
+    _scale_down(p, held, deleting)
+    return p.decision(seen, held)
+
+
+def _adopted_record(p: _Pass, server: ServerInfo, tags: Mapping[str, str],
+                    launch: LaunchRecord | None, workload: str | None) -> InstanceRecord:
+    node_name = None
+    if launch is not None and launch.node_names:
+        node_name = server.name if server.name in launch.node_names else launch.node_names[0]
+    generation = tags.get("gen")
+    return InstanceRecord(
+        id=server.id, name=server.name, region=p.snapshot.region, workload=workload,
+        pool=tags.get("pool") or (launch.pool if launch else None),
+        generation=int(generation) if generation and generation.isdigit() else
+        (launch.generation if launch else None),
+        launch_id=launch.launch_id if launch else tags.get("launch"),
+        status="requested", created=launch.created if launch else p.stamp, updated=p.stamp,
+        node_name=node_name)
+
+
+def _adopt(p: _Pass) -> set[str]:
+    """Servers scoctl launched but never recorded (a crash between intent and record) become
+    instances; returns the launches adopted."""
+    adopted: set[str] = set()
+    for server in sorted(p.servers.values(), key=lambda s: s.name):
+        if server.id in p.instances:
             continue
         tags = server_tags(server)
-        launch = launches.get(tags.get("launch", ""))
+        launch = p.launches.get(tags.get("launch", ""))
         workload = tags.get("workload") or (launch.workload if launch else None)
-        if launch is None and workload not in snapshot.workloads:
-            continue  # an orphan: handled below
-        node_name = None
-        if launch is not None and launch.node_names:
-            node_name = server.name if server.name in launch.node_names else launch.node_names[0]
-        generation = tags.get("gen")
-        record = InstanceRecord(
-            id=server.id, name=server.name, region=snapshot.region, workload=workload,
-            pool=tags.get("pool") or (launch.pool if launch else None),
-            generation=int(generation) if generation and generation.isdigit() else
-            (launch.generation if launch else None),
-            launch_id=launch.launch_id if launch else tags.get("launch"),
-            status="requested", created=launch.created if launch else stamp, updated=stamp,
-            node_name=node_name)
-        b.new.append(record)
-        instances[record.id] = record
-        if launch is not None and launch.launch_id not in adopted_launches:
-            adopted_launches.add(launch.launch_id)
-            b.adopted.append(launch.launch_id)
+        if launch is None and workload not in p.snapshot.workloads:
+            continue  # an orphan: `_orphans` reports it
+        record = _adopted_record(p, server, tags, launch, workload)
+        p.new.append(record)
+        p.instances[record.id] = record
+        if launch is not None and launch.launch_id not in adopted:
+            adopted.add(launch.launch_id)
+            p.adopted.append(launch.launch_id)
             if launch.status != "recorded":
-                b.launches[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
-            b.event(workload, "LAUNCH_ADOPTED", launch=launch.launch_id, pool=launch.pool)
+                p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
+            p.event(workload, "LAUNCH_ADOPTED", launch=launch.launch_id, pool=launch.pool)
+    return adopted
 
-    # 2. launch intents with no server after the launch timeout: failed, units freed
-    for launch in launches.values():
-        if launch.status not in ("intent", "called") or launch.launch_id in adopted_launches:
+
+def _settle_intents(p: _Pass, adopted: set[str]) -> None:
+    """Launch intents with no server after the launch timeout fail (their units are freed);
+    intents whose servers are recorded are settled as recorded."""
+    timeout = p.policy.launch_timeout
+    for launch in p.launches.values():
+        if launch.status not in ("intent", "called") or launch.launch_id in adopted:
             continue
-        if any(i.launch_id == launch.launch_id for i in instances.values()):
-            b.launches[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
+        if any(i.launch_id == launch.launch_id for i in p.instances.values()):
+            p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
             continue
-        if _age(now, launch.created) >= policy.launch_timeout:
-            b.launches[launch.launch_id] = LaunchUpdate(
-                launch.launch_id, "failed", "no server carries its sco:launch tag after the "
-                f"launch timeout ({policy.launch_timeout:g}s)")
-            b.event(launch.workload, "LAUNCH_TIMEOUT", "warning", launch=launch.launch_id,
-                    pool=launch.pool, servers=0)
-            b.mark_dirty(launch.workload, "launch failed")
-            for name in launch.node_names:
-                if power_down(name):
-                    b.deletions.append(Deletion(server_id="", name=name,
-                                                reason="launch failed", workload=launch.workload,
-                                                pool=launch.pool, slurm_node=name))
-
-    # 3. every tracked instance against its server
-    for inst in sorted(instances.values(), key=lambda i: (i.workload or "", i.name)):
-        _track(b, inst, by_id.get(inst.id), snapshot, policy, now, stamp, ready, delete,
-               power_down)
-
-    # 4. orphans: tagged by scoctl, unknown launch and workload
-    seen: dict[str, str] = {}
-    for server in sorted(by_id.values(), key=lambda s: s.name):
-        if server.id in instances:
+        if p.age(launch.created) < timeout:
             continue
-        first = snapshot.orphans_seen.get(server.id, stamp)
-        seen[server.id] = first
-        tags = server_tags(server)
-        gone = _nova_status(server) == "DELETED"
-        remove = (policy.gc_orphans and not gone
-                  and _age(now, first) >= policy.orphan_grace)
-        b.orphans.append(Orphan(server.id, server.name, first, tags.get("workload"), remove))
-        if server.id not in snapshot.orphans_seen:
-            b.event(tags.get("workload"), "ORPHAN_FOUND", "warning", server=server.id,
-                    name=server.name, gc=policy.gc_orphans)
-        if remove:
-            b.deletions.append(Deletion(server_id=server.id, name=server.name,
-                                        reason="orphan past its grace period",
-                                        workload=tags.get("workload")))
-
-    # 5. scale-down of idle units the plan no longer needs, under the disruption budget
-    deleting: set[str] = {d.instance for d in b.deletions if d.instance}
-    held = _held(instances, b.updates, deleting)
-    _scale_down(b, instances, held, deleting, snapshot, policy, now, stamp, slurm)
-
-    return Decision(
-        new_instances=tuple(b.new),
-        updates=tuple(InstanceUpdate(k, v) for k, v in sorted(b.updates.items())),
-        launch_updates=tuple(b.launches[k] for k in sorted(b.launches)),
-        deletions=tuple(b.deletions),
-        scale_downs=tuple(b.scale_downs),
-        exclusions=tuple(b.exclusions[k] for k in sorted(b.exclusions)),
-        events=tuple(b.events),
-        dirty=dict(sorted(b.dirty.items())),
-        adoptions=tuple(b.adopted),
-        orphans=tuple(b.orphans),
-        orphans_seen=seen,
-        held={w: dict(p) for w, p in sorted(held.items())},
-    )
+        p.launch_updates[launch.launch_id] = LaunchUpdate(
+            launch.launch_id, "failed",
+            f"no server carries its sco:launch tag after the launch timeout ({timeout:g}s)")
+        p.event(launch.workload, "LAUNCH_TIMEOUT", "warning", launch=launch.launch_id,
+                pool=launch.pool, servers=0)
+        p.mark_dirty(launch.workload, "launch failed")
+        for name in launch.node_names:
+            if p.power_down(name):
+                p.power_down_only(name, "launch failed", launch.workload, launch.pool)
 
 
-def _track(b: _Builder, inst: InstanceRecord, server: ServerInfo | None, snapshot: Snapshot,
-           policy: Policy, now: datetime, stamp: str,
-           ready: Callable[[InstanceRecord], bool | None],
-           delete: Callable[..., None],
-           power_down: Callable[[str | None, str], str | None]) -> None:
+def _track(p: _Pass, inst: InstanceRecord, server: ServerInfo | None) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
     if status in ("deleted", "noticed"):
         return  # a noticed instance is the notice stage's until its end (DESIGN §14)
     if server is None or _nova_status(server) == "DELETED":
-        if status in ("deleting", "draining") or status == "error":
-            b.update(inst, status="deleted")
-            b.event(inst.workload, "INSTANCE_DELETED", server=inst.id, name=inst.name,
-                    pool=inst.pool)
-            return
-        # it was live and nobody here deleted it: reclaimed
-        b.update(inst, status="deleted", fault=inst.fault or "gone (reclaimed)")
-        b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
-                name=inst.name, pool=inst.pool, was=status)
-        b.mark_dirty(inst.workload, "units lost to a reclaim")
-        node = power_down(inst.node_name, inst.id)
-        if node:
-            b.deletions.append(Deletion(server_id="", name=inst.name, reason="reclaimed",
-                                        workload=inst.workload, pool=inst.pool,
-                                        slurm_node=node))
-        return
-    nova = _nova_status(server)
-    if status == "deleting":
+        _track_gone(p, inst)
+    elif status == "deleting":
         # Nova accepted the delete; retry only if the server lingers past the launch timeout
-        if _age(now, inst.updated) >= policy.launch_timeout:
-            delete(inst, "delete retried: the server is still there", power=False)
-        return
-    if status == "draining":
+        if p.age(inst.updated) >= p.policy.launch_timeout:
+            p.delete(inst, "delete retried: the server is still there", power=False)
+    elif status == "draining":
         return  # the scale-down pass carries it on
-    if inst.node_name and inst.node_name in snapshot.suspended and status in LIVE:
+    elif inst.node_name and inst.node_name in p.snapshot.suspended and status in LIVE:
         # Slurm's SuspendProgram / ResumeFailProgram handed the node back, powered down
         # already: no drain, and no second power-down
-        delete(inst, "suspended by Slurm power saving", power=False, status=status)
+        p.delete(inst, "suspended by Slurm power saving", power=False, status=status)
+    elif _nova_status(server) == "ERROR":
+        _track_error(p, inst, server)
+    elif status == "error":
+        p.delete(inst, "delete retried", power=False)
+    elif _nova_status(server) == "BUILD":
+        _track_build(p, inst)
+    elif _nova_status(server) == "ACTIVE":
+        _track_active(p, inst)
+    # SHUTOFF, REBOOT, ...: nothing scoctl decides on
+
+
+def _track_gone(p: _Pass, inst: InstanceRecord) -> None:
+    """No server any more: deleted as asked, or — when it was live — reclaimed."""
+    if inst.status in ("deleting", "draining", "error"):
+        p.update(inst, status="deleted")
+        p.event(inst.workload, "INSTANCE_DELETED", server=inst.id, name=inst.name,
+                pool=inst.pool)
         return
-    if nova == "ERROR":
-        if status == "error":
-            delete(inst, "delete retried", power=False)  # recorded already; last delete failed
-            return
-        fault = server.fault_message or f"ERROR (fault {server.fault_code})"
-        was_active = inst.active_at is not None or status in ("active", "ready")
-        if was_active:
-            b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
-                    name=inst.name, pool=inst.pool, fault=fault)
-            b.mark_dirty(inst.workload, "units lost to a reclaim")
-            delete(inst, "reclaimed (ERROR after ACTIVE)", status="error", fault=fault)
-            return
-        if server.fault_error() is QuotaExceeded:
-            b.event(inst.workload, "QUOTA_EXCEEDED", "warning", server=inst.id,
-                    pool=inst.pool, fault=fault)
-            b.mark_dirty(inst.workload, "launch failed on quota")
-        else:
-            until = rfc3339(now + timedelta(seconds=policy.negative_cache))
-            if inst.pool and inst.pool not in b.exclusions:
-                b.exclusions[inst.pool] = Exclusion(inst.pool, f"capacity fault: {fault}",
-                                                    until)
-                b.event(inst.workload, "POOL_EXCLUDED", "warning", pool=inst.pool,
-                        until=until, fault=fault)
-            b.mark_dirty(inst.workload, f"pool {inst.pool} excluded")
-        delete(inst, "launch failed", status="error", fault=fault)
+    # it was live and nobody here deleted it: reclaimed
+    p.update(inst, status="deleted", fault=inst.fault or "gone (reclaimed)")
+    p.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id, name=inst.name,
+            pool=inst.pool, was=inst.status)
+    p.mark_dirty(inst.workload, "units lost to a reclaim")
+    node = p.power_down(inst.node_name, inst.id)
+    if node:
+        p.power_down_only(node, "reclaimed", inst.workload, inst.pool)
+
+
+def _track_error(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
+    """ERROR: a reclaim after ACTIVE, else a launch fault judged by `core.faults`."""
+    if inst.status == "error":
+        p.delete(inst, "delete retried", power=False)  # recorded already; last delete failed
         return
-    if status == "error":
-        delete(inst, "delete retried", power=False)
+    fault = fault_text(server)
+    if inst.active_at is not None or inst.status in ("active", "ready"):
+        p.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
+                name=inst.name, pool=inst.pool, fault=fault)
+        p.mark_dirty(inst.workload, "units lost to a reclaim")
+        p.delete(inst, "reclaimed (ERROR after ACTIVE)", status="error", fault=fault)
         return
-    if nova == "BUILD":
-        if status == "requested":
-            b.update(inst, status="building")
-        if _age(now, inst.created) >= policy.launch_timeout:
-            b.event(inst.workload, "LAUNCH_TIMEOUT", "warning", server=inst.id,
-                    name=inst.name, pool=inst.pool)
-            b.mark_dirty(inst.workload, "launch timed out")
-            delete(inst, "launch timeout", status="error",
-                   fault=f"still BUILD after {policy.launch_timeout:g}s")
-        return
-    if nova != "ACTIVE":
-        return  # SHUTOFF, REBOOT, ...: nothing scoctl decides on
-    active_at = inst.active_at or stamp
+    verdict = judge_fault(workload=inst.workload, pool=inst.pool, region=p.snapshot.region,
+                          fault=fault, quota=is_quota_fault(server), launch=inst.launch_id,
+                          servers=1, now=p.now, negative_cache=p.policy.negative_cache)
+    if verdict.exclusion is None or verdict.exclusion.pool not in p.exclusions:
+        if verdict.exclusion is not None:
+            p.exclusions[verdict.exclusion.pool] = verdict.exclusion
+        p.event(inst.workload, verdict.token, "warning", **verdict.detail)
+    p.mark_dirty(inst.workload, verdict.replan)
+    p.delete(inst, "launch failed", status="error", fault=verdict.fault)
+
+
+def _track_build(p: _Pass, inst: InstanceRecord) -> None:
+    """BUILD: building, until the launch timeout deletes it."""
+    if inst.status == "requested":
+        p.update(inst, status="building")
+    timeout = p.policy.launch_timeout
+    if p.age(inst.created) >= timeout:
+        p.event(inst.workload, "LAUNCH_TIMEOUT", "warning", server=inst.id, name=inst.name,
+                pool=inst.pool)
+        p.mark_dirty(inst.workload, "launch timed out")
+        p.delete(inst, "launch timeout", status="error", fault=f"still BUILD after {timeout:g}s")
+
+
+def _track_active(p: _Pass, inst: InstanceRecord) -> None:
+    """ACTIVE: active, then ready once its node is up — or deleted after the registration
+    timeout when the node never came."""
+    active_at = inst.active_at or p.stamp
+    status = inst.status
     if status in ("requested", "building"):
-        b.update(inst, status="active", active_at=active_at)
+        p.update(inst, status="active", active_at=active_at)
         status = "active"
-    if status == "active":
-        up = ready(inst)
-        if up:
-            b.update(inst, status="ready", ready_at=stamp, active_at=active_at)
-            b.event(inst.workload, "INSTANCE_READY", server=inst.id, name=inst.name,
-                    pool=inst.pool)
-        elif up is False and _age(now, active_at) >= policy.registration_timeout:
-            b.event(inst.workload, "REGISTRATION_TIMEOUT", "warning", server=inst.id,
-                    name=inst.name, pool=inst.pool)
-            b.mark_dirty(inst.workload, "node never registered")
-            delete(inst, "registration timeout", status="error", active_at=active_at,
-                   fault=f"no ready node after {policy.registration_timeout:g}s")
+    if status != "active":
         return
+    up = p.ready(inst)
+    timeout = p.policy.registration_timeout
+    if up:
+        p.update(inst, status="ready", ready_at=p.stamp, active_at=active_at)
+        p.event(inst.workload, "INSTANCE_READY", server=inst.id, name=inst.name, pool=inst.pool)
+    elif up is False and p.age(active_at) >= timeout:
+        p.event(inst.workload, "REGISTRATION_TIMEOUT", "warning", server=inst.id,
+                name=inst.name, pool=inst.pool)
+        p.mark_dirty(inst.workload, "node never registered")
+        p.delete(inst, "registration timeout", status="error", active_at=active_at,
+                 fault=f"no ready node after {timeout:g}s")
 
 
-def _held(instances: Mapping[str, InstanceRecord], updates: Mapping[str, Mapping[str, Any]],
-          deleting: set[str]) -> dict[str, dict[str, int]]:
+def _orphans(p: _Pass) -> dict[str, str]:
+    """Servers tagged by scoctl whose launch and workload are unknown: reported, deleted after
+    the grace period with `gc_orphans`. Returns when each was first seen."""
+    seen: dict[str, str] = {}
+    policy = p.policy
+    for server in sorted(p.servers.values(), key=lambda s: s.name):
+        if server.id in p.instances:
+            continue
+        first = p.snapshot.orphans_seen.get(server.id, p.stamp)
+        seen[server.id] = first
+        workload = server_tags(server).get("workload")
+        gone = _nova_status(server) == "DELETED"
+        remove = policy.gc_orphans and not gone and p.age(first) >= policy.orphan_grace
+        p.orphans.append(Orphan(server.id, server.name, first, workload, remove))
+        if server.id not in p.snapshot.orphans_seen:
+            p.event(workload, "ORPHAN_FOUND", "warning", server=server.id, name=server.name,
+                    gc=policy.gc_orphans)
+        if remove:
+            p.deletions.append(Deletion(server_id=server.id, name=server.name,
+                                        reason="orphan past its grace period",
+                                        workload=workload))
+    return seen
+
+
+def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
     """Live units per workload and pool after this pass's changes."""
     held: dict[str, dict[str, int]] = {}
-    for inst in instances.values():
-        status = updates.get(inst.id, {}).get("status", inst.status)
-        if inst.id in deleting or status not in LIVE | {"draining"}:
+    for inst in p.instances.values():
+        if inst.id in deleting or p.status(inst) not in LIVE | {"draining"}:
             continue
         if inst.workload and inst.pool:
             pools = held.setdefault(inst.workload, {})
@@ -541,65 +611,54 @@ def _held(instances: Mapping[str, InstanceRecord], updates: Mapping[str, Mapping
     return held
 
 
-def _scale_down(b: _Builder, instances: Mapping[str, InstanceRecord],
-                held: Mapping[str, Mapping[str, int]], deleting: set[str],
-                snapshot: Snapshot, policy: Policy, now: datetime, stamp: str,
-                slurm: Mapping[str, SlurmNode]) -> None:
-    def current(inst: InstanceRecord) -> str:
-        return str(b.updates.get(inst.id, {}).get("status", inst.status))
-
-    def idle(inst: InstanceRecord) -> bool | None:
-        if inst.node_name and snapshot.slurm_nodes is not None:
-            return slurm_idle(slurm.get(inst.node_name))
-        if snapshot.k8s_nodes is None:
-            return None
-        return snapshot.busy_pods.get(inst.name, 0) == 0
-
-    # idle_since follows the facts for every ready unit
-    for inst in instances.values():
-        if inst.id in deleting or current(inst) != "ready":
+def _follow_idle(p: _Pass, deleting: set[str]) -> None:
+    """`idle_since` follows the facts for every ready unit."""
+    for inst in p.instances.values():
+        if inst.id in deleting or p.status(inst) != "ready":
             continue
-        state = idle(inst)
-        if state is None:
+        idle = p.idle(inst)
+        if idle is None:
             continue
-        if state and inst.idle_since is None:
-            b.update(inst, idle_since=stamp)
-        elif not state and inst.idle_since is not None:
-            b.update(inst, idle_since=None)
+        if idle and inst.idle_since is None:
+            p.update(inst, idle_since=p.stamp)
+        elif not idle and inst.idle_since is not None:
+            p.update(inst, idle_since=None)
 
-    live = {(w, p): n for w, pools in held.items() for p, n in pools.items()}
-    extra = surplus(snapshot.targets, live)
-    allowance = {w: disruption_allowance(sum(p.values()), policy.disruption_budget)
-                 for w, p in held.items()}
-    # a crash mid-drain: finish those first (they count against the budget)
-    for inst in sorted(instances.values(), key=lambda i: i.name):
-        if current(inst) == "draining" and inst.id not in deleting and inst.workload:
+
+def _idle_candidates(p: _Pass, workload: str, pool: str,
+                     deleting: set[str]) -> list[InstanceRecord]:
+    """Ready units of (workload, pool) idle past the idle timeout, longest idle first."""
+    found = []
+    for inst in p.instances.values():
+        if (inst.workload, inst.pool) != (workload, pool) or inst.id in deleting:
+            continue
+        if p.status(inst) != "ready":
+            continue
+        since = p.updates.get(inst.id, {}).get("idle_since", inst.idle_since)
+        if since is None or p.age(since) < p.policy.idle_timeout:
+            continue
+        found.append((since, inst.name, inst))
+    return [inst for _, _, inst in sorted(found)]
+
+
+def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]], deleting: set[str]) -> None:
+    """Units above the plan, idle past the idle timeout, under the disruption budget; a
+    scale-down a crash left half done (draining) finishes first and counts against it."""
+    live = {(w, pool): n for w, pools in held.items() for pool, n in pools.items()}
+    extra = surplus(p.snapshot.targets, live)
+    allowance = {w: disruption_allowance(sum(pools.values()), p.policy.disruption_budget)
+                 for w, pools in held.items()}
+    for inst in sorted(p.instances.values(), key=lambda i: i.name):
+        if p.status(inst) == "draining" and inst.id not in deleting and inst.workload:
             allowance[inst.workload] = allowance.get(inst.workload, 1) - 1
-            b.scale_downs.append(_scale(inst, snapshot))
+            p.scale_downs.append(p.scale(inst))
     for (workload, pool), count in sorted(extra.items()):
-        candidates = []
-        for inst in instances.values():
-            if (inst.workload, inst.pool) != (workload, pool) or inst.id in deleting:
-                continue
-            if current(inst) != "ready":
-                continue
-            since = b.updates.get(inst.id, {}).get("idle_since", inst.idle_since)
-            if since is None or _age(now, since) < policy.idle_timeout:
-                continue
-            candidates.append((since, inst.name, inst))
-        count -= sum(1 for s in b.scale_downs if (s.workload, s.pool) == (workload, pool))
-        for _, _, inst in sorted(candidates)[:max(0, count)]:
+        count -= sum(1 for s in p.scale_downs if (s.workload, s.pool) == (workload, pool))
+        for inst in _idle_candidates(p, workload, pool, deleting)[:max(0, count)]:
             if allowance.get(workload, 0) <= 0:
                 break
             allowance[workload] -= 1
-            b.update(inst, status="draining")
-            b.scale_downs.append(_scale(inst, snapshot))
-            b.event(workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
+            p.update(inst, status="draining")
+            p.scale_downs.append(p.scale(inst))
+            p.event(workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
                     pool=pool, idle_since=inst.idle_since)
-
-
-def _scale(inst: InstanceRecord, snapshot: Snapshot) -> ScaleDown:
-    slurm_node = inst.node_name if inst.node_name and snapshot.slurm_nodes is not None else None
-    return ScaleDown(instance=inst.id, server_id=inst.id, name=inst.name,
-                     workload=inst.workload or "", pool=inst.pool or "",
-                     node=None if slurm_node else inst.name, slurm_node=slurm_node)

@@ -2,8 +2,10 @@
 
 Every poll it reads the Nova emulator's servers and the Kubernetes emulator's objects, then:
 
-* each ACTIVE server tagged ``sco:managed`` becomes a Node named after the server, with
-  ``spec.providerID = openstack:///<server id>``, the labels and taints its user-data asks for
+* each ACTIVE server tagged ``sco:managed`` becomes a Node named after the server (plus the
+  scenario's `node_suffix`, e.g. ``.novalocal``), with ``spec.providerID =
+  openstack:///<server id>``, the label ``sco/instance=<server id>`` (as the join script sets
+  it), the labels and taints its user-data asks for
   (the contract JSON of the bundled template, else kubelet's ``--node-labels`` /
   ``--register-with-taints`` flags anywhere in the user-data), and capacity / allocatable from
   its flavor; the Node registers NotReady and turns Ready `ready_after` seconds later. A server
@@ -55,6 +57,7 @@ Obj = dict[str, Any]
 MANAGED_TAG = "sco:managed"
 RECLAIM_AT = "sco:reclaim-at"
 PROVIDER_PREFIX = "openstack:///"
+INSTANCE_LABEL = "sco/instance"
 CONTRACT_PATH = "/etc/scoctl/contract.json"
 _LABELS_FLAG = re.compile(r"--node-labels=([^\s\"']+)")
 _TAINTS_FLAG = re.compile(r"--register-with-taints=([^\s\"']+)")
@@ -136,15 +139,23 @@ def _condition(type_: str, status: str, reason: str, message: str, stamp: str) -
             "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
 
 
+def node_name(server: Mapping[str, Any], suffix: str = "") -> str:
+    """The name a server's Node registers under: the server's, plus `suffix` (a real cloud
+    often names Nodes ``<server>.novalocal``)."""
+    return f"{server['name']}{suffix}"
+
+
 def node_for(server: Mapping[str, Any], shape: Mapping[str, Mapping[str, str]],
-             reg: Registration, stamp: str) -> Obj:
-    """The NotReady Node an ACTIVE server registers as."""
-    name = str(server["name"])
+             reg: Registration, stamp: str, suffix: str = "") -> Obj:
+    """The NotReady Node an ACTIVE server registers as: named `node_name`, with the
+    ``sco/instance=<server id>`` label the join script sets and the providerID a cloud
+    controller sets."""
+    name = node_name(server, suffix)
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64",
               "node.kubernetes.io/instance-type": str(server.get("flavor") or ""),
               **({"topology.kubernetes.io/zone": str(server["az"])} if server.get("az") else {}),
-              **reg.labels}
+              **reg.labels, INSTANCE_LABEL: str(server["id"])}
     capacity = {**shape.get("capacity", {}), "pods": "110", "ephemeral-storage": "100Gi"}
     allocatable = {**shape.get("allocatable", shape.get("capacity", {})), "pods": "110",
                    "ephemeral-storage": "100Gi"}
@@ -198,10 +209,11 @@ class NodeActions:
 
 def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
                registered_at: Mapping[str, float], now: float, ready_after: float,
-               shapes: Mapping[str, Mapping[str, Mapping[str, str]]], stamp: str) -> NodeActions:
-    """Nodes for ACTIVE managed servers; NotReady → Ready after `ready_after`; NotReady for
-    ERROR servers; nodes of servers gone (or DELETED) removed. `registered_at` maps node names
-    to when the agent first saw them."""
+               shapes: Mapping[str, Mapping[str, Mapping[str, str]]], stamp: str,
+               suffix: str = "") -> NodeActions:
+    """Nodes for ACTIVE managed servers (named `node_name(server, suffix)`); NotReady → Ready
+    after `ready_after`; NotReady for ERROR servers; nodes of servers gone (or DELETED)
+    removed. `registered_at` maps node names to when the agent first saw them."""
     managed = {str(s["id"]): s for s in servers if MANAGED_TAG in (s.get("tags") or [])}
     by_server = {sid: n for n in nodes if (sid := server_of(n)) is not None}
     names = {str(n["metadata"]["name"]) for n in nodes}
@@ -213,14 +225,14 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
         node = by_server.get(sid)
         status = str(server.get("status"))
         if node is None:
-            if status != "ACTIVE" or str(server["name"]) in names:
+            if status != "ACTIVE" or node_name(server, suffix) in names:
                 continue
             reg = registration(decode_user_data(server.get("user_data")))
             if reg.slurm_node:
                 skipped.append(str(server["name"]))
                 continue
             shape = shapes.get(str(server.get("flavor")), {})
-            create.append(node_for(server, shape, reg, stamp))
+            create.append(node_for(server, shape, reg, stamp, suffix))
             continue
         name = str(node["metadata"]["name"])
         if status == "ACTIVE" and not is_ready(node):
@@ -726,6 +738,7 @@ class Agent:
         self.ready_after = float(settings.get("ready_after", 2.0))
         self.rate = float(settings.get("reclaim_rate_per_hour", 0.0))
         self.mode = str(settings.get("reclaim_mode", "delete"))
+        self.node_suffix = str(settings.get("node_suffix") or "")
         seed = settings.get("seed")
         self.rng = random.Random(seed) if seed is not None else random.Random()
         self.registered_at: dict[str, float] = {}
@@ -743,7 +756,7 @@ class Agent:
         for node in nodes:
             self.registered_at.setdefault(str(node["metadata"]["name"]), now)
         actions = plan_nodes(servers, nodes, self.registered_at, now, self.ready_after,
-                             self.shapes, stamp)
+                             self.shapes, stamp, self.node_suffix)
         for name in actions.skipped:
             if name not in self.skipped:
                 self.skipped.add(name)

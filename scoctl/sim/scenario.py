@@ -2,10 +2,11 @@
 
 A scenario names the Nova side (project, quota, per-AZ host capacity, conductor timing), the
 Kubernetes side (existing nodes, resource quotas, Deployments whose pods are pending) and the
-node agent (poll interval, NotReady → Ready delay, spot reclaims at a rate). The cloud's flavors,
-availability zones, image, networks and security groups are not repeated: they come from a scoctl
-config (`config: bundled`, a path, or the command's config), so the simulated cloud offers exactly
-what the planner plans with.
+node agent (poll interval, NotReady → Ready delay, spot reclaims at a rate, and how Nodes are
+named: after their server, or `<server><node_suffix>` as a real cloud's `.novalocal`). The
+cloud's flavors, availability zones, image, networks and security groups are not repeated: they
+come from a scoctl config (`config: bundled`, a path, or the command's config), so the simulated
+cloud offers exactly what the planner plans with.
 
 `load_scenario` reads and validates (errors name the file, line and field: exit 2);
 `nova_seed`, `kubernetes_objects` and `agent_settings` turn a scenario plus a config into what
@@ -15,6 +16,7 @@ the emulators and the agent are started with. All three are pure.
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +103,7 @@ class Scenario:
     reclaim_rate_per_hour: float = 0.0
     reclaim_mode: str = "delete"
     seed: int | None = None
+    node_suffix: str = ""  # Nodes are named <server><suffix> (e.g. ".novalocal"), as clouds do
 
     def config_path(self) -> Path | None:
         """The config file named by `config:` (None for `bundled` or when absent)."""
@@ -264,7 +267,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
 
     apath: Path_ = ("agent",)
     agent = r.mapping(root.get("agent"), apath, {"poll_interval", "ready_after", "reclaim",
-                                                  "seed"})
+                                                  "seed", "node_suffix"})
     rpath = (*apath, "reclaim")
     reclaim = r.mapping(agent.get("reclaim"), rpath, {"rate_per_hour", "mode"})
     mode = r.string(reclaim, rpath, "mode", "delete") or "delete"
@@ -273,12 +276,16 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     poll = r.duration(agent, apath, "poll_interval", 0.5)
     if poll <= 0:
         raise r.fail((*apath, "poll_interval"), "must be above 0")
+    suffix = r.string(agent, apath, "node_suffix") or ""
+    if not re.fullmatch(r"(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*", suffix):
+        raise r.fail((*apath, "node_suffix"), "must be DNS labels each after a dot, e.g. "
+                     ".novalocal")
     return Scenario(
         source=doc.file, config=config, project=project, quota=quota, capacity=capacity,
         timing=timing, nodes=nodes, quotas=quotas, deployments=deployments,
         poll_interval=poll, ready_after=r.duration(agent, apath, "ready_after", 2.0),
         reclaim_rate_per_hour=r.number(reclaim, rpath, "rate_per_hour", 0.0),
-        reclaim_mode=mode, seed=r.integer(agent, apath, "seed", None),
+        reclaim_mode=mode, seed=r.integer(agent, apath, "seed", None), node_suffix=suffix,
     )
 
 
@@ -513,5 +520,6 @@ def agent_settings(scenario: Scenario, config: Config, *, k8s_url: str, nova_url
         "reclaim_rate_per_hour": scenario.reclaim_rate_per_hour,
         "reclaim_mode": scenario.reclaim_mode,
         "seed": scenario.seed,
+        "node_suffix": scenario.node_suffix,
         "flavors": node_shapes(config),
     }

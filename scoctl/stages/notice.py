@@ -32,7 +32,7 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake import expand_hostlist
-from scoctl.core.model import NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
+from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
 from scoctl.core.notice import (
     CAN_NOTICE,
     Drain,
@@ -92,7 +92,7 @@ class NoticeResult:
     spooled: int = 0
     errors: tuple[str, ...] = ()
     replan: Mapping[str, str] = field(default_factory=dict)
-    release: tuple[str, ...] = ()
+    release: tuple[NodeRelease, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -467,7 +467,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     outcomes: list[RegionNotices] = []
     errors: list[str] = []
     dirty: dict[str, str] = {}
-    release: list[str] = []
+    release: list[NodeRelease] = []
     for reg in [config.region(region)] if region else list(config.regions):
         try:
             cloud = (clouds or {}).get(reg.name) or connect(config, reg)
@@ -480,6 +480,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
         outcomes.append(outcome)
         errors.extend(outcome.errors)
         dirty.update(outcome.decision.dirty)
-        release += [step.node for step in outcome.decision.slurm if step.release]
+        release += [NodeRelease(step.node, "reclaim notice")
+                    for step in outcome.decision.slurm if step.release]
     return NoticeResult(regions=tuple(outcomes), spooled=spooled, errors=tuple(errors),
-                        replan=dirty, release=tuple(sorted(release)))
+                        replan=dirty, release=tuple(release))

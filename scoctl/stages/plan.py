@@ -1,14 +1,23 @@
 """The plan stage (placement steps 4-8): changed claims in, one new plan generation out.
 
-read: claims (state or --claims file), ranking, contracts, exclusions, current units, the
-previous plans · decide: which workloads changed, then `core.planner.plan_all` (pure) ·
-record: one generation in one transaction, rewriting only the changed workloads' rows.
+read: claims (the state's, or a --claims file), ranking, contracts, exclusions, current units,
+the previous plans · decide: which workloads changed (`core.plan_inputs`), then
+`core.planner.plan_all` (pure) · record: one generation in one transaction, rewriting only the
+changed workloads' rows.
+
+``--claims FILE`` with ``--dry-run`` is a what-if over the file's claims alone (written nowhere;
+with no state file, over an empty one). Without ``--dry-run`` it commits (DESIGN §8): the
+file's claims are recorded as those workloads' claims (source ``file``, a new claim version when
+the demand changed) and planned in the same transaction, so the next ``plan`` keeps them; a
+later watch pass that observes the workload replaces them as usual.
 """
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,18 +27,14 @@ from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config
 from scoctl.core import planner
+from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
-from scoctl.core.model import (
-    Claim,
-    Flavor,
-    PlanUnitRecord,
-    PlanWorkloadRecord,
-    Pool,
-    flavor_allocatable,
-)
-from scoctl.core.quantity import fits
+from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
+from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
-from scoctl.state import Store
+from scoctl.state import Store, open_store
+
+FILE_SOURCE = "file"
 
 
 @dataclass(frozen=True)
@@ -44,162 +49,149 @@ class PlanResult:
     reasons_for_change: Mapping[str, str] = field(default_factory=dict)
 
 
-def claims_from_state(store: Store, config: Config) -> list[Claim]:
-    out = []
-    for record in store.claims():
-        if not record.requests:
-            continue
-        out.append(Claim(workload=record.workload, contract=record.contract,
-                         requests=dict(record.requests), largest_pod=dict(record.largest_pod),
-                         pods=record.pods, version=record.version,
-                         tolerates_reclaimable=record.tolerates_reclaimable))
-    return out
+@dataclass(frozen=True)
+class PlanView:
+    """What ``scoctl plan`` shows: the run, and the plans it is about (every stored plan with
+    this run's on top; a claims file's own only), with the `--explain` workload explained."""
+
+    result: PlanResult
+    records: Mapping[str, PlanWorkloadRecord]
+    explain: str | None = None
+    blasts: Mapping[str, Blast] = field(default_factory=dict)  # when asked: per workload
 
 
-def eligible_pools(claim: Claim, pools: Collection[Pool], flavors: Mapping[str, Flavor]
-                   ) -> set[str]:
-    """Pools whose flavor holds the claim's largest pod (ranking and exclusions aside)."""
-    out = set()
-    for pool in pools:
-        flavor = flavors.get(pool.flavor)
-        if flavor is None:
-            continue
-        if not claim.tolerates_reclaimable and pool.tier == "reclaimable":
-            continue
-        if fits(claim.largest_pod, flavor_allocatable(flavor)):
-            out.add(pool.name)
-    return out
+@dataclass(frozen=True)
+class _Inputs:
+    ranking: Ranking
+    cache_entry: RankingCache | None
+    last_scores: Mapping[str, float]
+    claims: list[Claim]
+    excluded: set[str]
+    previous: Mapping[str, PlanWorkloadRecord]
 
 
-def changed_workloads(claims: list[Claim], previous: Mapping[str, PlanWorkloadRecord],
-                      config: Config, scores: Mapping[str, float],
-                      last_scores: Mapping[str, float], excluded: set[str],
-                      dirty: Mapping[str, str]) -> dict[str, str]:
-    """Which workloads to re-plan, and why (pure): claim version, contract, the ranking of an
-    eligible pool, an exclusion of an eligible pool, or lost units.
-
-    Eligibility is computed only when scores or exclusions moved, once per pod shape."""
-    moved = {name for name in set(scores) | set(last_scores)
-             if scores.get(name) != last_scores.get(name)}
-    eligible_by_shape: dict[tuple[object, ...], set[str]] = {}
-
-    def eligible(claim: Claim) -> set[str]:
-        shape = (tuple(sorted(claim.largest_pod.items())), claim.tolerates_reclaimable)
-        if shape not in eligible_by_shape:
-            eligible_by_shape[shape] = eligible_pools(claim, config.pools, config.flavors)
-        return eligible_by_shape[shape]
-
-    out: dict[str, str] = {}
-    for claim in claims:
-        old = previous.get(claim.workload)
-        if old is None:
-            out[claim.workload] = "new claim"
-            continue
-        if old.claim_version != claim.version:
-            out[claim.workload] = f"claim v{old.claim_version} → v{claim.version}"
-            continue
-        if old.contract != claim.contract:
-            out[claim.workload] = "contract changed"
-            continue
-        if moved and moved & eligible(claim):
-            out[claim.workload] = "ranking changed"
-            continue
-        flipped = set(old.exclusions) ^ excluded
-        if flipped and flipped & eligible(claim):
-            out[claim.workload] = "exclusions changed"
-            continue
-        if claim.workload in dirty:
-            out[claim.workload] = dirty[claim.workload]
-    return out
+@contextlib.contextmanager
+def what_if_store(path: Path, clock: Clock | None = None) -> Iterator[Store]:
+    """The state a dry run reads: the file at `path` (no lock: a dry run writes nothing), or,
+    when there is none yet, an empty state in a temporary directory removed afterwards."""
+    if path.exists():
+        with contextlib.closing(open_store(path, clock=clock)) as store:
+            yield store
+        return
+    with tempfile.TemporaryDirectory(prefix="scoctl-what-if-") as tmp:
+        with contextlib.closing(open_store(Path(tmp) / "what-if.db", clock=clock,
+                                           create=True)) as store:
+            yield store
 
 
-def to_workload_plan(record: PlanWorkloadRecord) -> planner.WorkloadPlan:
-    """A stored plan as the planner's value (for `previous`)."""
-    return planner.WorkloadPlan(
-        workload=record.workload, contract=record.contract, feasible=record.feasible,
-        degraded=record.degraded, reasons=record.reasons,
-        pools=tuple(planner.PoolPlan(pool=u.pool, tier=u.tier,  # type: ignore[arg-type]
-                                     group=u.group, units=u.units, share=u.share,
-                                     score=u.score, key=0.0, coverage=0.0)
-                    for u in record.pools),
-        coverage=0.0, committed_coverage=0.0, floor_shortfall=0.0)
+def record_file_claims(store: Store, claims: Sequence[Claim]) -> list[str]:
+    """Record a claims file's claims as those workloads' claims (source ``file``); returns
+    the workloads whose claim got a new version."""
+    changed = []
+    with store.transaction():
+        for claim in claims:
+            _, new = store.put_claim(claim.workload, contract=claim.contract,
+                                     requests=claim.requests, largest_pod=claim.largest_pod,
+                                     pods=claim.pods, source=FILE_SOURCE,
+                                     tolerates_reclaimable=claim.tolerates_reclaimable)
+            if new:
+                changed.append(claim.workload)
+    return changed
 
 
-def promised_depth(rows: Iterable[tuple[str, str, int]],
-                   current: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
-    """Per pool, the new units (beyond each workload's current units) the stored plans take
-    from its depth — `core.planner.promised_depth` over plain (workload, pool, units) rows."""
-    out: dict[str, int] = {}
-    empty: Mapping[str, int] = {}
-    for workload, pool, units in rows:
-        new = units - current.get(workload, empty).get(pool, 0)
-        if new > 0:
-            out[pool] = out.get(pool, 0) + new
-    return out
-
-
-def to_record(plan: planner.WorkloadPlan, claim: Claim, ranking: str,
-              excluded: set[str]) -> PlanWorkloadRecord:
-    return PlanWorkloadRecord(
-        workload=plan.workload, generation=0, claim_version=claim.version,
-        contract=plan.contract, ranking=ranking, feasible=plan.feasible,
-        degraded=plan.degraded, reasons=plan.reasons,
-        pools=tuple(PlanUnitRecord(pool=p.pool, tier=p.tier, group=p.group, units=p.units,
-                                   share=p.share, score=p.score)
-                    for p in plan.pools if p.units > 0),
-        exclusions=tuple(sorted(excluded)),
-        explain=tuple({"pool": e.pool, "units": e.units, "reason": e.reason}
-                      for e in plan.explain))
-
-
-def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
-             full: bool = False, claims_path: Path | None = None, dry_run: bool = False,
-             explain: Collection[str] = (), option: str = "--workload") -> PlanResult:
-    """Re-plan what changed (or `only`, or everything with `full`) and commit a generation."""
-    started = time.perf_counter()
-    now = clock.now()
-    ranking, cache_entry = load_ranking(config.ranking, now=now,
+def _read(config: Config, store: Store, clock: Clock,
+          what_if: Sequence[Claim] | None) -> _Inputs:
+    ranking, cache_entry = load_ranking(config.ranking, now=clock.now(),
                                         cache=store.last_good_ranking())
+    claims = list(what_if) if what_if is not None else claims_of(store.claims())
     known = {c.name for c in config.pools}
-    if claims_path is not None:
-        claims = load_claims(claims_path, config.contracts)
-    else:
-        claims = claims_from_state(store, config)
-    names = {c.workload for c in claims}
+    return _Inputs(ranking=ranking, cache_entry=cache_entry, last_scores=store.last_scores(),
+                   claims=claims,
+                   excluded={e.pool for e in store.exclusions()} & known,
+                   previous=store.plans(units=False))  # enough to tell what changed
+
+
+def _reasons(config: Config, store: Store, inputs: _Inputs, *, only: Collection[str],
+             full: bool, why: str) -> dict[str, str]:
+    """Which workloads to re-plan, and why."""
+    if full:
+        return {c.workload: "full re-plan" for c in inputs.claims}
+    if only:
+        return dict.fromkeys(only, why)
+    return changed_workloads(inputs.claims, inputs.previous, config.pools, config.flavors,
+                             inputs.ranking.scores, inputs.last_scores,
+                             inputs.excluded, store.dirty())
+
+
+def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str, str],
+            removed: Sequence[str], *, full: bool,
+            explain: Collection[str]) -> dict[str, planner.WorkloadPlan]:
+    current = units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
+    if full:
+        return planner.plan_all(
+            inputs.claims, config.contracts, config.pools, config.flavors,
+            inputs.ranking.scores, current, excluded=inputs.excluded,
+            depth_premium=config.depth_premium, explain=set(explain))
+    # Incremental: plan just the changed claims. Every kept plan's new units arrive as
+    # `promised` depth (one pass over plain rows), and the plans being replaced or removed
+    # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
+    replan = [c for c in inputs.claims if c.workload in reasons]
+    previous = {k: to_workload_plan(v)
+                for k, v in store.plans(only=set(reasons) | set(removed)).items()}
+    return planner.plan_all(
+        replan, config.contracts, config.pools, config.flavors, inputs.ranking.scores,
+        current, excluded=inputs.excluded, depth_premium=config.depth_premium,
+        only=set(reasons), previous=previous, explain=set(explain),
+        promised=planner.promised_depth(store.planned_units(), current))
+
+
+def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRecord],
+            removed: Sequence[str], reasons: Mapping[str, str], *, full: bool) -> int | None:
+    """Record the new generation (None when nothing changed) and the ranking bookkeeping."""
+    generation = None
+    with store.transaction():
+        if records or removed:
+            generation = store.commit_plan(ranking=inputs.ranking.id,
+                                           plans=list(records.values()), full=full,
+                                           removed=removed)
+            for name in removed:
+                store.append_event(name, "PLAN_REMOVED", "info", None,
+                                   {"generation": generation, "reason": "claim gone"})
+            for name, record in records.items():
+                _plan_events(store, generation, record, reasons.get(name, ""))
+        if inputs.cache_entry:
+            store.save_last_good_ranking(inputs.cache_entry)
+        if dict(inputs.ranking.scores) != inputs.last_scores:
+            store.save_last_scores(inputs.ranking.scores)
+        store.clear_dirty(set(records))
+    return generation
+
+
+def _plan_events(store: Store, generation: int, record: PlanWorkloadRecord, why: str) -> None:
+    store.append_event(record.workload, "PLAN_UPDATED", "info", None, {
+        "generation": generation, "claim_version": record.claim_version,
+        "units": sum(u.units for u in record.pools), "pools": len(record.pools), "why": why})
+    if not record.feasible or record.degraded:
+        store.append_event(
+            record.workload, "PLAN_INFEASIBLE" if not record.feasible else "PLAN_DEGRADED",
+            "warning", None, {"generation": generation, "reasons": list(record.reasons)})
+
+
+def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], full: bool,
+          what_if: Sequence[Claim] | None, dry_run: bool, explain: Collection[str],
+          option: str, why: str) -> PlanResult:
+    started = time.perf_counter()
+    inputs = _read(config, store, clock, what_if)
+    names = {c.workload for c in inputs.claims}
     for slug in only:
         if slug not in names:
             raise UsageError(f"{option} {slug}: no claim for this workload")
-    excluded = {e.pool for e in store.exclusions()} & known
-    previous_records = store.plans(units=False)  # enough to tell what changed
-    dirty = store.dirty()
-    last_scores = store.last_scores()
-    if full or claims_path is not None:
-        reasons = {c.workload: "full re-plan" for c in claims}
-    elif only:
-        reasons = dict.fromkeys(only, "asked")
-    else:
-        reasons = changed_workloads(claims, previous_records, config, ranking.scores,
-                                    last_scores, excluded, dirty)
-    removed = sorted(set(previous_records) - names) if claims_path is None else []
-    current = units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
-    if full or claims_path is not None:
-        plans = planner.plan_all(
-            claims, config.contracts, config.pools, config.flavors, ranking.scores, current,
-            excluded=excluded, depth_premium=config.depth_premium, explain=set(explain))
-    else:
-        # Incremental: plan just the changed claims. Every kept plan's new units arrive as
-        # `promised` depth (one pass over plain rows), and the plans being replaced or removed
-        # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
-        replan = [c for c in claims if c.workload in reasons]
-        previous = {k: to_workload_plan(v)
-                    for k, v in store.plans(only=set(reasons) | set(removed)).items()}
-        plans = planner.plan_all(
-            replan, config.contracts, config.pools, config.flavors, ranking.scores, current,
-            excluded=excluded, depth_premium=config.depth_premium, only=set(reasons),
-            previous=previous, explain=set(explain),
-            promised=promised_depth(store.planned_units(), current))
-    by_name = {c.workload: c for c in claims}
-    records = {name: to_record(plan, by_name[name], ranking.id, excluded)
+    full = full or what_if is not None
+    reasons = _reasons(config, store, inputs, only=only, full=full, why=why)
+    removed = sorted(set(inputs.previous) - names) if what_if is None else []
+    plans = _decide(config, store, inputs, reasons, removed, full=full, explain=explain)
+    by_name = {c.workload: c for c in inputs.claims}
+    records = {name: to_record(plan, by_name[name], inputs.ranking.id, inputs.excluded)
                for name, plan in plans.items() if name in reasons}
     changed = tuple(sorted(set(records) | set(removed)))
     latest = store.latest_generation()
@@ -207,32 +199,66 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
     if dry_run and changed:  # name the generation a commit would take
         generation += 1
         records = {name: replace(r, generation=generation) for name, r in records.items()}
-    committed = False
-    if not dry_run and (changed or cache_entry):
-        with store.transaction():
-            if changed:
-                generation = store.commit_plan(ranking=ranking.id, plans=list(records.values()),
-                                               full=full or claims_path is not None,
-                                               removed=removed)
-                committed = True
-                for name in removed:
-                    store.append_event(name, "PLAN_REMOVED", "info", None,
-                                       {"generation": generation, "reason": "claim gone"})
-                for name, record in records.items():
-                    store.append_event(name, "PLAN_UPDATED", "info", None, {
-                        "generation": generation, "claim_version": record.claim_version,
-                        "units": sum(u.units for u in record.pools), "pools": len(record.pools),
-                        "why": reasons.get(name, "")})
-                    if not record.feasible or record.degraded:
-                        store.append_event(
-                            name, "PLAN_INFEASIBLE" if not record.feasible else "PLAN_DEGRADED",
-                            "warning", None,
-                            {"generation": generation, "reasons": list(record.reasons)})
-            if cache_entry:
-                store.save_last_good_ranking(cache_entry)
-            if dict(ranking.scores) != last_scores:
-                store.save_last_scores(ranking.scores)
-            store.clear_dirty(set(records))
-    return PlanResult(generation=generation, ranking=ranking, changed=changed, plans=plans,
-                      records=records, committed=committed,
-                      seconds=time.perf_counter() - started, reasons_for_change=reasons)
+    committed = None
+    if not dry_run and (changed or inputs.cache_entry):
+        committed = _commit(store, inputs, records, removed, reasons, full=full)
+    return PlanResult(generation=committed or generation, ranking=inputs.ranking,
+                      changed=changed, plans=plans, records=records,
+                      committed=committed is not None, seconds=time.perf_counter() - started,
+                      reasons_for_change=reasons)
+
+
+def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
+             full: bool = False, claims_path: Path | None = None, dry_run: bool = False,
+             explain: Collection[str] = (), option: str = "--workload") -> PlanResult:
+    """Re-plan what changed (or `only`, or everything with `full`) and commit a generation.
+
+    With `claims_path`: a what-if over the file's claims (`dry_run`), or the file's claims
+    recorded and planned in one transaction (see the module docstring). Raises ConfigError for
+    a bad claims file (before anything is written) and UsageError when `only` names a workload
+    without a claim (`option` names the flag in the message).
+    """
+    if claims_path is None:
+        return _plan(config, store, clock, only=only, full=full, what_if=None,
+                     dry_run=dry_run, explain=explain, option=option, why="asked")
+    from_file = load_claims(claims_path, config.contracts)
+    if dry_run:
+        return _plan(config, store, clock, only=only, full=True, what_if=from_file,
+                     dry_run=True, explain=explain, option=option, why="asked")
+    with store.transaction():
+        record_file_claims(store, from_file)
+        return _plan(config, store, clock, full=full, what_if=None, dry_run=False,
+                     explain=explain, option=option, why="claims file",
+                     only=sorted({c.workload for c in from_file} | set(only)))
+
+
+def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
+              full: bool = False, claims_path: Path | None = None, dry_run: bool = False,
+              explain: str | None = None, blast: bool = False) -> PlanView:
+    """``scoctl plan``: `run_plan`, then the plans to show. An `explain` workload the run did
+    not re-plan is explained by a dry re-plan of just that workload (an unchanged claim
+    re-plans to the very same plan: no churn). With `blast`, each shown plan's blast radius
+    (`core.blast`). Raises UsageError when `explain` has no plan."""
+    result = run_plan(config, store, clock, only=only, full=full, claims_path=claims_path,
+                      dry_run=dry_run, explain=[explain] if explain else [])
+    if claims_path is not None:
+        records = dict(result.records)
+    else:
+        records = dict(store.plans()) if not dry_run else {}
+        records.update(result.records)
+    explained = result.records.get(explain) if explain else None
+    if explain and explained is None and claims_path is None:
+        probe = run_plan(config, store, clock, only=[explain], dry_run=True,
+                         explain=[explain], option="--explain")
+        explained = probe.records.get(explain)
+    if explained is not None:
+        stored = records.get(explained.workload)
+        records[explained.workload] = replace(
+            explained, generation=stored.generation if stored else explained.generation)
+    if explain and explain not in records:
+        raise UsageError(f"--explain {explain}: no plan for this workload")
+    blasts = blast_radii(records, claims_of(store.claims()), result.plans, config.flavors,
+                         config.pools, {name: c.floor for name, c in config.contracts.items()}
+                         ) if blast else {}
+    return PlanView(result=result, records=dict(sorted(records.items())), explain=explain,
+                    blasts=blasts)

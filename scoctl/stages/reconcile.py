@@ -8,9 +8,9 @@ state changes, exclusions, events, workloads to re-plan) · act: deletes and sca
 the region's token budget, each outcome recorded as it lands; then the teardown of failed
 deployment / inference workloads through the watch stage's one teardown path.
 
-Slurm power saving meets the fleet here too: `power_resume` turns a ResumeProgram hostlist into
-a claim for those nodes, `power_release` hands nodes back (SuspendProgram, ResumeFailProgram, a
-failed launch) so their servers get deleted and their demand leaves the claim.
+Slurm CLOUD nodes this pass powers down (a failed launch, a scale-down) are returned in
+`released`: their demand leaves the claims when the composer hands them to the Slurm power stage
+(`scoctl.stages.run.reconcile_and_release`). Reconcile calls no other stage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
-from scoctl.core.model import InstanceRecord, PlanWorkloadRecord
+from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
 from scoctl.core.reconcile import (
     LIVE,
     MANAGED_TAG,
@@ -36,7 +36,9 @@ from scoctl.core.reconcile import (
     decide,
     slurm_idle,
 )
+from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, ScoctlError
+from scoctl.host.discovery import host_hints
 from scoctl.stages.join_tokens import prune_or_report
 from scoctl.state import Store
 
@@ -44,11 +46,11 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster, PodInfo
-    from scoctl.core.model import ServerInfo, SlurmNode
+    from scoctl.core.model import ServerInfo
 
 log = logging.getLogger(__name__)
 
-POWER_DOWN = "POWER_DOWN_FORCE"
+SCALE_DOWN_REASON = "scale-down: idle and not in the plan"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class RegionOutcome:
     scaled_down: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()  # scale-downs called off: the node got work meanwhile
     errors: tuple[str, ...] = ()
+    released: tuple[NodeRelease, ...] = ()  # Slurm nodes powered down: out of their claims
     servers: tuple[ServerInfo, ...] = ()  # the listing it read (the notice stage reads it too)
 
 
@@ -78,6 +81,11 @@ class ReconcileResult:
         """True when this pass changed the state or the world."""
         return any(not r.decision.empty for r in self.regions) or bool(self.torn_down)
 
+    @property
+    def released(self) -> tuple[NodeRelease, ...]:
+        """The Slurm nodes this pass powered down, whose demand leaves their claims."""
+        return tuple(item for r in self.regions for item in r.released)
+
 
 def policy_of(config: Config) -> Policy:
     """The reconciler's knobs from the config."""
@@ -86,18 +94,6 @@ def policy_of(config: Config) -> Policy:
                   idle_timeout=t.idle, negative_cache=t.negative_cache,
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
                   disruption_budget=config.disruption_budget)
-
-
-def uses_kubernetes(config: Config) -> bool:
-    """Kubernetes is in play when a workload comes from it or a kubeconfig is configured."""
-    return (config.kubernetes.kubeconfig is not None
-            or any(w.source == "k8s" for w in config.workloads))
-
-
-def uses_slurm(config: Config) -> bool:
-    """Slurm is in play when a workload comes from it or CLOUD partitions are configured."""
-    return (bool(config.slurm.cloud_partitions) or config.slurm.rest_url is not None
-            or any(w.source == "slurm" for w in config.workloads))
 
 
 def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
@@ -135,6 +131,7 @@ class _Region:
         self.dry_run = dry_run
         self.count = count
         self.errors: list[str] = []
+        self.released: list[NodeRelease] = []
 
     def _note(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{self.region.name}: {what}: {exc}")
@@ -169,8 +166,8 @@ class _Region:
         if self.cluster is not None:
             try:
                 k8s_nodes = tuple(self.cluster.nodes())
-                names = {i.name for i in tracked} | {s.name for s in servers}
-                busy = busy_pods(self.cluster.pods(), names)
+                # by the Nodes' own names: the decision matches them to servers by identity
+                busy = busy_pods(self.cluster.pods(), {n.name for n in k8s_nodes})
             except ApiError as exc:
                 k8s_nodes = None
                 self._note("Kubernetes nodes unreadable (nothing turns ready or idle)", exc)
@@ -260,69 +257,70 @@ class _Region:
             self.scheduler.update_node(node, state=POWER_DOWN, reason=reason)
         except ApiError as exc:
             self._note(f"power down Slurm node {node}", exc)
-        power_release(self.store, [node], reason, suspend=False)
+        self.released.append(NodeRelease(node, reason))
 
-    def deletion(self, d: Deletion) -> bool:
-        if d.node and self.cluster is not None:
+    def deletion(self, removal: Deletion) -> bool:
+        if removal.node and self.cluster is not None:
             try:
-                self.cluster.delete_node(d.node)
+                self.cluster.delete_node(removal.node)
             except ApiError as exc:
-                self._note(f"delete node {d.node}", exc)
+                self._note(f"delete node {removal.node}", exc)
         done = True
-        if d.server_id:
-            done = self.delete_server(d.server_id, d.instance, d.reason, d.workload, d.name)
-        if d.slurm_node:
-            self.power_down(d.slurm_node, f"scoctl: {d.reason}")
+        if removal.server_id:
+            done = self.delete_server(removal.server_id, removal.instance, removal.reason,
+                                      removal.workload, removal.name)
+        if removal.slurm_node:
+            self.power_down(removal.slurm_node, f"scoctl: {removal.reason}")
         return done
 
-    def scale_down(self, s: ScaleDown) -> str:
+    def scale_down(self, unit: ScaleDown) -> str:
         """cordon → check idle again → drain → delete Node → delete server; 'kept' if busy."""
-        if s.slurm_node:
-            return self._scale_down_slurm(s)
-        if self.cluster is not None and s.node:
+        if unit.slurm_node:
+            return self._scale_down_slurm(unit)
+        if self.cluster is not None and unit.node:
             try:
-                self.cluster.cordon(s.node)
-                busy = busy_pods(self.cluster.pods_on_node(s.node), {s.node})
-                if busy.get(s.node, 0):
-                    self.cluster.uncordon(s.node)
-                    self.store.update_instance(s.instance, status="ready", idle_since=None)
-                    self.store.append_event(s.workload, "SCALE_DOWN_CANCELLED", "info", None,
-                                            {"server": s.server_id, "name": s.name,
+                self.cluster.cordon(unit.node)
+                busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
+                if busy.get(unit.node, 0):
+                    self.cluster.uncordon(unit.node)
+                    self.store.update_instance(unit.instance, status="ready", idle_since=None)
+                    self.store.append_event(unit.workload, "SCALE_DOWN_CANCELLED", "info", None,
+                                            {"server": unit.server_id, "name": unit.name,
                                              "reason": "pods landed on the node"})
                     return "kept"
-                self.cluster.drain(s.node)
-                self.cluster.delete_node(s.node)
+                self.cluster.drain(unit.node)
+                self.cluster.delete_node(unit.node)
             except ApiError as exc:
-                self._note(f"scale-down of {s.name}", exc)
+                self._note(f"scale-down of {unit.name}", exc)
                 return "error"
-        ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
-                                s.workload, s.name)
+        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
+                                unit.name)
         return "deleted" if ok else "error"
 
-    def _scale_down_slurm(self, s: ScaleDown) -> str:
-        assert s.slurm_node is not None
+    def _scale_down_slurm(self, unit: ScaleDown) -> str:
+        assert unit.slurm_node is not None
         if self.scheduler is not None:
             try:
                 fresh = {n.name: n for n in self.scheduler.nodes()}
             except ApiError as exc:
-                self._note(f"scale-down of {s.name}", exc)
+                self._note(f"scale-down of {unit.name}", exc)
                 return "error"
-            node = fresh.get(s.slurm_node)
+            node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(s.instance, status="ready", idle_since=None)
+                self.store.update_instance(unit.instance, status="ready", idle_since=None)
                 return "kept"
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)
             if node is not None and not node.flags & SLURM_POWERED_OFF:
                 try:
-                    self.scheduler.update_node(s.slurm_node, state=POWER_DOWN,
+                    self.scheduler.update_node(unit.slurm_node, state=POWER_DOWN,
                                                reason="scoctl: scale-down")
                 except ApiError as exc:
-                    self._note(f"power down Slurm node {s.slurm_node}", exc)
+                    self._note(f"power down Slurm node {unit.slurm_node}", exc)
                     return "error"
-            power_release(self.store, [s.slurm_node], "scale-down", suspend=False)
-        ok = self.delete_server(s.server_id, s.instance, "scale-down: idle and not in the plan",
-                                s.workload, s.name)
+            self.released.append(NodeRelease(unit.slurm_node, "scale-down"))
+        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
+                                unit.name)
         return "deleted" if ok else "error"
 
     def run(self) -> RegionOutcome:
@@ -333,16 +331,18 @@ class _Region:
                                  servers=snapshot.servers)
         self.record(decision)
         deleted: list[str] = []
-        for d in decision.deletions:
-            if self.deletion(d) and d.server_id:
-                deleted.append(d.name)
+        for removal in decision.deletions:
+            if self.deletion(removal) and removal.server_id:
+                deleted.append(removal.name)
         scaled: list[str] = []
         kept: list[str] = []
-        for s in decision.scale_downs:
-            outcome = self.scale_down(s)
-            (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(s.name)
+        for unit in decision.scale_downs:
+            outcome = self.scale_down(unit)
+            (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(
+                unit.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
-                             tuple(kept), tuple(self.errors), servers=snapshot.servers)
+                             tuple(kept), tuple(self.errors), tuple(self.released),
+                             servers=snapshot.servers)
 
 
 def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | None = None,
@@ -369,13 +369,14 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     if discover:
         from scoctl.adapters.factory import cluster_for, scheduler_for
 
-        if cluster is None and uses_kubernetes(config):
+        sources = config.sources(host_hints(config))
+        if cluster is None and "k8s" in sources:
             try:
                 cluster = cluster_for(config)
                 owned.append(cluster)
             except ScoctlError as exc:
                 errors.append(f"kubernetes: {exc}")
-        if scheduler is None and uses_slurm(config):
+        if scheduler is None and "slurm" in sources:
             scheduler = scheduler_for(config)
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
@@ -440,107 +441,3 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
         else:
             done.append(row.slug)
     return tuple(sorted(done))
-
-
-# -- Slurm power saving ---------------------------------------------------------------------
-
-
-def node_shape(node: SlurmNode, config: Config) -> dict[str, int]:
-    """A Slurm node's shape as a claim counts it: cpu millicores, memory bytes, GPUs."""
-    gpu_resource = config.slurm_gpu_resource
-    shape = {"cpu": node.cpus * 1000, "memory": node.memory_mb * 2**20}
-    gpus = node.gpus(gres_map=config.slurm.gres_map, gpu_resource=gpu_resource)
-    if gpus:
-        shape[gpu_resource] = gpus
-    return shape
-
-
-def _claim_for(store: Store, workload: str, nodes: Sequence[str],
-               shapes: Mapping[str, Mapping[str, int]], contract: str, tolerates: bool) -> bool:
-    requests: dict[str, int] = {}
-    largest: dict[str, int] = {}
-    for name in nodes:
-        for res, amount in shapes.get(name, {}).items():
-            requests[res] = requests.get(res, 0) + amount
-            largest[res] = max(largest.get(res, 0), amount)
-    _, changed = store.put_claim(workload, contract=contract, requests=requests,
-                                 largest_pod=largest, pods=len(nodes), source="slurm",
-                                 tolerates_reclaimable=tolerates, nodes=list(nodes))
-    return changed
-
-
-def power_resume(config: Config, store: Store, scheduler: BatchScheduler,
-                 names: Sequence[str], *, workload: str | None = None,
-                 jobs: Mapping[str, str] | None = None) -> dict[str, list[str]]:
-    """Slurm asked to resume `names`: add them to their workloads' claims (one server per node
-    name follows from plan and acquire). Returns the nodes added per workload.
-
-    The workload is `workload`, else the one tracking a job of the resume file that runs on
-    the node (`jobs[node] = job id`), else the config's Slurm workload for the node's
-    partition, else ``slurm-<partition>``.
-    """
-    known = {n.name: n for n in scheduler.nodes()}
-    shapes = store.node_shapes()
-    by_workload: dict[str, list[str]] = {}
-    for name in names:
-        node = known.get(name)
-        if node is None:
-            log.warning("slurm resume: unknown node %s", name)
-            continue
-        shapes[name] = node_shape(node, config)
-        target = workload
-        job = (jobs or {}).get(name)
-        if target is None and job:
-            row = store.workload_by_job(job)
-            target = row.slug if row else None
-        if target is None:
-            for spec in config.workloads:
-                if spec.source == "slurm" and spec.partition in node.partitions:
-                    target = spec.name
-                    break
-        if target is None:
-            target = f"slurm-{node.partitions[0] if node.partitions else 'cloud'}"
-        by_workload.setdefault(target, []).append(name)
-    with store.transaction():
-        store.save_node_shapes({name: shapes[name] for name in names if name in known})
-        store.clear_suspended(names)
-        for slug, added in sorted(by_workload.items()):
-            wanted = config.workload(slug)
-            old = store.claim(slug)
-            nodes = sorted(set(old.nodes if old else ()) | set(added))
-            _claim_for(store, slug, nodes, shapes, wanted.contract if wanted else
-                       (old.contract if old else "T1"),
-                       wanted.tolerates_reclaimable if wanted else True)
-            store.append_event(slug, "SLURM_NODES_RESUME", "info", None,
-                               {"nodes": ",".join(sorted(added))})
-    return by_workload
-
-
-def power_release(store: Store, names: Iterable[str], reason: str, *,
-                  suspend: bool = True) -> dict[str, list[str]]:
-    """Slurm handed `names` back (suspended, or a resume that failed): drop them from their
-    claims and, with `suspend`, mark them so the next reconcile deletes their servers.
-    Returns the nodes dropped per workload."""
-    wanted = set(names)
-    shapes = store.node_shapes()
-    dropped: dict[str, list[str]] = {}
-    with store.transaction():
-        for claim in store.claims():
-            gone = sorted(set(claim.nodes) & wanted)
-            if not gone:
-                continue
-            keep = sorted(set(claim.nodes) - wanted)
-            _claim_for(store, claim.workload, keep, shapes, claim.contract,
-                       claim.tolerates_reclaimable)
-            dropped[claim.workload] = gone
-            store.append_event(claim.workload, "SLURM_NODES_RELEASED", "info", None,
-                               {"nodes": ",".join(gone), "reason": reason})
-        if suspend:
-            instances = store.instances()
-            live = {i.node_name for i in instances if i.node_name and i.status in LIVE}
-            store.mark_suspended(wanted & live)
-            now = store.now()
-            for inst in instances:
-                if inst.node_name in wanted and inst.status in LIVE and not inst.idle_since:
-                    store.update_instance(inst.id, idle_since=now)
-    return dropped

@@ -1,40 +1,151 @@
-"""`scoctl run`: watch (one pass) → plan → acquire → reconcile → notice (and, on a new reclaim
-notice, plan and acquire again), under the caller's run lock.
+"""The composer: the stages chained into `scoctl run`, and the compositions single commands need.
 
-Each stage is called as a function (never a subprocess) and timed. An API failure in one stage
-does not stop the others — every later stage is safe on the state the earlier ones left (plan
-works on the claims already recorded, acquire on the latest plan, reconcile on what Nova says) —
-but the pass is reported as failed and `exit_code` is 1 (DESIGN §8). A ConfigError stops the
-pass (exit 2: a person must fix the input). Metrics are written after every pass.
+A stage never calls another stage (an import contract holds it); this module does:
+
+- `acquire_with_fallback` (``scoctl acquire``): the acquire stage; then, in the same run, the
+  workloads that lost a pool to a capacity fault are re-planned without it (plan stage) and
+  launched again (acquire stage, scoped to them), at most `MAX_ROUNDS` rounds in all; the Slurm
+  nodes of launches that failed for sure go back to powered-down (Slurm power stage).
+- `reconcile_and_release` (``scoctl reconcile``): the reconcile stage, then the Slurm nodes it
+  powered down leave their claims (Slurm power stage).
+- `run_once` (``scoctl run``): watch (one pass) → the Slurm power stage (what Slurm's
+  power-saving programs spooled; when Slurm is in use) → plan → acquire with fallback →
+  reconcile with release → the notice stage on reconcile's server listing (its noticed Slurm
+  nodes leave their claims; a new notice is planned and acquired again at once:
+  ``notice-plan``, ``notice-acquire``), each called as a function (never a subprocess) and
+  timed.
+
+In `run_once` an API failure in one stage does not stop the others — every later stage is safe
+on the state the earlier ones left (plan works on the claims already recorded, acquire on the
+latest plan, reconcile on what Nova says) — but the pass is reported as failed and `exit_code`
+is 1 (DESIGN §8). A ConfigError stops the pass (exit 2: a person must fix the input). Metrics are
+written after every pass.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from scoctl.adapters.counting import CallCounter, CountingCloud
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError
+from scoctl.host.discovery import host_hints
+from scoctl.stages.acquire import (
+    DEFAULT_POLL_S,
+    DEFAULT_WATCH_S,
+    AcquireResult,
+    BootFiles,
+    BudgetFactory,
+    CloudFactory,
+    Observer,
+    default_budget,
+    default_connect,
+    run_acquire,
+)
+from scoctl.stages.join_tokens import JoinTokens
 from scoctl.stages.metrics import RunSample, StageSample
+from scoctl.stages.notice import run_notices
+from scoctl.stages.plan import run_plan
+from scoctl.stages.reconcile import ReconcileResult, run_reconcile
+from scoctl.stages.slurm_power import apply_requests, hand_back, release_nodes
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
+    from scoctl.core.model import Source
     from scoctl.host.budget import TokenBudget
-    from scoctl.stages.watch import Source
     from scoctl.state import Store
 
 log = logging.getLogger(__name__)
 
-STAGES = ("watch", "plan", "acquire", "reconcile", "notice")
-# when the notice stage finds a new reclaim notice, the pass plans and acquires again at once
-NOTICE_FOLLOW_UP = ("notice-plan", "notice-acquire")
+MAX_ROUNDS = 3  # the first launch and at most two same-run fallbacks
+
+
+# --------------------------------------------------------------------------- compositions
+
+
+class _RegionCache:
+    """One token budget and one cloud per region for every round of a run (connected lazily:
+    a run that launches nothing never connects)."""
+
+    def __init__(self, connect: CloudFactory, budget: BudgetFactory) -> None:
+        self._connect, self._budget = connect, budget
+        self.budgets: dict[str, TokenBudget] = {}
+        self.clouds: dict[str, Cloud] = {}
+
+    def budget(self, config: Config, region: Region) -> TokenBudget:
+        if region.name not in self.budgets:
+            self.budgets[region.name] = self._budget(config, region)
+        return self.budgets[region.name]
+
+    def connect(self, config: Config, region: Region, budget: TokenBudget) -> Cloud:
+        if region.name not in self.clouds:
+            self.clouds[region.name] = self._connect(config, region, budget)
+        return self.clouds[region.name]
+
+
+def _planable(store: Store, workloads: Collection[str]) -> list[str]:
+    """The workloads with a claim that asks for something (those a re-plan can cover)."""
+    return sorted(w for w in workloads if (claim := store.claim(w)) is not None and claim.requests)
+
+
+def acquire_with_fallback(
+    config: Config, store: Store, clock: Clock, *, region: str | None = None,
+    dry_run: bool = False, connect: CloudFactory = default_connect,
+    budget: BudgetFactory = default_budget, watch: float = DEFAULT_WATCH_S,
+    poll: float = DEFAULT_POLL_S, sleep: Callable[[float], None] = time.sleep,
+    observer: Observer | None = None, scheduler: BatchScheduler | None = None,
+    join_tokens: JoinTokens | None = None,
+) -> AcquireResult:
+    """``scoctl acquire`` (DESIGN §6): launch what the plan needs, fall back in the same run
+    from pools that fail with a capacity fault, and hand the Slurm nodes of launches that
+    failed for sure back to Slurm (`scheduler`; without it they only leave their claims).
+
+    Raises what `run_acquire` raises; `replanned` names the workloads re-planned in the run
+    and `powered_down` the Slurm nodes handed back.
+    """
+    cache = _RegionCache(connect, budget)
+    boot = BootFiles(config, join_tokens or JoinTokens(config, clock))  # for every round
+
+    def round_of(round_no: int, scope: Collection[str] | None) -> AcquireResult:
+        return run_acquire(config, store, clock, region=region, dry_run=dry_run,
+                           connect=cache.connect, budget=cache.budget, watch=watch, poll=poll,
+                           sleep=sleep, observer=observer, scope=scope, round_no=round_no,
+                           boot=boot)
+
+    result = round_of(0, None)
+    for round_no in range(1, MAX_ROUNDS):
+        planable = _planable(store, result.lost) if not dry_run else []
+        if not planable:
+            break
+        replanned = run_plan(config, store, clock, only=planable).changed
+        result = replace(result, replanned=result.replanned + replanned)
+        if not replanned:
+            break
+        result = result.then(round_of(round_no, set(replanned)))
+    if result.release and not dry_run:
+        result = replace(result, powered_down=hand_back(store, scheduler, result.release),
+                         release=())
+    return result
+
+
+def reconcile_and_release(config: Config, store: Store, clock: Clock,
+                          **options: Any) -> ReconcileResult:
+    """``scoctl reconcile``: `run_reconcile` (same options), then the Slurm nodes it powered
+    down leave their claims so Slurm requeues their jobs."""
+    result = run_reconcile(config, store, clock, **options)
+    if result.released and not result.dry_run:
+        release_nodes(store, result.released, suspend=False)
+    return result
+
+
+# --------------------------------------------------------------------------- one pass
 
 
 @dataclass(frozen=True)
@@ -98,138 +209,143 @@ class Systems:
         self.owned.clear()
 
 
-def connect_systems(config: Config) -> Systems:
-    """Kubernetes and Slurm as the watch stage finds them configured (clouds stay lazy)."""
-    from scoctl.stages.watch import available_sources, connect
+def slurm_of(config: Config) -> BatchScheduler | None:
+    """The Slurm adapter when `Config.sources` finds Slurm in use on this host (built, not
+    called: it puts the CLOUD nodes of failed launches back to powered-down)."""
+    if "slurm" not in config.sources(host_hints(config)):
+        return None
+    from scoctl.adapters.factory import scheduler_for
 
-    sources = tuple(available_sources(config))
-    cluster, scheduler = connect(config, sources)
+    return scheduler_for(config)
+
+
+def connect_systems(config: Config) -> Systems:
+    """Kubernetes and Slurm as `Config.sources` finds them in use on this host (clouds stay
+    lazy)."""
+    from scoctl.adapters.factory import cluster_for, scheduler_for
+
+    sources = config.sources(host_hints(config))
+    cluster = cluster_for(config) if "k8s" in sources else None
+    scheduler = scheduler_for(config) if "slurm" in sources else None
     systems = Systems(cluster=cluster, scheduler=scheduler, sources=sources)
     if cluster is not None:
         systems.owned.append(cluster)
     return systems
 
 
-def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
-             teardown: bool = True, region: str | None = None,
-             acquire_watch: float | None = None,
-             sleep: Callable[[float], None] = time.sleep,
-             budget: Callable[[Config, Region], TokenBudget] | None = None) -> RunResult:
-    """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
-    started = time.perf_counter()
-    counter = CallCounter()
-    if budget is None:
-        from scoctl.host.budget import budget_for
+class _Pass:
+    """One pass of `run_once`: the stages in order, their reports, and what they shared."""
 
-        budget = budget_for
-    budgets: dict[str, TokenBudget] = {}
+    def __init__(self, config: Config, store: Store, clock: Clock, systems: Systems,
+                 budget: BudgetFactory) -> None:
+        self.config, self.store, self.clock, self.systems = config, store, clock, systems
+        self.counter = CallCounter()
+        self.reports: list[StageReport] = []
+        self.cache = _RegionCache(self._connect, budget)
 
-    def tokens(cfg: Config, reg: Region) -> TokenBudget:
-        if reg.name not in budgets:
-            assert budget is not None
-            budgets[reg.name] = budget(cfg, reg)
-        return budgets[reg.name]
+    def _connect(self, config: Config, region: Region, budget: TokenBudget) -> Cloud:
+        given = (self.systems.clouds or {}).get(region.name)
+        if given is None:
+            given = default_connect(config, region, budget)
+        return CountingCloud(given, region.name, self.counter)
 
-    clouds: dict[str, Cloud] = {}
+    def cloud(self, config: Config, region: Region) -> Cloud:
+        """The region's (counted) cloud, for reconcile."""
+        return self.cache.connect(config, region, self.cache.budget(config, region))
 
-    def cloud(cfg: Config, reg: Region, spend: TokenBudget | None = None) -> Cloud:
-        if reg.name not in clouds:
-            given = (systems.clouds or {}).get(reg.name)
-            if given is None:
-                from scoctl.adapters.factory import cloud_for
-
-                given = cloud_for(cfg, reg, budget=spend or tokens(cfg, reg))
-            clouds[reg.name] = CountingCloud(given, reg.name, counter)
-        return clouds[reg.name]
-
-    reports: list[StageReport] = []
-
-    def stage(name: str, body: Callable[[], tuple[Any, list[str]]], skip: str = "") -> Any:
+    def stage(self, name: str, body: Callable[[], tuple[Any, list[str]]],
+              skip: str = "") -> Any:
+        """Run one stage, timed; an API failure is reported and the pass goes on."""
         if skip:
-            reports.append(StageReport(name, 0.0, True, skipped=skip))
+            self.reports.append(StageReport(name, 0.0, True, skipped=skip))
             return None
         t0 = time.perf_counter()
         try:
             result, errors = body()
         except ApiError as exc:
             log.warning("run: %s failed: %s", name, exc)
-            reports.append(StageReport(name, time.perf_counter() - t0, False, (str(exc),)))
+            self.reports.append(StageReport(name, time.perf_counter() - t0, False, (str(exc),)))
             return None
-        reports.append(StageReport(name, time.perf_counter() - t0, not errors,
-                                   tuple(errors), result=result))
+        self.reports.append(StageReport(name, time.perf_counter() - t0, not errors,
+                                        tuple(errors), result=result))
         return result
+
+    def write_metrics(self, watch: Any, plan: Any, run: RunResult) -> RunResult:
+        """Write the metrics textfile (config `metrics.textfile`) for this pass."""
+        if self.config.metrics_file is None:
+            return run
+        from scoctl.host.metrics import write_atomically
+        from scoctl.stages.metrics import collect
+
+        budgets = self.cache.budgets
+        sample = RunSample(
+            stages=[StageSample(s.name, s.seconds, s.ok) for s in self.reports],
+            plan_seconds=getattr(plan, "seconds", None), calls=self.counter.snapshot(),
+            tokens_available={name: b.available() for name, b in budgets.items()},
+            tokens_spent={name: b.spent for name, b in budgets.items()},
+            succeeded_at=self.clock.now().timestamp() if not run.failed else None,
+            pending={name: c.pending for name, c in getattr(watch, "sources", {}).items()
+                     if c.error is None})
+        write_atomically(self.config.metrics_file, collect(self.store, sample))
+        return replace(run, metrics_file=str(self.config.metrics_file))
+
+
+def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
+             teardown: bool = True, region: str | None = None,
+             acquire_watch: float | None = None,
+             sleep: Callable[[float], None] = time.sleep,
+             budget: BudgetFactory | None = None) -> RunResult:
+    """One pass of the loop; the caller holds the run lock. Writes metrics when configured."""
+    started = time.perf_counter()
+    this_pass = _Pass(config, store, clock, systems, budget or default_budget)
 
     def watch() -> tuple[Any, list[str]]:
         from scoctl.stages.watch import run_pass
 
-        result = run_pass(config, store, clock, sources=systems.sources,
-                          teardown=teardown, cluster=systems.cluster,
-                          scheduler=systems.scheduler)
+        result = run_pass(config, store, clock, sources=systems.sources, teardown=teardown,
+                          cluster=systems.cluster, scheduler=systems.scheduler)
         return result, list(result.errors)
 
-    def notice(listed: Any) -> tuple[Any, list[str]]:
-        from scoctl.stages.notice import run_notices
-        from scoctl.stages.reconcile import power_release
-
-        servers = {r.region: r.servers for r in listed.regions} if listed is not None else None
-        result = run_notices(config, store, clock, region=region,
-                             connect=lambda cfg, reg: cloud(cfg, reg),
-                             cluster=systems.cluster, scheduler=systems.scheduler,
-                             servers=servers, sleep=sleep)
-        if result.release:
-            power_release(store, result.release, "reclaim notice", suspend=False)
+    def slurm_power() -> tuple[Any, list[str]]:
+        result = apply_requests(config, store, systems.scheduler)
         return result, list(result.errors)
 
     def plan() -> tuple[Any, list[str]]:
-        from scoctl.stages.plan import run_plan
-
-        result = run_plan(config, store, clock)
-        return result, []
+        return run_plan(config, store, clock), []
 
     def acquire() -> tuple[Any, list[str]]:
-        from scoctl.stages.acquire import DEFAULT_WATCH_S, run_acquire
-
-        result = run_acquire(config, store, clock, region=region,
-                             connect=lambda cfg, reg, spend: cloud(cfg, reg, spend),
-                             budget=tokens,
-                             watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch,
-                             sleep=sleep, scheduler=systems.scheduler)
+        result = acquire_with_fallback(
+            config, store, clock, region=region, connect=this_pass.cache.connect,
+            budget=this_pass.cache.budget,
+            watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch, sleep=sleep,
+            scheduler=systems.scheduler)
         return result, list(result.errors)
 
     def reconcile() -> tuple[Any, list[str]]:
-        from scoctl.stages.reconcile import run_reconcile
-
-        result = run_reconcile(config, store, clock, region=region, teardown=teardown,
-                               connect=lambda cfg, reg: cloud(cfg, reg),
-                               cluster=systems.cluster, scheduler=systems.scheduler,
-                               discover=False)
+        result = reconcile_and_release(config, store, clock, region=region, teardown=teardown,
+                                       connect=this_pass.cloud, cluster=systems.cluster,
+                                       scheduler=systems.scheduler, discover=False)
         return result, list(result.errors)
 
-    watch_result = stage("watch", watch,
-                         "" if systems.sources else "no Kubernetes or Slurm configured")
-    plan_result = stage("plan", plan)
-    stage("acquire", acquire)
-    reconciled = stage("reconcile", reconcile)
-    noticed = stage("notice", lambda: notice(reconciled))  # on reconcile's server listing
-    if noticed is not None and noticed.replan:  # replace the noticed units in this pass
-        stage(NOTICE_FOLLOW_UP[0], plan)
-        stage(NOTICE_FOLLOW_UP[1], acquire)
-    seconds = time.perf_counter() - started
-    run = RunResult(stages=tuple(reports), seconds=seconds)
-    if config.metrics_file is not None:
-        from scoctl.host.metrics import write_atomically
-        from scoctl.stages.metrics import collect
+    def notice(listed: ReconcileResult | None) -> tuple[Any, list[str]]:
+        servers = {r.region: r.servers for r in listed.regions} if listed else None
+        result = run_notices(config, store, clock, region=region, connect=this_pass.cloud,
+                             cluster=systems.cluster, scheduler=systems.scheduler,
+                             servers=servers, sleep=sleep)
+        if result.release:
+            release_nodes(store, result.release, suspend=False)
+        return result, list(result.errors)
 
-        sample = RunSample(
-            stages=[StageSample(s.name, s.seconds, s.ok) for s in reports],
-            plan_seconds=getattr(plan_result, "seconds", None),
-            calls=counter.snapshot(),
-            tokens_available={name: b.available() for name, b in budgets.items()},
-            tokens_spent={name: b.spent for name, b in budgets.items()},
-            succeeded_at=clock.now().timestamp() if not run.failed else None,
-            pending={name: c.pending for name, c in getattr(watch_result, "sources", {}).items()
-                     if c.error is None})
-        write_atomically(config.metrics_file, collect(store, sample))
-        run = RunResult(stages=run.stages, seconds=seconds,
-                        metrics_file=str(config.metrics_file))
-    return run
+    watched = this_pass.stage("watch", watch,
+                        "" if systems.sources else "no Kubernetes or Slurm configured")
+    if "slurm" in systems.sources:  # what Slurm's power-saving programs spooled
+        this_pass.stage("slurm-power", slurm_power)
+    planned = this_pass.stage("plan", plan)
+    this_pass.stage("acquire", acquire)
+    reconciled = this_pass.stage("reconcile", reconcile)
+    noticed = this_pass.stage("notice", lambda: notice(reconciled))
+    if noticed is not None and noticed.replan:  # replace the noticed units in this pass
+        this_pass.stage("notice-plan", plan)
+        this_pass.stage("notice-acquire", acquire)
+    run = RunResult(stages=tuple(this_pass.reports), seconds=time.perf_counter() - started)
+    return this_pass.write_metrics(watched, planned, run)

@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import os
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -56,6 +54,7 @@ from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
 from scoctl.core.model import FinishedJob, WorkloadRecord
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
+from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
 from scoctl.stages.tokens import record_token
@@ -177,25 +176,8 @@ def slurm_policy(config: Config) -> SlurmPolicy:
 
 
 def available_sources(config: Config) -> list[Source]:
-    """The sources ``--source all`` watches: Kubernetes when a kubeconfig (config, $KUBECONFIG,
-    ~/.kube/config) or an in-cluster service account is there; Slurm when the config names a
-    Slurm workload, slurmrestd or CLOUD partitions, or when ``squeue`` exists on a host that
-    has a Slurm configuration ($SLURM_CONF or /etc/slurm/slurm.conf)."""
-    out: list[Source] = []
-    k = config.kubernetes
-    if (k.kubeconfig is not None or os.environ.get("KUBECONFIG")
-            or os.path.exists(os.path.expanduser("~/.kube/config"))
-            or os.environ.get("KUBERNETES_SERVICE_HOST")):
-        out.append("k8s")
-    if config.uses_slurm or (shutil.which(config.slurm.squeue) and slurm_configured()):
-        out.append("slurm")
-    return out
-
-
-def slurm_configured() -> bool:
-    """This host is a Slurm client: $SLURM_CONF or /etc/slurm/slurm.conf exists."""
-    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
-    return os.path.exists(conf)
+    """The sources ``--source all`` watches: `Config.sources` with what this host offers."""
+    return list(config.sources(host_hints(config)))
 
 
 # --- read --------------------------------------------------------------------------------------

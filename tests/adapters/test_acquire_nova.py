@@ -40,8 +40,9 @@ from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import parse_boot_contract
 from scoctl.host.budget import TokenBudget
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
-from scoctl.stages.acquire import AcquireResult, run_acquire
+from scoctl.stages.acquire import AcquireResult
 from scoctl.stages.plan import run_plan
+from scoctl.stages.run import acquire_with_fallback
 from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
@@ -59,6 +60,7 @@ POOLS = """
   - {name: big.a, region: region-a, az: nova, flavor: m1.xlarge, group: g3, tier: reclaimable,
      depth: 50}
 """
+
 
 
 def write_config(tmp: Path, *, cloud: str = "scoctl-test", rate: int = 10,
@@ -156,8 +158,8 @@ class Env:
                            before_launch=self.race.pop("before_launch", None))
 
     def acquire(self, **kwargs: object) -> AcquireResult:
-        return run_acquire(self.config, self.store, self.clock, connect=self.connect,
-                           watch=40.0, poll=0.2, **kwargs)  # type: ignore[arg-type]
+        return acquire_with_fallback(self.config, self.store, self.clock, connect=self.connect,
+                                     watch=40.0, poll=0.2, **kwargs)  # type: ignore[arg-type]
 
     def posts(self) -> int:
         emulator = self.backend.emulator

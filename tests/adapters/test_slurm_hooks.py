@@ -1,9 +1,15 @@
-"""scoctl's Slurm hooks (slurm/) called by a real slurmctld: PrologSlurmctld / EpilogSlurmctld
-tokens land in the spool for real jobs, a failing hook never drains a node or costs a job, and
-ResumeProgram / SuspendProgram / ResumeFailProgram hand power saving to scoctl.
+"""scoctl's Slurm hooks (slurm/) called by a real slurmctld, running as an unprivileged user
+that cannot open the state (DESIGN §9): PrologSlurmctld / EpilogSlurmctld tokens and the
+power-saving programs' requests (ResumeProgram / SuspendProgram / ResumeFailProgram) land in
+the spool, a failing hook never drains a node or costs a job, the submit wrapper gates and
+submits as the submitting user, and the next pass (`scoctl slurm apply`, `scoctl watch`, as the
+state's owner) applies what they dropped.
 
-The module starts its own cluster (scripts/slurm-start.sh on free ports) because the hooks are
-slurm.conf lines fixed at start; it is stopped by PID at the end.
+The suite runs as root, so the module creates a system user for the hooks and runs every hook
+through ``setpriv`` as that user; the state file stays 0600 and owned by root, the spool is
+root-owned, setgid and writable by the hook user's group (as `scoctl init` makes it). The module
+starts its own cluster (scripts/slurm-start.sh on free ports) because the hooks are slurm.conf
+lines fixed at start; daemons are stopped by PID and the user is removed at the end.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,27 +35,52 @@ from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = ("_common.sh", "prolog-slurmctld", "epilog-slurmctld", "resume", "suspend",
          "resume-fail")
+SLURMCTLD_HOOKS = {"PROLOG_SLURMCTLD": "prolog-slurmctld",
+                   "EPILOG_SLURMCTLD": "epilog-slurmctld", "RESUME_PROGRAM": "resume",
+                   "SUSPEND_PROGRAM": "suspend", "RESUME_FAIL_PROGRAM": "resume-fail"}
 SUSPEND_TIME = 4
+
+
+@dataclass(frozen=True)
+class HookUser:
+    """The unprivileged user the hooks run as (SlurmUser, or a submitting user, in a real
+    deployment)."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def argv(self, *command: str) -> list[str]:
+        """`command` run as this user."""
+        return ["/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.gid}",
+                "--init-groups", "--", *command]
 
 
 @dataclass
 class HookCluster:
     cluster: SlurmCluster
+    user: HookUser
     hooks: Path
     spool: Path
     state: Path
     config: Path
+    scoctl: Path
 
     def env_file(self, scoctl: str) -> None:
         (self.hooks / "hooks.env").write_text(
             f"SCOCTL={scoctl}\nSCOCTL_CONFIG={self.config}\nSLURM_CONF={self.cluster.conf}\n"
             "SCO_HOOK_TIMEOUT=20\n", encoding="utf-8")
 
-    def spooled(self) -> list[dict[str, object]]:
+    def spooled(self, kind: str | None = None) -> list[dict[str, object]]:
         out = []
         for path in sorted(self.spool.glob("[!.]*.json")):
-            out.append(json.loads(path.read_text()))
+            data = json.loads(path.read_text())
+            if kind is None or data.get("kind", "token") == kind:
+                out.append(data)
         return out
+
+    def spool_owners(self) -> set[int]:
+        return {path.stat().st_uid for path in self.spool.glob("[!.]*.json")}
 
     def job_state(self, job_id: int) -> str:
         return self.cluster.run("squeue", "-h", "-t", "all", "-j", str(job_id),
@@ -60,29 +92,58 @@ class HookCluster:
     def store(self) -> Store:
         return open_store(self.state)
 
+    def as_owner(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`scoctl ARGS` as the state's owner: the next pass that applies the spool."""
+        return subprocess.run([str(self.scoctl), "--config", str(self.config), *args],
+                              env=self.cluster.env, capture_output=True, text=True,
+                              timeout=60, check=False)
 
-def _scoctl_wrapper(directory: Path) -> Path:
-    """An absolute `scoctl` for hooks run with no PATH: this interpreter and this checkout."""
+    def power_log(self) -> str:
+        return (self.cluster.dir / "log" / "power.log").read_text()
+
+
+def _scoctl_for(user: HookUser, directory: Path) -> Path:
+    """An absolute `scoctl` for hooks run with no PATH — a Python and this checkout — that the
+    hook user can run: with this Python, else the system's of the same version (this one may
+    live under root's home) with this environment's packages on the path."""
+    pythonpath = f"{REPO}:{sysconfig.get_paths()['purelib']}"
     path = directory / "scoctl"
-    path.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m scoctl \"$@\"\n")
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, f"/usr/bin/python{version}"):
+        path.write_text(f"#!/bin/sh\nPYTHONPATH={pythonpath} exec {python} -m scoctl \"$@\"\n")
+        path.chmod(0o755)
+        done = subprocess.run(user.argv(str(path), "--help"), env={"PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode == 0:
+            return path
+    pytest.fail(f"no Python the user {user.name} can run scoctl with")
+
+
+def _as_user_wrapper(directory: Path, user: HookUser, hook: Path) -> Path:
+    """What slurm.conf names: slurmctld (SlurmUser root here) runs the hook as `user`."""
+    path = directory / f"as-user-{hook.name}"
+    path.write_text("#!/bin/sh\nexec " + " ".join(user.argv(str(hook))) + ' "$@"\n')
     path.chmod(0o755)
     return path
 
 
 @pytest.fixture(scope="module")
-def hooked() -> Iterator[HookCluster]:
+def hook_user() -> Iterator[HookUser]:
     if os.geteuid() != 0:
-        pytest.skip("needs root and the Slurm daemons (scripts/setup-slurm.sh)")
-    if not os.access("/usr/sbin/slurmctld", os.X_OK):  # CI is root with Slurm: a failure there
-        pytest.fail("the Slurm daemons are not installed: run scripts/setup-slurm.sh")
-    tmp = Path(tempfile.mkdtemp(prefix="scoctl-hooks-"))
-    tmp.chmod(0o755)  # munged (as munge) walks into the cluster directory
-    hooks = tmp / "hooks"
-    hooks.mkdir()
-    for name in HOOKS:
-        shutil.copy2(REPO / "slurm" / name, hooks / name)
-    spool, state, config = tmp / "spool", tmp / "state.db", tmp / "config.yaml"
-    config.write_text(f"""
+        pytest.skip("needs root to create the hook user and start the Slurm daemons")
+    name = f"scohook{os.getpid()}"[:32]
+    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                    "--shell", "/usr/sbin/nologin", "--user-group", name],
+                   check=True, capture_output=True, timeout=60)
+    try:
+        ids = subprocess.run(["id", "-u", name], check=True, capture_output=True, text=True)
+        gid = subprocess.run(["id", "-g", name], check=True, capture_output=True, text=True)
+        yield HookUser(name, int(ids.stdout), int(gid.stdout))
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, timeout=60, check=False)
+
+
+CONFIG = """
 state: {state}
 spool: {spool}
 budget_dir: {tmp}/budget
@@ -99,16 +160,32 @@ ranking: {{id: r-1, scores: {{small.spot: 0.9}}}}
 workloads:
   - {{name: hpc, contract: T1, source: slurm, kind: job, partition: cloud}}
 slurm: {{cloud_partitions: [cloud]}}
-""", encoding="utf-8")
-    open_store(state, create=True).close()
+"""
+
+
+@pytest.fixture(scope="module")
+def hooked(hook_user: HookUser) -> Iterator[HookCluster]:
+    if not os.access("/usr/sbin/slurmctld", os.X_OK):  # CI is root with Slurm: a failure there
+        pytest.fail("the Slurm daemons are not installed: run scripts/setup-slurm.sh")
+    tmp = Path(tempfile.mkdtemp(prefix="scoctl-hooks-"))
+    tmp.chmod(0o755)  # munged (as munge) and the hook user walk into the cluster directory
+    hooks = tmp / "hooks"
+    hooks.mkdir()
+    for name in HOOKS:
+        shutil.copy2(REPO / "slurm" / name, hooks / name)
+    spool, state, config = tmp / "spool", tmp / "state.db", tmp / "config.yaml"
+    config.write_text(CONFIG.format(state=state, spool=spool, tmp=tmp), encoding="utf-8")
+    open_store(state, create=True).close()  # 0600, root's: the hooks cannot open it
+    spool.mkdir()
+    os.chown(spool, 0, hook_user.gid)
+    spool.chmod(0o2775)  # setgid, group-writable: what `scoctl init` makes for SlurmUser
+    scoctl = _scoctl_for(hook_user, tmp)
     base_dir = tmp / "slurm"
     env = {**os.environ, "SLURM_DIR": str(base_dir), "PORT_BASE": str(free_port_base()),
            "RESTD": "0", "SIMULATE_BOOT": "1", "BOOT_DELAY": "1",
-           "SUSPEND_TIME": str(SUSPEND_TIME), "RESUME_TIMEOUT": "60",
-           "PROLOG_SLURMCTLD": str(hooks / "prolog-slurmctld"),
-           "EPILOG_SLURMCTLD": str(hooks / "epilog-slurmctld"),
-           "RESUME_PROGRAM": str(hooks / "resume"), "SUSPEND_PROGRAM": str(hooks / "suspend"),
-           "RESUME_FAIL_PROGRAM": str(hooks / "resume-fail")}
+           "SUSPEND_TIME": str(SUSPEND_TIME), "RESUME_TIMEOUT": "60"}
+    for setting, hook in SLURMCTLD_HOOKS.items():
+        env[setting] = str(_as_user_wrapper(tmp, hook_user, hooks / hook))
     done = subprocess.run(["bash", str(SCRIPTS / "slurm-start.sh")], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
@@ -116,8 +193,8 @@ slurm: {{cloud_partitions: [cloud]}}
         pytest.fail(f"slurm-start.sh failed:\n{done.stdout}\n{done.stderr}")
     cluster = SlurmCluster(dir=base_dir, conf=base_dir / "etc" / "slurm.conf", rest_url=None,
                            port_base=int(env["PORT_BASE"]), token="")
-    world = HookCluster(cluster, hooks, spool, state, config)
-    world.env_file(str(_scoctl_wrapper(tmp)))
+    world = HookCluster(cluster, hook_user, hooks, spool, state, config, scoctl)
+    world.env_file(str(scoctl))
     try:
         yield world
     finally:
@@ -129,7 +206,14 @@ slurm: {{cloud_partitions: [cloud]}}
 
 def _tokens(world: HookCluster, workload: str) -> list[tuple[str, str]]:
     return [(str(e["token"]), str(dict(e["detail"]).get("state", "")))  # type: ignore[arg-type]
-            for e in world.spooled() if e["workload"] == workload]
+            for e in world.spooled("token") if e["workload"] == workload]
+
+
+def test_the_hook_user_cannot_open_the_state(hooked: HookCluster) -> None:
+    assert (hooked.state.stat().st_uid, hooked.state.stat().st_mode & 0o777) == (0, 0o600)
+    done = subprocess.run(hooked.user.argv("/bin/cat", str(hooked.state)),
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode != 0 and "Permission denied" in done.stderr
 
 
 def test_prolog_and_epilog_spool_start_and_end_tokens_of_real_jobs(hooked: HookCluster) -> None:
@@ -144,19 +228,27 @@ def test_prolog_and_epilog_spool_start_and_end_tokens_of_real_jobs(hooked: HookC
                                             ("SLURM_JOB_ENDED", "")]
     assert _tokens(hooked, "hook-ok") == [("SLURM_JOB_STATUS", "CONFIGURING"),
                                           ("SLURM_JOB_ENDED", "")]
-    ended = {str(e["workload"]): dict(e["detail"]) for e in hooked.spooled()  # type: ignore[arg-type]
+    ended = {str(e["workload"]): dict(e["detail"]) for e in hooked.spooled("token")  # type: ignore[arg-type]
              if e["token"] == "SLURM_JOB_ENDED"}
     assert (ended["hook-ok"]["job_id"], ended["hook-ok"]["exit_code"]) == (str(fine), "0:0")
     assert (ended["hook-fail"]["job_id"], ended["hook-fail"]["exit_code"]) == \
         (str(failing), "3:0")
     assert ended["hook-fail"]["restarts"] == "0"
     assert wait_for(lambda: hooked.job_state(other) == "COMPLETED", timeout=20)
-    assert {e["workload"] for e in hooked.spooled()} == {"hook-fail", "hook-ok"}
+    assert {e["workload"] for e in hooked.spooled("token")} == {"hook-fail", "hook-ok"}
     assert wait_for(lambda: hooked.job_state(failing) == "FAILED", timeout=20)
+    assert hooked.spool_owners() == {hooked.user.uid}  # written by the hook user
+    # the next pass, as the state's owner, records what the hooks dropped
+    watched = hooked.as_owner("watch", "--once", "--source", "slurm", "--json")
+    assert watched.returncode == 0, watched.stderr
+    with hooked.store() as store:
+        assert [e.token for e in store.events(workload="hook-fail")][-1] == "SLURM_JOB_STATUS"
+        row = store.latest_workload("hook-fail")
+        assert row is not None and row.status == "failed"
+    assert hooked.spooled("token") == []
 
 
 def test_a_failing_hook_never_drains_a_node_or_costs_a_job(hooked: HookCluster) -> None:
-    scoctl = (hooked.hooks / "hooks.env").read_text().split("\n")[0].split("=", 1)[1]
     hooked.env_file("/bin/false")  # every emit fails
     try:
         job = hooked.cluster.sbatch("-J", "hook-broken", "-p", "cpu", "--wrap", "true")
@@ -165,21 +257,38 @@ def test_a_failing_hook_never_drains_a_node_or_costs_a_job(hooked: HookCluster) 
         job2 = hooked.cluster.sbatch("-J", "hook-broken", "-p", "cpu", "--wrap", "true")
         assert wait_for(lambda: hooked.job_state(job2) == "COMPLETED", timeout=30)
     finally:
-        hooked.env_file(scoctl)
+        hooked.env_file(str(hooked.scoctl))
     assert hooked.node_state("local1") == "idle"
     assert _tokens(hooked, "hook-broken") == []
 
 
-def test_resume_claims_the_nodes_and_suspend_hands_them_back(hooked: HookCluster) -> None:
+def claimed(world: HookCluster) -> tuple[str, ...]:
+    with world.store() as store:
+        claim = store.claim("hpc")
+        return claim.nodes if claim else ()
+
+
+def applied(world: HookCluster) -> dict[str, object]:
+    done = world.as_owner("slurm", "apply", "--json")
+    assert done.returncode == 0, done.stderr
+    body: dict[str, object] = json.loads(done.stdout)
+    return body
+
+
+def test_resume_and_suspend_are_spooled_by_the_hook_user_and_applied_by_the_next_pass(
+    hooked: HookCluster,
+) -> None:
     job = hooked.cluster.sbatch("-J", "burst", "-p", "cloud", "-w", "test-cloud-1",
                                 "--wrap", "sleep 1")
+    assert wait_for(lambda: "RESUME_PROGRAM" in hooked.power_log(), timeout=30)
+    assert f"{hooked.hooks.parent}/as-user-resume rc=0" in hooked.power_log()  # exit 0
+    [request] = hooked.spooled("power")
+    assert (request["token"], dict(request["detail"])["nodes"]) == (  # type: ignore[arg-type]
+        "SLURM_POWER_RESUME", ["test-cloud-1"])
+    assert hooked.spool_owners() == {hooked.user.uid}
+    assert claimed(hooked) == ()  # the hook never touched the state
 
-    def claimed() -> tuple[str, ...]:
-        with hooked.store() as store:
-            claim = store.claim("hpc")
-            return claim.nodes if claim else ()
-
-    assert wait_for(lambda: claimed() == ("test-cloud-1",), timeout=30)
+    assert applied(hooked)["resumed"] == {"hpc": ["test-cloud-1"]}
     with hooked.store() as store:
         claim = store.claim("hpc")
         assert claim is not None and claim.source == "slurm" and claim.pods == 1
@@ -190,37 +299,44 @@ def test_resume_claims_the_nodes_and_suspend_hands_them_back(hooked: HookCluster
             generation=1, launch_id="l-000000000001", status="ready", created=store.now(),
             updated=store.now(), node_name="test-cloud-1"))
     hooked.cluster.cancel(job)
-    # idle for SuspendTime → slurmctld runs SuspendProgram → the claim drops the node
-    assert wait_for(lambda: claimed() == (), timeout=SUSPEND_TIME + 60, interval=0.5)
+    # idle for SuspendTime → slurmctld runs SuspendProgram (as the hook user) → spooled
+    assert wait_for(lambda: "SUSPEND_PROGRAM" in hooked.power_log(), timeout=SUSPEND_TIME + 60,
+                    interval=0.5)
+    assert f"{hooked.hooks.parent}/as-user-suspend rc=0" in hooked.power_log()
+    assert claimed(hooked) == ("test-cloud-1",)
+
+    assert applied(hooked)["released"] == {"hpc": ["test-cloud-1"]}
+    assert claimed(hooked) == ()
     with hooked.store() as store:
         assert "test-cloud-1" in store.suspended_nodes()
         inst = store.instance("srv-1")
         assert inst is not None and inst.idle_since is not None
         assert [e.token for e in store.events(workload="hpc")] == [
             "SLURM_NODES_RESUME", "SLURM_NODES_RELEASED"]
-    power_log = hooked.cluster.dir / "log" / "power.log"
-    # the wrapper logs SUSPEND_PROGRAM once our program has returned: that can trail the claim
-    assert wait_for(lambda: "SUSPEND_PROGRAM" in power_log.read_text(), timeout=20)
-    log = power_log.read_text()
-    assert "RESUME_PROGRAM" in log and "rc=0" in log
+    assert hooked.spooled("power") == []
 
 
-def test_resume_fail_puts_the_node_back_to_powered_down_never_down(
+def test_resume_fail_is_spooled_and_the_next_pass_powers_the_node_down_never_down(
     hooked: HookCluster,
 ) -> None:
     with hooked.store() as store:
         store.put_claim("hpc", contract="T1", requests={"cpu": 2000}, largest_pod={"cpu": 2000},
                         pods=1, source="slurm", nodes=["test-cloud-2"])
-    log = hooked.cluster.dir / "log" / "power.log"
-    resumes = log.read_text().count("RESUME_PROGRAM")
+    resumes = hooked.power_log().count("RESUME_PROGRAM")
     hooked.cluster.run("scontrol", "update", "NodeName=test-cloud-2", "State=POWER_UP")
     # slurmctld ran our ResumeProgram (the node is in the claim); now say the resume failed
-    assert wait_for(lambda: log.read_text().count("RESUME_PROGRAM") > resumes, timeout=20)
+    assert wait_for(lambda: hooked.power_log().count("RESUME_PROGRAM") > resumes, timeout=20)
     started = time.monotonic()
-    done = subprocess.run([str(hooked.hooks / "resume-fail"), "test-cloud-2"],
+    done = subprocess.run(hooked.user.argv(str(hooked.hooks / "resume-fail"), "test-cloud-2"),
                           env={"SLURM_CONF": str(hooked.cluster.conf)},
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+    assert [r["token"] for r in hooked.spooled("power")] == [
+        "SLURM_POWER_RESUME", "SLURM_POWER_RESUME_FAIL"]
+
+    body = applied(hooked)
+
+    assert body["powered_down"] == ["test-cloud-2"] and body["errors"] == []
     assert wait_for(lambda: hooked.node_state("test-cloud-2") in ("idle~", "idle%"),
                     timeout=30)
     assert "down" not in hooked.node_state("test-cloud-2")
@@ -228,3 +344,44 @@ def test_resume_fail_puts_the_node_back_to_powered_down_never_down(
     with hooked.store() as store:
         claim = store.claim("hpc")
         assert claim is not None and claim.nodes == () and claim.requests == {}
+
+
+def gate_wrapper(world: HookCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """slurm/sbatch-gate as the submitting user (the hook user here)."""
+    env = {"PATH": "/usr/bin:/bin", "SCOCTL": str(world.scoctl),
+           "SCOCTL_CONFIG": str(world.config), "SLURM_CONF": str(world.cluster.conf)}
+    return subprocess.run(world.user.argv(str(REPO / "slurm" / "sbatch-gate"), *args),
+                          env=env, cwd="/tmp", capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_the_submit_wrapper_gates_and_submits_as_the_submitting_user(
+    hooked: HookCluster,
+) -> None:
+    fits = gate_wrapper(hooked, "--sco-workload", "gated-ok", "-p", "cpu", "-c", "1",
+                        "-o", "/dev/null", "--wrap", "true")
+    assert fits.returncode == 0, fits.stderr
+    job = int(fits.stdout.split()[-1])
+    assert wait_for(lambda: hooked.job_state(job) == "COMPLETED", timeout=30)
+    submitted = [e for e in hooked.spooled("token") if e["workload"] == "gated-ok"]
+    assert [(e["token"], dict(e["detail"]).get("job_id"))  # type: ignore[arg-type]
+            for e in submitted][:1] == [("SLURM_JOB_SUBMITTED", str(job))]
+
+    over = gate_wrapper(hooked, "--sco-workload", "gated-big", "-p", "cpu", "-c", "500",
+                        "--wrap", "true")
+
+    assert over.returncode == 3, over.stderr
+    assert "not submitted" in over.stderr
+    assert [e["token"] for e in hooked.spooled("token") if e["workload"] == "gated-big"] == [
+        "CAPACITY_EXCEEDED", "SLURM_JOB_SUBMISSION_FAILED"]
+    assert hooked.cluster.run("squeue", "-h", "-u", hooked.user.name, "-t", "pending").strip() \
+        == ""
+    assert hooked.spool_owners() == {hooked.user.uid}
+    with hooked.store() as store:  # nothing reached the state but through the spool
+        assert store.latest_workload("gated-ok") is None
+        assert store.latest_workload("gated-big") is None
+    watched = hooked.as_owner("watch", "--once", "--source", "slurm")
+    assert watched.returncode == 0, watched.stderr
+    with hooked.store() as store:
+        big = store.latest_workload("gated-big")
+        assert big is not None and big.status == "failed"

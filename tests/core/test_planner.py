@@ -12,6 +12,7 @@ from scoctl.core.planner import (
     WorkloadPlan,
     coverage,
     plan_all,
+    plan_rows,
     plan_workload,
     planning_order,
     pool_key,
@@ -413,7 +414,7 @@ def test_a_precomputed_promised_depth_gives_the_same_plans():
     changed = [make_claim("a", pods=8), make_claim("b", pods=12)]
     slow = plan_all(changed, CONTRACTS, pools, FLAVORS, scores, {}, only={"b"}, previous=full)
     fast = plan_all(changed, CONTRACTS, pools, FLAVORS, scores, {}, only={"b"}, previous=full,
-                    promised=promised_depth(full, {}))
+                    promised=promised_depth(plan_rows(full), {}))
     assert fast == slow
-    assert promised_depth(full, {}) == {"spot0": 3, "spot1": 1}
+    assert promised_depth(plan_rows(full), {}) == {"spot0": 3, "spot1": 1}
     assert slow["b"].units() == {"spot0": 1, "spot1": 2}  # "gone" gave its spot1 unit back

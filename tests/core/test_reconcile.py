@@ -15,7 +15,11 @@ from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNod
 from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-POLICY = Policy()
+# the config's defaults (timeouts: launch 5m, registration 15m, idle 10m, negative_cache 3m,
+# orphan_grace 30m; gc_orphans off; disruption_budget 10%)
+POLICY = Policy(launch_timeout=300.0, registration_timeout=900.0, idle_timeout=600.0,
+                negative_cache=180.0, orphan_grace=1800.0, gc_orphans=False,
+                disruption_budget=0.10)
 REGION = "region-a"
 TIERS = {"p-spot": "reclaimable", "p-res": "committed", "p-spot2": "reclaimable"}
 
@@ -51,12 +55,18 @@ def make_instance(sid: str, *, status: str = "ready", workload: str = "web",
         idle_since=ago(idle_since) if idle_since is not None else None, node_name=node_name)
 
 
-def make_node(name: str, *, ready: bool = True, workload: str = "web", pool: str = "p-spot",
-              taint: bool = True, sid: str = "") -> NodeInfo:
-    return NodeInfo(name=name, ready=ready,
-                    labels={"sco/managed": "true", "sco/workload": workload, "sco/pool": pool},
+def make_node(name: str, *, sid: str, ready: bool = True, workload: str = "web",
+              pool: str = "p-spot", taint: bool = True, via: str = "provider") -> NodeInfo:
+    """The Node of server `sid`, named `name`, telling its server by `via`: ``provider``
+    (``openstack:///<sid>``), ``region`` (``openstack://region-a/<sid>``), ``label``
+    (``sco/instance=<sid>``) or ``none``."""
+    labels = {"sco/managed": "true", "sco/workload": workload, "sco/pool": pool}
+    if via == "label":
+        labels["sco/instance"] = sid
+    provider = {"provider": f"openstack:///{sid}", "region": f"openstack://region-a/{sid}"}
+    return NodeInfo(name=name, ready=ready, labels=labels,
                     taints=(Taint("reclaimable", "NoSchedule", "true"),) if taint else (),
-                    provider_id=f"openstack:///{sid}" if sid else "")
+                    provider_id=provider.get(via, ""))
 
 
 def make_launch(launch_id: str, *, created: float = 10, status: str = "intent",
@@ -96,7 +106,7 @@ def test_active_server_without_node_is_active_then_ready_when_node_is_ready_tain
     d = decide(snap(servers=(make_server("a"),), instances=(inst,)), POLICY, NOW)
     assert fields(d, "a") == {"status": "active", "active_at": rfc3339(NOW)}
     d = decide(snap(servers=(make_server("a"),), instances=(inst,),
-                    k8s_nodes=(make_node(inst.name),)), POLICY, NOW)
+                    k8s_nodes=(make_node(inst.name, sid="a"),)), POLICY, NOW)
     assert fields(d, "a")["status"] == "ready"
     assert tokens(d) == ["INSTANCE_READY"]
 
@@ -108,10 +118,42 @@ def test_node_matched_by_provider_id_counts() -> None:
     assert fields(d, "a")["status"] == "ready"
 
 
+def test_nodes_are_matched_by_identity_never_by_name() -> None:
+    inst = make_instance("a", status="active")
+    servers = (make_server("a"),)
+    for via in ("provider", "region", "label"):
+        node = make_node("10.0.0.7", sid="a", via=via)  # named by IP: matched by identity
+        d = decide(snap(servers=servers, instances=(inst,), k8s_nodes=(node,)), POLICY, NOW)
+        assert fields(d, "a")["status"] == "ready", via
+    named_alike = make_node(inst.name, sid="a", via="none")  # the server's name, no identity
+    other = make_node(inst.name, sid="b")  # the server's name, another server's identity
+    for node in (named_alike, other):
+        d = decide(snap(servers=servers, instances=(inst,), k8s_nodes=(node,)), POLICY, NOW)
+        assert "status" not in fields(d, "a")
+
+
+def test_idle_detection_cordon_and_node_deletion_use_the_matched_nodes_own_name() -> None:
+    servers, insts, _ = fleet(2, idle=5000)
+    nodes = tuple(make_node(f"{i.name}.novalocal", sid=i.id) for i in insts)
+    busy = decide(snap(servers=servers, instances=insts, k8s_nodes=nodes, targets={},
+                       busy_pods={f"{insts[0].name}.novalocal": 1}), POLICY, NOW)
+    assert fields(busy, "s00") == {"idle_since": None}  # its Node holds a pod
+    assert [s.node for s in busy.scale_downs] == [f"{insts[1].name}.novalocal"]
+    # a server's name on another Node says nothing about this one
+    idle = decide(snap(servers=servers, instances=insts, k8s_nodes=nodes, targets={},
+                       busy_pods={insts[0].name: 1}), POLICY, NOW)
+    assert "s00" in {s.instance for s in idle.scale_downs}
+    gone = decide(snap(servers=(replace(servers[0], status="ERROR", fault_code=500,
+                                        fault_message="reclaimed"),), instances=insts[:1],
+                       k8s_nodes=nodes[:1]), POLICY, NOW)
+    assert [x.node for x in gone.deletions] == [f"{insts[0].name}.novalocal"]
+
+
 def test_reclaimable_node_without_the_taint_or_labels_is_not_ready() -> None:
     inst = make_instance("a", status="active")
-    for node in (make_node(inst.name, taint=False), make_node(inst.name, workload="other"),
-                 make_node(inst.name, ready=False)):
+    for node in (make_node(inst.name, sid="a", taint=False),
+                 make_node(inst.name, sid="a", workload="other"),
+                 make_node(inst.name, sid="a", ready=False)):
         d = decide(snap(servers=(make_server("a"),), instances=(inst,), k8s_nodes=(node,)),
                    POLICY, NOW)
         assert "status" not in fields(d, "a")
@@ -120,7 +162,8 @@ def test_reclaimable_node_without_the_taint_or_labels_is_not_ready() -> None:
 def test_committed_node_needs_no_taint() -> None:
     inst = make_instance("a", status="active", pool="p-res")
     d = decide(snap(servers=(make_server("a", pool="p-res"),), instances=(inst,),
-                    k8s_nodes=(make_node(inst.name, pool="p-res", taint=False),)), POLICY, NOW)
+                    k8s_nodes=(make_node(inst.name, sid="a", pool="p-res", taint=False),)),
+               POLICY, NOW)
     assert fields(d, "a")["status"] == "ready"
 
 
@@ -168,6 +211,7 @@ def test_capacity_fault_excludes_the_pool_and_deletes() -> None:
     assert [e.pool for e in d.exclusions] == ["p-spot"]
     assert d.exclusions[0].until == rfc3339(NOW + timedelta(seconds=180))
     assert tokens(d) == ["POOL_EXCLUDED"]
+    assert set(d.events[0].detail) == {"pool", "launch", "servers", "fault", "region", "until"}
     assert fields(d, "a")["status"] == "error"
     assert "No valid host" in fields(d, "a")["fault"]
     assert [x.server_id for x in d.deletions] == ["a"]
@@ -180,6 +224,7 @@ def test_quota_fault_deletes_without_excluding() -> None:
     d = decide(snap(servers=(server,), instances=(inst,)), POLICY, NOW)
     assert d.exclusions == ()
     assert tokens(d) == ["QUOTA_EXCEEDED"]
+    assert set(d.events[0].detail) == {"pool", "launch", "servers", "fault", "region"}
     assert [x.server_id for x in d.deletions] == ["a"]
 
 
@@ -307,7 +352,7 @@ def fleet(n: int, *, idle: float | None = 700) -> tuple[tuple[ServerInfo, ...],
                                                       tuple[NodeInfo, ...]]:
     servers = tuple(make_server(f"s{i:02d}") for i in range(n))
     insts = tuple(make_instance(f"s{i:02d}", idle_since=idle) for i in range(n))
-    nodes = tuple(make_node(i.name) for i in insts)
+    nodes = tuple(make_node(i.name, sid=i.id) for i in insts)
     return servers, insts, nodes
 
 
@@ -398,7 +443,7 @@ def steady_fleets(draw: st.DrawFn) -> tuple[Snapshot, int]:
                   for i in range(n))
     insts = tuple(replace(i, idle_since=i.idle_since) if i.idle_since or busy[k] else
                   replace(i, idle_since=ago(1)) for k, i in enumerate(insts))
-    nodes = tuple(make_node(i.name) for i in insts)
+    nodes = tuple(make_node(i.name, sid=i.id) for i in insts)
     return snap(servers=servers, instances=insts, k8s_nodes=nodes,
                 targets={"web": {"p-spot": want}},
                 busy_pods={insts[i].name: 1 for i in range(n) if busy[i]}), want

@@ -96,9 +96,9 @@ class Sim:
         return NovaCloud(openstack.connection.Connection(config=region))
 
 
-def start_sim(cwd: Path) -> Sim:
+def start_sim(cwd: Path, *options: str) -> Sim:
     started = time.monotonic()
-    result = run_scoctl(cwd, "sim", "up", "--json")
+    result = run_scoctl(cwd, "sim", "up", "--json", *options)
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     state = json.loads(result.stdout)
@@ -335,12 +335,31 @@ def test_the_bundled_scenario_takes_its_flavors_and_zones_from_the_demo_config()
     ("kubernetes:\n  deployments:\n    - {name: a, namespace: s, requests: {cpu: lots}}\n",
      "scenario.yaml:3: kubernetes.deployments[0].requests"),
     ("agent: {reclaim: {mode: explode}}\n", "scenario.yaml:1: agent.reclaim.mode"),
+    ("agent: {node_suffix: novalocal}\n", "scenario.yaml:1: agent.node_suffix"),
     ("bogus: 1\n", "scenario.yaml:1: bogus"),
 ])
 def test_a_bad_scenario_names_its_file_line_and_field(text, where):
     with pytest.raises(ConfigError) as caught:
         parse_scenario(load_located(text, "scenario.yaml"), base=None)
     assert str(caught.value).startswith(where)
+
+
+def test_nodes_take_the_scenarios_suffix_and_carry_their_servers_identity():
+    scenario = parse_scenario(load_located("agent: {node_suffix: .novalocal}\n",
+                                           "scenario.yaml"), base=None)
+    assert scenario.node_suffix == ".novalocal"
+    server = {"id": "s-1", "name": "sco-web-l-1", "status": "ACTIVE", "tags": ["sco:managed"],
+              "flavor": "m1.small", "user_data": ""}
+    actions = agent.plan_nodes([server], [], {}, 0.0, 2.0, {}, "2026-01-01T00:00:00Z",
+                               scenario.node_suffix)
+    [node] = actions.create
+    assert node["metadata"]["name"] == "sco-web-l-1.novalocal"
+    assert node["metadata"]["labels"]["sco/instance"] == "s-1"
+    assert agent.server_of(node) == "s-1"
+    # registered once: the next poll finds it by identity and creates nothing more
+    again = agent.plan_nodes([server], [node], {node["metadata"]["name"]: 0.0}, 5.0, 2.0, {},
+                             "2026-01-01T00:00:05Z", scenario.node_suffix)
+    assert again.create == () and again.ready == ("sco-web-l-1.novalocal",)
 
 
 def test_registration_reads_kubelet_flags_when_the_template_has_no_contract_json():

@@ -4,7 +4,9 @@ One simulated region (real processes, real CLI) runs the whole story: `scoctl ru
 until the 42 pods run on Ready instance nodes, `scoctl sim scale shop/orders-daily --replicas
 0` (the pods go and are not recreated, even when a node is reclaimed), then `run --once` until
 reconcile has deleted every scoctl-managed server. The config is the bundled demo config with
-`timeouts.idle: 1s` and `disruption_budget: 1.0`.
+`timeouts.idle: 1s` and `disruption_budget: 1.0`; the scenario is the bundled one with Nodes
+named `<server>.novalocal`, as a real cloud names them, so readiness, idle detection, cordon,
+drain and Node deletion all have to match Nodes to servers by identity (DESIGN §7).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
 
-DEMO = Path(__file__).resolve().parents[2] / "scoctl" / "data" / "demo.yaml"
+DATA = Path(__file__).resolve().parents[2] / "scoctl" / "data"
+DEMO = DATA / "demo.yaml"
+SUFFIX = ".novalocal"
 
 
 class Loop:
@@ -49,9 +53,17 @@ class Loop:
         return body
 
     def pods(self) -> list[dict[str, Any]]:
+        return [p for p in self.objects("Pod") if p["metadata"].get("namespace") == "shop"]
+
+    def instance_nodes(self) -> list[str]:
+        """The Nodes of scoctl's servers."""
+        return [str(n["metadata"]["name"]) for n in self.objects("Node")
+                if agent.server_of(n) is not None]
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
         api = agent.SimApi(*self._urls())
         try:
-            return [p for p in api.objects("Pod") if p["metadata"].get("namespace") == "shop"]
+            return api.objects(kind)
         finally:
             api.close()
 
@@ -63,7 +75,10 @@ class Loop:
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
     cwd = tmp_path_factory.mktemp("scale")
-    region = start_sim(cwd)
+    scenario = yaml.safe_load((DATA / "scenario.yaml").read_text())
+    scenario["agent"]["node_suffix"] = SUFFIX
+    (cwd / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    region = start_sim(cwd, "--scenario", str(cwd / "scenario.yaml"))
     story = Loop(cwd)
     story.pids = region.pids
     try:
@@ -89,6 +104,8 @@ def test_scale_to_zero_deletes_the_pods_and_the_agent_does_not_recreate_them(loo
     body = converge(loop, lambda b: b["pods"]["running"] == 42 and b["pods"]["pending"] == 0,
                     rounds=30, pause=1.0)
     assert body["servers"]["managed"] > 0
+    names = loop.instance_nodes()  # Nodes unlike their servers: matched by identity
+    assert names and all(name.endswith(SUFFIX) for name in names)
 
     scaled = json.loads(loop.scoctl("sim", "scale", "shop/orders-daily", "--replicas", "0",
                                     "--json").stdout)
@@ -114,7 +131,7 @@ def test_the_loop_then_deletes_every_idle_server(loop):
     body = converge(loop, lambda b: b["servers"]["managed"] == 0
                     and b["nodes"]["instances"] == 0, rounds=20, pause=1.2)
     seconds = time.monotonic() - started
-    assert body["nodes"]["instances"] == 0
+    assert body["nodes"]["instances"] == 0 and loop.instance_nodes() == []  # no leak
     events = [json.loads(line) for line in
               loop.scoctl("events", "--json").stdout.splitlines() if line.strip()]
     tokens = [e["token"] for e in events]
@@ -124,6 +141,8 @@ def test_the_loop_then_deletes_every_idle_server(loop):
     assert deleted
     status = json.loads(loop.scoctl("status", "--json").stdout)
     assert not status.get("instances")
+    errors = [e for e in events if e["level"] == "error"]
+    assert errors == []  # no cordon of a Node that is not there, no instance left draining
     print(f"idle scale-down of the whole fleet: {seconds:.1f} s")
 
 

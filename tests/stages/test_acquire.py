@@ -15,17 +15,25 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, Region, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.diff import waiting_node_names
-from scoctl.core.model import InstanceRecord, LaunchRecord, PlanUnitRecord, PlanWorkloadRecord
+from scoctl.core.model import (
+    InstanceRecord,
+    LaunchRecord,
+    NodeRelease,
+    PlanUnitRecord,
+    PlanWorkloadRecord,
+)
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
 from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
+from scoctl.stages.run import acquire_with_fallback
 from scoctl.state import Store, open_store
 from tests.builders import held_units
 
 SECRET = "join-token-s3cr3t-value"
+
 
 
 def make_config(tmp: Path, *, regions: int = 1) -> Config:
@@ -108,8 +116,9 @@ def add_instances(store: Store, workload: str, pool: str, count: int, *,
 
 def acquire(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
             **kwargs: object) -> AcquireResult:
-    return run_acquire(config, store, clock, connect=connect_to(fake), sleep=clock.advance,
-                       poll=0.5, **kwargs)  # type: ignore[arg-type]
+    """`scoctl acquire`: the stage with its same-run fallback and the Slurm hand-back."""
+    return acquire_with_fallback(config, store, clock, connect=connect_to(fake),
+                                 sleep=clock.advance, poll=0.5, **kwargs)  # type: ignore[arg-type]
 
 
 def tokens(store: Store, token: str) -> list[dict[str, object]]:
@@ -256,6 +265,8 @@ def test_a_403_quota_answer_fails_the_launch_but_keeps_the_pool_eligible(
     [fault] = result.quota_faults
     assert (fault.pool, fault.asynchronous) == ("small.a", False)
     assert tokens(store, "QUOTA_EXCEEDED")[0]["pool"] == "small.a"
+    assert set(tokens(store, "QUOTA_EXCEEDED")[0]) == {"pool", "launch", "servers", "fault",
+                                                       "region"}
     assert store.exclusions() == [] and result.exclusions == ()
     assert result.ok  # quota is a domain outcome, not a failed run
     assert held_units(store) == {}  # the units are free for the next run
@@ -297,6 +308,9 @@ def test_no_valid_host_excludes_the_pool_and_the_workload_falls_back_in_the_same
     assert exclusion.until == rfc3339(clock.now() + timedelta(seconds=180))
     assert [(e.pool, e.workloads) for e in result.exclusions] == [("big.a", ("web",))]
     assert tokens(store, "POOL_EXCLUDED")[0]["pool"] == "big.a"
+    # the one fault rule (core.faults) gives acquire and reconcile the same detail shape
+    assert set(tokens(store, "POOL_EXCLUDED")[0]) == {"pool", "launch", "servers", "fault",
+                                                      "region", "until"}
     assert result.replanned == ("web",)
     assert [(u.pool, u.units) for u in store.plans()["web"].pools] == [("medium.a", 2)]
     assert [(o.pool, o.created, o.round_no) for o in result.launches] == [
@@ -562,3 +576,38 @@ def test_a_capacity_fault_on_a_slurm_node_falls_back_without_powering_it_down(
         ("big.a", ("cloud-1",), 0), (result.launches[1].pool, ("cloud-1",), 1)]
     assert result.launches[1].pool != "big.a" and result.launches[1].created == 1
     assert [s.name for s in fake.servers()] == ["cloud-1"]
+
+
+def test_the_acquire_stage_alone_returns_the_lost_workload_and_replans_nothing(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
+                    largest_pod=parse_resources({"cpu": "500m", "memory": "512Mi"}), pods=8,
+                    source="k8s")
+    first = run_plan(config, store, clock)
+    fake.no_valid_host(flavor="m1.xlarge")
+
+    result = run_acquire(config, store, clock, connect=connect_to(fake), sleep=clock.advance,
+                         poll=0.5)
+
+    assert result.lost == ("web",) and result.replanned == ()
+    assert [(o.pool, o.round_no) for o in result.launches] == [("big.a", 0)]
+    assert [e.pool for e in store.exclusions()] == ["big.a"]
+    latest = store.latest_generation()
+    assert latest is not None and latest.generation == first.generation  # no re-plan here
+    assert store.dirty() == {"web": "pool big.a excluded"}  # the next plan re-plans it
+
+
+def test_the_acquire_stage_alone_returns_the_slurm_nodes_to_hand_back(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    slurm_claim(store, ["cloud-1"])
+    set_plan(store, "hpc", {"small.a": 1})
+    fake.fail_next("launch", QuotaExceeded("Nova: Quota exceeded for instances: Requested 1"))
+
+    result = run_acquire(config, store, clock, connect=connect_to(fake), sleep=clock.advance)
+
+    assert result.release == (NodeRelease("cloud-1", "launch refused: quota exceeded"),)
+    assert result.powered_down == ()
+    claim = store.claim("hpc")
+    assert claim is not None and claim.nodes == ("cloud-1",)  # the power stage drops it

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.core.model import InstanceRecord, LaunchRequest, SlurmJob, SlurmNode
+from scoctl.core.model import InstanceRecord, LaunchRequest, NodeRelease, SlurmJob, SlurmNode
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.notice import NoticeResult, run_notices
@@ -83,7 +83,8 @@ def test_a_noticed_slurm_node_is_drained_requeued_then_deleted(tmp_path: Path) -
 
         first = notice_pass()
         assert slurm.calls == [("update", NODE, "DRAIN", f"sco: reclaim at {deadline}")]
-        assert first.release == (NODE,)  # for the composer: no second server under its name
+        # for the composer: no second server under the name while this one still runs
+        assert first.release == (NodeRelease(NODE, "reclaim notice"),)
         inst = store.instance(server.id)
         assert inst is not None and inst.status == "noticed"
 

@@ -300,3 +300,60 @@ def test_every_replanned_workload_gets_a_plan_event_and_an_unchanged_one_none(se
     store.conn.execute("DELETE FROM claims WHERE workload = 'alpha'")
     run_plan(config, store, clock)
     assert [e.workload for e in store.events() if e.token == "PLAN_REMOVED"] == ["alpha"]
+
+
+def test_a_committed_claims_file_becomes_the_workloads_claims_and_the_next_plan_keeps_them(
+    cli, tmp_path,
+):
+    config = write_config(tmp_path)
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - {workload: alpha, contract: T1, requests: {cpu: 64, "
+                      "memory: 256Gi}, largest_pod: {cpu: 4, memory: 16Gi}}\n")
+    committed = cli("--config", str(config), "plan", "--claims", str(claims), "--json")
+    assert committed.code == 0, committed.stderr
+    assert committed.json()["changed"] == ["alpha"]
+
+    again = cli("--config", str(config), "plan", "--json")
+
+    assert again.code == 0, again.stderr
+    assert again.json()["changed"] == []  # nothing to re-plan: the claim is the state's now
+    assert [w["workload"] for w in again.json()["workloads"]] == ["alpha"]
+    with open_store(tmp_path / "state.db") as store:
+        claim = store.claim("alpha")
+        assert claim is not None and (claim.source, claim.version) == ("file", 1)
+        assert claim.requests == {"cpu": 64_000, "memory": 256 * GI}
+        assert store.plans()["alpha"].claim_version == 1
+        assert "PLAN_REMOVED" not in [e.token for e in store.events()]
+        [generation] = {p.generation for p in store.plans().values()}
+        latest = store.latest_generation()
+        assert latest is not None and latest.generation == generation == 1
+
+
+def test_a_claims_file_claim_is_planned_with_the_state_and_replaced_by_watch(setup, tmp_path):
+    config, store, clock = setup
+    put(store, "beta", 32)
+    run_plan(config, store, clock)
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - {workload: alpha, contract: T1, requests: {cpu: 64, "
+                      "memory: 256Gi}, largest_pod: {cpu: 4, memory: 16Gi}}\n")
+
+    result = run_plan(config, store, clock, claims_path=claims)
+
+    assert result.changed == ("alpha",) and result.reasons_for_change == {
+        "alpha": "claims file"}
+    assert set(store.plans()) == {"alpha", "beta"}  # beta's plan is kept
+    put(store, "alpha", 16)  # a watch pass observes the workload: its claim replaces the file's
+    replanned = run_plan(config, store, clock)
+    assert replanned.changed == ("alpha",)
+    claim = store.claim("alpha")
+    assert claim is not None and (claim.source, claim.version) == ("k8s", 2)
+
+
+def test_a_dry_run_of_a_claims_file_records_no_claim(setup, tmp_path):
+    config, store, clock = setup
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - {workload: alpha, contract: T1, requests: {cpu: 64, "
+                      "memory: 256Gi}, largest_pod: {cpu: 4, memory: 16Gi}}\n")
+    result = run_plan(config, store, clock, claims_path=claims, dry_run=True)
+    assert result.changed == ("alpha",) and not result.committed
+    assert store.claims() == [] and store.latest_generation() is None

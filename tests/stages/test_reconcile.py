@@ -102,10 +102,11 @@ class World:
             self.nova.settle()
 
     def register(self, server: ServerInfo, *, pool: str = "tiny.spot", workload: str = "web",
-                 taint: bool = True) -> None:
-        """The node agent's part: a Ready node with scoctl's labels and taint."""
+                 taint: bool = True, name: str | None = None) -> None:
+        """The node agent's part: a Ready node with scoctl's labels and taint (named after the
+        server unless `name` says otherwise)."""
         self.k8s.add(make_node(
-            server.name, provider_id=f"openstack:///{server.id}",
+            name or server.name, provider_id=f"openstack:///{server.id}",
             labels={"sco/managed": "true", "sco/workload": workload, "sco/pool": pool},
             taints=[{"key": "reclaimable", "value": "true", "effect": "NoSchedule"}]
             if taint else None))
@@ -350,6 +351,26 @@ def test_idle_surplus_nodes_are_cordoned_drained_and_deleted_under_the_disruptio
     left = [s for s in servers if world.status(s.id) == "ready"]
     assert [s.name for s in left] == [servers[0].name]
     assert world.tokens().count("INSTANCE_SCALE_DOWN") == 3
+
+
+def test_a_node_named_unlike_its_server_is_matched_by_identity_and_scaled_down_by_its_name(
+    world: World,
+) -> None:
+    servers = world.launch(2)
+    world.settle()
+    for server in servers:  # a real cloud's Nodes: <server>.novalocal
+        world.register(server, name=f"{server.name}.novalocal")
+    world.k8s.add(make_pod("busy", node_name=f"{servers[0].name}.novalocal", phase="Running"))
+    world.reconcile()
+    assert [world.status(s.id) for s in servers] == ["ready", "ready"]
+    world.clock.advance(700)  # the plan holds no unit: both are surplus, one is busy
+    result = world.reconcile()
+    assert result.errors == ()
+    assert result.regions[0].scaled_down == (servers[1].name,)
+    assert world.status(servers[1].id) in ("deleting", "deleted")
+    nodes = {n["metadata"]["name"] for n in world.k8s.objects("Node")}
+    assert nodes == {f"{servers[0].name}.novalocal"}  # drained and deleted by its own name
+    assert world.status(servers[0].id) == "ready"  # its Node holds a pod: not idle
 
 
 class PodLandsOnCordon(KubernetesCluster):

@@ -17,9 +17,17 @@ import pytest
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config
-from scoctl.core.model import InstanceRecord, LaunchRecord, LaunchRequest, SlurmJob, SlurmNode
+from scoctl.core.model import (
+    InstanceRecord,
+    LaunchRecord,
+    LaunchRequest,
+    NodeRelease,
+    SlurmJob,
+    SlurmNode,
+)
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
+from scoctl.stages.run import reconcile_and_release
 from scoctl.state import Store
 from tests.stages.test_acquire import make_config
 
@@ -66,8 +74,9 @@ def fake() -> Iterator[FakeCloud]:
 
 def reconcile(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
               slurm: RecordingSlurm) -> ReconcileResult:
-    return run_reconcile(config, store, clock, clouds={"region-a": fake}, scheduler=slurm,
-                         discover=False)
+    """`scoctl reconcile`: the stage, then its powered-down nodes leave their claims."""
+    return reconcile_and_release(config, store, clock, clouds={"region-a": fake},
+                                 scheduler=slurm, discover=False)
 
 
 def claim_node(store: Store) -> None:
@@ -165,3 +174,19 @@ def test_an_idle_slurm_unit_the_plan_no_longer_needs_is_scaled_down(
     inst = store.instance(server_id)
     assert inst is not None and inst.status == "deleted"
     assert not reconcile(config, store, clock, fake, slurm).changed
+
+
+def test_the_reconcile_stage_alone_powers_the_node_down_and_returns_it_for_its_claim(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    idle_slurm_unit(store, clock, fake, config)
+    claim_node(store)
+    slurm = RecordingSlurm()
+    slurm.flags = frozenset({"CLOUD"})
+
+    result = run_reconcile(config, store, clock, clouds={"region-a": fake}, scheduler=slurm,
+                           discover=False)
+
+    assert slurm.updates == [(NODE, "POWER_DOWN_FORCE")]
+    assert result.released == (NodeRelease(NODE, "scale-down"),)
+    assert claimed(store) == (NODE,)  # the Slurm power stage drops it, not reconcile

@@ -106,3 +106,19 @@ def test_bad_intervals_are_usage_errors(loop: Loop) -> None:
         process = loop.start("run", *args)
         _, err = process.communicate(timeout=60)
         assert process.returncode == 2, (args, err)
+
+
+def test_a_stop_request_ends_the_pause_and_a_second_ctrl_c_interrupts_at_once() -> None:
+    from scoctl.stages.loop import StopRequest
+
+    stop = StopRequest()
+    assert stop.pause(0.01) is False  # nothing asked: the pause runs out
+    stop.handle(signal.SIGTERM, None)
+    started = time.monotonic()
+    assert stop.pause(60) is True and time.monotonic() - started < 1
+    assert stop.stopped_by == ["SIGTERM"]
+    with pytest.raises(KeyboardInterrupt):
+        stop.handle(signal.SIGINT, None)  # a Ctrl-C after a stop request: stop now
+    with stop:  # installed for the loop, restored afterwards
+        assert signal.getsignal(signal.SIGTERM) == stop.handle
+    assert signal.getsignal(signal.SIGTERM) != stop.handle

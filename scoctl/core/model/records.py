@@ -119,9 +119,14 @@ class InstanceRecord:
 
 @dataclass(frozen=True)
 class ExclusionRecord:
+    """A pool on the negative cache until `until` (the one exclusion type: stored, decided by
+    `core.faults.judge_fault`, reported by acquire and reconcile). `workloads` are the ones whose
+    launch hit the fault (not stored: the state keeps pool, reason and deadline)."""
+
     pool: str
     reason: str
     until: str
+    workloads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

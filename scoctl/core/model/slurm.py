@@ -87,6 +87,16 @@ class SlurmJob:
 
 
 @dataclass(frozen=True)
+class NodeRelease:
+    """A Slurm CLOUD node to hand back: its demand leaves its claim (and, when asked, the node
+    goes back to powered-down). Acquire and reconcile return these; the Slurm power stage
+    carries them out."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class FinishedJob:
     """A finished job as accounting (``sacct``) records it: its final state (``COMPLETED``,
     ``CANCELLED``, ``FAILED``, ...; ``CANCELLED by 1000`` is ``CANCELLED``) and exit code
