@@ -7,6 +7,7 @@
     ├── StateError               the state file cannot be used (newer schema, corrupt), exit 2
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
+        │   └── Refused          a create turned away before any work (429 to the last attempt)
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -88,6 +89,13 @@ class TemporaryError(ApiError):
     def __init__(self, message: str, delay: float | None = None) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class Refused(TemporaryError):
+    """A create call refused for sure before any work was done (rate limited on every attempt,
+    none of them ambiguous): nothing was created, so the launch is failed at once and its
+    units are free to be launched again (after a 5xx or a timeout they may exist: that is a
+    plain `TemporaryError`)."""
 
 
 class PermanentError(ApiError):

@@ -53,9 +53,10 @@ class Cloud(Protocol):
         """Start `min_count`..`max_count` servers in ONE call; Nova may build fewer (quota).
 
         Raises ConfigError (tags or user_data break Nova's rules: nothing was sent),
-        QuotaExceeded (403 over quota), TemporaryError, PermanentError (unknown flavor,
-        image, network or AZ, other 4xx). Servers that fail later show as ERROR (see
-        `ServerInfo.fault_error`).
+        QuotaExceeded (403 over quota), Refused (turned away before any work on every
+        attempt: nothing was created), TemporaryError (the call may have reached Nova: the
+        servers may exist), PermanentError (unknown flavor, image, network or AZ, other 4xx).
+        Servers that fail later show as ERROR (see `ServerInfo.fault_error`).
         """
         ...
 

@@ -6,6 +6,8 @@ SDK and keystoneauth exceptions are mapped once, here:
     429, 503                              -> TemporaryError(delay=Retry-After)
     other 5xx, connection failures        -> TemporaryError
     other 4xx, other SDK errors           -> PermanentError
+    a launch every attempt of which was   -> Refused (a TemporaryError: nothing was created)
+    turned away before any work
 
 Reads and writes go through a `RetryPolicy`; writes (create, delete) call `spend_token` before
 every attempt so the caller's mutating-call budget pays for retries too. A launch is ONE
@@ -34,6 +36,7 @@ from scoctl.errors import (
     ConfigError,
     PermanentError,
     QuotaExceeded,
+    Refused,
     ScoctlError,
     TemporaryError,
 )
@@ -303,7 +306,9 @@ class NovaCloud:
         """ONE multi-create call for `min_count`..`max_count` servers named `<name>-<i>`.
 
         Raises ConfigError (rules broken or a name that does not resolve: nothing was sent),
-        QuotaExceeded (403), TemporaryError, PermanentError.
+        QuotaExceeded (403), Refused (every attempt turned away before any work: nothing was
+        created), TemporaryError (the servers may exist: look for the request's tags),
+        PermanentError.
         """
         body = self._create_body(request)
         ambiguous = False
@@ -331,7 +336,12 @@ class NovaCloud:
 
         log.info("launching %s: flavor %s, %d..%d servers, tags %s", request.name,
                  request.flavor, request.min_count, request.max_count, ",".join(request.tags))
-        outcome = self._retry.call(attempt, before_attempt=self._spend)
+        try:
+            outcome = self._retry.call(attempt, before_attempt=self._spend)
+        except TemporaryError as exc:
+            if ambiguous:
+                raise  # an attempt may have reached Nova: the caller looks for the tags
+            raise Refused(str(exc), delay=exc.delay) from exc
         if isinstance(outcome, LaunchResult):
             log.info("adopted %d servers of an earlier attempt", len(outcome.servers))
             return outcome

@@ -90,7 +90,8 @@ def result_json(result: ReconcileResult) -> dict[str, Any]:
             "kept": list(r.kept),
         })
     return {"dry_run": result.dry_run, "changed": result.changed, "regions": regions,
-            "torn_down": list(result.torn_down), "errors": list(result.errors),
+            "torn_down": list(result.torn_down), "pruned": dict(result.pruned),
+            "errors": list(result.errors),
             "seconds": round(result.seconds, 4)}
 
 

@@ -34,11 +34,13 @@ from scoctl.core.quantity import (
     parse_memory,
     parse_resources,
 )
+from scoctl.core.retention import EVENTS_FLOOR
 from scoctl.errors import ConfigError, UsageError
 
 DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
 DEMO_CONFIG_NAME = "demo.yaml"
 Path_ = tuple[str | int, ...]
+MAX_RETENTION = 36500 * 86400.0  # a hundred years: further back than any cutoff can reach
 
 _CA_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -146,7 +148,20 @@ class Timeouts:
     negative_cache: float = 180.0
     orphan_grace: float = 1800.0
     lock_wait: float = 0.0
+    # an in-flight launch intent no server carries the tag of this long after its call ended
+    # (or, after a crash before the call, after it was written) is failed and relaunched
+    launch_settle: float = 30.0
     drain_margin: float = 15.0  # before a reclaim deadline: evictions give way to deletions
+
+
+@dataclass(frozen=True)
+class Retention:
+    """The `retention` section in seconds: how long the state keeps events, ended instances
+    and settled launches (`core.retention`); these defaults are the only ones."""
+
+    events: float = 30 * 86400.0
+    instances: float = 7 * 86400.0
+    launches: float = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,7 @@ class Config:
     budget_dir: Path = Path("/run/scoctl")
     metrics_file: Path | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
+    retention: Retention = field(default_factory=Retention)
     intake: Intake = field(default_factory=Intake)
     quota_block: Literal["fail", "queue"] = "fail"
     gc_orphans: bool = False
@@ -261,7 +277,7 @@ class Config:
 TOP_LEVEL = frozenset({
     "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
     "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
-    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic",
+    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "retention",
 })
 
 # Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
@@ -289,7 +305,9 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
     ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait", "drain_margin"}),
+                              "orphan_grace", "lock_wait", "launch_settle",
+                              "drain_margin"}),
+    ("retention",): frozenset({"events", "instances", "launches"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),
     ("metrics",): frozenset({"textfile"}),
 }
@@ -656,6 +674,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         negative_cache=r.duration(t, tp, "negative_cache", unset.negative_cache),
         orphan_grace=r.duration(t, tp, "orphan_grace", unset.orphan_grace),
         lock_wait=r.duration(t, tp, "lock_wait", unset.lock_wait),
+        launch_settle=r.duration(t, tp, "launch_settle", unset.launch_settle),
         drain_margin=r.duration(t, tp, "drain_margin", unset.drain_margin),
     )
     it = r.mapping(root.get("intake"), ("intake",), allowed=FIELDS[("intake",)])
@@ -690,12 +709,28 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         budget_dir=r.path_value(root, (), "budget_dir") or Path("/run/scoctl"),
         metrics_file=r.path_value(metrics, ("metrics",), "textfile"),
         timeouts=timeouts,
+        retention=_retention(r, root),
         intake=intake,
         quota_block=quota_block,  # type: ignore[arg-type]
         gc_orphans=r.boolean(root, (), "gc_orphans", False),
         disruption_budget=r.number(root, (), "disruption_budget", 0.10, low=0.0001, high=1),
         elastic=r.boolean(root, (), "elastic", True),
     )
+
+
+def _retention(r: _Reader, root: Mapping[str, Any]) -> Retention:
+    section = r.mapping(root.get("retention"), ("retention",),
+                        allowed=FIELDS[("retention",)])
+    unset = Retention()
+    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name))
+            for name in ("events", "instances", "launches")}
+    if kept["events"] < EVENTS_FLOOR:
+        raise r.fail(("retention", "events"),
+                     "must be at least 1d (the state always keeps a day of events)")
+    for name, seconds in kept.items():
+        if seconds > MAX_RETENTION:
+            raise r.fail(("retention", name), "must be at most 36500d")
+    return Retention(**kept)
 
 
 def _unique(r: _Reader, names: list[str], section: str) -> None:

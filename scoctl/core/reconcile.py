@@ -4,7 +4,8 @@ changes to make out.
 `decide(snapshot, policy, now)` reads plain values only — the region's servers tagged
 ``sco:managed`` (ERROR ones already read by id, so their fault is known), the Kubernetes nodes
 and how many non-DaemonSet pods each holds, the Slurm nodes, the state's instances and
-in-flight launch intents, the plan targets and the known workloads — and returns a `Decision`:
+launches (a server untracked is adopted only when its `sco:launch` names one of them, else it
+is an orphan), the plan targets — and returns a `Decision`:
 instance rows to add (adoptions) or change, launch intents to settle, servers to delete (and
 why), scale-downs to carry out, pools to exclude, events, workloads to re-plan and orphans.
 
@@ -50,6 +51,7 @@ class Policy:
     one place that says what an unset knob means."""
 
     launch_timeout: float
+    launch_settle: float
     registration_timeout: float
     idle_timeout: float
     negative_cache: float
@@ -67,7 +69,8 @@ class Snapshot:
     Kubernetes Node belongs to the server `node_server_id` names. `busy_pods[node name]` counts
     the pods on a Kubernetes node that are not DaemonSet, mirror or finished pods. `suspended`
     names Slurm nodes that Slurm's SuspendProgram or ResumeFailProgram handed back.
-    `orphans_seen[server id]` is when an orphan was first seen. `tiers[pool]` is
+    `orphans_seen[server id]` is when an orphan (a server whose `sco:launch` names no launch in
+    `launches`) was first seen. `tiers[pool]` is
     ``committed`` or ``reclaimable``.
     """
 
@@ -80,7 +83,6 @@ class Snapshot:
     slurm_nodes: tuple[SlurmNode, ...] | None = None
     suspended: frozenset[str] = frozenset()
     targets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    workloads: frozenset[str] = frozenset()
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
 
@@ -144,7 +146,8 @@ class Event:
 
 @dataclass(frozen=True)
 class Orphan:
-    """A server tagged ``sco:managed`` whose launch and workload scoctl does not know."""
+    """A server tagged ``sco:managed`` whose launch scoctl does not know (whatever its
+    workload tag says): reported, deleted only with `gc_orphans` after the grace period."""
 
     server_id: str
     name: str
@@ -244,6 +247,25 @@ def slurm_idle(node: SlurmNode | None) -> bool:
     if node.powered_down or "POWERING_DOWN" in node.flags:
         return True
     return node.state in SLURM_IDLE_STATES and "POWERING_UP" not in node.flags
+
+
+def intent_lapsed(launch: LaunchRecord, now: datetime, settle: float) -> bool:
+    """Whether an in-flight launch intent that no server carries the ``sco:launch`` tag of is
+    failed at `now`: `settle` seconds (``timeouts.launch_settle``) have passed since its call
+    ended (``updated``; after a crash before the call, since the intent was written). Its units
+    are then free to launch again; a server that shows up later still names a known launch and
+    is adopted, never taken for an orphan."""
+    return _age(now, launch.updated or launch.created) >= settle
+
+
+def lapsed_intent(launch: LaunchRecord, settle: float) -> tuple[LaunchUpdate, Event]:
+    """The launch update and the event that fail an intent `intent_lapsed` says is lapsed
+    (acquire and reconcile record the same)."""
+    return (LaunchUpdate(launch.launch_id, "failed",
+                         f"no server carries its sco:launch tag {settle:g}s after the call"),
+            Event(launch.workload, "LAUNCH_TIMEOUT", "warning",
+                  {"launch": launch.launch_id, "pool": launch.pool, "servers": 0,
+                   "settle": settle}))
 
 
 def _nova_status(server: ServerInfo) -> str:
@@ -410,37 +432,36 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
 
 
 def _adopted_record(p: _Pass, server: ServerInfo, tags: Mapping[str, str],
-                    launch: LaunchRecord | None, workload: str | None) -> InstanceRecord:
+                    launch: LaunchRecord) -> InstanceRecord:
     node_name = None
-    if launch is not None and launch.node_names:
+    if launch.node_names:
         node_name = server.name if server.name in launch.node_names else launch.node_names[0]
     generation = tags.get("gen")
     return InstanceRecord(
-        id=server.id, name=server.name, region=p.snapshot.region, workload=workload,
-        pool=tags.get("pool") or (launch.pool if launch else None),
+        id=server.id, name=server.name, region=p.snapshot.region,
+        workload=tags.get("workload") or launch.workload, pool=tags.get("pool") or launch.pool,
         generation=int(generation) if generation and generation.isdigit() else
-        (launch.generation if launch else None),
-        launch_id=launch.launch_id if launch else tags.get("launch"),
-        status="requested", created=launch.created if launch else p.stamp, updated=p.stamp,
-        node_name=node_name)
+        launch.generation, launch_id=launch.launch_id, status="requested",
+        created=launch.created, updated=p.stamp, node_name=node_name)
 
 
 def _adopt(p: _Pass) -> set[str]:
-    """Servers scoctl launched but never recorded (a crash between intent and record) become
-    instances; returns the launches adopted."""
+    """Servers of a launch scoctl recorded but whose servers it never recorded (a crash
+    between intent and record) become instances; returns the launches adopted. A server whose
+    `sco:launch` names no known launch is an orphan whatever its workload tag (`_orphans`)."""
     adopted: set[str] = set()
     for server in sorted(p.servers.values(), key=lambda s: s.name):
         if server.id in p.instances:
             continue
         tags = server_tags(server)
         launch = p.launches.get(tags.get("launch", ""))
-        workload = tags.get("workload") or (launch.workload if launch else None)
-        if launch is None and workload not in p.snapshot.workloads:
-            continue  # an orphan: `_orphans` reports it
-        record = _adopted_record(p, server, tags, launch, workload)
+        if launch is None:
+            continue  # no known intent: an orphan (DESIGN §7), never adopted
+        record = _adopted_record(p, server, tags, launch)
+        workload = record.workload
         p.new.append(record)
         p.instances[record.id] = record
-        if launch is not None and launch.launch_id not in adopted:
+        if launch.launch_id not in adopted:
             adopted.add(launch.launch_id)
             p.adopted.append(launch.launch_id)
             if launch.status != "recorded":
@@ -450,22 +471,21 @@ def _adopt(p: _Pass) -> set[str]:
 
 
 def _settle_intents(p: _Pass, adopted: set[str]) -> None:
-    """Launch intents with no server after the launch timeout fail (their units are freed);
-    intents whose servers are recorded are settled as recorded."""
-    timeout = p.policy.launch_timeout
+    """Launch intents with no server after the settle window fail (`intent_lapsed`: their
+    units are freed for the next acquire); intents whose servers are recorded are settled as
+    recorded."""
+    settle = p.policy.launch_settle
     for launch in p.launches.values():
         if launch.status not in ("intent", "called") or launch.launch_id in adopted:
             continue
         if any(i.launch_id == launch.launch_id for i in p.instances.values()):
             p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
             continue
-        if p.age(launch.created) < timeout:
+        if not intent_lapsed(launch, p.now, settle):
             continue
-        p.launch_updates[launch.launch_id] = LaunchUpdate(
-            launch.launch_id, "failed",
-            f"no server carries its sco:launch tag after the launch timeout ({timeout:g}s)")
-        p.event(launch.workload, "LAUNCH_TIMEOUT", "warning", launch=launch.launch_id,
-                pool=launch.pool, servers=0)
+        update, event = lapsed_intent(launch, settle)
+        p.launch_updates[launch.launch_id] = update
+        p.events.append(event)
         p.mark_dirty(launch.workload, "launch failed")
         for name in launch.node_names:
             if p.power_down(name):
@@ -576,8 +596,8 @@ def _track_active(p: _Pass, inst: InstanceRecord) -> None:
 
 
 def _orphans(p: _Pass) -> dict[str, str]:
-    """Servers tagged by scoctl whose launch and workload are unknown: reported, deleted after
-    the grace period with `gc_orphans`. Returns when each was first seen."""
+    """Servers tagged by scoctl whose launch is unknown (not adopted): reported, deleted after
+    the grace period only with `gc_orphans`. Returns when each was first seen."""
     seen: dict[str, str] = {}
     policy = p.policy
     for server in sorted(p.servers.values(), key=lambda s: s.name):

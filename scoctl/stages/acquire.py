@@ -17,8 +17,11 @@ for sure (a 403 quota answer, a refused call, servers failing the quota recheck)
 and launches the fallback in the same run, and hands `release` to the Slurm power stage.
 
 Nothing is launched twice: a launch intent still in flight counts as units, and the next acquire
-adopts the servers carrying its `sco:launch` tag (reconcile does the same, or fails the intent
-after the launch timeout). When the plan needs nothing, no cloud call is made at all.
+adopts the servers carrying its `sco:launch` tag (reconcile does the same). An intent no server
+carries the tag of after `timeouts.launch_settle` (a crash before the call, an ambiguous call
+that created nothing) is failed and its units launched again; a call Nova turned away before
+any work (`Refused`: 429 to the last attempt) is failed at once. When the plan needs nothing, no
+cloud call is made at all.
 
 Test hook: the environment variable ``SCOCTL_CRASH_AT`` set to ``after-intent`` (the intent is
 committed, the call not made) or ``after-call`` (the call returned, nothing recorded) makes the
@@ -55,8 +58,9 @@ from scoctl.core.model import (
     Pool,
     ServerInfo,
 )
+from scoctl.core.reconcile import intent_lapsed, lapsed_intent
 from scoctl.core.userdata import BootContract, redacted, render_user_data
-from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, TemporaryError
+from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.stages.join_tokens import JoinTokens
 from scoctl.state import Store
@@ -429,6 +433,10 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
         result = reg.cloud.launch(request)
     except QuotaExceeded as exc:
         return _refused_on_quota(reg, plan, base, str(exc))
+    except Refused as exc:
+        # turned away before any work (429 to the last attempt): nothing to wait for
+        run.out.errors.append(f"{plan.workload}/{plan.pool}: {exc}")
+        return _refused_for_now(reg, plan, base, str(exc))
     except TemporaryError as exc:
         # The call may have reached Nova (a 500, a timeout): adopt what carries the tag,
         # else leave the intent in flight for reconcile (never launch it again).
@@ -471,6 +479,20 @@ def _refused(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
         reg.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
             "pool": plan.pool, "launch": base.launch_id, "message": message})
     _release(reg, plan.node_names, "launch refused")
+    return replace(base, error=message)
+
+
+def _refused_for_now(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
+                     message: str) -> LaunchOutcome:
+    """Nova turned the call away before doing anything (`Refused`): the launch failed at once,
+    so its units are free for the next acquire. A Slurm node stays in its claim: the next
+    acquire launches it again."""
+    reg.run.boot.tokens.revoke(base.launch_id)
+    with reg.store.transaction():
+        reg.store.update_launch(base.launch_id, status="failed", error=message)
+        reg.store.append_event(plan.workload, "LAUNCH_REFUSED", "warning", None, {
+            "pool": plan.pool, "launch": base.launch_id, "message": message,
+            "region": reg.name})
     return replace(base, error=message)
 
 
@@ -526,13 +548,18 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
 
 
 def _adopt_intents(reg: _Region) -> None:
-    """Launches left in flight by a crash: record the servers carrying their tag."""
+    """Launches left in flight (a crash, an ambiguous call): record the servers carrying their
+    tag; an intent with none after the settle window (`core.reconcile.intent_lapsed`) fails,
+    so this pass launches its units again."""
     intents = [launch for launch in reg.store.launches(status=IN_FLIGHT_LAUNCHES)
                if launch.region == reg.name]
+    settle = reg.run.config.timeouts.launch_settle
     for launch in intents:
         found = reg.cloud.servers(tags=[f"sco:launch={launch.launch_id}"])
         if not found:
-            continue  # not (yet) at Nova: reconcile fails it after the launch timeout
+            if intent_lapsed(launch, reg.run.clock.now(), settle):
+                _fail_lapsed(reg, launch, settle)
+            continue
         pool = reg.pools.get(launch.pool)
         plan = LaunchPlan(workload=launch.workload, pool=launch.pool, region=launch.region,
                           az=pool.az if pool else "", flavor=pool.flavor if pool else "",
@@ -540,6 +567,15 @@ def _adopt_intents(reg: _Region) -> None:
                           count=launch.count, node_names=launch.node_names)
         reg.run.out.launches.append(_record(reg, plan, launch.launch_id, found,
                                             found[0].reservation_id, adopted=True))
+
+
+def _fail_lapsed(reg: _Region, launch: LaunchRecord, settle: float) -> None:
+    """Record a lapsed intent as failed (`core.reconcile.lapsed_intent`)."""
+    update, event = lapsed_intent(launch, settle)
+    with reg.store.transaction():
+        reg.store.update_launch(update.launch_id, status=update.status, error=update.error)
+        reg.store.append_event(event.workload, event.token, event.level, None,
+                               dict(event.detail))
 
 
 def _launch_all(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchOutcome]:

@@ -75,6 +75,7 @@ class ReconcileResult:
     dry_run: bool = False
     seconds: float = 0.0
     calls: Mapping[str, int] = field(default_factory=dict)
+    pruned: Mapping[str, int] = field(default_factory=dict)  # rows per table (retention)
 
     @property
     def changed(self) -> bool:
@@ -90,7 +91,8 @@ class ReconcileResult:
 def policy_of(config: Config) -> Policy:
     """The reconciler's knobs from the config."""
     t = config.timeouts
-    return Policy(launch_timeout=t.launch, registration_timeout=t.registration,
+    return Policy(launch_timeout=t.launch, launch_settle=t.launch_settle,
+                  registration_timeout=t.registration,
                   idle_timeout=t.idle, negative_cache=t.negative_cache,
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
                   disruption_budget=config.disruption_budget)
@@ -112,12 +114,6 @@ def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
 
 def _targets(plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, dict[str, int]]:
     return {name: {u.pool: u.units for u in plan.pools} for name, plan in plans.items()}
-
-
-def _known_workloads(store: Store, config: Config, planned: Iterable[str]) -> frozenset[str]:
-    names = {w.slug for w in store.workloads()} | {c.workload for c in store.claims()}
-    names |= {w.name for w in config.workloads} | set(planned)
-    return frozenset(names)
 
 
 class _Region:
@@ -184,7 +180,6 @@ class _Region:
                            if launch.region == self.region.name),
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
             suspended=store.suspended_nodes(), targets=_targets(plans),
-            workloads=_known_workloads(store, config, plans),
             tiers={p.name: p.tier for p in config.pools},
             orphans_seen=store.orphans_seen(self.region.name))
 

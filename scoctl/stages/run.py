@@ -7,7 +7,8 @@ A stage never calls another stage (an import contract holds it); this module doe
   launched again (acquire stage, scoped to them), at most `MAX_ROUNDS` rounds in all; the Slurm
   nodes of launches that failed for sure go back to powered-down (Slurm power stage).
 - `reconcile_and_release` (``scoctl reconcile``): the reconcile stage, then the Slurm nodes it
-  powered down leave their claims (Slurm power stage).
+  powered down leave their claims (Slurm power stage), then one batch of the rows the state no
+  longer keeps is pruned (retention stage).
 - `run_once` (``scoctl run``): watch (one pass) → the Slurm power stage (what Slurm's
   power-saving programs spooled; when Slurm is in use) → plan → acquire with fallback →
   reconcile with release → the notice stage on reconcile's server listing (its noticed Slurm
@@ -52,6 +53,7 @@ from scoctl.stages.metrics import RunSample, StageSample
 from scoctl.stages.notice import run_notices
 from scoctl.stages.plan import run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
+from scoctl.stages.retention import prune_state
 from scoctl.stages.slurm_power import apply_requests, hand_back, release_nodes
 
 if TYPE_CHECKING:
@@ -138,11 +140,14 @@ def acquire_with_fallback(
 def reconcile_and_release(config: Config, store: Store, clock: Clock,
                           **options: Any) -> ReconcileResult:
     """``scoctl reconcile``: `run_reconcile` (same options), then the Slurm nodes it powered
-    down leave their claims so Slurm requeues their jobs."""
+    down leave their claims so Slurm requeues their jobs, then the retention stage prunes
+    (`pruned`; not on a dry run)."""
     result = run_reconcile(config, store, clock, **options)
-    if result.released and not result.dry_run:
+    if result.dry_run:
+        return result
+    if result.released:
         release_nodes(store, result.released, suspend=False)
-    return result
+    return replace(result, pruned=prune_state(config, store, clock))
 
 
 # --------------------------------------------------------------------------- one pass

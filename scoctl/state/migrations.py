@@ -219,7 +219,26 @@ MIGRATIONS: tuple[str, ...] = (
 
     DROP TABLE kv;
     """,
-    # 3: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # 3: retention (core.retention). Events stay append-only: no UPDATE ever, and a DELETE only
+    # through the pruning path — `Store.prune_events` names its cutoff in `events_prune` inside
+    # its transaction — of a row older than that cutoff and more than a day older than the
+    # newest event. Indexes for pruning ended instances and settled launches oldest first.
+    """
+    CREATE TABLE events_prune (
+        only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
+        before TEXT NOT NULL
+    );
+    DROP TRIGGER events_no_delete;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        WHEN NOT COALESCE(
+            OLD.ts < (SELECT before FROM events_prune WHERE only_row = 1)
+            AND OLD.ts < strftime('%Y-%m-%dT%H:%M:%fZ', (SELECT max(ts) FROM events), '-1 day'),
+            0)
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE INDEX instances_ended ON instances(status, updated);
+    CREATE INDEX launches_settled ON launches(status, updated);
+    """,
+    # 4: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
     # instance from the notice to its end (kept afterwards: the reclaim metrics count them)
     """
     CREATE TABLE reclaim_notices (

@@ -128,6 +128,12 @@ class WorkloadState(Protocol):
         """Events in order, filtered by workload, time (RFC 3339, inclusive) and id."""
         ...
 
+    def prune_events(self, before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest events older than `before` (RFC 3339); returns
+        how many went. The only way an event ever leaves: the schema refuses any other delete,
+        any update, and the delete of an event within a day of the newest one."""
+        ...
+
     def claim(self, workload: str) -> ClaimRecord | None:
         """The claim of `workload`, if it has one."""
         ...
@@ -231,6 +237,16 @@ class FleetState(Protocol):
 
     def instance(self, instance_id: str) -> InstanceRecord | None:
         """The instance `instance_id`, deleted or not."""
+        ...
+
+    def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest instances with one of `statuses` last updated
+        before `before` (RFC 3339); returns how many went."""
+        ...
+
+    def prune_launches(self, statuses: Sequence[str], before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest launches with one of `statuses` last updated
+        before `before` (RFC 3339); returns how many went."""
         ...
 
     def exclude(self, pool: str, reason: str, until: str) -> None:

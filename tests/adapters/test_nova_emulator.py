@@ -19,7 +19,7 @@ import pytest
 from scoctl.adapters.nova import NovaCloud
 from scoctl.adapters.retry import RetryPolicy
 from scoctl.core.model import LaunchRequest
-from scoctl.errors import InsufficientCapacity, QuotaExceeded, TemporaryError
+from scoctl.errors import InsufficientCapacity, QuotaExceeded, Refused, TemporaryError
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from tests.fixtures.nova import write_clouds_yaml
 
@@ -143,6 +143,31 @@ def test_a_launch_whose_answer_was_lost_is_adopted_not_launched_twice(
     assert sorted(s.name for s in result.servers) == ["lost-1", "lost-2", "lost-3"]
     assert len(cloud.servers(tags=["t:lost"])) == 3
     assert budget.spent == 2
+
+
+def test_a_launch_rate_limited_to_the_last_attempt_is_refused_with_nothing_created(
+    emulator: NovaEmulator, cloud: NovaCloud, budget: Budget
+) -> None:
+    emulator.inject(429, count=4, retry_after=0, methods=["POST"])
+
+    with pytest.raises(Refused, match="429"):
+        cloud.launch(launch("busy", 2))
+
+    assert posts(emulator) == [429, 429, 429, 429] and budget.spent == 4
+    assert cloud.servers(tags=["t:busy"]) == []
+
+
+def test_a_launch_whose_last_answer_was_ambiguous_is_never_called_refused(
+    emulator: NovaEmulator, cloud: NovaCloud
+) -> None:
+    emulator.inject(500, count=1, methods=["POST"])  # may have reached Nova
+    emulator.inject(429, count=3, retry_after=0, methods=["POST"])
+
+    with pytest.raises(TemporaryError) as raised:
+        cloud.launch(launch("maybe", 2))
+
+    assert not isinstance(raised.value, Refused)
+    assert posts(emulator) == [500, 429, 429, 429]
 
 
 def test_pagination_follows_servers_links_and_rejects_an_unknown_marker(

@@ -15,9 +15,10 @@ from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNod
 from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-# the config's defaults (timeouts: launch 5m, registration 15m, idle 10m, negative_cache 3m,
-# orphan_grace 30m; gc_orphans off; disruption_budget 10%)
-POLICY = Policy(launch_timeout=300.0, registration_timeout=900.0, idle_timeout=600.0,
+# the config's defaults (timeouts: launch 5m, launch_settle 30s, registration 15m, idle 10m,
+# negative_cache 3m, orphan_grace 30m; gc_orphans off; disruption_budget 10%)
+POLICY = Policy(launch_timeout=300.0, launch_settle=30.0, registration_timeout=900.0,
+                idle_timeout=600.0,
                 negative_cache=180.0, orphan_grace=1800.0, gc_orphans=False,
                 disruption_budget=0.10)
 REGION = "region-a"
@@ -70,14 +71,16 @@ def make_node(name: str, *, sid: str, ready: bool = True, workload: str = "web",
 
 
 def make_launch(launch_id: str, *, created: float = 10, status: str = "intent",
-                count: int = 2, node_names: tuple[str, ...] = ()) -> LaunchRecord:
+                count: int = 2, node_names: tuple[str, ...] = (),
+                updated: float | None = None) -> LaunchRecord:
     return LaunchRecord(launch_id=launch_id, region=REGION, workload="web", pool="p-spot",
                         generation=3, count=count, status=status, created=ago(created),
-                        updated=ago(created), node_names=node_names)
+                        updated=ago(created if updated is None else updated),
+                        node_names=node_names)
 
 
 def snap(**kwargs: Any) -> Snapshot:
-    base: dict[str, Any] = {"region": REGION, "k8s_nodes": (), "workloads": frozenset({"web"}),
+    base: dict[str, Any] = {"region": REGION, "k8s_nodes": (),
                             "tiers": TIERS, "targets": {"web": {"p-spot": 10}}}
     base.update(kwargs)
     return Snapshot(**base)
@@ -267,14 +270,28 @@ def test_servers_of_a_crashed_intent_are_adopted_once() -> None:
     assert tokens(d).count("LAUNCH_ADOPTED") == 1
 
 
-def test_intent_without_servers_fails_only_after_the_launch_timeout() -> None:
-    young = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=100),)), POLICY, NOW)
+def test_intent_without_servers_fails_after_the_settle_window_not_the_launch_timeout() -> None:
+    young = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=29),)), POLICY, NOW)
     assert young.empty
-    old = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=301),)), POLICY, NOW)
+    old = decide(snap(launches=(make_launch("l-aaaaaaaaaaaa", created=30),)), POLICY, NOW)
     assert [(u.launch_id, u.status) for u in old.launch_updates] == [("l-aaaaaaaaaaaa",
                                                                       "failed")]
     assert tokens(old) == ["LAUNCH_TIMEOUT"]
+    assert old.events[0].detail == {"launch": "l-aaaaaaaaaaaa", "pool": "p-spot", "servers": 0,
+                                    "settle": 30.0}
     assert "web" in old.dirty
+    # the window runs from the end of the call (`updated`), not from the intent
+    called_late = make_launch("l-aaaaaaaaaaaa", created=400, updated=5)
+    assert decide(snap(launches=(called_late,)), POLICY, NOW).empty
+
+
+def test_a_server_showing_up_after_its_intent_failed_is_adopted_not_an_orphan() -> None:
+    failed = make_launch("l-aaaaaaaaaaaa", created=60, status="failed")
+    late = make_server("s1", launch="l-aaaaaaaaaaaa")
+    d = decide(snap(servers=(late,), launches=(failed,)), POLICY, NOW)
+    assert [i.id for i in d.new_instances] == ["s1"] and d.orphans == ()
+    assert [(u.launch_id, u.status) for u in d.launch_updates] == [("l-aaaaaaaaaaaa",
+                                                                    "recorded")]
 
 
 def test_failed_slurm_intent_powers_its_node_down_never_deletes_a_server() -> None:
@@ -337,6 +354,23 @@ def test_orphans_are_reported_and_deleted_only_with_gc_after_grace() -> None:
     assert not d.deletions
     d = decide(snap(servers=(orphan,), orphans_seen=seen), gc, NOW)
     assert [x.server_id for x in d.deletions] == ["o"]
+
+
+def test_a_known_workload_without_a_known_launch_is_an_orphan_whatever_its_age() -> None:
+    # tagged for a workload scoctl knows, but no launch intent scoctl recorded: an orphan
+    stray = make_server("s", workload="web", launch="l-ffffffffffff")
+    first = decide(snap(servers=(stray,), k8s_nodes=()), POLICY, NOW)
+    assert first.new_instances == () and first.adoptions == ()
+    assert [(o.server_id, o.workload, o.delete) for o in first.orphans] == [("s", "web", False)]
+    assert tokens(first) == ["ORPHAN_FOUND"]
+    # long past the registration timeout and the grace period: reported, never deleted
+    seen = {"s": ago(POLICY.registration_timeout + POLICY.orphan_grace + 1)}
+    later = decide(snap(servers=(stray,), k8s_nodes=(), orphans_seen=seen), POLICY, NOW)
+    assert later.deletions == () and later.new_instances == () and later.events == ()
+    gc = decide(snap(servers=(stray,), k8s_nodes=(), orphans_seen=seen),
+                replace(POLICY, gc_orphans=True), NOW)
+    assert [(x.server_id, x.reason) for x in gc.deletions] == [
+        ("s", "orphan past its grace period")]
 
 
 def test_a_server_without_scoctl_tags_is_never_touched() -> None:

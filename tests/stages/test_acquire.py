@@ -24,7 +24,7 @@ from scoctl.core.model import (
 )
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
-from scoctl.errors import PermanentError, QuotaExceeded, TemporaryError
+from scoctl.errors import PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
@@ -450,6 +450,50 @@ def test_a_call_that_may_have_reached_nova_is_left_in_flight_never_retried_blind
     assert [r.status for r in store.launches()] == ["intent"]
     assert acquire(config, store, clock, fake).launches == ()  # still in flight: no relaunch
     assert len(fake.launch_calls()) == 1
+
+
+def test_a_call_refused_before_any_work_fails_at_once_and_the_next_acquire_relaunches(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    set_plan(store, "web", {"small.a": 2})
+    fake.fail_next("launch", Refused("Nova answered 429: slow down", delay=5))
+
+    result = acquire(config, store, clock, fake, watch=0)
+
+    [outcome] = result.launches
+    assert outcome.status == "failed" and not result.ok
+    assert [r.status for r in store.launches()] == ["failed"]  # not in flight: no wait
+    [refused] = tokens(store, "LAUNCH_REFUSED")
+    assert refused["launch"] == outcome.launch_id and "429" in str(refused["message"])
+    assert held_units(store) == {}
+    # at once (no settle window, no launch timeout): the units are launched again
+    again = acquire(config, store, clock, fake, watch=0)
+    assert [(o.status, o.created) for o in again.launches] == [("recorded", 2)]
+    assert len(fake.launch_calls()) == 2
+    assert held_units(store) == {"web": {"small.a": 2}}
+
+
+def test_an_intent_no_server_carries_the_tag_of_is_relaunched_after_the_settle_window(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    assert config.timeouts.launch_settle == 30.0  # the default
+    set_plan(store, "web", {"small.a": 2})
+    fake.fail_next("launch", TemporaryError("Nova answered 500: boom"))  # created nothing
+    [unsure] = acquire(config, store, clock, fake, watch=0).launches
+    assert unsure.status == "intent"
+
+    clock.advance(29)
+    assert acquire(config, store, clock, fake, watch=0).launches == ()  # may still show up
+    clock.advance(1)
+    result = acquire(config, store, clock, fake, watch=0)
+
+    assert [(o.status, o.created) for o in result.launches] == [("recorded", 2)]
+    assert [(r.launch_id == unsure.launch_id, r.status) for r in store.launches()] == [
+        (True, "failed"), (False, "recorded")]
+    [lapsed] = tokens(store, "LAUNCH_TIMEOUT")
+    assert (lapsed["launch"], lapsed["servers"], lapsed["settle"]) == (unsure.launch_id, 0, 30.0)
+    assert len(fake.launch_calls()) == 2
+    assert held_units(store) == {"web": {"small.a": 2}}
 
 
 def test_region_limits_the_launches_to_that_regions_pools(

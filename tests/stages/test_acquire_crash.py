@@ -3,8 +3,10 @@
 The stage's test hook ``SCOCTL_CRASH_AT`` makes the process SIGKILL itself right after the
 launch intent is committed (``after-intent``) or right after Nova answered the create call
 (``after-call``). Whatever the crash, a rerun launches nothing twice: the intent still counts as
-in-flight units, and servers carrying its ``sco:launch`` tag are adopted. Each test runs its own
-Nova emulator (so its call log holds only this test's calls); the CLI runs in a subprocess.
+in-flight units, and servers carrying its ``sco:launch`` tag are adopted; an intent no server
+carries the tag of is failed and relaunched once ``timeouts.launch_settle`` has passed (the
+tests set it to 0s rather than wait). Each test runs its own Nova emulator (so its call log
+holds only this test's calls); the CLI runs in a subprocess.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ class World:
     def servers(self) -> list[dict[str, object]]:
         return [s for s in self.emulator.servers_summary() if s["status"] != "DELETED"]
 
+    def settle_at_once(self) -> None:
+        """``timeouts.launch_settle: 0s``: a lapsed intent is failed by the very next pass."""
+        with self.config.open("a", encoding="utf-8") as out:
+            out.write("timeouts: {launch_settle: 0s}\n")
+
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
@@ -110,7 +117,63 @@ def test_killed_after_the_intent_a_rerun_launches_nothing(world: World) -> None:
     body = rerun.json()
     assert body["launches"] == [] and body["calls"] == 0
     assert world.creates() == 0  # the intent's units count as in flight: no second launch
-    assert launches(world) == [(launch_id, "intent")]  # reconcile resolves it later
+    assert launches(world) == [(launch_id, "intent")]  # until the settle window (30 s) passes
+
+
+def test_killed_after_the_intent_the_units_are_relaunched_once_the_settle_window_passed(
+    world: World,
+) -> None:
+    world.settle_at_once()
+    crashed = world.scoctl("acquire", "--json", crash_at="after-intent")
+    assert crashed.code == -signal.SIGKILL
+    [(lost, _)] = launches(world)
+
+    rerun = world.scoctl("acquire", "--json")
+
+    assert rerun.code == 0, rerun.stderr
+    [launch] = rerun.json()["launches"]  # type: ignore[misc]
+    assert (launch["status"], launch["created"]) == ("recorded", 3)
+    assert launches(world) == [(lost, "failed"), (launch["launch_id"], "recorded")]
+    assert world.creates() == 1 and len(world.servers()) == 3
+    assert world.scoctl("acquire", "--json").json()["launches"] == [] and world.creates() == 1
+
+
+def test_killed_after_the_call_a_zero_settle_window_still_adopts_never_launches_twice(
+    world: World,
+) -> None:
+    world.settle_at_once()
+    crashed = world.scoctl("acquire", "--json", crash_at="after-call")
+    assert crashed.code == -signal.SIGKILL
+    [(launch_id, _)] = launches(world)
+
+    rerun = world.scoctl("acquire", "--json")
+
+    assert rerun.code == 0, rerun.stderr
+    assert [(x["launch_id"], x["status"])  # type: ignore[index]
+            for x in rerun.json()["launches"]] == [(launch_id, "adopted")]  # type: ignore[attr-defined]
+    assert world.creates() == 1 and len(world.servers()) == 3
+    assert launches(world) == [(launch_id, "recorded")]
+
+
+def test_a_launch_rate_limited_to_the_last_attempt_is_relaunched_by_the_next_acquire(
+    world: World,
+) -> None:
+    world.emulator.inject(429, count=4, retry_after=0, methods=["POST"])
+
+    refused = world.scoctl("acquire", "--json")
+
+    assert refused.code == 1  # a call failed
+    assert world.servers() == [] and world.creates() == 4  # every attempt answered 429
+    [(launch_id, status)] = launches(world)
+    assert status == "failed"  # at once: nothing in flight to wait for
+
+    rerun = world.scoctl("acquire", "--json")
+
+    assert rerun.code == 0, rerun.stderr
+    [launch] = rerun.json()["launches"]  # type: ignore[misc]
+    assert (launch["status"], launch["created"]) == ("recorded", 3)
+    assert launch["launch_id"] != launch_id
+    assert world.creates() == 5 and len(world.servers()) == 3
 
 
 def test_killed_after_the_call_a_rerun_adopts_the_servers_instead_of_launching(

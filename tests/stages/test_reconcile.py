@@ -295,6 +295,25 @@ def test_orphans_are_reported_and_foreign_servers_never_touched(world: World) ->
     assert world.store.instances() == []
 
 
+def test_a_server_of_a_known_workload_without_an_intent_is_an_orphan_never_deleted(
+    world: World,
+) -> None:
+    # `web` is a configured workload, but scoctl recorded no launch for this server
+    [stray] = world.launch(1, workload="web", record=False)
+    world.settle()
+    first = world.reconcile()
+    assert [(o.server_id, o.workload) for o in first.regions[0].decision.orphans] == [
+        (stray.id, "web")]
+    assert world.tokens() == ["ORPHAN_FOUND"]
+    # past the registration timeout (15m) and the orphan grace (30m), gc_orphans off
+    world.clock.advance(4000)
+    second = world.reconcile()
+    assert second.regions[0].deleted == ()
+    assert world.cloud.server(stray.id).status == "ACTIVE"  # type: ignore[union-attr]
+    assert world.store.instances(include_deleted=True) == []
+    assert world.tokens() == ["ORPHAN_FOUND"]
+
+
 def test_orphans_are_deleted_after_the_grace_period_with_gc_orphans(
     tmp_path: Path, emulator_cloud: NovaCloud, nova_emulator: NovaEmulator,
     k8s_emulator: K8sEmulator, k8s_kubeconfig: Path,

@@ -80,6 +80,27 @@ class FleetTables(SqliteBase):
         return InstanceRecord(**{k: row[k] for k in InstanceRecord.__dataclass_fields__}) \
             if row else None
 
+    def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest instances with one of `statuses` last updated
+        before `before`; returns how many went."""
+        return self._prune("instances", statuses, before, limit)
+
+    def prune_launches(self, statuses: Sequence[str], before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest launches with one of `statuses` last updated
+        before `before`; returns how many went."""
+        return self._prune("launches", statuses, before, limit)
+
+    def _prune(self, table: str, statuses: Sequence[str], before: str, limit: int) -> int:
+        if not statuses:
+            return 0
+        marks = ",".join("?" * len(statuses))
+        with self.transaction():
+            cursor = self.conn.execute(
+                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} "
+                f"WHERE status IN ({marks}) AND updated < ? ORDER BY updated LIMIT ?)",
+                [*statuses, before, int(limit)])
+            return max(0, cursor.rowcount)
+
     # -- exclusions ------------------------------------------------------------------------
 
     def exclude(self, pool: str, reason: str, until: str) -> None:

@@ -10,6 +10,9 @@ from scoctl.core.model import ClaimRecord, EventRecord, TokenRecord, WorkloadRec
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
+# A day before the newest event, as migration 3's trigger computes it.
+EVENTS_FLOOR_SQL = "strftime('%Y-%m-%dT%H:%M:%fZ', (SELECT max(ts) FROM events), '-1 day')"
+
 
 class WorkloadTables(SqliteBase):
     """Workloads (one active row per slug), the append-only event log, claims."""
@@ -129,6 +132,19 @@ class WorkloadTables(SqliteBase):
         return [EventRecord(id=r["id"], ts=r["ts"], workload=r["workload"], token=r["token"],
                             level=r["level"], status=r["status"], detail=loads(r["detail"], {}))
                 for r in self.db.query(sql, params)]
+
+    def prune_events(self, before: str, limit: int) -> int:
+        """Delete up to `limit` of the oldest events older than `before` (and than a day before
+        the newest event, which the schema's trigger enforces); returns how many went."""
+        with self.transaction():
+            # the one path the append-only trigger lets through (migration 3)
+            self.conn.execute("INSERT OR REPLACE INTO events_prune (only_row, before) "
+                              "VALUES (1, ?)", [before])
+            cursor = self.conn.execute(
+                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ? AND ts < "
+                f"({EVENTS_FLOOR_SQL}) ORDER BY ts, id LIMIT ?)", [before, int(limit)])
+            self.conn.execute("DELETE FROM events_prune")
+            return max(0, cursor.rowcount)
 
     # -- claims ----------------------------------------------------------------------------
 
