@@ -34,5 +34,10 @@ def test_a_draining_node_keeps_its_job_until_requeued(slurm_cluster: SlurmCluste
         with pytest.raises(SchedulerFailed):
             cli.requeue(999999)
     finally:
-        slurm_cluster.cancel(job)
+        def gone() -> bool:  # a job cancelled while its requeue settles may need another try
+            slurm_cluster.cancel(job)
+            return job not in {int(i) for i in
+                               slurm_cluster.run("squeue", "-h", "-o", "%i").split()}
+
+        assert wait_for(gone, timeout=30, interval=0.5)
         cli.update_node(local.name, state="RESUME")

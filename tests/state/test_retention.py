@@ -119,7 +119,7 @@ def test_migration_3_lets_a_schema_2_files_old_events_be_pruned_and_nothing_else
     conn.close()
 
     with open_store(path, clock=clock) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3 and store.migrated_from == 2
+        assert store.schema_version() == SCHEMA_VERSION and store.migrated_from == 2
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             store.conn.execute("DELETE FROM events WHERE token = 'OLD'")
         assert store.prune_events(at(clock, 30), limit=10) == 1
