@@ -103,7 +103,9 @@ def watch(
             stop = threading.Event()
 
             def interrupted(signum: int, frame: object) -> None:
-                stop.set()
+                # Event.set() here could deadlock: the handler may interrupt this thread inside
+                # stop.wait(), which holds the Event's non-reentrant lock. Set it from a thread.
+                threading.Thread(target=stop.set, name="scoctl-stop", daemon=True).start()
 
             previous = {sig: signal.signal(sig, interrupted)
                         for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -607,7 +607,7 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
 
     `guard` is entered around every pass (the CLI passes the run lock, so a long
     ``--follow`` never starves `scoctl run`); a pass whose guard raises LockHeld is retried a
-    second later with its batch window kept.
+    second later with its batch window kept (one warning per stretch of contention).
 
     Pod events come from a watch thread per namespace (all namespaces when none is
     configured); every pass is `Follower.commit`. An API failure (the watch or a pass) is
@@ -627,8 +627,10 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
             threads.append(thread)
     report = on_error or (lambda message: log.warning("%s", message))
     passes = 0
+    held_until = 0.0  # while another writer holds the lock: no pass before this (monotonic)
+    held_reported = False  # one warning per stretch of lock contention, not one per try
     while not stop.is_set():
-        wait = min(follower.seconds_to_due(), 0.2)
+        wait = min(max(follower.seconds_to_due(), held_until - clock.monotonic()), 0.2)
         try:
             item: PodEvent | Exception | None = events.get(timeout=wait) if wait > 0 \
                 else events.get_nowait()
@@ -643,14 +645,17 @@ def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[So
                 item = events.get_nowait()
             except queue.Empty:
                 item = None
-        if follower.due() and not stop.is_set():
+        if follower.due() and not stop.is_set() and clock.monotonic() >= held_until:
             try:
                 with guard() if guard is not None else nullcontext():
                     result = follower.commit()
             except LockHeld as exc:  # another stage runs: keep the window, try again soon
-                report(str(exc))
-                follower.next_poll = clock.monotonic() + 1.0
+                if not held_reported:
+                    report(str(exc))
+                    held_reported = True
+                held_until = clock.monotonic() + 1.0
                 continue
+            held_reported = False
             passes += 1
             for error in result.errors:
                 report(error)
