@@ -123,3 +123,10 @@ class BatchScheduler(Protocol):
         Slurm refuses (unknown node, bad state), or `SchedulerNotFound` / `SchedulerTimeout`.
         """
         ...
+
+    def requeue(self, job_id: int) -> None:
+        """``scontrol requeue <job_id>``: the job goes back to pending (its node is about to be
+        reclaimed). Raises `SchedulerFailed` when Slurm refuses (unknown or finished job, a job
+        that may not be requeued), or `SchedulerNotFound` / `SchedulerTimeout`.
+        """
+        ...

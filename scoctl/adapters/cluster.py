@@ -197,6 +197,16 @@ class Cluster(Protocol):
         """
         ...
 
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
+                   ) -> bool:
+        """Delete one pod, PodDisruptionBudgets notwithstanding (the last resort of a drain
+        before a reclaim), within `grace_seconds` (None: the pod's own grace period). False
+        when it is already gone.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
     def drain(self, node: str) -> list[str]:
         """Evict every pod on the node except DaemonSet, mirror and finished pods; returns the
         evicted ``namespace/name``s. The node should be cordoned first.

@@ -808,6 +808,28 @@ class KubernetesCluster:
             self._raise(exc, f"evict pod {namespace}/{name}")
         return True
 
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
+                   ) -> bool:
+        """See `Cluster.delete_pod`."""
+        from kubernetes.client.exceptions import ApiException
+
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            response = self._core.delete_namespaced_pod(name, namespace, body=body,
+                                                        _request_timeout=self._timeout,
+                                                        _preload_content=False)
+            response.drain_conn()  # the pod comes back: never leave it in the pooled socket
+            response.release_conn()
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            self._raise(exc, f"delete pod {namespace}/{name}")
+        except _api_errors() as exc:
+            self._raise(exc, f"delete pod {namespace}/{name}")
+        return True
+
     def drain(self, node: str) -> list[str]:
         """See `Cluster.drain`."""
         evicted: list[str] = []

@@ -421,6 +421,10 @@ class SlurmCli:
             argv.append(f"Reason={reason}")
         self.run(argv)
 
+    def requeue(self, job_id: int) -> None:
+        """See `BatchScheduler.requeue`."""
+        self.run([self.scontrol, "requeue", str(int(job_id))])
+
     def token(self, *, lifespan: int = 3600, username: str | None = None) -> str:
         """A JWT for slurmrestd from ``scontrol token`` (needs AuthAltTypes=auth/jwt).
 
@@ -610,6 +614,10 @@ class SlurmRest:
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         """See `BatchScheduler.update_node` (through ``scontrol``, whatever the version)."""
         self.cli.update_node(name, state=state, reason=reason)
+
+    def requeue(self, job_id: int) -> None:
+        """See `BatchScheduler.requeue` (through ``scontrol``, as `update_node`)."""
+        self.cli.requeue(job_id)
 
 
 def _error_list(text: str) -> list[Any]:

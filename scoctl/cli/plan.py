@@ -10,6 +10,7 @@ import typer
 from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
+    from scoctl.core.blast import Blast
     from scoctl.stages.plan import PlanView
 
 
@@ -23,8 +24,8 @@ def plan(
         "that writes nothing; without it, the file's claims are recorded as those workloads' "
         "claims (source file) and planned.")] = None,
     explain: Annotated[str | None, typer.Option(
-        "--explain", help="Show per pool: units, share, score, and why other pools were "
-        "skipped or capped.")] = None,
+        "--explain", help="Show per pool: units, share, score, why other pools were skipped "
+        "or capped, and the blast radius of each pool and group.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and print; write nothing.")
                        ] = False,
     check: Annotated[bool, typer.Option(
@@ -61,7 +62,8 @@ def plan(
         else g.writer(wait, create=claims is not None))
     with store_cm as store:
         view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
-                         claims_path=claims, dry_run=dry_run, explain=explain)
+                         claims_path=claims, dry_run=dry_run, explain=explain,
+                         blast=g.json or explain is not None)
     result = view.result
     if result.ranking.stale:
         render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
@@ -69,8 +71,10 @@ def plan(
         render.print_json({
             "generation": result.generation, "ranking": result.ranking.id,
             "changed": list(result.changed), "dry_run": dry_run,
-            "workloads": [plan_workload_json(r, explain=(r.workload == explain))
-                          for r in view.records.values()]})
+            "workloads": [plan_workload_json(r, explain=(r.workload == explain),
+                                             blast=view.blasts[name].as_json()
+                                             if name in view.blasts else None)
+                          for name, r in view.records.items()]})
     else:
         _show(view, dry_run)
     if check and any(not r.feasible or r.degraded for r in view.records.values()):
@@ -104,6 +108,24 @@ def _show(view: PlanView, dry_run: bool) -> None:
                  [(e.get("pool"), e.get("units"), e.get("reason")) for e in record.explain])
     for reason in record.reasons:
         render.line(f"reason: {reason}")
+    if view.explain in view.blasts:
+        _show_blast(view.explain, view.blasts[view.explain])
+
+
+def _show_blast(workload: str, blast: Blast) -> None:
+    from scoctl.cli import render
+
+    def held(ok: bool) -> str:
+        return "holds" if ok else "breaks"
+
+    render.table(f"{workload}: blast radius (one pool or one group reclaimed at once; "
+                 f"coverage {blast.coverage:.0%}, committed {blast.committed:.0%}, floor "
+                 f"{blast.floor:.0%})",
+                 ["scope", "name", "units", "capacity lost", "coverage after", "coverage",
+                  "floor"],
+                 [(line.scope, line.name, line.units, f"{line.lost:.1%}",
+                   f"{line.coverage_after:.0%}", held(line.coverage_holds),
+                   held(line.floor_holds)) for line in (*blast.pools, *blast.groups)])
 
 
 def register(app: typer.Typer) -> None:

@@ -108,6 +108,7 @@ STATUS_STYLE = {
     "succeeded": "green", "failed": "red", "cancelled": "magenta", "stopped": "magenta",
     "deleted": "dim", "ready": "green", "active": "cyan", "building": "yellow",
     "requested": "yellow", "error": "red", "draining": "magenta", "deleting": "magenta",
+    "noticed": "magenta",
 }
 
 

@@ -36,6 +36,7 @@ COMMAND_MODULES = {
     "status": "status",
     "events": "events",
     "emit": "emit",
+    "notice": "notice",
     "sim": "sim",
     "config": "config_cmd",
     "slurm": "slurm_cmd",

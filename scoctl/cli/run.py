@@ -1,4 +1,4 @@
-"""`scoctl run`: the whole loop (watch → plan → acquire → reconcile) under one run lock."""
+"""`scoctl run`: the whole loop (watch → plan → acquire → reconcile → notice) under one run lock."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ def run(
     json_out: JsonOption = False,
     wait: WaitOption = None,
 ) -> None:
-    """The placement loop: watch → plan → acquire → reconcile under one run lock.
+    """The placement loop: watch → plan → acquire → reconcile → notice under one run lock.
 
-    Run the placement loop: watch (one pass) → plan → acquire → reconcile, holding the run
-    lock for the whole pass, with per-stage timings and metrics (config `metrics.textfile`).
+    Run the placement loop: watch (one pass) → plan → acquire → reconcile → reclaim notices
+    (a new one is planned and acquired again at once), holding the run lock for the whole pass,
+    with per-stage timings and metrics (config `metrics.textfile`).
 
     Exit codes (--once): 0 success; 1 a stage's API failed after retries (the other stages
     still ran; the failed ones are named); 2 bad config; 75 another scoctl run holds the lock.

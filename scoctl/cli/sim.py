@@ -155,6 +155,8 @@ def status(
                         f"{nodes['instances']} ({nodes['instances_ready']} Ready)")
             render.line(f"pods        {pods['pending']} pending, {pods['running']} running "
                         f"of {pods['total']}")
+            for item in servers.get("noticed", []):
+                render.line(f"notice      {item['name']} is reclaimed at {item['reclaim_at']}")
             for d in body["deployments"]:
                 render.line(f"deployment  {d['namespace']}/{d['name']}: {d['available']}/"
                             f"{d['replicas']} available (Available={d['condition']})")
@@ -175,16 +177,21 @@ def reclaim(
         "--mode", help="delete: the server vanishes; error: it goes ERROR.")] = "delete",
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Make the random choice repeatable.")] = None,
+    notice: Annotated[str | None, typer.Option(
+        "--notice", help="Give notice first (e.g. 60s): set the server metadata key "
+        "sco:reclaim-at to now + NOTICE; the node agent reclaims at that time.",
+        show_default=False)] = None,
     directory: DirOption = Path(".scoctl-sim"),
     json_out: JsonOption = False,
 ) -> None:
     """Spot-reclaim instances of the simulated region, as the provider would: the server is
     deleted (or put in ERROR), the node agent removes its Kubernetes node and replaces the pods
-    that ran there with pending ones. Default: one random reclaimable instance.
+    that ran there with pending ones. Default: one random reclaimable instance. With --notice
+    the reclaim is announced first (sco:reclaim-at) and happens at the deadline.
 
     \b
     Example:
-      scoctl sim reclaim --count 2
+      scoctl sim reclaim --count 2 --notice 60s
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -197,15 +204,27 @@ def reclaim(
         raise UsageError("give --count or --server, not both")
     if mode not in RECLAIM_MODES:
         raise UsageError(f"--mode must be one of {', '.join(RECLAIM_MODES)}")
+    lead = None
+    if notice is not None:
+        from scoctl.config.schema import parse_duration
+
+        try:
+            lead = parse_duration(notice)
+        except ValueError as exc:
+            raise UsageError(f"--notice {notice!r}: {exc}") from None
     taken = region.reclaim(_dir(directory), count=count if server is None else None,
-                           server=server, mode=mode, seed=seed)
+                           server=server, mode=mode, seed=seed, notice=lead)
     if g.json:
-        render.print_json({"reclaimed": taken})
+        render.print_json({"noticed" if lead is not None else "reclaimed": taken})
         return
     if not taken:
         render.line("nothing to reclaim: no ACTIVE reclaimable instance")
     for item in taken:
-        render.line(f"reclaimed {item['name']} ({item['id']}): {item['mode']}")
+        if lead is not None:
+            render.line(f"notice: {item['name']} ({item['id']}) is reclaimed at "
+                        f"{item['reclaim_at']} ({item['mode']})")
+        else:
+            render.line(f"reclaimed {item['name']} ({item['id']}): {item['mode']}")
 
 
 @sim_app.command("scale")

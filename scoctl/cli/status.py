@@ -8,7 +8,8 @@ from scoctl.cli.common import JsonOption
 
 
 def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
-    """Show every workload's status, its claim, the latest plan and the fleet.
+    """Show every workload's status, its claim, the latest plan and the fleet (a noticed
+    instance with its reclaim deadline).
 
     The last line (``latency`` in --json) gives the p50 / p99 of the latest placement decisions
     (first sight of pending demand → committed plan) and of pending → every node Ready.
@@ -43,6 +44,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
 
         leaders = leases_of(store)
         latency = latency_json({m: store.latency_samples(m) for m in METRICS})
+        notices = {row.server_id: row for row in store.noticed()}  # the open ones
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -50,7 +52,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
             "workloads": [workload_json(w) for w in workloads],
             "claims": [claim_json(c) for c in claims],
             "plan": plan,
-            "instances": [instance_json(i) for i in instances],
+            "instances": [instance_json(i, notices.get(i.id)) for i in instances],
             "leaders": [{"region": lease.region, "holder": lease.holder,
                          "generation": lease.generation,
                          "expires_at": rfc3339(lease.expires_at)} for lease in leaders],
@@ -77,10 +79,14 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         counts[i.status] = counts.get(i.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     with_nodes = any(i.node_name for i in instances)  # Slurm node names; Kubernetes nodes
-    render.table(f"Instances ({summary})" if summary else "Instances",  # carry the server name
-                 ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else []),
+    with_notices = any(i.id in notices for i in instances)  # carry the server name
+    render.table(f"Instances ({summary})" if summary else "Instances",
+                 ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else [])
+                 + (["reclaim deadline"] if with_notices else []),
                  [(i.name, i.workload, i.pool, render.styled(i.status))
-                  + ((i.node_name or "",) if with_nodes else ()) for i in instances])
+                  + ((i.node_name or "",) if with_nodes else ())
+                  + ((notices[i.id].deadline if i.id in notices else "",) if with_notices
+                     else ()) for i in instances])
     if leaders:
         render.table("Leaders", ["region", "holder", "term", "expires"],
                      [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))

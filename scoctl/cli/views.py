@@ -10,6 +10,7 @@ from scoctl.core.model import (
     EventRecord,
     InstanceRecord,
     LatencySample,
+    NoticedRecord,
     PlanGeneration,
     PlanWorkloadRecord,
     WorkloadRecord,
@@ -35,7 +36,8 @@ def claim_json(c: ClaimRecord) -> dict[str, Any]:
     return out
 
 
-def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False) -> dict[str, Any]:
+def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False,
+                       blast: Mapping[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": p.workload, "feasible": p.feasible, "degraded": p.degraded,
         "reasons": list(p.reasons),
@@ -45,6 +47,8 @@ def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False) -> dict[
     }
     if explain:
         out["explain"] = [dict(e) for e in p.explain]
+    if blast is not None:
+        out["blast"] = dict(blast)
     return out
 
 
@@ -59,11 +63,14 @@ def plan_json(generation: PlanGeneration | None, plans: Mapping[str, PlanWorkloa
     }
 
 
-def instance_json(i: InstanceRecord) -> dict[str, Any]:
+def instance_json(i: InstanceRecord, notice: NoticedRecord | None = None) -> dict[str, Any]:
+    """An instance; a noticed one with its reclaim `deadline` and when scoctl saw the notice."""
     return {"id": i.id, "name": i.name, "workload": i.workload, "pool": i.pool,
             "region": i.region, "generation": i.generation, "status": i.status,
             **({"fault": i.fault} if i.fault else {}),
-            **({"node": i.node_name} if i.node_name else {})}
+            **({"node": i.node_name} if i.node_name else {}),
+            **({"deadline": notice.deadline, "noticed_at": notice.noticed_at}
+               if notice is not None else {})}
 
 
 def event_json(e: EventRecord) -> dict[str, Any]:

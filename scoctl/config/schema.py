@@ -171,6 +171,7 @@ class Timeouts:
     run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
     retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
     reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
+    drain_margin: float = 15.0  # before a reclaim deadline: evictions give way to deletions
 
 
 @dataclass(frozen=True)
@@ -355,7 +356,7 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait", "launch_settle", "api", "run",
-                              "retry_budget", "reconcile_interval"}),
+                              "retry_budget", "reconcile_interval", "drain_margin"}),
     ("retention",): frozenset({"events", "instances", "launches"}),
     ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),

@@ -14,7 +14,8 @@ second `decide` over the world the first one produced returns an empty decision 
 reconcile in a row changes nothing).
 
 Lifecycle of an instance: ``requested → building → active → ready``, then ``draining →
-deleting → deleted``, or ``error``.
+deleting → deleted``, or ``error``; a reclaim notice takes it through ``noticed`` (the notice
+stage, `scoctl.core.notice`) to ``deleting``.
 """
 
 from __future__ import annotations
@@ -494,8 +495,8 @@ def _settle_intents(p: _Pass, adopted: set[str]) -> None:
 def _track(p: _Pass, inst: InstanceRecord, server: ServerInfo | None) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
-    if status == "deleted":
-        return
+    if status in ("deleted", "noticed"):
+        return  # a noticed instance is the notice stage's until its end (DESIGN §14)
     if server is None or _nova_status(server) == "DELETED":
         _track_gone(p, inst)
     elif status == "deleting":

@@ -5,7 +5,8 @@ programs through `scoctl slurm resume|suspend|resume-fail`, as kind ``power``) w
 file per event: first to a dot-file, then `rename` into place, so a reader never sees half a
 file and a writer never blocks. `watch` ingests the token files and the Slurm power stage the power
 requests, each in name order (time, then pid), and deletes each file only after the
-transaction that recorded it has committed.
+transaction that recorded it has committed. Reclaim notices use the same format in their own
+folder (`notice_dir`), read by the notice stage.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ log = logging.getLogger(__name__)
 SPOOL_MODE = 0o2775
 TOKEN_KIND = "token"  # a status token `watch` records
 POWER_KIND = "power"  # a Slurm power-saving request the Slurm power stage applies
-KINDS = (TOKEN_KIND, POWER_KIND)
+NOTICE_KIND = "notice"  # a reclaim notice (`scoctl notice`) the notice stage records
+KINDS = (TOKEN_KIND, POWER_KIND, NOTICE_KIND)
+UNNAMED = (POWER_KIND, NOTICE_KIND)  # kinds whose workload may be empty
+NOTICES = "notices"  # reclaim notices (`scoctl notice`) wait here, apart from the tokens
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ def ensure_spool(directory: Path) -> None:
     if not directory.exists():
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, SPOOL_MODE)
+
+
+def notice_dir(spool: Path) -> Path:
+    """Where `scoctl notice` drops reclaim notices (kind ``notice``): a folder of the spool that
+    `watch` (which reads only the spool's own files) leaves to the notice stage."""
+    return spool / NOTICES
 
 
 def write_event(directory: Path, *, ts: str, token: str, workload: str,
@@ -84,8 +94,8 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
     """One spool file's bytes as an event; ConfigError naming the file and field otherwise.
 
     The writer's shape exactly: a JSON object with an RFC 3339 ``ts``, an UPPER_SNAKE ``token``,
-    a workload slug (empty allowed for a power request), an optional ``detail`` mapping and an
-    optional ``kind`` (`KINDS`; none is a token); nothing else.
+    a workload slug (empty allowed for a power request or a notice), an optional ``detail``
+    mapping and an optional ``kind`` (`KINDS`; none is a token); nothing else.
     """
     file = str(path)
     if len(raw) > MAX_EVENT_BYTES:
@@ -106,7 +116,7 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
     if not isinstance(token, str) or not TOKEN_RE.fullmatch(token):
         raise ConfigError(f"not a token: {token!r}", file=file, field="token")
     if not isinstance(workload, str) or not (
-            is_slug(workload) or (kind == POWER_KIND and workload == "")):
+            is_slug(workload) or (kind in UNNAMED and workload == "")):
         raise ConfigError(f"not a workload slug: {workload!r}", file=file, field="workload")
     detail = data.get("detail") or {}
     if not isinstance(detail, dict):

@@ -13,12 +13,16 @@ Every poll it reads the Nova emulator's servers and the Kubernetes emulator's ob
 * a server in ERROR makes its Node NotReady; a server gone (or DELETED) takes its Node with it,
   and the pods bound there are replaced by new pending pods, as the ReplicaSet controller would;
 * spot reclaims: at `reclaim_rate_per_hour` (random, seeded) and on demand (`reclaim`, used by
-  ``scoctl sim reclaim``), a reclaimable ACTIVE server is taken back through the emulator;
+  ``scoctl sim reclaim``), a reclaimable ACTIVE server is taken back through the emulator; with
+  a notice (``scoctl sim reclaim --notice 60s``) the server gets the metadata key
+  ``sco:reclaim-at`` through Nova's API, and the agent takes it back when that time comes;
+* a ReplicaSet below its replica count (a pod was evicted) gets new pending pods at once;
 * a tiny scheduler binds pending pods to Ready nodes with room whose taints they tolerate, and
   Deployment / ReplicaSet status follows the pods (Available once enough replicas run).
 
 The decisions are pure functions over the JSON objects (`plan_nodes`, `schedule`,
-`replacement_pods`, `scale_changes`, `deployment_status`, `pick_reclaim`); `Agent.step` reads,
+`replacement_pods`, `missing_pods`, `scale_changes`, `deployment_status`, `pick_reclaim`,
+`due_reclaims`); `Agent.step` reads,
 decides and acts; `scale` (``scoctl sim scale``) sets a Deployment's replicas.
 The agent talks to the emulators' control APIs (``/_sim/``) over httpx.
 
@@ -41,7 +45,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scoctl.core.demand import Taint, effective_request, tolerates
@@ -51,6 +55,7 @@ log = logging.getLogger("scoctl.sim.agent")
 
 Obj = dict[str, Any]
 MANAGED_TAG = "sco:managed"
+RECLAIM_AT = "sco:reclaim-at"
 PROVIDER_PREFIX = "openstack:///"
 INSTANCE_LABEL = "sco/instance"
 CONTRACT_PATH = "/etc/scoctl/contract.json"
@@ -444,18 +449,43 @@ def scale_changes(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[s
         if surplus > 0:
             delete.extend(str(p["metadata"]["name"]) for p in mine[:surplus])
         elif surplus < 0:
-            template = rs["spec"]["template"]
-            model = {"metadata": {
-                "name": f"{rs_meta['name']}-00000", "namespace": ns,
-                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                "ownerReferences": [{"apiVersion": rs["apiVersion"], "kind": rs["kind"],
-                                     "name": rs_meta["name"], "uid": rs_meta["uid"],
-                                     "controller": True, "blockOwnerDeletion": True}]},
-                "spec": template["spec"]}
-            create.extend(replacement_pods([model] * -surplus,
+            create.extend(replacement_pods([_template_pod(rs)] * -surplus,
                                            (str(p["metadata"]["name"]) for p in pods),
                                            node_count, stamp, message=SCALE_MESSAGE))
     return ScaleChanges(tuple(patches), tuple(delete), tuple(create))
+
+
+def _template_pod(rs: Mapping[str, Any]) -> Obj:
+    """A pod as the ReplicaSet's template makes it (named by `replacement_pods`)."""
+    rs_meta, template = rs["metadata"], rs["spec"]["template"]
+    return {"metadata": {
+        "name": f"{rs_meta['name']}-00000", "namespace": rs_meta.get("namespace"),
+        "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+        "ownerReferences": [{"apiVersion": rs["apiVersion"], "kind": rs["kind"],
+                             "name": rs_meta["name"], "uid": rs_meta["uid"],
+                             "controller": True, "blockOwnerDeletion": True}]},
+        "spec": template["spec"]}
+
+
+EVICTED_MESSAGE = ("0/{n} nodes are available: the pod was evicted from a draining node; "
+                   "waiting for a node.")
+
+
+def missing_pods(replicasets: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+                 node_count: int, stamp: str) -> list[Obj]:
+    """New pending pods for ReplicaSets below their replica count (an evicted pod is gone, and
+    its ReplicaSet makes another at once), as the ReplicaSet controller would."""
+    room = replica_room(replicasets, pods, ())
+    out: list[Obj] = []
+    names = [str(p["metadata"]["name"]) for p in pods]
+    for rs in replicasets:
+        wanted = room.get(str(rs["metadata"].get("uid")), 0)
+        if wanted > 0:
+            fresh = replacement_pods([_template_pod(rs)] * wanted, names, node_count, stamp,
+                                     message=EVICTED_MESSAGE)
+            names += [str(p["metadata"]["name"]) for p in fresh]
+            out += fresh
+    return out
 
 
 def replica_room(replicasets: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
@@ -564,9 +594,29 @@ def reclaimable(server: Mapping[str, Any]) -> bool:
 
 def pick_reclaim(servers: Sequence[Mapping[str, Any]], count: int,
                  rng: random.Random) -> list[Mapping[str, Any]]:
-    """`count` reclaimable servers chosen at random (repeatable for a seeded `rng`)."""
-    candidates = sorted((s for s in servers if reclaimable(s)), key=lambda s: str(s["id"]))
+    """`count` reclaimable servers chosen at random (repeatable for a seeded `rng`); servers
+    under a notice already are left to it."""
+    candidates = sorted((s for s in servers if reclaimable(s)
+                         and RECLAIM_AT not in (s.get("metadata") or {})),
+                        key=lambda s: str(s["id"]))
     return rng.sample(candidates, min(count, len(candidates)))
+
+
+def due_reclaims(servers: Sequence[Mapping[str, Any]],
+                 now: datetime) -> list[Mapping[str, Any]]:
+    """Servers whose ``sco:reclaim-at`` notice has come: the provider takes them now."""
+    due = []
+    for server in servers:
+        value = (server.get("metadata") or {}).get(RECLAIM_AT)
+        if not value or server.get("status") in ("DELETED",):
+            continue
+        try:
+            deadline = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if deadline.tzinfo is not None and deadline <= now:
+            due.append(server)
+    return due
 
 
 # --- the imperative shell ----------------------------------------------------------------------
@@ -611,12 +661,23 @@ class SimApi:
         if response.status_code >= 400:
             raise RuntimeError(f"nova /_sim/reclaim {server_id}: {response.text[:300]}")
 
+    def set_metadata(self, server: Mapping[str, Any], key: str, value: str) -> None:
+        """Set one metadata item through Nova's own API, as a reclaimer would."""
+        response = self._nova.put(f"/v2.1/servers/{server['id']}/metadata/{key}",
+                                  json={"meta": {key: value}},
+                                  headers={"X-Auth-Token": f"admin:{server['project']}"})
+        if response.status_code >= 400:
+            raise RuntimeError(f"nova metadata of {server['id']}: {response.text[:300]}")
+
 
 def reclaim(api: SimApi, *, count: int | None = None, server_id: str | None = None,
-            mode: str = "delete", rng: random.Random | None = None) -> list[Obj]:
+            mode: str = "delete", rng: random.Random | None = None,
+            notice: float | None = None, now: datetime | None = None) -> list[Obj]:
     """Reclaim one named server, or `count` random reclaimable ones; returns what was taken.
 
-    Raises LookupError when the named server is not a managed server of the region.
+    With `notice` (seconds) nothing is taken yet: each server gets ``sco:reclaim-at`` = now +
+    notice, and the node agent takes it at that time. Raises LookupError when the named
+    server is not a managed server of the region.
     """
     servers = api.servers()
     if server_id is not None:
@@ -628,9 +689,15 @@ def reclaim(api: SimApi, *, count: int | None = None, server_id: str | None = No
         chosen = pick_reclaim(servers, count or 1, rng or random.Random())
     taken = []
     for server in chosen:
-        api.reclaim(str(server["id"]), mode)
-        taken.append({"id": server["id"], "name": server["name"], "mode": mode,
-                      "tags": list(server.get("tags") or [])})
+        item: Obj = {"id": server["id"], "name": server["name"], "mode": mode,
+                     "tags": list(server.get("tags") or [])}
+        if notice is None:
+            api.reclaim(str(server["id"]), mode)
+        else:
+            deadline = (now or datetime.now(UTC)) + timedelta(seconds=notice)
+            item["reclaim_at"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+            api.set_metadata(server, RECLAIM_AT, item["reclaim_at"])
+        taken.append(item)
     return taken
 
 
@@ -717,6 +784,10 @@ class Agent:
             log.info("node %s NotReady: its server is in error", name)
         if actions.delete:
             self._remove_nodes(actions.delete, nodes, stamp)
+        for server in due_reclaims(servers, datetime.now(UTC)):
+            self.api.reclaim(str(server["id"]), self.mode)
+            log.info("reclaim at the notice deadline: server %s (%s)", server["name"],
+                     self.mode)
         if self.rate > 0 and self.last_step is not None:
             chance = self.rate / 3600.0 * (now - self.last_step)
             if self.rng.random() < chance:
@@ -750,6 +821,11 @@ class Agent:
     def _schedule_and_report(self, stamp: str) -> None:
         pods = self.api.objects("Pod")
         nodes = self.api.objects("Node")
+        fresh = missing_pods(self.api.objects("ReplicaSet"), pods, max(1, len(nodes)), stamp)
+        if fresh:
+            self.api.k8s("add", objects=fresh)
+            log.info("%d pods recreated by their ReplicaSets (evicted ones)", len(fresh))
+            pods = self.api.objects("Pod")
         bindings = schedule(pods, nodes)
         for namespace, pod, node in bindings:
             self.api.k8s("bind-pod", namespace=namespace, name=pod, node=node, running=True)

@@ -6,8 +6,14 @@ API scoctl uses, with the semantics scoctl's logic depends on:
 * core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events,
   secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
   token Secrets in kube-system);
-  apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; and the KServe custom resource
-  serving.kserve.io/v1beta1 inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
+  apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
+  poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
+  inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
+* the Eviction API with PodDisruptionBudgets as the apiserver applies them: the disruptions a
+  budget allows are its selector's Ready pods minus the healthy pods it needs (``minAvailable``,
+  or the owners' replicas minus ``maxUnavailable``; percentages rounded up), checked and spent
+  atomically; 429 ``TooManyRequests`` with the ``DisruptionBudget`` cause when none is left,
+  500 when two budgets select the pod;
 * list (``limit``/``continue`` pagination, label and field selectors) and watch (chunked, one JSON
   event per line) with one etcd-like resourceVersion counter and a per-type history: a watch from
   an RV replays what happened after it, ``""``/``"0"`` sends synthetic ADDED events first, a
@@ -91,6 +97,8 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
+                 ("status",)),
     ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
                  ("status",)),
 )
@@ -513,6 +521,17 @@ def validate(rt: ResourceType, obj: Obj) -> None:
             for req in ("key", "effect"):
                 if not isinstance(taint, dict) or not isinstance(taint.get(req), str):
                     causes.append((f"spec.taints[{i}].{req}", "Required value"))
+    elif rt.kind == "PodDisruptionBudget":
+        if not isinstance(spec, dict):
+            causes.append(("spec", "Required value"))
+        elif "minAvailable" in spec and "maxUnavailable" in spec:
+            causes.append(("spec", "Invalid value: minAvailable and maxUnavailable cannot be "
+                                   "both set"))
+        else:
+            for key in ("minAvailable", "maxUnavailable"):
+                if key in spec and not _int_or_percent(spec[key]):
+                    causes.append((f"spec.{key}", f"Invalid value: {spec[key]!r}: an integer "
+                                                  "or a percentage"))
     elif rt.kind == "Event":
         if not isinstance(obj.get("involvedObject"), dict):
             causes.append(("involvedObject", "Required value"))
@@ -526,6 +545,91 @@ def validate(rt: ResourceType, obj: Obj) -> None:
     _check_conditions(obj, causes)
     if causes:
         raise _invalid(rt, name, causes)
+
+
+# --- disruption budgets --------------------------------------------------------------------------
+
+
+def _int_or_percent(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, str) and bool(re.fullmatch(r"\d+%", value))
+
+
+def _scaled(value: Any, total: int) -> int:
+    """An IntOrString of a budget against `total` pods (percentages rounded up)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-total * int(value[:-1]) // 100)
+    return int(value)
+
+
+def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels and matchExpressions) against labels; an empty
+    selector selects everything, a missing one nothing (policy/v1)."""
+    if not isinstance(selector, Mapping):
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = set(expr.get("values") or [])
+        present = key in labels
+        if (op == "In" and (not present or labels[key] not in values)) \
+                or (op == "NotIn" and present and labels[key] in values) \
+                or (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Running, Ready and not being deleted: a healthy pod for a disruption budget."""
+    status = pod.get("status") or {}
+    return (status.get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+            and any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or []))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A disruption budget's arithmetic at one moment (what the disruption controller would
+    write into its status; the emulator computes it when an eviction asks)."""
+
+    expected: int
+    desired: int
+    healthy: int
+
+    @property
+    def allowed(self) -> int:
+        return max(0, self.healthy - self.desired)
+
+
+def budget_of(pdb: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
+              replicas: Mapping[str, int]) -> Budget:
+    """The disruption controller's sums for `pdb` over its namespace's `pods`: the pods it
+    selects, how many of them are healthy, and how many must stay so. `replicas[uid]` is the
+    scale of each controller (ReplicaSet) by uid; pods of an unknown controller count once."""
+    spec = pdb.get("spec") or {}
+    selected = [p for p in pods if selector_matches(spec.get("selector"), _labels(p))
+                and not p["metadata"].get("deletionTimestamp")]
+    healthy = sum(1 for p in selected if pod_ready(p))
+    if "minAvailable" in spec and not str(spec["minAvailable"]).endswith("%"):
+        return Budget(len(selected), int(spec["minAvailable"]), healthy)
+    owners: dict[str, int] = {}
+    for pod in selected:
+        ref = next((r for r in pod["metadata"].get("ownerReferences") or []
+                    if r.get("controller")), None)
+        uid = str(ref.get("uid")) if ref else ""
+        if uid in replicas:
+            owners[uid] = replicas[uid]
+        else:
+            owners[f"pod/{pod['metadata']['name']}"] = 1
+    expected = sum(owners.values())
+    if "maxUnavailable" in spec:
+        return Budget(expected, max(0, expected - _scaled(spec["maxUnavailable"], expected)),
+                      healthy)
+    return Budget(expected, _scaled(spec.get("minAvailable", 0), expected), healthy)
 
 
 # --- the store -----------------------------------------------------------------------------------
@@ -1185,8 +1289,42 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
         body.setdefault("spec", {"finalizers": ["kubernetes"]})
         body.setdefault("status", {"phase": "Active"})
     elif rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService", "Node",
-                     "ResourceQuota"):
+                     "ResourceQuota", "PodDisruptionBudget"):
         body.setdefault("status", {})
+
+
+def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
+    """Refuse an eviction its pod's PodDisruptionBudget does not allow (429), or that two
+    budgets govern (500), as the eviction subresource does. Call with ``emu._cond`` held."""
+    pod = emu._get(resource_type("Pod"), ns, name)
+    pdb_type = resource_type("PodDisruptionBudget")
+    budgets = [b for (b_ns, _), b in sorted(emu._types[pdb_type].objects.items())
+               if b_ns == ns and selector_matches((b.get("spec") or {}).get("selector"),
+                                                  _labels(pod))]
+    if not budgets:
+        return
+    if len(budgets) > 1:
+        raise StatusError(500, "InternalError", "This pod has more than one "
+                          "PodDisruptionBudget, which the eviction subresource does not "
+                          "support.")
+    pods = [p for (p_ns, _), p in emu._types[resource_type("Pod")].objects.items()
+            if p_ns == ns]
+    replicas = {str(rs["metadata"].get("uid")): int((rs.get("spec") or {}).get("replicas",
+                                                                                1))
+                for (r_ns, _), rs in emu._types[resource_type("ReplicaSet")].objects.items()
+                if r_ns == ns}
+    budget = budget_of(budgets[0], pods, replicas)
+    if not pod_ready(pod):  # unhealthy pods may go while the budget is met
+        if budget.healthy >= budget.desired:
+            return
+    elif budget.allowed > 0:
+        return
+    pdb = budgets[0]["metadata"]["name"]
+    raise StatusError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
+                      "pod's disruption budget.", {"causes": [{
+                          "reason": "DisruptionBudget",
+                          "message": f"The disruption budget {pdb} needs {budget.desired} "
+                                     f"healthy pods and has {budget.healthy} currently"}]})
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
@@ -1365,7 +1503,8 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "eviction":
             if method != "POST":
                 raise StatusError(405, "MethodNotAllowed", "eviction supports POST only")
-            with emu._cond:
+            with emu._cond:  # the budget is checked and spent in one step
+                check_budget(emu, ns or "", name)
                 emu._delete(rt, ns or "", name, None)
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201})
@@ -1821,6 +1960,19 @@ def make_resource_quota(name: str, namespace: str, hard: Mapping[str, str],
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"hard": dict(hard)},
             "status": {"hard": dict(hard), "used": dict(used or dict.fromkeys(hard, "0"))}}
+
+
+def make_pdb(name: str, namespace: str = "default", *, match_labels: Mapping[str, str],
+             max_unavailable: int | str | None = None,
+             min_available: int | str | None = None) -> Obj:
+    """A policy/v1 PodDisruptionBudget over the pods carrying `match_labels`."""
+    spec: Obj = {"selector": {"matchLabels": dict(match_labels)}}
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec, "status": {}}
 
 
 def make_event(involved: Mapping[str, Any], reason: str, message: str,

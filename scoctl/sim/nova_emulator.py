@@ -19,7 +19,9 @@ suite: any difference between the two is a bug here. Modelled (Nova 26 "Zed", mi
   quota recheck (over quota: every instance ERROR with fault 413), then BUILD -> ACTIVE;
 * DELETE: the server shows `DELETED` (and still counts) for a moment, then is gone;
 * list filters tags / tags-any / not-tags / not-tags-any / reservation_id / status / name
-  (regex), pagination (limit, marker, servers_links), `GET /servers/{id}/tags`.
+  (regex), pagination (limit, marker, servers_links), `GET /servers/{id}/tags`;
+* server metadata after create (`/servers/{id}/metadata[/{key}]`: read, merge, replace, set
+  and delete one item), as a reclaimer sets ``sco:reclaim-at``.
 
 Faults real Nova never produces are injectable: the next N responses as 429/503 with
 Retry-After, or 500s, before or after the request was applied (a gateway answering 503 after
@@ -752,6 +754,11 @@ class NovaEmulator:
             if len(segments) == 2 and method == "DELETE":
                 self._delete(ctx, segments[1])
                 return 204, {}, None
+            if len(segments) in (3, 4) and segments[2] == "metadata":
+                server = self._get_server(ctx.project, segments[1])
+                key = segments[3] if len(segments) == 4 else None
+                return _server_metadata(server, method, key, body,
+                                        self._quota(server.project)["metadata_items"])
             if len(segments) == 3 and segments[2] == "tags" and method == "GET":
                 if ctx.version < (2, 26):
                     raise ApiFault(404, "The resource could not be found.")
@@ -1114,14 +1121,7 @@ class NovaEmulator:
         if metadata is not None:
             if not isinstance(metadata, dict):
                 raise _invalid("metadata", metadata, f"{metadata!r} is not of type 'object'")
-            for key, value in metadata.items():
-                if not METADATA_KEY_RE.match(key):
-                    raise _invalid("metadata", metadata, f"{key!r} does not match any of the "
-                                   "regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'")
-                if not isinstance(value, str):
-                    raise _invalid(key, value, f"{value!r} is not of type 'string'")
-                if len(value) > 255:
-                    raise _invalid(key, value, f"{value!r} is too long")
+            _check_metadata(metadata)
         user_data = spec.get("user_data")
         if user_data is not None:
             if not isinstance(user_data, str) or not _valid_base64(user_data):
@@ -1152,6 +1152,61 @@ class NovaEmulator:
         except (TypeError, ValueError, KeyError, ApiFault) as exc:
             return 400, {}, {"error": f"{type(exc).__name__}: {exc}"}
         return 200, {}, {"ok": True}
+
+
+def _server_metadata(server: _Server, method: str, key: str | None, body: bytes,
+                     limit: int) -> tuple[int, dict[str, str], Json | None]:
+    """``/servers/{id}/metadata[/{key}]`` as Nova's ServerMetadataController serves it:
+    reads always; writes only while the server is ACTIVE (or stopped) with no task (409
+    otherwise); POST merges, PUT replaces all, PUT on a key sets one item (its body must
+    name the same key), DELETE removes one; at most `limit` items (the quota; < 0: none)."""
+    if method == "GET":
+        if key is None:
+            return 200, {}, {"metadata": dict(server.metadata)}
+        if key not in server.metadata:
+            raise ApiFault(404, "Metadata item was not found")
+        return 200, {}, {"meta": {key: server.metadata[key]}}
+    if method == "DELETE" and key is not None and key not in server.metadata:
+        raise ApiFault(404, "Metadata item was not found")
+    if method not in ("POST", "PUT", "DELETE") or (method == "POST" and key is not None) \
+            or (method == "DELETE" and key is None):
+        raise ApiFault(405, "The method specified is not allowed for this resource.")
+    action = "delete metadata" if method == "DELETE" else "update metadata"
+    if server.vm_state not in ("active", "paused", "suspended", "stopped") \
+            or server.task_state is not None:
+        raise ApiFault(409, f"Cannot '{action}' instance {server.id} while it is in "
+                            f"vm_state {server.vm_state}")
+    if method == "DELETE":
+        del server.metadata[str(key)]
+        server.updated = _now_iso()
+        return 204, {}, None
+    payload = _json_body(body)
+    wanted = "meta" if key is not None else "metadata"
+    items = payload.get(wanted)
+    if not isinstance(items, dict) or set(payload) != {wanted}:
+        raise _invalid(wanted, items, f"'{wanted}' is a required property")
+    _check_metadata(items)
+    if key is not None and (len(items) != 1 or key not in items):
+        raise ApiFault(400, "Request body and URI mismatch")
+    merged = dict(items) if method == "PUT" and key is None else {**server.metadata, **items}
+    if limit >= 0 and len(merged) > limit:
+        raise ApiFault(403, f"Quota exceeded for metadata_items: Requested {len(merged)}, "
+                            f"but already used 0 of {limit} metadata_items")
+    server.metadata = merged
+    server.updated = _now_iso()
+    if key is not None:
+        return 200, {}, {"meta": dict(items)}
+    return 200, {}, {"metadata": dict(merged)}
+
+def _check_metadata(metadata: Json) -> None:
+    for key, value in metadata.items():
+        if not METADATA_KEY_RE.match(key):
+            raise _invalid("metadata", metadata, f"{key!r} does not match any of the "
+                           "regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'")
+        if not isinstance(value, str):
+            raise _invalid(key, value, f"{value!r} is not of type 'string'")
+        if len(value) > 255:
+            raise _invalid(key, value, f"{value!r} is too long")
 
 
 _CONTROL: dict[str, Callable[..., None]] = {

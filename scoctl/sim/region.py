@@ -382,7 +382,14 @@ def status(directory: Path) -> dict[str, Any]:
     body = state.as_json()
     if not state.running:
         return body
-    from scoctl.sim.agent import MANAGED_TAG, is_pending, is_ready, is_running, server_of
+    from scoctl.sim.agent import (
+        MANAGED_TAG,
+        RECLAIM_AT,
+        is_pending,
+        is_ready,
+        is_running,
+        server_of,
+    )
 
     api = _api(state)
     try:
@@ -401,7 +408,12 @@ def status(directory: Path) -> dict[str, Any]:
         by_status[str(server["status"])] = by_status.get(str(server["status"]), 0) + 1
     ours = [n for n in nodes if server_of(n) is not None]
     body["servers"] = {"managed": len(managed), "other": len(servers) - len(managed),
-                       "by_status": dict(sorted(by_status.items()))}
+                       "by_status": dict(sorted(by_status.items())),
+                       "noticed": sorted(({"name": s["name"],
+                                           "reclaim_at": s["metadata"][RECLAIM_AT]}
+                                          for s in managed
+                                          if RECLAIM_AT in (s.get("metadata") or {})),
+                                         key=lambda n: n["name"])}
     body["nodes"] = {"total": len(nodes), "ready": sum(1 for n in nodes if is_ready(n)),
                      "instances": len(ours), "instances_ready": sum(1 for n in ours
                                                                     if is_ready(n))}
@@ -418,9 +430,12 @@ def status(directory: Path) -> dict[str, Any]:
 
 
 def reclaim(directory: Path, *, count: int | None = None, server: str | None = None,
-            mode: str = "delete", seed: int | None = None) -> list[dict[str, Any]]:
+            mode: str = "delete", seed: int | None = None,
+            notice: float | None = None) -> list[dict[str, Any]]:
     """Spot-reclaim a named server or `count` random reclaimable ones (the agent then removes
-    their nodes). Raises UsageError when the region is not running or the server unknown."""
+    their nodes); with `notice` (seconds) set ``sco:reclaim-at`` instead, and the agent
+    reclaims them at that time. Raises UsageError when the region is not running or the
+    server unknown."""
     from scoctl.sim.agent import reclaim as agent_reclaim
 
     state = read_state(directory)
@@ -429,7 +444,8 @@ def reclaim(directory: Path, *, count: int | None = None, server: str | None = N
     api = _api(state)
     try:
         return agent_reclaim(api, count=count, server_id=server, mode=mode,
-                             rng=random.Random(seed) if seed is not None else None)
+                             rng=random.Random(seed) if seed is not None else None,
+                             notice=notice)
     except LookupError as exc:
         raise UsageError(str(exc.args[0])) from exc
     except RuntimeError as exc:

@@ -82,6 +82,7 @@ class DeploymentSeed:
     workload: str | None = None
     managed: bool = False
     tolerate_reclaimable: bool = False
+    pdb: Mapping[str, int | str] = field(default_factory=dict)  # maxUnavailable / minAvailable
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ def _quota(r: _Reader, raw: Any, path: Path_) -> QuotaSeed:
 
 def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
     data = r.mapping(raw, path, {"name", "namespace", "replicas", "requests", "workload",
-                                 "managed", "tolerate_reclaimable"})
+                                 "managed", "tolerate_reclaimable", "pdb"})
     req_path = (*path, "requests")
     req_raw = data.get("requests")
     if not isinstance(req_raw, Mapping) or not req_raw:
@@ -332,7 +333,25 @@ def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
         requests=requests, workload=workload,
         managed=r.boolean(data, path, "managed", False),
         tolerate_reclaimable=r.boolean(data, path, "tolerate_reclaimable", False),
+        pdb=_pdb(r, data.get("pdb"), (*path, "pdb")),
     )
+
+
+def _pdb(r: _Reader, raw: Any, path: Path_) -> dict[str, int | str]:
+    """``pdb: {max_unavailable: 1}`` or ``{min_available: 50%}``: a PodDisruptionBudget over
+    the Deployment's pods."""
+    if raw is None:
+        return {}
+    data = r.mapping(raw, path, {"max_unavailable", "min_available"})
+    if len(data) != 1:
+        raise r.fail(path, "give max_unavailable or min_available (one of them)")
+    [(key, value)] = data.items()
+    text = str(value)
+    if isinstance(value, bool) or not (text.isdigit() or (text.endswith("%")
+                                                         and text[:-1].isdigit())):
+        raise r.fail((*path, key), "must be a count (1) or a percentage (25%)")
+    api_key = "maxUnavailable" if key == "max_unavailable" else "minAvailable"
+    return {api_key: int(text) if text.isdigit() else text}
 
 
 # --- what the emulators and the agent start with (pure) ----------------------------------------
@@ -475,7 +494,13 @@ def _deployment_objects(dep: DeploymentSeed, node_count: int,
 
     deployment["status"] = deployment_status(deployment, pods, previous={}, stamp=stamp)
     replicaset["status"] = replicaset_status(replicaset, pods)
-    return [deployment, replicaset, *pods]
+    budget = []
+    if dep.pdb:
+        budget = [k8s.make_pdb(dep.name, dep.namespace,
+                               match_labels=deployment["spec"]["selector"]["matchLabels"],
+                               max_unavailable=dep.pdb.get("maxUnavailable"),
+                               min_available=dep.pdb.get("minAvailable"))]
+    return [deployment, replicaset, *pods, *budget]
 
 
 def agent_settings(scenario: Scenario, config: Config, *, k8s_url: str, nova_url: str,

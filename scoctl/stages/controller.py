@@ -39,7 +39,7 @@ from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload
 from scoctl.core.intake import is_managed_pod
 from scoctl.errors import ApiError, LockHeld, ScoctlError
 from scoctl.host.notify import Notifier
-from scoctl.host.spool import POWER_KIND, TOKEN_KIND, pending_events
+from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.stages.informer import CachedCluster, Informer
 from scoctl.stages.latency import claim_sizes, record_progress, record_sightings
 from scoctl.stages.watch import Follower, Source
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
     from scoctl.host.budget import Budget
+    from scoctl.stages.reconcile import ReconcileResult
     from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -278,6 +279,8 @@ class Controller:
         if decide.spool_due(self.schedule, now):
             waiting = any(next(iter(pending_events(self.config.spool, kind)), None) is not None
                           for kind in (TOKEN_KIND, POWER_KIND))
+            if next(pending_events(notice_dir(self.config.spool), NOTICE_KIND), None) is not None:
+                self.schedule = decide.reconcile_wanted(self.schedule)  # `scoctl notice`
             self.schedule = decide.spool_looked(self.schedule, self.timers, now,
                                                 waiting=waiting)
 
@@ -508,15 +511,33 @@ class Steps:
                                        connect=lambda cfg, reg: self.cloud(cfg, reg),
                                        cluster=o.cached, scheduler=o.scheduler,
                                        discover=False)
+        errors = list(result.errors) + self.notices(result)
         for api in ("nova", "kubernetes", "slurm"):
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
-                o.api(api, decide.error_of(result.errors, api))
+                o.api(api, decide.error_of(errors, api))
         booting = any(i.status in BOOTING for i in o.store.instances())
+        noticed = bool(o.store.noticed())  # a drain advances once a pass: look again soon
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
-                                            failed=bool(result.errors), booting=booting,
+                                            failed=bool(errors), booting=booting or noticed,
                                             replan=bool(o.store.dirty()))
-        return list(result.errors), {"booting": booting}
+        return errors, {"booting": booting, "noticed": noticed}
+
+    def notices(self, listed: ReconcileResult) -> list[str]:
+        """The notice stage on reconcile's own server listing (DESIGN §14); the workloads a new
+        notice leaves to re-plan are dirty, so the next step re-plans and launches their
+        replacements."""
+        from scoctl.stages.notice import run_notices
+        from scoctl.stages.slurm_power import release_nodes
+
+        o = self.owner
+        result = run_notices(o.config, o.store, o.clock,
+                             connect=lambda cfg, reg: self.cloud(cfg, reg), cluster=o.cached,
+                             scheduler=o.scheduler,
+                             servers={r.region: r.servers for r in listed.regions})
+        if result.release:
+            release_nodes(o.store, result.release, suspend=False)
+        return list(result.errors)
 
     def plans_behind(self) -> bool:
         """Claims written by other processes (Slurm's resume and suspend programs,

@@ -214,6 +214,11 @@ class CachedCluster:
         """See `Cluster.drain`."""
         return self.cluster.drain(node)
 
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
+                   ) -> bool:
+        """See `Cluster.delete_pod`."""
+        return self.cluster.delete_pod(namespace, name, grace_seconds=grace_seconds)
+
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""
         return self.cluster.delete_node(node)

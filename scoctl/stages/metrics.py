@@ -23,6 +23,8 @@ the pass.
     scoctl_orphans{region}                   sco:managed servers with no known launch or workload
     scoctl_placement_decision_seconds        histogram: first sight of pending demand → plan
     scoctl_pending_to_ready_seconds          histogram: first sight of pending demand → Ready
+    scoctl_reclaim_notices_total, scoctl_reclaim_lead_seconds,
+    scoctl_reclaim_replacement_ready_seconds     the reclaim notices (`core.notice`)
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from typing import TYPE_CHECKING, TypeVar
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
+from scoctl.core.notice import reclaim_figures, reclaim_metric_lines
 
 if TYPE_CHECKING:
     from scoctl.state import Store
 
 K = TypeVar("K")
-INSTANCE_STATES = ("requested", "building", "active", "ready", "draining", "deleting",
-                   "deleted", "error")
+INSTANCE_STATES = ("requested", "building", "active", "ready", "noticed", "draining",
+                   "deleting", "deleted", "error")
 
 
 @dataclass(frozen=True)
@@ -176,4 +179,5 @@ def collect(store: Store, sample: RunSample) -> str:
                                "node Ready.")):
         h = histograms.get(metric, Histogram())  # empty: dashboards still see the series
         t.histogram(f"scoctl_{metric}_seconds", help_text, cumulative(h), h.total)
+    t.lines.extend(reclaim_metric_lines(reclaim_figures(store.noticed(every=True))))
     return t.render()

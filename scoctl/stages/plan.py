@@ -27,6 +27,7 @@ from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config, is_url
 from scoctl.core import planner
+from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
@@ -56,6 +57,7 @@ class PlanView:
     result: PlanResult
     records: Mapping[str, PlanWorkloadRecord]
     explain: str | None = None
+    blasts: Mapping[str, Blast] = field(default_factory=dict)  # when asked: per workload
 
 
 @dataclass(frozen=True)
@@ -235,10 +237,11 @@ def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str
 
 def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
               full: bool = False, claims_path: Path | None = None, dry_run: bool = False,
-              explain: str | None = None) -> PlanView:
+              explain: str | None = None, blast: bool = False) -> PlanView:
     """``scoctl plan``: `run_plan`, then the plans to show. An `explain` workload the run did
     not re-plan is explained by a dry re-plan of just that workload (an unchanged claim
-    re-plans to the very same plan: no churn). Raises UsageError when `explain` has no plan."""
+    re-plans to the very same plan: no churn). With `blast`, each shown plan's blast radius
+    (`core.blast`). Raises UsageError when `explain` has no plan."""
     result = run_plan(config, store, clock, only=only, full=full, claims_path=claims_path,
                       dry_run=dry_run, explain=[explain] if explain else [])
     if claims_path is not None:
@@ -257,4 +260,8 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
             explained, generation=stored.generation if stored else explained.generation)
     if explain and explain not in records:
         raise UsageError(f"--explain {explain}: no plan for this workload")
-    return PlanView(result=result, records=dict(sorted(records.items())), explain=explain)
+    blasts = blast_radii(records, claims_of(store.claims()), result.plans, config.flavors,
+                         config.pools, {name: c.floor for name, c in config.contracts.items()}
+                         ) if blast else {}
+    return PlanView(result=result, records=dict(sorted(records.items())), explain=explain,
+                    blasts=blasts)

@@ -65,6 +65,7 @@ class RegionOutcome:
     kept: tuple[str, ...] = ()  # scale-downs called off: the node got work meanwhile
     errors: tuple[str, ...] = ()
     released: tuple[NodeRelease, ...] = ()  # Slurm nodes powered down: out of their claims
+    servers: tuple[ServerInfo, ...] = ()  # the listing it read (the notice stage reads it too)
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,8 @@ class _Region:
         snapshot = self.snapshot()
         decision = decide(snapshot, policy_of(self.config), self.clock.now())
         if self.dry_run:
-            return RegionOutcome(self.region.name, decision, errors=tuple(self.errors))
+            return RegionOutcome(self.region.name, decision, errors=tuple(self.errors),
+                                 servers=snapshot.servers)
         self.record(decision)
         deleted: list[str] = []
         for removal in decision.deletions:
@@ -335,7 +337,8 @@ class _Region:
             (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(
                 unit.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
-                             tuple(kept), tuple(self.errors), tuple(self.released))
+                             tuple(kept), tuple(self.errors), tuple(self.released),
+                             servers=snapshot.servers)
 
 
 def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | None = None,

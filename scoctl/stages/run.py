@@ -11,7 +11,10 @@ A stage never calls another stage (an import contract holds it); this module doe
   longer keeps is pruned (retention stage).
 - `run_once` (``scoctl run``): watch (one pass) → the Slurm power stage (what Slurm's
   power-saving programs spooled; when Slurm is in use) → plan → acquire with fallback →
-  reconcile with release, each called as a function (never a subprocess) and timed.
+  reconcile with release → the notice stage on reconcile's server listing (its noticed Slurm
+  nodes leave their claims; a new notice is planned and acquired again at once:
+  ``notice-plan``, ``notice-acquire``), each called as a function (never a subprocess) and
+  timed.
 
 In `run_once` an API failure in one stage does not stop the others — every later stage is safe
 on the state the earlier ones left (plan works on the claims already recorded, acquire on the
@@ -47,6 +50,7 @@ from scoctl.stages.acquire import (
 )
 from scoctl.stages.join_tokens import JoinTokens
 from scoctl.stages.metrics import RunSample, StageSample
+from scoctl.stages.notice import run_notices
 from scoctl.stages.plan import run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.stages.retention import prune_state
@@ -359,13 +363,26 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
                                        leads=leads)
         return result, list(result.errors)
 
+    def notice(listed: ReconcileResult | None) -> tuple[Any, list[str]]:
+        servers = {r.region: r.servers for r in listed.regions} if listed else None
+        result = run_notices(config, store, clock, region=region, connect=this_pass.cloud,
+                             cluster=systems.cluster, scheduler=systems.scheduler,
+                             servers=servers, sleep=sleep, leads=leads)
+        if result.release:
+            release_nodes(store, result.release, suspend=False)
+        return result, list(result.errors)
+
     watched = this_pass.stage("watch", watch,
                         "" if systems.sources else "no Kubernetes or Slurm configured")
     if "slurm" in systems.sources:  # what Slurm's power-saving programs spooled
         this_pass.stage("slurm-power", slurm_power)
     planned = this_pass.stage("plan", plan)
     this_pass.stage("acquire", acquire)
-    this_pass.stage("reconcile", reconcile)
+    reconciled = this_pass.stage("reconcile", reconcile)
+    noticed = this_pass.stage("notice", lambda: notice(reconciled))
+    if noticed is not None and noticed.replan:  # replace the noticed units in this pass
+        this_pass.stage("notice-plan", plan)
+        this_pass.stage("notice-acquire", acquire)
     run = RunResult(stages=tuple(this_pass.reports), seconds=time.perf_counter() - started)
     this_pass.record_deadline(run)
     return this_pass.write_metrics(watched, planned, run)

@@ -265,6 +265,41 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
     """,
+    # 5: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # instance from the notice to its end (kept afterwards: the reclaim metrics count them)
+    """
+    CREATE TABLE reclaim_notices (
+        kind TEXT NOT NULL,
+        target TEXT NOT NULL,
+        region TEXT NOT NULL,
+        deadline TEXT NOT NULL,
+        received TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (kind, target)
+    );
+
+    CREATE TABLE noticed_instances (
+        server_id TEXT NOT NULL,
+        noticed_at TEXT NOT NULL,
+        region TEXT NOT NULL,
+        name TEXT NOT NULL,
+        workload TEXT,
+        pool TEXT,
+        deadline TEXT NOT NULL,
+        source TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        cordoned INTEGER NOT NULL DEFAULT 0,
+        drain_forced INTEGER NOT NULL DEFAULT 0,
+        requeued INTEGER NOT NULL DEFAULT 0,
+        evicted INTEGER NOT NULL DEFAULT 0,
+        pods_deleted INTEGER NOT NULL DEFAULT 0,
+        outcome TEXT,
+        closed_at TEXT,
+        replacement_ready_at TEXT,
+        PRIMARY KEY (server_id, noticed_at)
+    );
+    CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,8 +14,7 @@ held past the busy timeout, a constraint the caller broke) surfaces as the backe
 rolls the enclosing transaction back and ends the stage.
 
 The Protocol is split by concern (`Lifecycle`, `WorkloadState`, `PlanState`, `FleetState`,
-`LatencyState`);
-`Store` is all of them.
+`LatencyState`, `NoticeState`); `Store` is all of them.
 """
 
 from __future__ import annotations
@@ -33,6 +32,8 @@ from scoctl.core.model import (
     LatencySample,
     LaunchRecord,
     MetricCounters,
+    NoticedRecord,
+    NoticeRecord,
     PlanGeneration,
     PlanWorkloadRecord,
     RankingCache,
@@ -319,7 +320,37 @@ class LatencyState(Protocol):
         ...
 
 
-class Store(Lifecycle, WorkloadState, PlanState, FleetState, LatencyState, Protocol):
+class NoticeState(Protocol):
+    """Reclaim notices (DESIGN §14): what ``scoctl notice`` announced, and each noticed
+    instance from the notice to its end (kept afterwards for the reclaim metrics)."""
+
+    def add_notice(self, notice: NoticeRecord) -> None:
+        """Record an announced reclaim; a later one for the same (kind, target) replaces it."""
+        ...
+
+    def notices(self) -> list[NoticeRecord]:
+        """Every announced reclaim still recorded, by kind and target."""
+        ...
+
+    def drop_notices(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Forget announced reclaims by (kind, target)."""
+        ...
+
+    def save_noticed(self, row: NoticedRecord) -> None:
+        """Insert or replace one noticed instance, keyed by (server_id, noticed_at). A second
+        open row for one server is a constraint failure of the backend."""
+        ...
+
+    def noticed(self, *, region: str | None = None, awaiting_since: str | None = None,
+                every: bool = False) -> list[NoticedRecord]:
+        """The open noticed instances (of `region`); with `awaiting_since` (RFC 3339) also
+        those closed since then whose replacement is not Ready yet; with `every`, all of them.
+        Oldest notice first."""
+        ...
+
+
+class Store(Lifecycle, WorkloadState, PlanState, FleetState, LatencyState, NoticeState,
+            Protocol):
     """The whole state interface every stage and command uses."""
 
     def metric_counters(self) -> MetricCounters:

@@ -115,9 +115,11 @@ def test_discovery_and_version(k8s_api: Any) -> None:
     assert client.VersionApi(k8s_api).get_code().git_version.startswith("v1.32")
     assert client.CoreApi(k8s_api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(k8s_api).get_api_versions().groups}
-    assert groups == {"apps", "batch", "serving.kserve.io"}
+    assert groups == {"apps", "batch", "policy", "serving.kserve.io"}
     resources = client.CoreV1Api(k8s_api).get_api_resources().resources
     assert {"pods", "pods/eviction", "nodes", "events"} <= {r.name for r in resources}
+    policy = client.PolicyV1Api(k8s_api).get_api_resources().resources
+    assert {r.name for r in policy} == {"poddisruptionbudgets", "poddisruptionbudgets/status"}
 
 
 # --- list, selectors, pagination -----------------------------------------------------------------

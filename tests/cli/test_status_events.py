@@ -19,8 +19,8 @@ from scoctl.stages.tokens import record_token
 from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[2]
-INSTANCE_STATUSES = {"requested", "building", "active", "ready", "draining", "deleting",
-                     "deleted", "error"}
+INSTANCE_STATUSES = {"requested", "building", "active", "ready", "noticed", "draining",
+                     "deleting", "deleted", "error"}
 
 
 def seeded_state(path: Path) -> None:

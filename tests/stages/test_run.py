@@ -54,7 +54,7 @@ def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_u
     first = run_once(config, store, clock, systems, acquire_watch=0)
     assert first.exit_code == 0, first.as_dict()
     assert f'scoctl_pending{{source="k8s"}} {PODS}' in (tmp / "scoctl.prom").read_text()
-    assert [s.name for s in first.stages] == ["watch", "plan", "acquire", "reconcile"]
+    assert [s.name for s in first.stages] == ["watch", "plan", "acquire", "reconcile", "notice"]
     claim = store.claim("web")
     assert claim is not None and claim.pods == PODS
     servers = list(systems.clouds[REGION].servers(tags=["sco:managed"]))  # type: ignore

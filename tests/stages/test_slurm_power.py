@@ -164,7 +164,7 @@ def test_a_run_pass_applies_the_power_requests_before_it_plans(
     result = run_once(config, store, clock, systems, acquire_watch=0, sleep=clock.advance)
 
     assert [s.name for s in result.stages] == ["watch", "slurm-power", "plan", "acquire",
-                                               "reconcile"]
+                                               "reconcile", "notice"]
     assert claimed(store) == ("cloud-1",)
     assert "hpc" in store.plans()  # planned in the same pass
     assert [s.name for s in fake.servers()] == ["cloud-1"]  # one server named after the node

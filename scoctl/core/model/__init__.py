@@ -1,8 +1,8 @@
 """Every value type the pure decisions take and give, in one namespace.
 
 `pools` holds the configured world (flavors, pools, contracts, claims), `cloud` and `slurm` what
-the outside systems report, `records` the rows of the state. Each type is defined once, in its
-submodule; this package only gathers them.
+the outside systems report, `records` the rows of the state, `notices` the reclaim notices.
+Each type is defined once, in its submodule; this package only gathers them.
 """
 
 from scoctl.core.model.cloud import (
@@ -17,6 +17,13 @@ from scoctl.core.model.cloud import (
 from scoctl.core.model.join import BootstrapToken, TokenSecret
 from scoctl.core.model.latency import Histogram, LatencySample, Sighting
 from scoctl.core.model.leases import LeaseRecord
+from scoctl.core.model.notices import (
+    NoticedRecord,
+    NoticeKind,
+    NoticeOutcome,
+    NoticeRecord,
+    NoticeSource,
+)
 from scoctl.core.model.pools import (
     KINDS,
     SLUG_RE,
@@ -61,7 +68,8 @@ __all__ = [
     "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
     "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "Histogram", "InstanceRecord", "Kind",
     "LatencySample", "LaunchRecord", "LaunchRequest", "LaunchResult", "MetricCounters",
-    "Networks", "NodeRelease", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
+    "Networks", "NodeRelease", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource",
+    "NoticedRecord", "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "Pool",
     "RankingCache", "ServerInfo", "Sighting", "SlurmJob", "SlurmNode", "Source", "Tier",
     "TokenRecord", "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug",
     "rest_api_version",

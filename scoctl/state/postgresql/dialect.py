@@ -160,8 +160,8 @@ class PgTable:
         self.conn.execute(f"INSERT INTO {self.name} ({columns}) "
                           f"VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
-    def upsert(self, row: Mapping[str, Any], pk: str) -> None:
-        key = self.conn.catalog.keys.get(self.name, (pk,))
+    def upsert(self, row: Mapping[str, Any], pk: str | tuple[str, ...]) -> None:
+        key = self.conn.catalog.keys.get(self.name, (pk,) if isinstance(pk, str) else pk)
         others = [c for c in row if c not in key]
         sets = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in others)
         self.conn.raw.execute(

@@ -262,4 +262,38 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
     """,
+    # 5: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # instance from the notice to its end; one open row per server (a partial unique index)
+    f"""
+    CREATE TABLE reclaim_notices (
+        kind {T} NOT NULL,
+        target {T} NOT NULL,
+        region {T} NOT NULL,
+        deadline {T} NOT NULL,
+        received {T} NOT NULL,
+        reason {T} NOT NULL DEFAULT '',
+        PRIMARY KEY (kind, target)
+    );
+    CREATE TABLE noticed_instances (
+        server_id {T} NOT NULL,
+        noticed_at {T} NOT NULL,
+        region {T} NOT NULL,
+        name {T} NOT NULL,
+        workload {T},
+        pool {T},
+        deadline {T} NOT NULL,
+        source {T} NOT NULL,
+        reason {T} NOT NULL DEFAULT '',
+        cordoned INTEGER NOT NULL DEFAULT 0,
+        drain_forced INTEGER NOT NULL DEFAULT 0,
+        requeued INTEGER NOT NULL DEFAULT 0,
+        evicted INTEGER NOT NULL DEFAULT 0,
+        pods_deleted INTEGER NOT NULL DEFAULT 0,
+        outcome {T},
+        closed_at {T},
+        replacement_ready_at {T},
+        PRIMARY KEY (server_id, noticed_at)
+    );
+    CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
+    """,
 )

@@ -3,8 +3,8 @@
 Every public method that writes runs in a transaction; callers group several writes into one
 stage transaction with ``with store.transaction():`` (re-entrant), so a crash leaves the previous
 state, never half a plan. `SqliteStore` implements `scoctl.state.store.Store`; its table groups
-live in `workloads`, `plans`, `fleet` and `latency`, the shared connection and transaction in
-`base`.
+live in `workloads`, `plans`, `fleet`, `latency` and `notices`, the shared connection and
+transaction in `base`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
 from scoctl.state.sqlite.fleet import FleetTables
 from scoctl.state.sqlite.latency import LatencyTables
+from scoctl.state.sqlite.notices import NoticeTables
 from scoctl.state.sqlite.plans import PlanTables
 from scoctl.state.sqlite.workloads import WorkloadTables
 
 __all__ = ["SqliteStore", "run_migrations"]
 
 
-class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables):
+class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, NoticeTables):
     """The `Store` over one SQLite file. Open with `SqliteStore.open` (or `open_store`)."""
 
     @classmethod

@@ -1,0 +1,590 @@
+"""Reclaim notices (DESIGN §14), pure: notices, instances, nodes and `now` in, the flow's steps
+out.
+
+A notice reaches scoctl as the server metadata key ``sco:reclaim-at`` (RFC 3339, read from the
+normal server listing) or as a `NoticeRecord` that ``scoctl notice`` announced through the spool,
+for one server or for every server of a pool. For each live instance a notice covers,
+`decide` returns, in one `NoticeDecision`:
+
+1. the start: a `NoticedRecord`, the instance status ``noticed``, ``RECLAIM_NOTICED`` (workload,
+   server, pool, deadline, lead time), the pool excluded until the deadline plus the capacity
+   cool-down, and the workload marked for re-planning, so that the same pass plans and launches
+   its replacement (a ``noticed`` unit is not live: `core.fleet.units_of` leaves it out);
+2. the drain, every pass: cordon; evict the pods that must move through the Eviction API once
+   no unit of the workload is still booting (the replacement is Ready, or none is coming) or
+   once ``deadline − 2·drain_margin`` has passed; from ``deadline − drain_margin`` on, delete
+   them instead. Slurm: ``DRAIN`` with the reason ``sco: reclaim at T`` (and the node dropped
+   from its claim, so no second server is launched under its name), the node's jobs requeued at
+   ``deadline − drain_margin``;
+3. the end: a `Removal` once the node is empty, or at the deadline whatever is left (never
+   before the deadline while work remains); a server the provider took first (gone, or ERROR)
+   ends it too; a notice withdrawn before the deadline (metadata key removed) uncordons;
+4. ``REPLACEMENT_READY`` once the first unit of the workload launched after the notice is Ready.
+
+No I/O, no clock, no logging: time comes in as `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from scoctl.core.demand import MIRROR_ANNOTATION, NodeInfo, PodInfo
+from scoctl.core.model import (
+    ExclusionRecord,
+    InstanceRecord,
+    NoticedRecord,
+    NoticeRecord,
+    NoticeSource,
+    ServerInfo,
+    SlurmNode,
+)
+from scoctl.core.reconcile import LIVE, SLURM_POWERED_OFF, Event, node_server_id
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
+
+RECLAIM_AT = "sco:reclaim-at"
+NOTICED = "noticed"
+BOOTING = frozenset({"requested", "building", "active"})
+CAN_NOTICE = LIVE | {NOTICED}
+
+
+def parse_notice_time(text: str) -> datetime:
+    """An RFC 3339 time with its offset (``2026-05-01T12:00:00Z``), in UTC.
+
+    Raises ValueError for anything else, a time without an offset included.
+    """
+    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return parse_rfc3339(value.isoformat())
+
+
+@dataclass(frozen=True)
+class NoticePolicy:
+    """The flow's knobs (seconds): `drain_margin` before the deadline evictions give way to
+    deletions and Slurm jobs are requeued; `cooldown` (the capacity cool-down) extends the
+    pool's exclusion past the deadline."""
+
+    drain_margin: float
+    cooldown: float
+
+
+@dataclass(frozen=True)
+class NoticeSnapshot:
+    """What `decide` looks at, for one region.
+
+    `servers` is the region's ``sco:managed`` listing (with metadata; noticed servers the list
+    missed read by id). `noticed` holds the open noticed instances and the closed ones still
+    waiting for their replacement. `exclusions[pool]` is the end of the exclusion in force.
+    `booting_launches` names workloads with launches in flight. `pods[node]` lists the pods
+    bound to a noticed Kubernetes node (a node missing there: its pods are unknown);
+    `slurm_jobs[node]` the jobs running on a Slurm node. `k8s_nodes` / `slurm_nodes` are None
+    when that system was not read.
+    """
+
+    region: str
+    servers: tuple[ServerInfo, ...] = ()
+    instances: tuple[InstanceRecord, ...] = ()
+    announced: tuple[NoticeRecord, ...] = ()
+    noticed: tuple[NoticedRecord, ...] = ()
+    exclusions: Mapping[str, str] = field(default_factory=dict)
+    booting_launches: frozenset[str] = frozenset()
+    k8s_nodes: tuple[NodeInfo, ...] | None = None
+    pods: Mapping[str, tuple[PodInfo, ...]] = field(default_factory=dict)
+    slurm_nodes: tuple[SlurmNode, ...] | None = None
+    slurm_jobs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """This pass's Kubernetes steps for one noticed node."""
+
+    server_id: str
+    node: str
+    cordon: bool = False
+    uncordon: bool = False
+    evict: tuple[PodRef, ...] = ()
+    delete: tuple[PodRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class SlurmStep:
+    """This pass's Slurm steps for one noticed node: `drain_reason` for ``State=DRAIN``,
+    `release` drops the node from its claim, `requeue` the jobs to requeue, `resume` undoes the
+    drain of a withdrawn notice, `power_down` puts the node of a server the provider took back
+    to powered-down."""
+
+    server_id: str
+    node: str
+    drain_reason: str | None = None
+    release: bool = False
+    requeue: tuple[int, ...] = ()
+    resume: bool = False
+    power_down: bool = False
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Delete a noticed server (`why`: empty, deadline or error) with its Kubernetes Node, put
+    its Slurm node back to powered-down; once the delete is accepted, record `row` (closed),
+    the instance status ``deleting`` and `event` (``INSTANCE_RECLAIMED``)."""
+
+    server_id: str
+    name: str
+    why: str
+    row: NoticedRecord
+    event: Event
+    node: str | None = None
+    slurm_node: str | None = None
+
+
+@dataclass(frozen=True)
+class NoticeDecision:
+    """What one pass of the notice flow changes in one region."""
+
+    rows: tuple[NoticedRecord, ...] = ()
+    statuses: Mapping[str, str] = field(default_factory=dict)
+    exclusions: tuple[ExclusionRecord, ...] = ()
+    dirty: Mapping[str, str] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()
+    drains: tuple[Drain, ...] = ()
+    slurm: tuple[SlurmStep, ...] = ()
+    removals: tuple[Removal, ...] = ()
+    expired: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when the pass would change nothing."""
+        return not (self.rows or self.statuses or self.exclusions or self.dirty or self.events
+                    or self.drains or self.slurm or self.removals or self.expired)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The notice in force for one instance: the earliest of its sources."""
+
+    deadline: datetime
+    source: NoticeSource
+    reason: str = ""
+
+
+def metadata_notice(server: ServerInfo) -> tuple[Notice | None, str | None]:
+    """The server's ``sco:reclaim-at`` notice, and a problem when the value does not parse."""
+    raw = server.metadata.get(RECLAIM_AT)
+    if raw is None or not raw.strip():
+        return None, None
+    try:
+        return Notice(parse_notice_time(raw), "metadata"), None
+    except ValueError:
+        return None, (f"server {server.name} ({server.id}): {RECLAIM_AT}={raw!r} is not an RFC "
+                      "3339 time; notice ignored")
+
+
+def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
+    """The instance's Kubernetes Node, by identity (`core.reconcile.node_server_id`: the
+    providerID, else the ``sco/instance`` label; never by name alone)."""
+    return next((node for node in nodes if node_server_id(node) == inst.id), None)
+
+
+def movable(pods: Iterable[PodInfo]) -> list[PodInfo]:
+    """The pods a drain must move: not DaemonSet or mirror pods, not finished."""
+    return [p for p in pods
+            if p.phase not in ("Succeeded", "Failed")
+            and not any(o.kind in ("DaemonSet", "Node") for o in p.owners)
+            and MIRROR_ANNOTATION not in p.annotations]
+
+
+def _seconds(later: datetime, earlier: datetime) -> float:
+    return round((later - earlier).total_seconds(), 3)
+
+
+class _Builder:
+    """Collects the decision while the rules run (local to one `decide` call)."""
+
+    def __init__(self, snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime) -> None:
+        self.snapshot, self.policy, self.now = snapshot, policy, now
+        self.stamp = rfc3339(now)
+        self.rows: dict[tuple[str, str], NoticedRecord] = {}
+        self.statuses: dict[str, str] = {}
+        self.exclusions: dict[str, ExclusionRecord] = {}
+        self.dirty: dict[str, str] = {}
+        self.events: list[Event] = []
+        self.drains: list[Drain] = []
+        self.slurm: list[SlurmStep] = []
+        self.removals: list[Removal] = []
+        self.warnings: list[str] = []
+
+    def event(self, workload: str | None, token: str, level: str = "info",
+              **detail: Any) -> None:
+        self.events.append(Event(workload, token, level, detail))
+
+    def save(self, row: NoticedRecord) -> NoticedRecord:
+        self.rows[(row.server_id, row.noticed_at)] = row
+        return row
+
+    def exclude(self, row: NoticedRecord) -> None:
+        """Keep new units out of the pool until the deadline plus the cool-down."""
+        if not row.pool:
+            return
+        until = parse_rfc3339(row.deadline) + timedelta(seconds=self.policy.cooldown)
+        current = self.exclusions.get(row.pool)
+        known = current.until if current else self.snapshot.exclusions.get(row.pool)
+        if known is not None and parse_rfc3339(known) >= until:
+            return
+        self.exclusions[row.pool] = ExclusionRecord(
+            row.pool, f"reclaim notice: {row.name} at {row.deadline}", rfc3339(until))
+        self.event(row.workload, "POOL_EXCLUDED", "warning", pool=row.pool, until=rfc3339(until),
+                   reason=f"reclaim notice for {row.name}")
+
+    def build(self, expired: Iterable[tuple[str, str]]) -> NoticeDecision:
+        return NoticeDecision(
+            rows=tuple(self.rows[k] for k in sorted(self.rows)),
+            statuses=dict(sorted(self.statuses.items())),
+            exclusions=tuple(self.exclusions[k] for k in sorted(self.exclusions)),
+            dirty=dict(sorted(self.dirty.items())), events=tuple(self.events),
+            drains=tuple(self.drains), slurm=tuple(self.slurm), removals=tuple(self.removals),
+            expired=tuple(sorted(expired)), warnings=tuple(self.warnings))
+
+
+class _Notices:
+    """The notices in force for the region's instances, from all three sources."""
+
+    def __init__(self, snapshot: NoticeSnapshot) -> None:
+        self.servers = {s.id: s for s in snapshot.servers}
+        self.problems: list[str] = []
+        self.by_server: dict[str, NoticeRecord] = {}
+        self.by_pool: dict[str, NoticeRecord] = {}
+        for notice in snapshot.announced:
+            if notice.region != snapshot.region:
+                continue
+            (self.by_server if notice.kind == "server" else self.by_pool)[notice.target] = notice
+        self.metadata: dict[str, Notice] = {}
+        for server in snapshot.servers:
+            found, problem = metadata_notice(server)
+            if found is not None:
+                self.metadata[server.id] = found
+            if problem:
+                self.problems.append(problem)
+
+    def of(self, inst: InstanceRecord) -> Notice | None:
+        found = [self.metadata[inst.id]] if inst.id in self.metadata else []
+        announced = self.by_server.get(inst.id)
+        if announced is not None:
+            found.append(Notice(parse_rfc3339(announced.deadline), "server", announced.reason))
+        pool = self.by_pool.get(inst.pool or "")
+        if pool is not None and parse_rfc3339(inst.created) <= parse_rfc3339(pool.deadline):
+            found.append(Notice(parse_rfc3339(pool.deadline), "pool", pool.reason))
+        return min(found, key=lambda n: n.deadline) if found else None
+
+
+def held_ids(snapshot: NoticeSnapshot) -> frozenset[str]:
+    """The instances the flow holds this pass (open rows and notices newly in force): the stage
+    reads the pods of their nodes before `decide`."""
+    notices = _Notices(snapshot)
+    held = {row.server_id for row in snapshot.noticed if row.outcome is None}
+    held |= {i.id for i in snapshot.instances
+             if i.status in CAN_NOTICE and notices.of(i) is not None}
+    return frozenset(held)
+
+
+def decide(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime) -> NoticeDecision:
+    """One pass of the notice flow for one region (see the module docstring for the rules)."""
+    b = _Builder(snapshot, policy, now)
+    notices = _Notices(snapshot)
+    b.warnings.extend(notices.problems)
+    instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
+    _replacements(b, instances.values())
+    open_rows = {row.server_id: b.rows.get((row.server_id, row.noticed_at), row)
+                 for row in snapshot.noticed if row.outcome is None}
+    for inst in sorted(instances.values(), key=lambda i: (i.workload or "", i.name)):
+        row = open_rows.pop(inst.id, None)
+        notice = notices.of(inst)
+        if row is None and notice is not None and inst.status in CAN_NOTICE:
+            row = _begin(b, inst, notice)
+        elif row is None:
+            if inst.status == NOTICED:  # noticed, yet no notice is open: back in service
+                b.statuses[inst.id] = _in_service(inst)
+            continue
+        _carry(b, inst, row, notice, notices.servers.get(inst.id))
+    for row in open_rows.values():  # the state no longer tracks it: it is gone
+        b.save(replace(row, outcome="gone", closed_at=b.stamp))
+    return b.build(_expired(snapshot, policy, now, instances, notices, b))
+
+
+def _in_service(inst: InstanceRecord) -> str:
+    """The status an instance goes back to when its notice is withdrawn."""
+    return "ready" if inst.ready_at else "active"
+
+
+def _begin(b: _Builder, inst: InstanceRecord, notice: Notice) -> NoticedRecord:
+    """A notice newly in force: record it, exclude the pool, re-plan the workload."""
+    lead = max(0.0, _seconds(notice.deadline, b.now))
+    row = b.save(NoticedRecord(
+        server_id=inst.id, region=inst.region, name=inst.name, workload=inst.workload,
+        pool=inst.pool, deadline=rfc3339(notice.deadline), noticed_at=b.stamp,
+        source=notice.source, reason=notice.reason))
+    b.statuses[inst.id] = NOTICED
+    b.event(inst.workload, "RECLAIM_NOTICED", "warning", server=inst.id, name=inst.name,
+            pool=inst.pool, deadline=row.deadline, lead_seconds=lead, source=notice.source,
+            **({"reason": notice.reason} if notice.reason else {}))
+    b.exclude(row)
+    if inst.workload:
+        b.dirty[inst.workload] = "reclaim notice"
+    return row
+
+
+def _carry(b: _Builder, inst: InstanceRecord, row: NoticedRecord, notice: Notice | None,
+           server: ServerInfo | None) -> None:
+    """One pass of an open notice: gone, withdrawn, moved, then the drain and the removal."""
+    deadline = parse_rfc3339(row.deadline)
+    if server is None or server.status.upper() == "DELETED":
+        b.save(replace(row, outcome="gone", closed_at=b.stamp))
+        b.statuses[inst.id] = "deleted"
+        b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", **_reclaimed(row, b.now),
+                by="provider")
+        node = _slurm_node(b, inst)
+        if node is not None and not node.flags & SLURM_POWERED_OFF:
+            b.slurm.append(SlurmStep(inst.id, node.name, power_down=True))
+        return
+    if notice is None and b.now < deadline:
+        _withdraw(b, inst, row)
+        return
+    if notice is not None and notice.deadline != deadline:
+        row = b.save(replace(row, deadline=rfc3339(notice.deadline)))
+        deadline = notice.deadline
+        b.event(inst.workload, "RECLAIM_NOTICE_MOVED", "warning", server=inst.id,
+                name=inst.name, pool=inst.pool, deadline=row.deadline)
+    b.exclude(row)  # a no-op while the exclusion holds; back if someone lifted it
+    if server.status.upper() == "ERROR":
+        _remove(b, inst, row, "error", left=0)
+        return
+    if inst.node_name and b.snapshot.slurm_nodes is not None:
+        left = _drain_slurm(b, inst, row, deadline)
+    elif inst.node_name:
+        left = None
+    else:
+        left = _drain_k8s(b, inst, row, deadline)
+    if left == 0 or b.now >= deadline:
+        _remove(b, inst, row, "empty" if left == 0 else "deadline", left=left)
+
+
+def _withdraw(b: _Builder, inst: InstanceRecord, row: NoticedRecord) -> None:
+    b.save(replace(row, outcome="withdrawn", closed_at=b.stamp))
+    b.statuses[inst.id] = _in_service(inst)
+    b.event(inst.workload, "RECLAIM_WITHDRAWN", server=inst.id, name=inst.name,
+            pool=inst.pool, deadline=row.deadline)
+    if inst.node_name:
+        b.slurm.append(SlurmStep(inst.id, inst.node_name, resume=True))
+        return
+    node = node_of(inst, b.snapshot.k8s_nodes or ())
+    if node is not None and row.cordoned:
+        b.drains.append(Drain(inst.id, node.name, uncordon=True))
+
+
+def _booting(b: _Builder, inst: InstanceRecord, row: NoticedRecord) -> bool:
+    """Another unit of the workload is still on its way (the replacement, most likely), or
+    the notice is new: the replacement is planned and launched later in this very pass."""
+    if row.noticed_at == b.stamp or inst.workload in b.snapshot.booting_launches:
+        return True
+    return any(other.workload == inst.workload and other.id != inst.id
+               and other.status in BOOTING for other in b.snapshot.instances)
+
+
+def _drain_k8s(b: _Builder, inst: InstanceRecord, row: NoticedRecord,
+               deadline: datetime) -> int | None:
+    """Cordon, then evict (or, late, delete) the pods that must move. Returns how many are
+    left on the node (0: empty; None: unknown, Kubernetes or its pods unread)."""
+    if b.snapshot.k8s_nodes is None:
+        return None
+    node = node_of(inst, b.snapshot.k8s_nodes)
+    if node is None:
+        return 0  # never registered, or gone already: nothing runs there
+    pods = b.snapshot.pods.get(node.name)
+    if pods is None:
+        return None
+    moving = movable(pods)
+    cordon = not node.unschedulable
+    if cordon and not row.cordoned:
+        row = b.save(replace(row, cordoned=True))
+    margin = timedelta(seconds=b.policy.drain_margin)
+    evict: tuple[PodRef, ...] = ()
+    delete: tuple[PodRef, ...] = ()
+    if moving and b.now >= deadline - margin:
+        delete = tuple(PodRef(p.namespace, p.name) for p in moving)
+        if not row.drain_forced:
+            b.save(replace(row, drain_forced=True))
+            b.event(inst.workload, "DRAIN_FORCED", "warning", server=inst.id, name=inst.name,
+                    node=node.name, pods=len(delete), deadline=row.deadline)
+    elif moving and (not _booting(b, inst, row) or b.now >= deadline - 2 * margin):
+        evict = tuple(PodRef(p.namespace, p.name) for p in moving if not p.deleting)
+    if cordon or evict or delete:
+        b.drains.append(Drain(inst.id, node.name, cordon=cordon, evict=evict, delete=delete))
+    return len(moving)
+
+
+def _drain_slurm(b: _Builder, inst: InstanceRecord, row: NoticedRecord,
+                 deadline: datetime) -> int:
+    """DRAIN the node (once), drop it from its claim, requeue its jobs at deadline − margin.
+    Returns how many jobs still run there."""
+    name = inst.node_name or ""
+    node = _slurm_node(b, inst)
+    jobs = tuple(sorted(b.snapshot.slurm_jobs.get(name, ())))
+    drain = (f"sco: reclaim at {row.deadline}"
+             if node is not None and "DRAIN" not in node.flags and not node.powered_down
+             else None)
+    release = row.noticed_at == b.stamp
+    requeue: tuple[int, ...] = ()
+    if jobs and not row.requeued and b.now >= deadline - timedelta(
+            seconds=b.policy.drain_margin):
+        requeue = jobs
+        b.save(replace(row, requeued=True))
+        b.event(inst.workload, "SLURM_JOBS_REQUEUED", "warning", server=inst.id, node=name,
+                jobs=",".join(str(j) for j in jobs), deadline=row.deadline)
+    if drain or release or requeue:
+        b.slurm.append(SlurmStep(inst.id, name, drain_reason=drain, release=release,
+                                 requeue=requeue))
+    return len(jobs)
+
+
+def _slurm_node(b: _Builder, inst: InstanceRecord) -> SlurmNode | None:
+    if not inst.node_name:
+        return None
+    return next((n for n in b.snapshot.slurm_nodes or () if n.name == inst.node_name), None)
+
+
+def _reclaimed(row: NoticedRecord, now: datetime) -> dict[str, Any]:
+    """The detail of a noticed ``INSTANCE_RECLAIMED``."""
+    deadline, noticed = parse_rfc3339(row.deadline), parse_rfc3339(row.noticed_at)
+    return {"server": row.server_id, "name": row.name, "pool": row.pool, "noticed": True,
+            "deadline": row.deadline, "lead_seconds": max(0.0, _seconds(deadline, noticed)),
+            "before_deadline_seconds": _seconds(deadline, now), "evicted": row.evicted,
+            "pods_deleted": row.pods_deleted}
+
+
+def _remove(b: _Builder, inst: InstanceRecord, row: NoticedRecord, why: str,
+            left: int | None) -> None:
+    row = b.rows.get((row.server_id, row.noticed_at), row)  # with this pass's drain flags
+    closed = replace(row, outcome="reclaimed", closed_at=b.stamp)
+    detail = {**_reclaimed(closed, b.now), "by": "scoctl", "why": why}
+    if left:
+        detail["left"] = left
+    node = None
+    if not inst.node_name:
+        found = node_of(inst, b.snapshot.k8s_nodes or ())
+        node = found.name if found is not None else None
+    b.removals.append(Removal(
+        server_id=inst.id, name=inst.name, why=why, row=closed,
+        event=Event(inst.workload, "INSTANCE_RECLAIMED", "info", detail), node=node,
+        slurm_node=inst.node_name))
+
+
+def _replacements(b: _Builder, instances: Iterable[InstanceRecord]) -> None:
+    """``REPLACEMENT_READY`` for each notice whose first later unit of the workload is Ready."""
+    ready: dict[str, list[InstanceRecord]] = {}
+    for inst in instances:
+        if inst.workload and inst.ready_at:
+            ready.setdefault(inst.workload, []).append(inst)
+    for row in b.snapshot.noticed:
+        if row.replacement_ready_at or row.outcome == "withdrawn" or not row.workload:
+            continue
+        noticed = parse_rfc3339(row.noticed_at)
+        later = [i for i in ready.get(row.workload, ()) if i.id != row.server_id
+                 and parse_rfc3339(i.created) >= noticed]
+        if not later:
+            continue
+        first = min(later, key=lambda i: parse_rfc3339(i.ready_at or ""))
+        at = parse_rfc3339(first.ready_at or "")
+        b.save(replace(row, replacement_ready_at=rfc3339(at)))
+        b.event(row.workload, "REPLACEMENT_READY", server=row.server_id, name=row.name,
+                replacement=first.id, seconds=_seconds(at, noticed),
+                before_deadline=at < parse_rfc3339(row.deadline))
+
+
+def _expired(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime,
+             instances: Mapping[str, InstanceRecord], notices: _Notices,
+             b: _Builder) -> list[tuple[str, str]]:
+    """Announced notices to forget: past the deadline and the cool-down, or for a server this
+    region neither tracks nor lists (ignored with a warning)."""
+    out: list[tuple[str, str]] = []
+    cooldown = timedelta(seconds=policy.cooldown)
+    for notice in snapshot.announced:
+        if notice.region != snapshot.region:
+            continue
+        if now >= parse_rfc3339(notice.deadline) + cooldown:
+            out.append((notice.kind, notice.target))
+        elif (notice.kind == "server" and notice.target not in instances
+              and notice.target not in notices.servers):
+            out.append((notice.kind, notice.target))
+            b.event(None, "NOTICE_IGNORED", "warning", server=notice.target,
+                    deadline=notice.deadline, reason="not a server scoctl manages")
+    return out
+
+
+LEAD_BUCKETS = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+READY_BUCKETS = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@dataclass(frozen=True)
+class ReclaimFigures:
+    """What the reclaim metrics count: every notice scoctl acted on, its lead time (notice →
+    deadline) and, where it came, the time from notice to the replacement's Ready."""
+
+    notices: int
+    lead_seconds: tuple[float, ...]
+    replacement_ready_seconds: tuple[float, ...]
+
+
+def reclaim_figures(rows: Iterable[NoticedRecord]) -> ReclaimFigures:
+    """The figures over every noticed instance, open and closed."""
+    leads, ready = [], []
+    count = 0
+    for row in rows:
+        count += 1
+        noticed = parse_rfc3339(row.noticed_at)
+        leads.append(max(0.0, _seconds(parse_rfc3339(row.deadline), noticed)))
+        if row.replacement_ready_at:
+            ready.append(max(0.0, _seconds(parse_rfc3339(row.replacement_ready_at), noticed)))
+    return ReclaimFigures(count, tuple(leads), tuple(ready))
+
+
+def histogram(values: Iterable[float], buckets: Iterable[float]) -> list[tuple[float, int]]:
+    """Cumulative counts per upper bound (Prometheus ``le``), +Inf last."""
+    seen = sorted(values)
+    return [(bound, sum(1 for v in seen if v <= bound)) for bound in (*buckets, float("inf"))]
+
+
+def _histogram_lines(name: str, help_text: str, values: Sequence[float],
+                     buckets: Sequence[float]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+    for bound, count in histogram(values, buckets):
+        le = "+Inf" if bound == float("inf") else f"{bound:g}"
+        lines.append(f'{name}_bucket{{le="{le}"}} {count}')
+    lines += [f"{name}_sum {round(sum(values), 3)!r}", f"{name}_count {len(values)}"]
+    return lines
+
+
+def reclaim_metric_lines(figures: ReclaimFigures) -> list[str]:
+    """The reclaim metrics in the Prometheus text exposition format:
+
+        scoctl_reclaim_notices_total               notices scoctl acted on (per instance)
+        scoctl_reclaim_lead_seconds                histogram: notice → deadline
+        scoctl_reclaim_replacement_ready_seconds   histogram: notice → replacement Ready
+    """
+    return ["# HELP scoctl_reclaim_notices_total Reclaim notices scoctl acted on, per "
+            "noticed instance.", "# TYPE scoctl_reclaim_notices_total counter",
+            f"scoctl_reclaim_notices_total {figures.notices}",
+            *_histogram_lines("scoctl_reclaim_lead_seconds",
+                              "Lead time of reclaim notices: first sight to deadline.",
+                              figures.lead_seconds, LEAD_BUCKETS),
+            *_histogram_lines("scoctl_reclaim_replacement_ready_seconds",
+                              "From a reclaim notice to its replacement's node Ready.",
+                              figures.replacement_ready_seconds, READY_BUCKETS)]

@@ -1,0 +1,39 @@
+"""`plan --json` carries each workload's blast radius under `blast`; `plan --explain` shows it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from scoctl.core.quantity import parse_resources
+from scoctl.state import open_store
+from tests.fixtures.state import Cli
+from tests.stages.test_plan import write_config
+
+
+def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli,
+                                                                       tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    with open_store(tmp_path / "state.db", create=True) as store:
+        store.put_claim("alpha", contract="T1",
+                        requests=parse_resources({"cpu": "64", "memory": "256Gi"}),
+                        largest_pod=parse_resources({"cpu": "4", "memory": "16Gi"}), pods=16,
+                        source="k8s")
+    committed = cli("--config", str(config), "plan", "--json")  # planned in this run
+    assert committed.code == 0, committed.stderr
+    fresh = json.loads(committed.stdout)["workloads"][0]["blast"]
+    stored = cli("--config", str(config), "plan", "--json")  # unchanged: from the stored rows
+    assert stored.code == 0, stored.stderr
+    [alpha] = json.loads(stored.stdout)["workloads"]
+    blast = alpha["blast"]
+    assert blast == fresh  # the planner's own coverage and the stored rows agree
+    assert {p["pool"] for p in blast["pools"]} == {p["pool"] for p in alpha["pools"]}
+    assert {g["group"] for g in blast["groups"]} == {p["group"] for p in alpha["pools"]}
+    assert math.isclose(sum(p["lost"] for p in blast["pools"]), 1.0, abs_tol=1e-3)
+    committed_pools = [p for p in blast["pools"] if p["pool"].endswith(".res")]
+    assert committed_pools and not any(p["floor_holds"] for p in committed_pools
+                                       if p["committed_after"] < 0.3 - 1e-9)
+    explain = cli("--config", str(config), "plan", "--explain", "alpha")
+    assert explain.code == 0 and "blast radius" in explain.stdout
+    assert "holds" in explain.stdout and "breaks" in explain.stdout  # each row says which

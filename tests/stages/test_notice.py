@@ -1,0 +1,287 @@
+"""The notice stage inside `scoctl run` (DESIGN §14): the real openstacksdk against the Nova
+emulator, the official Kubernetes client against the Kubernetes emulator, a real state file
+and an injected clock, so that deadlines pass without sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scoctl.adapters.kubernetes import KubernetesCluster
+from scoctl.adapters.nova import NovaCloud
+from scoctl.clock import FixedClock, rfc3339
+from scoctl.config.schema import Config, parse_config
+from scoctl.config.yamlsrc import load_located
+from scoctl.core.model import InstanceRecord, LaunchRequest
+from scoctl.core.notice import RECLAIM_AT
+from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
+from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
+from scoctl.stages.notice import announce, run_notices
+from scoctl.stages.run import RunResult, Systems, run_once
+from scoctl.state import Store, open_store
+from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
+
+PODS = 4
+TOLERATE = [{"key": "reclaimable", "operator": "Equal", "value": "true",
+             "effect": "NoSchedule"}]
+
+
+def make_config(tmp: Path) -> Config:
+    text = f"""
+state: {tmp}/state.db
+budget_dir: {tmp}/budget
+spool: {tmp}/spool
+regions:
+  - name: {REGION}
+    cloud: {REGION}
+    mutating_calls_per_second: 1000
+    launch: {{image: {IMAGE_ID}, networks: [{NETWORK_ID}]}}
+flavors:
+  - {{name: m1.small, vcpus: 1, ram: 2Gi}}
+pools:
+  - {{name: small.a, region: {REGION}, az: nova, flavor: m1.small, group: g1,
+     tier: reclaimable, depth: 20}}
+  - {{name: small.b, region: {REGION}, az: nova, flavor: m1.small, group: g2,
+     tier: reclaimable, depth: 20}}
+contracts:
+  T1: {{floor: 0, pool_cap: 1.0, group_cap: 1.0, min_pools: 1}}
+ranking: {{id: r-1, scores: {{small.a: 0.9, small.b: 0.5}}}}
+workloads:
+  - {{name: web, contract: T1, source: k8s}}
+timeouts: {{drain_margin: 15s, negative_cache: 3m}}
+"""
+    (tmp / "config.yaml").write_text(text, encoding="utf-8")
+    return parse_config(load_located(text, str(tmp / "config.yaml")), path=tmp / "config.yaml")
+
+
+@dataclass
+class World:
+    config: Config
+    store: Store
+    clock: FixedClock
+    cloud: NovaCloud
+    nova: NovaEmulator
+    k8s: K8sEmulator
+    systems: Systems
+    slept: list[float]
+
+    def run(self) -> RunResult:
+        result = run_once(self.config, self.store, self.clock, self.systems, acquire_watch=0,
+                          sleep=self.slept.append)
+        assert result.exit_code == 0, result.as_dict()
+        return result
+
+    def register(self) -> None:
+        """The node agent's part: every ACTIVE server gets a Ready node, labelled and tainted."""
+        self.nova.settle()
+        names = {n["metadata"]["name"] for n in self.k8s.objects("Node")}
+        for server in self.cloud.servers(tags=["sco:managed"]):
+            inst = self.store.instance(server.id)
+            if inst is None or server.name in names or server.status != "ACTIVE":
+                continue
+            self.k8s.add(make_node(server.name, provider_id=f"openstack:///{server.id}",
+                                   labels={"sco/managed": "true", "sco/workload": "web",
+                                           "sco/pool": inst.pool or ""},
+                                   taints=[{"key": "reclaimable", "value": "true",
+                                            "effect": "NoSchedule"}]))
+
+    def bind_all(self, node: str) -> None:
+        for pod in self.k8s.objects("Pod"):
+            if not pod["spec"].get("nodeName"):
+                self.k8s.bind_pod("shop", pod["metadata"]["name"], node)
+
+    def instances(self, pool: str | None = None) -> list[InstanceRecord]:
+        return [i for i in self.store.instances() if pool is None or i.pool == pool]
+
+    def tokens(self) -> list[str]:
+        return [e.token for e in self.store.events()]
+
+    def detail(self, token: str) -> dict[str, Any]:
+        return dict(next(e for e in self.store.events() if e.token == token).detail)
+
+    def notice(self, server_id: str, seconds: float) -> str:
+        deadline = rfc3339(self.clock.now() + timedelta(seconds=seconds))
+        self.cloud.connection.compute.set_server_metadata(server_id, **{RECLAIM_AT: deadline})
+        return deadline
+
+
+@pytest.fixture
+def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
+          nova_emulator: NovaEmulator, k8s_emulator: K8sEmulator,
+          k8s_kubeconfig: Path) -> Iterator[World]:
+    clock = FixedClock()
+    store = open_store(tmp_path / "state.db", clock=clock, create=True)
+    cluster = KubernetesCluster(str(k8s_kubeconfig), "scoctl-sim")
+    for i in range(PODS):
+        k8s_emulator.add(make_pod(f"web-{i}", "shop", cpu="200m", memory="128Mi",
+                                  labels={"sco/workload": "web"}, tolerations=TOLERATE,
+                                  unschedulable="0/0 nodes are available"))
+    systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
+    try:
+        yield World(make_config(tmp_path), store, clock, emulator_cloud, nova_emulator,
+                    k8s_emulator, systems, [])
+    finally:
+        for server in emulator_cloud.servers():
+            emulator_cloud.delete(server.id)
+        cluster.close()
+        store.close()
+
+
+def serving(world: World) -> InstanceRecord:
+    """One ready unit of `web` in small.a, holding every pod."""
+    world.run()
+    world.register()
+    world.run()
+    [inst] = world.instances("small.a")
+    assert inst.status == "ready"
+    world.bind_all(inst.name)
+    return inst
+
+
+def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_deletes(
+        world: World) -> None:
+    inst = serving(world)
+    deadline = world.notice(inst.id, 60)
+    world.run()
+    noticed = world.store.instance(inst.id)
+    assert noticed is not None and noticed.status == "noticed"
+    detail = world.detail("RECLAIM_NOTICED")
+    assert (detail["server"], detail["deadline"], detail["lead_seconds"]) == (inst.id, deadline,
+                                                                               60)
+    assert {e.pool for e in world.store.exclusions()} == {"small.a"}
+    # the same pass re-planned without the noticed unit and launched the replacement elsewhere
+    assert world.store.plans()["web"].pools[0].pool == "small.b"
+    [replacement] = world.instances("small.b")
+    assert replacement.status in ("requested", "building", "active")
+    node = world.k8s.get("Node", None, inst.name)
+    assert node["spec"]["unschedulable"] is True
+    assert len([p for p in world.k8s.objects("Pod") if p["spec"].get("nodeName")]) == PODS
+
+    world.clock.advance(5)
+    world.run()  # the replacement boots: the pods stay where they run
+    assert not [r for r in world.k8s.requests if "eviction" in r]
+    world.register()
+    world.clock.advance(10)
+    world.run()  # reconcile sees the replacement's node Ready, the notice stage then evicts
+    ready = world.detail("REPLACEMENT_READY")
+    assert ready["replacement"] == replacement.id and ready["before_deadline"] is True
+    evictions = [r for r in world.k8s.requests if r.endswith("/eviction")]
+    assert len(evictions) == PODS
+    world.clock.advance(5)
+    world.run()  # empty now: deleted 40 s before the deadline
+    gone = world.store.instance(inst.id)
+    assert gone is not None and gone.status in ("deleting", "deleted")
+    reclaimed = world.detail("INSTANCE_RECLAIMED")
+    assert reclaimed["noticed"] is True and reclaimed["why"] == "empty"
+    assert reclaimed["evicted"] == PODS and reclaimed["pods_deleted"] == 0
+    assert reclaimed["before_deadline_seconds"] == 40 and reclaimed["lead_seconds"] == 60
+    [row] = world.store.noticed(every=True)
+    assert row.outcome == "reclaimed" and row.replacement_ready_at is not None
+    world.nova.settle()
+    assert world.cloud.server(inst.id) is None
+
+
+def drain_ready(world: World) -> InstanceRecord:
+    """A noticed unit whose replacement's node has just registered: the next pass evicts."""
+    inst = serving(world)
+    world.notice(inst.id, 40)
+    world.run()
+    world.register()
+    world.clock.advance(1)
+    return inst
+
+
+def on_node(world: World, name: str) -> list[str]:
+    return [p["metadata"]["name"] for p in world.k8s.objects("Pod")
+            if p["spec"].get("nodeName") == name]
+
+
+def test_a_refused_eviction_is_retried_within_the_pass(world: World) -> None:
+    drain_ready(world)
+    world.k8s.fail_next(PODS, 429, path_contains="/eviction")  # the budget says "not yet"
+    notice = world.run().stage("notice")
+    assert notice is not None and notice.result.regions[0].evicted == PODS
+    assert world.slept == [0.5]  # one retry round, half a second later
+
+
+def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_margin(
+        world: World) -> None:
+    inst = drain_ready(world)
+    world.k8s.fail_next(10_000, 429, path_contains="/eviction")
+    notice = world.run().stage("notice")
+    assert notice is not None and notice.result.regions[0].refused == PODS
+    assert world.slept == [0.5] * 6 and len(on_node(world, inst.name)) == PODS
+    world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
+    world.run()
+    assert "DRAIN_FORCED" in world.tokens() and on_node(world, inst.name) == []
+    world.k8s.clear_faults()
+    world.clock.advance(1)
+    world.run()
+    reclaimed = world.detail("INSTANCE_RECLAIMED")
+    assert reclaimed["why"] == "empty" and reclaimed["pods_deleted"] == PODS
+
+
+def test_a_withdrawn_notice_uncordons_and_puts_the_unit_back(world: World) -> None:
+    inst = serving(world)
+    world.notice(inst.id, 60)
+    world.run()
+    world.cloud.connection.compute.delete_server_metadata(inst.id, [RECLAIM_AT])
+    world.clock.advance(2)
+    world.run()
+    back = world.store.instance(inst.id)
+    assert back is not None and back.status == "ready"
+    assert "RECLAIM_WITHDRAWN" in world.tokens()
+    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+
+
+def test_the_deadline_deletes_a_server_whatever_still_runs_there(world: World) -> None:
+    inst = serving(world)
+    world.notice(inst.id, 40)
+    world.run()
+    world.k8s.fail_next(1000, 429, path_contains="/eviction")
+    world.k8s.fail_next(1000, 500, path_contains="/pods/web-", method="DELETE")
+    world.clock.advance(41)
+    result = run_once(world.config, world.store, world.clock, world.systems, acquire_watch=0)
+    assert result.failed == ("notice",)  # the pod deletes failed, and say so
+    world.k8s.clear_faults()
+    reclaimed = world.detail("INSTANCE_RECLAIMED")
+    assert reclaimed["why"] == "deadline" and reclaimed["left"] == PODS
+
+
+def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
+        world: World) -> None:
+    inst = serving(world)
+    spooled = announce(world.config, world.config.state, world.clock, server=None,
+                       pool="small.a", at="+30s", reason="lease ends")
+    assert spooled.kind == "pool"
+    result = world.run()
+    assert [s.name for s in result.stages] == ["watch", "plan", "acquire", "reconcile",
+                                               "notice", "notice-plan", "notice-acquire"]
+    assert world.instances("small.b")  # replaced in the same pass
+    noticed = world.store.instance(inst.id)
+    assert noticed is not None and noticed.status == "noticed"
+    assert world.detail("RECLAIM_NOTICED")["source"] == "pool"
+    assert world.store.notices()[0].target == "small.a"
+
+
+def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World) -> None:
+    foreign = world.cloud.launch(LaunchRequest(name="not-ours", flavor="m1.small",
+                                               image=IMAGE_ID, networks=(NETWORK_ID,)))
+    world.nova.settle()
+    [server] = foreign.servers
+    world.cloud.connection.compute.set_server_metadata(
+        server.id, **{RECLAIM_AT: rfc3339(world.clock.now())})
+    calls = len(world.nova.calls())
+    result = run_notices(world.config, world.store, world.clock,
+                         clouds={REGION: world.cloud}, cluster=world.systems.cluster)
+    assert not result.changed and not result.errors
+    assert world.store.events() == [] and world.store.noticed(every=True) == []
+    mutating = [c for c in world.nova.calls()[calls:] if c[0] in ("POST", "PUT", "DELETE")]
+    assert mutating == []
+    assert world.cloud.server(server.id) is not None
