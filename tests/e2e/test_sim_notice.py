@@ -4,17 +4,22 @@ Real processes started by the real CLI: the Kubernetes emulator (with the bundle
 PodDisruptionBudget, maxUnavailable 1, over the 42 pods of orders-daily), the Nova emulator and
 the node agent (which reclaims a noticed server when its deadline comes). `scoctl run --once`
 runs until the pods run; `scoctl sim reclaim --count 2 --notice 60s` gives two instances
-notice; `run --once` then runs every second while a watcher counts the Ready pods ten times a
-second. The replacements must be Ready and every pod of the noticed nodes evicted (never killed
-by the reclaim) before the deadline, the budget never broken, the noticed servers gone by then.
+notice; `run --once` then runs every second (or the controller, `run --follow`, runs alone)
+while a watcher counts the Ready pods ten times a second. The replacements must be Ready and
+every pod of the noticed nodes evicted (never killed by the reclaim) before the deadline, the
+budget never broken, the noticed servers gone by then.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +33,8 @@ from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova, pytest.mark.slow]
 
-DEMO = Path(__file__).resolve().parents[2] / "scoctl" / "data" / "demo.yaml"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "scoctl" / "data" / "demo.yaml"
 REPLICAS = 42
 
 
@@ -98,16 +104,20 @@ def running_everywhere(region: Region) -> dict[str, Any]:
     raise AssertionError(f"the pods never all ran: {body}")
 
 
-def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
-        region: Region) -> None:
+def notice_and_follow(region: Region, step: Callable[[], None], seed: str) -> None:
+    """Give two instances a 60 s notice, call `step` every second until their servers are gone
+    (or the deadline comes), and check the whole flow: the replacements Ready and every pod
+    evicted before the deadline, the PodDisruptionBudget held, no pod killed by a reclaim."""
     running_everywhere(region)
     api = region.api()
     watch = ReadyWatch(api)
     watch.start()
+    since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    log_from = len((region.cwd / ".scoctl-sim" / "agent.log").read_text())
     try:
         noticed_at = time.monotonic()
         taken = json.loads(region.scoctl("sim", "reclaim", "--count", "2", "--notice", "60s",
-                                         "--seed", "13", "--json"))["noticed"]
+                                         "--seed", seed, "--json"))["noticed"]
         names = {t["name"] for t in taken}
         deadline = max(datetime.fromisoformat(t["reclaim_at"].replace("Z", "+00:00"))
                        for t in taken)
@@ -116,7 +126,7 @@ def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
         assert len(names) == 2 and on_noticed
         gone_after = None
         while datetime.now(UTC) < deadline:
-            region.scoctl("run", "--once")
+            step()
             servers = {s["name"] for s in api.servers() if s.get("status") != "DELETED"}
             if not names & servers:
                 gone_after = time.monotonic() - noticed_at
@@ -127,7 +137,7 @@ def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
         watch.join(5)
         api.close()
     assert gone_after is not None, "the noticed servers outlived their deadline"
-    events = region.events()
+    events = [e for e in region.events() if e["ts"] >= since]
     ready = [e["detail"] for e in events if e["token"] == "REPLACEMENT_READY"]
     reclaimed = [e["detail"] for e in events if e["token"] == "INSTANCE_RECLAIMED"]
     assert len(ready) == 2 and all(r["before_deadline"] for r in ready), ready
@@ -136,7 +146,7 @@ def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
     assert sum(r["evicted"] for r in reclaimed) == len(on_noticed)  # moved, not killed
     assert sum(r["pods_deleted"] for r in reclaimed) == 0
     assert watch.samples > 50 and watch.lowest >= REPLICAS - 1  # maxUnavailable: 1 held
-    log = (region.cwd / ".scoctl-sim" / "agent.log").read_text()
+    log = (region.cwd / ".scoctl-sim" / "agent.log").read_text()[log_from:]
     assert "pods of removed nodes replaced" not in log  # nothing ran there at the end
     assert "reclaim at the notice deadline" not in log  # scoctl was first
     body = region.sim_status()
@@ -146,6 +156,32 @@ def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
     print(f"60 s notice: replacements Ready after {ready_s:.1f} s, {len(on_noticed)} pods "
           f"evicted, noticed servers gone after {gone_after:.1f} s ({before:.1f} s before the "
           f"deadline), fewest Ready pods {watch.lowest}/{REPLICAS} over {watch.samples} samples")
+
+
+def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
+        region: Region) -> None:
+    notice_and_follow(region, lambda: region.scoctl("run", "--once"), seed="13")
+
+
+def test_the_controller_drains_and_replaces_a_noticed_instance_on_its_own(
+        region: Region) -> None:
+    """`run --follow` alone (no pass from outside): the notice in the server metadata reaches
+    it through its reconcile timer, and it looks again every follow-up while the drain runs."""
+    running_everywhere(region)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
+    env["PYTHONPATH"] = str(REPO)
+    log = (region.cwd / "controller.log").open("w")
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "scoctl", "--config", str(region.config), "run", "--follow"],
+        cwd=region.cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        notice_and_follow(region, lambda: None, seed="29")
+        assert controller.poll() is None, "the controller stopped"
+    finally:
+        controller.send_signal(signal.SIGTERM)
+        code = controller.wait(60)
+        log.close()
+    assert code == 0, (region.cwd / "controller.log").read_text()[-2000:]
 
 
 # --- the pure parts --------------------------------------------------------------------------
