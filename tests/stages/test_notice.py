@@ -285,3 +285,23 @@ def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World)
     mutating = [c for c in world.nova.calls()[calls:] if c[0] in ("POST", "PUT", "DELETE")]
     assert mutating == []
     assert world.cloud.server(server.id) is not None
+
+
+def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
+        world: World) -> None:
+    """DESIGN §15: only the leader of a region cordons, drains and deletes for it; a standby's
+    notice stage still records what the spool brought but touches neither Nova nor the node."""
+    inst = serving(world)
+    world.notice(inst.id, 0)  # due now: a leader would delete at once
+    calls, k8s_requests = len(world.nova.calls()), len(world.k8s.requests)
+    result = run_notices(world.config, world.store, world.clock, clouds={REGION: world.cloud},
+                         cluster=world.systems.cluster, leads=lambda region: False)
+    assert result.regions == () and not result.errors and not result.replan
+    mutating = [c for c in world.nova.calls()[calls:] if c[0] in ("POST", "PUT", "DELETE")]
+    assert mutating == [] and list(world.k8s.requests)[k8s_requests:] == []
+    assert world.store.noticed(every=True) == []
+    assert world.store.instance(inst.id).status == "ready"  # type: ignore[union-attr]
+    led = run_notices(world.config, world.store, world.clock, clouds={REGION: world.cloud},
+                      cluster=world.systems.cluster, leads=lambda region: region == REGION)
+    assert [r.region for r in led.regions] == [REGION]
+    assert world.store.instance(inst.id).status != "ready"  # type: ignore[union-attr]
