@@ -464,6 +464,22 @@ class KubernetesCluster:
         except _api_errors() as exc:
             self._raise(exc, doing)
 
+    def _unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
+                     **kwargs: Any) -> bool:
+        """`_call`, where 404 (the object is gone already) is False and any answer True."""
+        from kubernetes.client.exceptions import ApiException
+
+        kwargs.setdefault("_request_timeout", self._timeout)
+        try:
+            fn(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            self._raise(exc, doing)
+        except _api_errors() as exc:
+            self._raise(exc, doing)
+        return True
+
     def _list_raw(self, doing: str, fn: Callable[..., Any], *args: Any,
                   **kwargs: Any) -> tuple[list[Raw], str]:
         """Every item of a (paged) list as raw dicts, and the list's resourceVersion.
@@ -744,8 +760,6 @@ class KubernetesCluster:
 
     def delete_managed(self, kind: ManagedKind, namespace: str, name: str) -> bool:
         """See `Cluster.delete_managed`."""
-        from kubernetes.client.exceptions import ApiException
-
         current = self._read_managed(kind, namespace, name)
         if current is None:
             return False
@@ -756,25 +770,16 @@ class KubernetesCluster:
                 f"{MANAGED_LABEL}=true, and scoctl never deletes what it does not manage")
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
                 "preconditions": {"uid": meta.get("uid")}}
-        deleters: dict[str, Callable[[], Any]] = {
-            "Deployment": lambda: self._apps.delete_namespaced_deployment(name, namespace,
-                                                                          body=body),
-            "ReplicaSet": lambda: self._apps.delete_namespaced_replica_set(name, namespace,
-                                                                           body=body),
-            "Job": lambda: self._batch.delete_namespaced_job(name, namespace, body=body),
-            "Pod": lambda: self._core.delete_namespaced_pod(name, namespace, body=body),
-            "InferenceService": lambda: self._custom.delete_namespaced_custom_object(
-                KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name, body=body),
+        deleters: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+            "Deployment": (self._apps.delete_namespaced_deployment, (name, namespace)),
+            "ReplicaSet": (self._apps.delete_namespaced_replica_set, (name, namespace)),
+            "Job": (self._batch.delete_namespaced_job, (name, namespace)),
+            "Pod": (self._core.delete_namespaced_pod, (name, namespace)),
+            "InferenceService": (self._custom.delete_namespaced_custom_object,
+                                 (KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name)),
         }
-        try:
-            deleters[kind]()
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, f"delete {kind} {namespace}/{name}")
-        except _api_errors() as exc:
-            self._raise(exc, f"delete {kind} {namespace}/{name}")
-        return True
+        delete, args = deleters[kind]
+        return self._unless_gone(f"delete {kind} {namespace}/{name}", delete, *args, body=body)
 
     def _set_unschedulable(self, node: str, value: bool) -> None:
         resp = self._call(f"{'cordon' if value else 'uncordon'} node {node}",
@@ -793,42 +798,25 @@ class KubernetesCluster:
 
     def evict(self, namespace: str, name: str) -> bool:
         """See `Cluster.evict`."""
-        from kubernetes.client.exceptions import ApiException
-
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": namespace}}
-        try:
-            self._core.create_namespaced_pod_eviction(name, namespace, body,
-                                                      _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, f"evict pod {namespace}/{name}")
-        except _api_errors() as exc:
-            self._raise(exc, f"evict pod {namespace}/{name}")
-        return True
+        return self._unless_gone(f"evict pod {namespace}/{name}",
+                                 self._core.create_namespaced_pod_eviction, name, namespace, body)
 
     def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
                    ) -> bool:
         """See `Cluster.delete_pod`."""
-        from kubernetes.client.exceptions import ApiException
-
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
-        try:
+
+        def delete(**kwargs: Any) -> None:
             response = self._core.delete_namespaced_pod(name, namespace, body=body,
-                                                        _request_timeout=self._timeout,
-                                                        _preload_content=False)
+                                                        _preload_content=False, **kwargs)
             response.drain_conn()  # the pod comes back: never leave it in the pooled socket
             response.release_conn()
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, f"delete pod {namespace}/{name}")
-        except _api_errors() as exc:
-            self._raise(exc, f"delete pod {namespace}/{name}")
-        return True
+
+        return self._unless_gone(f"delete pod {namespace}/{name}", delete)
 
     def drain(self, node: str) -> list[str]:
         """See `Cluster.drain`."""
@@ -877,32 +865,12 @@ class KubernetesCluster:
 
     def delete_bootstrap_token(self, name: str) -> bool:
         """See `BootstrapTokens.delete_bootstrap_token`."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            self._core.delete_namespaced_secret(name, TOKEN_NAMESPACE,
-                                                _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, f"delete Secret {TOKEN_NAMESPACE}/{name}")
-        except _api_errors() as exc:
-            self._raise(exc, f"delete Secret {TOKEN_NAMESPACE}/{name}")
-        return True
+        return self._unless_gone(f"delete Secret {TOKEN_NAMESPACE}/{name}",
+                                 self._core.delete_namespaced_secret, name, TOKEN_NAMESPACE)
 
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            self._core.delete_node(node, _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, f"delete node {node}")
-        except _api_errors() as exc:
-            self._raise(exc, f"delete node {node}")
-        return True
+        return self._unless_gone(f"delete node {node}", self._core.delete_node, node)
 
 
 def token_secret(item: Raw) -> TokenSecret:
