@@ -90,7 +90,7 @@ def test_a_nova_that_never_answers_fails_acquire_and_frees_the_lock(tmp_path, si
 def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path,
                                                                         silent_server):
     # acquire's first Nova call is still waiting (api 1.5 s) when the deadline (0.5 s) passes:
-    # it is not retried, and reconcile does not start
+    # it is not retried, and neither reconcile nor the notice stage starts
     write_config(tmp_path, silent_server.url + "/v2.1",
                  timeouts="{api: 1.5s, run: 0.5s, retry_budget: 10s}")
     assert scoctl(tmp_path, "init").returncode == 0
@@ -110,7 +110,7 @@ def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path
                                              "not run"]
     events = [json.loads(line) for line in scoctl(tmp_path, "events", "--json").stdout.splitlines()]
     deadline = [e for e in events if e["token"] == "RUN_DEADLINE_EXCEEDED"]
-    assert deadline and deadline[0]["detail"]["not_run"] == ["reconcile"]
+    assert deadline and deadline[0]["detail"]["not_run"] == ["reconcile", "notice"]
     assert "plan" in deadline[0]["detail"]["ran"]
     status = json.loads(scoctl(tmp_path, "status", "--json").stdout)
     assert status["plan"]["generation"] >= 1
