@@ -13,12 +13,19 @@ from pathlib import Path
 
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.core.model import InstanceRecord, LaunchRequest, NodeRelease, SlurmJob, SlurmNode
+from scoctl.core.model import (
+    InstanceRecord,
+    LaunchRequest,
+    NodeRelease,
+    ServerInfo,
+    SlurmJob,
+    SlurmNode,
+)
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.stages.run import Systems, run_once
-from scoctl.state import open_store
+from scoctl.state import Store, open_store
 from tests.stages.test_acquire import make_config
 
 NODE = "cloud-1"
@@ -56,24 +63,30 @@ class RecordingSlurm:
         self.running.remove(job_id)
 
 
+
+def noticed_slurm_node(cloud: FakeCloud, store: Store, deadline: str) -> ServerInfo:
+    """A ready Slurm node of `hpc` whose server carries a reclaim notice for `deadline`."""
+    server = cloud.launch(LaunchRequest(
+        name=NODE, flavor="m1.small", image="img-a",
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
+        metadata={RECLAIM_AT: deadline})).servers[0]
+    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+                    largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
+                    nodes=[NODE])
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
+        generation=1, launch_id="l-1", status="ready", created=store.now(),
+        updated=store.now(), ready_at=store.now(), node_name=NODE))
+    return server
+
+
 def test_a_noticed_slurm_node_is_drained_requeued_then_deleted(tmp_path: Path) -> None:
     config = make_config(tmp_path)
     clock = FixedClock()
     cloud, slurm = FakeCloud(), RecordingSlurm()
     deadline = rfc3339(clock.now() + timedelta(seconds=60))
-    launched = cloud.launch(LaunchRequest(
-        name=NODE, flavor="m1.small", image="img-a",
-        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
-        metadata={RECLAIM_AT: deadline}))
-    server = launched.servers[0]
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
-        store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
-                        largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
-                        nodes=[NODE])
-        store.upsert_instance(InstanceRecord(
-            id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
-            generation=1, launch_id="l-1", status="ready", created=store.now(),
-            updated=store.now(), ready_at=store.now(), node_name=NODE))
+        server = noticed_slurm_node(cloud, store, deadline)
 
         def notice_pass() -> NoticeResult:
             result = run_notices(config, store, clock, clouds={"region-a": cloud},
@@ -109,19 +122,8 @@ def test_run_drops_a_noticed_slurm_node_from_its_claim_in_the_same_pass(tmp_path
     config = make_config(tmp_path)
     clock = FixedClock()
     cloud, slurm = FakeCloud(), RecordingSlurm()
-    launched = cloud.launch(LaunchRequest(
-        name=NODE, flavor="m1.small", image="img-a",
-        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
-        metadata={RECLAIM_AT: rfc3339(clock.now() + timedelta(seconds=60))}))
-    server = launched.servers[0]
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
-        store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
-                        largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
-                        nodes=[NODE])
-        store.upsert_instance(InstanceRecord(
-            id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
-            generation=1, launch_id="l-1", status="ready", created=store.now(),
-            updated=store.now(), ready_at=store.now(), node_name=NODE))
+        noticed_slurm_node(cloud, store, rfc3339(clock.now() + timedelta(seconds=60)))
         systems = Systems(clouds={"region-a": cloud}, scheduler=slurm)  # type: ignore[arg-type]
         result = run_once(config, store, clock, systems, acquire_watch=0)
         assert result.exit_code == 0, result.as_dict()
