@@ -1,14 +1,15 @@
 """Benchmark: failover after kill -9 of the leader, with the default lease (DESIGN §15).
 
-Two `scoctl run --interval` runners share one PostgreSQL state (a private cluster started
-here, as the tests do) and the Nova emulator; nothing else. Each trial grows the demand by
-one unit, kills the leader with SIGKILL, measures the time until the standby holds a live
-lease, checks that no unit was launched twice, and starts a fresh standby. Reports p50, p99
-and the maximum over the trials against the target (ttl + one renew interval: 20 s with the
-default ttl of 15 s) as a ratio.
+Two runners share one PostgreSQL state (a private cluster started here, as the tests do) and
+the Nova emulator; nothing else: `scoctl run --interval` loops (``--mode interval``) or
+`scoctl run --follow` controllers (``--mode follow``, what the service on each host runs).
+Each trial grows the demand by one unit, kills the leader with SIGKILL, measures the time until
+the standby holds a live lease, checks that no unit was launched twice, and starts a fresh
+standby. Reports p50, p99 and the maximum over the trials against the target (ttl + one renew
+interval: 20 s with the default ttl of 15 s) as a ratio.
 
-Usage: ``python bench/failover_bench.py [--trials 20] [--ttl 15]``. Not part of the test
-command (20 trials take about 7 minutes with the default ttl).
+Usage: ``python bench/failover_bench.py [--mode interval|follow] [--trials 20] [--ttl 15]``.
+Not part of the test command (20 trials take about 7 minutes with the default ttl).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.runners import Fleet, Runner, fast_emulator, wait_until  # noqa: E402
+from tests.e2e.runners import MODES, Fleet, Runner, fast_emulator, wait_until  # noqa: E402
 from tests.fixtures.postgres import start_cluster, stop_cluster  # noqa: E402
 
 
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--ttl", type=float, default=15.0)
+    parser.add_argument("--mode", choices=MODES, default="interval",
+                        help="interval: run --interval loops; follow: run --follow controllers")
     args = parser.parse_args(argv)
     target = args.ttl + args.ttl / 3
 
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     work = base / "runners"
     work.mkdir()
     fleet = Fleet(work, cluster.url(cluster.create_database()), cluster.password_file(base),
-                  emulator, project="bench", ttl=args.ttl)
+                  emulator, project="bench", ttl=args.ttl, mode=args.mode)
     takeovers: list[float] = []
     units = 1
     try:
@@ -81,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(pg_dir, ignore_errors=True)
 
     p50, p99 = statistics.median(takeovers), percentile(takeovers, 0.99)
-    print(f"failover after kill -9 over {len(takeovers)} trials (ttl {args.ttl:g} s): "
+    print(f"failover after kill -9 of a run --{args.mode} leader over {len(takeovers)} trials "
+          f"(ttl {args.ttl:g} s): "
           f"p50 {p50:.2f} s, p99 {p99:.2f} s, max {max(takeovers):.2f} s")
     print(f"target ttl + ttl/3 = {target:.2f} s: p99 is {p99 / target:.2f}x the target; "
           f"no unit launched twice ({units} units)")

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from scoctl.cli.context import Globals
     from scoctl.clock import Clock
     from scoctl.config.schema import Config
+    from scoctl.stages.leadership import Leadership
     from scoctl.stages.run import RunResult
 
 
@@ -48,7 +49,9 @@ def run(
     planned and acquired once the intake batch window closes (1 s idle / 5 s at most),
     reconcile runs every timeouts.reconcile_interval and right after launches, and the lock is
     held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
-    config (an invalid one is refused and the old one kept).
+    config (an invalid one is refused and the old one kept). On a PostgreSQL state the
+    controller of each host competes for every region's lease and makes mutating Nova calls
+    only for the regions it leads (DESIGN §15).
 
     \b
     Example:
@@ -76,12 +79,8 @@ def run(
     if region is not None:
         config.region(region)  # UsageError naming --region before anything runs
     if follow:
-        from scoctl.config.schema import is_url
-
-        if is_url(g.state_path()):  # the controller takes no leader lease (DESIGN §15) yet
-            raise UsageError("--follow needs a SQLite state; on a PostgreSQL state use "
-                             "--interval (one leader per region)")
-        _follow(g, config, SystemClock(), teardown=not no_teardown, wait=wait)
+        with g.leading() as lead:  # gives this controller's terms up at the end
+            _follow(g, config, SystemClock(), teardown=not no_teardown, wait=wait, lead=lead)
         return
 
     def show(result: RunResult) -> None:
@@ -109,7 +108,7 @@ def run(
 
 
 def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
-            wait: float | None) -> None:
+            wait: float | None, lead: Leadership) -> None:
     from scoctl.cli import render
     from scoctl.config.schema import load_config, resolve_config_path
     from scoctl.stages.controller import PassReport, serve
@@ -128,7 +127,7 @@ def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
     code = serve(config, g.state_path(), clock, lock_path=g.lock_path(),
                  lock_wait=config.timeouts.lock_wait if wait is None else wait,
                  reload=lambda: load_config(resolve_config_path(g.config_option)[0]),
-                 on_pass=show, report=render.warn, teardown=teardown)
+                 on_pass=show, report=render.warn, teardown=teardown, lead=lead)
     if code:
         raise typer.Exit(code)
 

@@ -3,7 +3,8 @@ the deltas seen and the clock — and what the last step changes.
 
 The controller (`scoctl.stages.controller`) feeds this module facts: a demand delta from the
 pod watch (`demand_changed`), events waiting in the spool (`spool_waiting`), a node that
-changed or a stage that wants a reconcile (`reconcile_wanted`), and how each step it ran went
+changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came to lead
+(`leader_gained`, DESIGN §15), and how each step it ran went
 (`after_intake`, `after_act`, `after_reconcile`). `next_step` answers with the one step due now
 (or how long to wait until one is):
 
@@ -156,6 +157,13 @@ def spool_looked(s: Schedule, t: Timers, now: float, *, waiting: bool) -> Schedu
 def reconcile_wanted(s: Schedule) -> Schedule:
     """A managed node changed, or a stage asked for a reconcile (a reclaim notice)."""
     return replace(s, reconcile=True)
+
+
+def leader_gained(s: Schedule) -> Schedule:
+    """This controller came to lead a region (its first term, or a take-over from a leader
+    that died or froze): plan and acquire at once, then reconcile, so what the old leader left
+    in flight is adopted as after a crash and what the plan still needs is launched."""
+    return replace(s, act=True, reconcile=True)
 
 
 def _failed(s: Schedule, step: Step, now: float) -> Schedule:

@@ -15,6 +15,14 @@ One process that does what the timer does, as soon as something changes. The pur
 * record — placement latency (`stages.latency`), one warning event per API outage, and the
   metrics textfile after every pass.
 
+Several hosts on one PostgreSQL state (DESIGN §15): the controller competes for every region it
+serves through its `Leadership` (`stages.leadership`: a lease keeper that renews every
+``lease.ttl / 3`` from a thread of its own, so an idle controller keeps its terms), acquires and
+reconciles only the regions it leads, its writes fenced by its terms, and plans and acquires at
+once when it comes to lead a region (`core.controller.leader_gained`). A standby keeps its
+watches, intake and plans current and makes no mutating Nova call. With SQLite
+(`LocalLeadership`) the host's run lock is the lease: it leads every region.
+
 Signals: SIGTERM / SIGINT finish the pass in hand and stop (exit 0); SIGHUP reloads the config
 (an invalid one is refused, naming file, line and field, and the old one kept). systemd is told
 READY, STATUS, WATCHDOG (`host.notify`).
@@ -37,11 +45,12 @@ from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
 from scoctl.core.intake import is_managed_pod
-from scoctl.errors import ApiError, LockHeld, ScoctlError
+from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.stages.informer import CachedCluster, Informer
 from scoctl.stages.latency import claim_sizes, record_progress, record_sightings
+from scoctl.stages.leadership import Leadership, LocalLeadership
 from scoctl.stages.watch import Follower, Source
 
 if TYPE_CHECKING:
@@ -141,8 +150,12 @@ class Controller:
                  notifier: Notifier | None = None, teardown: bool = True,
                  clouds: Mapping[str, Cloud] | None = None,
                  budget: Callable[[Config, Region], Budget] | None = None,
-                 watch_timeout: float = 30.0) -> None:
+                 watch_timeout: float = 30.0, lead: Leadership | None = None) -> None:
         self.config, self.store, self.clock = config, store, clock
+        self.lead = lead or LocalLeadership()
+        self.lead.fence(store)  # launch intents and deletes check this controller's terms
+        self.led: frozenset[str] = frozenset()  # the regions led when last looked
+        self.competing: frozenset[str] = frozenset()
         self.sources, self.cluster, self.scheduler = sources, cluster, scheduler
         self.lock, self.reload_config, self.on_pass, self.report = lock, reload, on_pass, report
         self.notifier = notifier or Notifier({})
@@ -236,6 +249,26 @@ class Controller:
             if ref is not None:
                 self.first_seen.setdefault(ref.name, stamp)
 
+    # -- leadership (DESIGN §15) -------------------------------------------------------------
+
+    def follow_lead(self, *, now: bool = False) -> None:
+        """Compete for the regions served (a reload may add some; `now`: ask the lease keeper
+        again at once, after a fenced write was refused), and plan and acquire at once for a
+        region this controller came to lead."""
+        served = frozenset(r.name for r in self.config.regions)
+        if now or served != self.competing:
+            self.lead.compete(sorted(served))
+            self.competing = served
+        led = frozenset(r for r in served if self.lead.leads(r))
+        if led - self.led:
+            self.schedule = decide.leader_gained(self.schedule)
+        self.led = led
+
+    def refused(self, exc: ScoctlError) -> None:
+        """A step raised: when a fenced write was refused, this controller's term ended."""
+        if isinstance(exc, NotLeader):
+            self.follow_lead(now=True)
+
     # -- the loop --------------------------------------------------------------------------
 
     def run(self, signals: Signals) -> int:
@@ -250,6 +283,7 @@ class Controller:
                 if signals.reload:
                     signals.reload.clear()
                     self.reload()
+                self.follow_lead()
                 self._idle(signals)
                 now = self.clock.monotonic()
                 if not signals.stop and now >= self.lock_retry_at and decide.next_step(
@@ -435,6 +469,7 @@ class Steps:
             else:
                 self.owner.report(f"{due.step}: {exc}")
             self.owner.schedule = _failed(self.owner, due)
+            self.owner.refused(exc)
         out = StepReport(due.step, time.perf_counter() - started, not errors, tuple(errors),
                          detail)
         self.last[out.name] = out
@@ -485,7 +520,7 @@ class Steps:
             # every follow_up seconds while they boot), so a pass never waits on Nova builds
             acquire = acquire_with_fallback(o.config, o.store, o.clock, connect=self.cloud,
                                             budget=self.budget, watch=0.0,
-                                            scheduler=o.scheduler)
+                                            scheduler=o.scheduler, leads=o.lead.leads)
         except ScoctlError as exc:  # Nova down (quota headroom unreadable), or unusable input
             if isinstance(exc, ApiError):
                 o.api("nova", str(exc))
@@ -493,6 +528,7 @@ class Steps:
                 o.report(f"acquire: {exc}")
             o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
                                           failed=True, launched=False, replan=False)
+            o.refused(exc)
             return [str(exc)], detail
         if acquire.errors or acquire.launches:  # no launch, no call: no news about Nova
             o.api("nova", acquire.errors[0] if acquire.errors else None)
@@ -510,7 +546,7 @@ class Steps:
         result = reconcile_and_release(o.config, o.store, o.clock, teardown=self.teardown,
                                        connect=lambda cfg, reg: self.cloud(cfg, reg),
                                        cluster=o.cached, scheduler=o.scheduler,
-                                       discover=False)
+                                       discover=False, leads=o.lead.leads)
         errors = list(result.errors) + self.notices(result)
         for api in ("nova", "kubernetes", "slurm"):
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
@@ -533,7 +569,7 @@ class Steps:
         o = self.owner
         result = run_notices(o.config, o.store, o.clock,
                              connect=lambda cfg, reg: self.cloud(cfg, reg), cluster=o.cached,
-                             scheduler=o.scheduler,
+                             scheduler=o.scheduler, leads=o.lead.leads,
                              servers={r.region: r.servers for r in listed.regions})
         if result.release:
             release_nodes(o.store, result.release, suspend=False)
@@ -572,7 +608,8 @@ class Steps:
             plan_seconds=self.plan_seconds, calls=delta,
             tokens_available={n: b.available() for n, b in self.budgets.items()},
             tokens_spent=spent, succeeded_at=o.clock.now().timestamp() if ok else None,
-            pending=dict(self.pending), controller_at=o.clock.now().timestamp())
+            pending=dict(self.pending), controller_at=o.clock.now().timestamp(),
+            leader={r.name: o.lead.leads(r.name) for r in o.config.regions})
         try:
             write_atomically(o.config.metrics_file, collect(o.store, sample))
         except OSError as exc:  # the textfile directory is gone or read-only: keep placing
@@ -595,9 +632,11 @@ def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
 
 def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, lock_wait: float,
           reload: Callable[[], Config], on_pass: Callable[[PassReport], None],
-          report: Callable[[str], None], teardown: bool = True) -> int:
+          report: Callable[[str], None], teardown: bool = True,
+          lead: Leadership | None = None) -> int:
     """``scoctl run --follow``: connect what the config names, then run the controller until
-    SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock."""
+    SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock. `lead`
+    (the caller ends it) is the controller's leadership of the regions."""
     from scoctl.host.lock import run_lock
     from scoctl.stages.watch import available_sources, connect
     from scoctl.state import open_store
@@ -613,7 +652,7 @@ def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, l
             controller = Controller(
                 config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
                 lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
-                report=report, notifier=Notifier(), teardown=teardown)
+                report=report, notifier=Notifier(), teardown=teardown, lead=lead)
             code = controller.run(signals)
     finally:
         if cluster is not None:

@@ -14,8 +14,6 @@ from tests.e2e.runners import write_config
 from tests.fixtures.postgres import PgState
 from tests.fixtures.state import Cli
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example.yaml"
-
 
 @pytest.fixture
 def config(pg_state: PgState, tmp_path: Path) -> Path:
@@ -87,12 +85,3 @@ def test_a_bad_state_url_is_exit_2_naming_the_field_and_never_the_password(
     assert "hunter2" not in result.stderr
     option = cli("--state", state, "status")
     assert option.code == 2 and "--state" in option.stderr and "hunter2" not in option.stderr
-
-
-def test_the_controller_refuses_a_postgresql_state_before_any_call(cli: Cli, tmp_path: Path
-                                                                   ) -> None:
-    # `run --follow` takes no leader lease: on a shared state it would act for every region
-    result = cli("--config", str(EXAMPLE), "--state", "postgresql://scoctl@127.0.0.1:9/db",
-                 "run", "--follow")
-    assert result.code == 2, result.stderr
-    assert "--follow" in result.stderr and "--interval" in result.stderr

@@ -184,3 +184,12 @@ def test_claims_written_by_another_process_are_behind_their_plans() -> None:
     assert c.plans_behind([("a", 1, True)], {})  # plan --claims wrote a new one
     assert c.plans_behind([("a", 4, False)], {"a": 3})  # its demand ended: the plan must go
     assert not c.plans_behind([("a", 4, False)], {})
+
+
+def test_a_region_taken_over_is_acquired_then_reconciled_at_once() -> None:
+    s = c.leader_gained(settled())
+    assert c.next_step(s, T, 0.5).step == "act"  # nothing else due: the take-over alone
+    s = c.after_act(s, T, 0.5, failed=False, launched=False, replan=False)
+    assert c.next_step(s, T, 1.0).step == "reconcile"  # the old leader's launches adopted
+    s = c.after_reconcile(s, T, 1.0, failed=False, booting=False, replan=False)
+    assert c.next_step(s, T, 1.5).step is None

@@ -1,8 +1,9 @@
 """Several scoctl runners on one PostgreSQL state, against the Nova emulator (DESIGN §15).
 
 Shared by the failover tests and bench/failover_bench.py. Each runner is a real
-``python -m scoctl run --interval`` process of its own, with its own directory (budget_dir,
-spool, HOME): the runners share nothing but the database and the emulator, as two hosts would.
+``python -m scoctl run --interval`` loop or ``run --follow`` controller (`Fleet.mode`) of its
+own, with its own directory (budget_dir, spool, HOME, metrics textfile): the runners share
+nothing but the database and the emulator, as two hosts would.
 The demand is one workload whose plan the test changes through the state (`set_units`); the
 runners launch its units into three m1.tiny pools of one region.
 """
@@ -31,6 +32,7 @@ REGION = "region-a"
 POOLS = ("tiny.p0", "tiny.p1", "tiny.p2")
 FAST = {"schedule": 0.02, "recheck": 0.01, "active": 0.05, "delete": 0.02}
 T = TypeVar("T")
+MODES = ("interval", "follow")  # `run --interval` loops, `run --follow` controllers
 
 
 def fast_emulator() -> NovaEmulator:
@@ -52,8 +54,10 @@ def wait_until(read: Callable[[], T], done: Callable[[T], bool], timeout: float,
 
 
 def write_config(directory: Path, *, url: str, password_file: Path, nova_url: str,
-                 project: str, ttl: float, interval_dir: Path) -> Path:
-    """One runner's config: the shared database, its own budget_dir and spool."""
+                 project: str, ttl: float, interval_dir: Path, follow: bool = False) -> Path:
+    """One runner's config: the shared database, its own budget_dir and spool; a controller's
+    (`follow`) also polls every 0.2 s (its periodic intake sees the claims the test writes
+    into the state), reconciles every second and writes its own metrics textfile."""
     clouds = directory / "clouds.yaml"
     clouds.write_text(
         "clouds:\n  failover:\n    auth_type: admin_token\n"
@@ -62,8 +66,10 @@ def write_config(directory: Path, *, url: str, password_file: Path, nova_url: st
     pools = "".join(
         f"  - {{name: {name}, region: {REGION}, az: nova, flavor: m1.tiny, group: g{i}, "
         f"tier: reclaimable, depth: 1000}}\n" for i, name in enumerate(POOLS))
+    controller = (f"slurm: {{poll: 0.2s}}\ntimeouts: {{reconcile_interval: 1s}}\n"
+                  f"metrics: {{textfile: {interval_dir / 'scoctl.prom'}}}\n") if follow else ""
     config = directory / "config.yaml"
-    config.write_text(f"""
+    config.write_text(f"""{controller}
 state: {url}
 state_password_file: {password_file}
 lease: {{ttl: {ttl}s}}
@@ -89,7 +95,7 @@ workloads:
 
 @dataclass
 class Runner:
-    """One `scoctl run --interval` process."""
+    """One `scoctl run --interval` or `run --follow` process."""
 
     name: str
     proc: subprocess.Popen[bytes]
@@ -105,6 +111,14 @@ class Runner:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def leader_metric(self) -> int | None:
+        """``scoctl_leader{region="region-a"}`` in its metrics textfile (None before any)."""
+        path = self.log.parent / "scoctl.prom"
+        text = path.read_text() if path.exists() else ""
+        line = next((x for x in text.splitlines()
+                     if x.startswith(f'scoctl_leader{{region="{REGION}"}}')), None)
+        return int(float(line.split()[-1])) if line else None
+
 
 @dataclass
 class Fleet:
@@ -117,6 +131,7 @@ class Fleet:
     project: str
     ttl: float
     interval: float = 0.2
+    mode: str = "interval"  # one of MODES
     runners: list[Runner] = field(default_factory=list)
     _count: int = 0
 
@@ -130,7 +145,8 @@ class Fleet:
         return load_config(write_config(directory, url=self.url,
                                         password_file=self.password_file,
                                         nova_url=self.emulator.url, project=self.project,
-                                        ttl=self.ttl, interval_dir=directory))
+                                        ttl=self.ttl, interval_dir=directory,
+                                        follow=self.mode == "follow"))
 
     def start(self) -> Runner:
         """A new runner process (a new host, as far as the others can tell)."""
@@ -142,10 +158,10 @@ class Fleet:
                if not k.startswith(("SCOCTL_", "SLURM_", "KUBECONFIG", "PG"))}
         env.update(PYTHONPATH=str(REPO), HOME=str(directory))
         log = directory / "run.log"
+        how = ["--follow"] if self.mode == "follow" else ["--interval", f"{self.interval}s"]
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "scoctl", "--config", str(config.path), "run",
-                 "--interval", f"{self.interval}s"],
+                [sys.executable, "-m", "scoctl", "--config", str(config.path), "run", *how],
                 cwd=directory, env=env, stdout=out, stderr=subprocess.STDOUT)
         runner = Runner(name, proc, log)
         self.runners.append(runner)

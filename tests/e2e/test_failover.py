@@ -1,9 +1,11 @@
 """Several runners on one PostgreSQL state (DESIGN §15): failover after kill -9, a frozen
-leader deposed and fenced, and the token budget shared across processes.
+leader deposed and fenced, a standby controller that plans but makes no Nova call, and the
+token budget shared across processes.
 
-Runners are real `scoctl run --interval` processes (tests/e2e/runners.py) that share nothing
-but the database and the Nova emulator, as two hosts would. `run --follow` (the controller) is
-not used: the interval loop competes for the lease the same way.
+Runners are real processes (tests/e2e/runners.py) that share nothing but the database and the
+Nova emulator, as two hosts would: the failover tests run twice, with `scoctl run --interval`
+loops and with `scoctl run --follow` controllers (`MODES`), which compete for the lease the
+same way.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.runners import REPO, Fleet, Runner, fast_emulator, wait_until
+from scoctl.state.postgresql import connect, leases
+from tests.e2e.runners import MODES, REGION, REPO, Fleet, Runner, fast_emulator, wait_until
 from tests.fixtures.postgres import PgState
 
 pytestmark = [pytest.mark.nova, pytest.mark.slow]
@@ -27,10 +30,11 @@ TRIALS = 20
 SCHEDULING_SLACK_S = 1.5  # a loaded 2-core CI machine delays threads; the bound is ttl + ttl/3
 
 
-def make_fleet(pg_state: PgState, tmp_path: Path, ttl: float) -> Iterator[Fleet]:
+def make_fleet(pg_state: PgState, tmp_path: Path, ttl: float,
+               mode: str = "interval") -> Iterator[Fleet]:
     emulator = fast_emulator()
     fleet = Fleet(tmp_path, pg_state.url, pg_state.password_file, emulator,
-                  project="failover", ttl=ttl)
+                  project="failover", ttl=ttl, mode=mode)
     try:
         yield fleet
     finally:
@@ -38,14 +42,20 @@ def make_fleet(pg_state: PgState, tmp_path: Path, ttl: float) -> Iterator[Fleet]
         emulator.stop()
 
 
-@pytest.fixture
-def fleet(pg_state: PgState, tmp_path: Path) -> Iterator[Fleet]:
-    yield from make_fleet(pg_state, tmp_path, ttl=1.0)
+@pytest.fixture(params=MODES)
+def fleet(pg_state: PgState, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    yield from make_fleet(pg_state, tmp_path, ttl=1.0, mode=request.param)
+
+
+@pytest.fixture(params=MODES)
+def slow_fleet(pg_state: PgState, tmp_path: Path,
+               request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    yield from make_fleet(pg_state, tmp_path, ttl=3.0, mode=request.param)
 
 
 @pytest.fixture
-def slow_fleet(pg_state: PgState, tmp_path: Path) -> Iterator[Fleet]:
-    yield from make_fleet(pg_state, tmp_path, ttl=3.0)
+def controllers(pg_state: PgState, tmp_path: Path) -> Iterator[Fleet]:
+    yield from make_fleet(pg_state, tmp_path, ttl=1.0, mode="follow")
 
 
 def running(runner: Runner) -> Runner:
@@ -115,6 +125,7 @@ def test_a_frozen_leader_is_deposed_and_after_resuming_makes_no_nova_call(
     lease = fleet.lease()
     assert lease is not None and lease.holder == standby.holder
     fleet.set_units(4)  # demand the old leader would launch for, if it still thought it led
+    intents = len(fleet.store.launches())
 
     resumed = time.time()
     os.kill(old.proc.pid, signal.SIGCONT)
@@ -122,6 +133,7 @@ def test_a_frozen_leader_is_deposed_and_after_resuming_makes_no_nova_call(
     time.sleep(max(0.0, watch_until - time.time()))
     assert fleet.mutating_calls_since(resumed) == []  # the old leader made no Nova call
     assert fleet.servers() == 2
+    assert len(fleet.store.launches()) == intents  # nor recorded a launch intent
     still = fleet.lease()
     assert still is not None and still.holder == standby.holder  # the window was its term
     wait_until(old.output, lambda text: "lost the lead of region-a" in text
@@ -162,3 +174,36 @@ def test_two_processes_that_share_only_the_database_never_exceed_the_rate(
     assert min(windows) >= 1.0  # any `rate + 1` calls span more than one second
     # both processes really spent tokens side by side
     assert all(len(out.split()) == each for out in outputs)
+
+
+def test_a_standby_controller_plans_but_makes_no_nova_call_until_it_takes_over(
+        controllers: Fleet) -> None:
+    fleet = controllers
+    other = "other-host:4242"
+    with connect(fleet.url, password_file=fleet.password_file) as db:
+        leases.take(db, REGION, other, None, 600)  # another host leads, for a long time
+        started = time.time()
+        fleet.set_units(2)
+        standby = running(fleet.start())
+        wait_until(fleet.planned, lambda n: n == 2, timeout=30)  # the standby plans
+        wait_until(standby.leader_metric, lambda v: v == 0, timeout=10)
+        time.sleep(3 * fleet.ttl)  # several renew intervals and reconciles of its own
+        assert fleet.mutating_calls_since(started) == []
+        assert fleet.store.launches() == [] and fleet.servers() == 0
+        assert "not the leader" not in standby.output()  # it never tried: no write refused
+        lease = fleet.lease()
+        assert lease is not None and lease.holder == other
+
+        assert leases.give_up(db, REGION, other, lease.generation)  # its clean stop
+        assert fleet.leader(timeout=fleet.ttl + 10) is standby
+        wait_until(fleet.servers, lambda n: n == 2, timeout=30)  # the new leader launches
+    wait_until(standby.leader_metric, lambda v: v == 1, timeout=10)
+
+    standby.proc.terminate()  # a clean stop gives the term up: no standby waits for the ttl
+    assert standby.proc.wait(timeout=20) == 0
+    given_up = fleet.lease()
+    assert given_up is not None and given_up.holder == standby.holder
+    assert not given_up.live(fleet.db_now())
+    [elected] = [e.detail for e in fleet.store.events() if e.token == "LEADER_ELECTED"
+                 and e.detail["holder"] == standby.holder]
+    assert (elected["previous"], elected["generation"]) == (other, lease.generation + 1)

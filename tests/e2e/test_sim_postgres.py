@@ -3,20 +3,27 @@
 `scoctl sim up`, the bundled demo config with `state:` a database of the session cluster (the
 password in `state_password_file`), then `scoctl init` and `scoctl run --once` until the 42
 pending pods run on Ready instance nodes — through the real CLI, the real kubernetes client and
-openstacksdk. The runs lead the region through the lease and give it up as they exit.
+openstacksdk; then the controller (`scoctl run --follow`) places the demand of a scale-up as it
+appears. The runs and the controller lead the region through the lease and give it up as they
+exit.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
+from tests.e2e.test_sim import REPO, kill_leftovers, run_scoctl, start_sim, wait_for
 from tests.fixtures.postgres import PgState
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova, pytest.mark.slow]
@@ -73,9 +80,38 @@ def test_the_whole_loop_runs_on_a_postgresql_state_with_no_sqlite_file(
     assert settled(status), status
     [leader] = status["leaders"]
     assert leader["region"] == "sim-region" and leader["generation"] >= 1
+    follow_the_scale_up(cwd, config)
     events = [json.loads(line) for line in
               scoctl(cwd, config, "events", "--json").stdout.splitlines() if line.strip()]
     assert "LEADER_ELECTED" in {e["token"] for e in events}
     sqlite_files = [p for p in cwd.rglob("*")
                     if p.is_file() and p.read_bytes()[:16] == b"SQLite format 3\x00"]
     assert sqlite_files == []
+
+
+def pods(cwd: Path, config: Path) -> tuple[int, int]:
+    body = json.loads(scoctl(cwd, config, "sim", "status", "--json").stdout)
+    return body["pods"]["running"], body["pods"]["pending"]
+
+
+def follow_the_scale_up(cwd: Path, config: Path) -> None:
+    """`run --follow` on the same database: it takes the lease, places the pods of a scale-up
+    as they turn pending, and gives its term up on SIGTERM (exit 0)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
+    env["PYTHONPATH"] = str(REPO)
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "scoctl", "--config", str(config), "run", "--follow"],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        scoctl(cwd, config, "sim", "scale", "shop/orders-daily", "--replicas", "50")
+        wait_for(lambda: pods(cwd, config), lambda n: n == (50, 0), timeout=120)
+    finally:
+        if controller.poll() is None:
+            controller.terminate()
+        out, err = controller.communicate(timeout=30)
+    assert controller.returncode == 0, err[-3000:]
+    assert "pass in" in out and "SIGTERM: stopped" in err
+    [leader] = json.loads(scoctl(cwd, config, "status", "--json").stdout)["leaders"]
+    assert leader["holder"] == f"{socket.gethostname()}:{controller.pid}"  # it led
+    given_up = datetime.fromisoformat(leader["expires_at"].replace("Z", "+00:00"))
+    assert given_up <= datetime.now(UTC)  # and gave its term up as it stopped
