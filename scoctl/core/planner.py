@@ -84,7 +84,8 @@ import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, truediv
 from typing import NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
@@ -282,6 +283,9 @@ class _Context:
                         and p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
+        # per workload shape: per requested resource, what one instance of each of the
+        # shape's flavors gives (in `_Order.flavors` order), for `coverages`
+        self._columns: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], dict[str, list[int]]] = {}
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -319,6 +323,21 @@ class _Context:
         found = _Order(entries)
         self._orders[cache_key] = found
         return found
+
+    def coverages(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY,
+                  tolerates: bool) -> dict[str, float]:
+        """`_cov` of every flavor of the shape's order (`requests` not empty), by columns: this
+        runs for every claim, over hundreds of flavors (the same floats, the same minimum)."""
+        cache_key = (largest_pod, frozenset(name for name, _ in requests), tolerates)
+        order = self.order(largest_pod, requests, tolerates)
+        columns = self._columns.get(cache_key)
+        if columns is None:
+            bounds = self.bounds(largest_pod)
+            columns = self._columns[cache_key] = {
+                name: [bounds[f].get(name, 0) for f in order.flavors] for name in cache_key[1]}
+        ratios = [list(map(truediv, columns[name], repeat(amount))) for name, amount in requests]
+        return dict(zip(order.flavors, ratios[0] if len(ratios) == 1 else map(min, *ratios),
+                        strict=True))
 
     def why_ineligible(self, pool: Pool, claim: Claim) -> str | None:
         """Why `pool` can never hold units of `claim`, or None when it is eligible."""
@@ -448,9 +467,11 @@ class _Fill:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
         lists = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
         if lists is None:
+            units = self._flavor_cap_units()
+            every = self.level >= 2  # there every pool may take max(cap units, m >= 1) units
             lists = self._allowed[self.m] = [
                 entries for entries in self.order.reclaimable.values()
-                if entries and self.cap_units(entries[0]) >= 1]
+                if entries and (every or units[entries[0].flavor] >= 1)]
         if len(lists) == 1:
             return iter(lists[0])
         return heapq.merge(*lists, key=_rank)
@@ -459,6 +480,20 @@ class _Fill:
         """Units the pool can still take: current units plus what is left of its depth."""
         left = max(self.depth_left.get(e.name, e.depth), 0)
         return self.current.get(e.name, 0) + left - self.held.get(e.name, 0)
+
+    def _flavor_cap_units(self) -> dict[str, int]:
+        """`_cap_units` of every flavor with reclaimable pools left, filled in one loop (a
+        shape has hundreds; `cap_units` fills the same values one at a time)."""
+        units = self._cap_units
+        missing = [flavor for flavor, entries in self.order.reclaimable.items()
+                   if entries and flavor not in units]
+        if self.contract.pool_cap >= 1 - EPS:
+            units.update(zip(missing, repeat(_UNLIMITED)))
+        else:
+            covs = map(self.cov.__getitem__, missing)
+            caps = map(truediv, repeat(self.contract.pool_cap + EPS), covs)
+            units.update(zip(missing, map(math.floor, caps), strict=True))
+        return units
 
     def cap_units(self, e: _Entry) -> int:
         """The most units the pool cap allows at this level."""
@@ -843,8 +878,7 @@ def _plan_one(
         return _empty_plan(ctx, claim, contract, current, want_explain)
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable)
-    bounds = ctx.bounds(largest)
-    cov = {f: _cov(bounds[f], requests) for f in order.flavors}
+    cov = ctx.coverages(largest, requests, claim.tolerates_reclaimable)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
         levels: tuple[tuple[int, bool], ...] = ((0, True),)
