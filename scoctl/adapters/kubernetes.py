@@ -104,6 +104,8 @@ def _meta(obj: Raw) -> Raw:
 
 
 def _str_map(value: Any) -> dict[str, str]:
+    if not value:  # None or empty (most pods have no annotations): no Mapping ABC check
+        return {}
     return {str(k): str(v) for k, v in value.items()} if _is_map(value) else {}
 
 
@@ -212,6 +214,17 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
 
 
+@_shared
+def _tolerations_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(*fields) for fields in key)
+
+
+def _tolerations(raws: Any) -> tuple[Toleration, ...]:
+    return _tolerations_of(tuple(
+        (str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+         str(t.get("effect") or "")) for t in raws))
+
+
 def pod_info(obj: Raw) -> PodInfo:
     """A pod API object (JSON dict) as a PodInfo; raises QuantityError/ValueError if unreadable."""
     meta = _meta(obj)
@@ -220,6 +233,7 @@ def pod_info(obj: Raw) -> PodInfo:
     pod_resources = spec.get("resources")
     gates = spec.get("schedulingGates")
     tolerations = spec.get("tolerations")
+    init_containers = spec.get("initContainers")
     return PodInfo(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "")),
@@ -228,7 +242,7 @@ def pod_info(obj: Raw) -> PodInfo:
         annotations=_str_map(meta.get("annotations")),
         owners=_owners(meta),
         containers=_containers(spec.get("containers")),
-        init_containers=_containers(spec.get("initContainers")),
+        init_containers=_containers(init_containers) if init_containers else (),
         pod_requests=_resources(pod_resources.get("requests")) if pod_resources else {},
         overhead=_resources(spec.get("overhead")),
         node_name=str(spec.get("nodeName") or ""),
@@ -236,10 +250,7 @@ def pod_info(obj: Raw) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         conditions=_conditions(obj),
         scheduling_gates=tuple(str(g.get("name", "")) for g in gates) if gates else (),
-        tolerations=tuple(
-            Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
-                       str(t.get("value") or ""), str(t.get("effect") or ""))
-            for t in tolerations) if tolerations else (),
+        tolerations=_tolerations(tolerations) if tolerations else (),
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
     )

@@ -404,10 +404,11 @@ class _K8sWorkload:
 
     def add(self, pod: PodInfo, request: Mapping[str, int]) -> None:
         self.demand.append(pod)
+        requests, largest = self.requests, self.largest
         for name, amount in request.items():
-            self.requests[name] = self.requests.get(name, 0) + amount
-            if amount > self.largest.get(name, 0):
-                self.largest[name] = amount
+            requests[name] = requests.get(name, 0) + amount
+            if amount > largest.get(name, 0):
+                largest[name] = amount
 
 
 _OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
