@@ -182,7 +182,9 @@ def _clone(obj: Any) -> Any:
 def _dig(obj: Mapping[str, Any], path: str) -> Any:
     cur: Any = obj
     for part in path.split("."):
-        if not isinstance(cur, Mapping):
+        # stored objects are dicts: the exact check first (the Mapping ABC check is several
+        # times slower, and a field selector over 40,000 pods makes a quarter million)
+        if not isinstance(cur, dict) and not isinstance(cur, Mapping):
             return None
         cur = cur.get(part)
     return cur
@@ -190,7 +192,7 @@ def _dig(obj: Mapping[str, Any], path: str) -> Any:
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     labels = obj.get("metadata", {}).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
+    return labels if isinstance(labels, dict) or isinstance(labels, Mapping) else {}
 
 
 # --- selectors -----------------------------------------------------------------------------------
@@ -287,9 +289,10 @@ class _Filter:
         meta = obj.get("metadata", {})
         if self.namespace is not None and meta.get("namespace") != self.namespace:
             return False
-        labels = _labels(obj)
-        if not all(r.matches(labels) for r in self.labels):
-            return False
+        if self.labels:
+            labels = _labels(obj)
+            if not all(r.matches(labels) for r in self.labels):
+                return False
         return all((_field_value(obj, f) == v) == eq for f, eq, v in self.fields)
 
 
