@@ -138,10 +138,10 @@ def _conditions_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Conditio
 def _conditions(obj: Raw) -> tuple[Condition, ...]:
     status = obj.get("status")
     conds = status.get("conditions") if _is_map(status) else None
-    return _conditions_of(tuple(
+    return _conditions_of(tuple([  # a list first: faster than a generator, per listed object
         (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
          str(c.get("message") or ""))
-        for c in conds or () if _is_map(c)))
+        for c in conds or () if _is_map(c)]))
 
 
 @_shared
@@ -150,10 +150,10 @@ def _owners_of(key: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerR
 
 
 def _owners(meta: Raw) -> tuple[OwnerRef, ...]:
-    return _owners_of(tuple(
+    return _owners_of(tuple([
         (str(r.get("kind", "")), str(r.get("name", "")), str(r.get("uid") or ""),
          str(r.get("apiVersion") or ""), bool(r.get("controller")))
-        for r in meta.get("ownerReferences") or () if _is_map(r)))
+        for r in meta.get("ownerReferences") or () if _is_map(r)]))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -187,10 +187,12 @@ def _containers(raws: Any) -> tuple[Container, ...]:
         resources = raw.get("resources") or {}
         # The apiserver defaults missing requests from limits; so do we, for objects that
         # skipped it.
-        requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        limits, requests = resources.get("limits"), resources.get("requests") or {}
+        if limits or type(requests) is not dict:  # only read: a plain dict needs no copy
+            requests = {**(limits or {}), **requests}
         key.append((str(raw.get("name", "")), raw.get("restartPolicy") or None,
-                    tuple((str(name), value if isinstance(value, str) else str(value))
-                          for name, value in requests.items())))
+                    tuple([(str(name), value if isinstance(value, str) else str(value))
+                           for name, value in requests.items()])))
     return _containers_of(tuple(key))
 
 
@@ -220,9 +222,9 @@ def _tolerations_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Tolerat
 
 
 def _tolerations(raws: Any) -> tuple[Toleration, ...]:
-    return _tolerations_of(tuple(
+    return _tolerations_of(tuple([
         (str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
-         str(t.get("effect") or "")) for t in raws))
+         str(t.get("effect") or "")) for t in raws]))
 
 
 def pod_info(obj: Raw) -> PodInfo:
