@@ -236,7 +236,7 @@ class _Order:
     """The eligible pools of one workload shape, best key first, split by tier."""
 
     __slots__ = ("by_name", "committed", "reclaimable", "flavors", "has_committed",
-                 "has_reclaimable")
+                 "has_reclaimable", "columns")
 
     def __init__(self, entries: list[_Entry]) -> None:
         self.by_name = {e.name: e for e in entries}
@@ -250,6 +250,9 @@ class _Order:
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
         self.has_reclaimable = bool(self.reclaimable)
+        # per requested resource, what one instance of each flavor gives (in `flavors` order),
+        # filled by `_Context.coverages`
+        self.columns: dict[str, list[int]] | None = None
 
     def prune(self, depth_left: Mapping[str, int]) -> None:
         """Forget pools with no depth left: within one run depth only goes down, and a pool
@@ -283,9 +286,6 @@ class _Context:
                         and p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
-        # per workload shape: per requested resource, what one instance of each of the
-        # shape's flavors gives (in `_Order.flavors` order), for `coverages`
-        self._columns: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], dict[str, list[int]]] = {}
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -324,17 +324,15 @@ class _Context:
         self._orders[cache_key] = found
         return found
 
-    def coverages(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY,
-                  tolerates: bool) -> dict[str, float]:
-        """`_cov` of every flavor of the shape's order (`requests` not empty), by columns: this
-        runs for every claim, over hundreds of flavors (the same floats, the same minimum)."""
-        cache_key = (largest_pod, frozenset(name for name, _ in requests), tolerates)
-        order = self.order(largest_pod, requests, tolerates)
-        columns = self._columns.get(cache_key)
+    def coverages(self, order: _Order, largest_pod: _RESOURCE_KEY,
+                  requests: _RESOURCE_KEY) -> dict[str, float]:
+        """`_cov` of every flavor of `order` (the shape's, `requests` not empty), by columns:
+        this runs for every claim, over hundreds of flavors (the same floats, the same min)."""
+        columns = order.columns
         if columns is None:
             bounds = self.bounds(largest_pod)
-            columns = self._columns[cache_key] = {
-                name: [bounds[f].get(name, 0) for f in order.flavors] for name in cache_key[1]}
+            columns = order.columns = {
+                name: [bounds[f].get(name, 0) for f in order.flavors] for name, _ in requests}
         ratios = [list(map(truediv, columns[name], repeat(amount))) for name, amount in requests]
         return dict(zip(order.flavors, ratios[0] if len(ratios) == 1 else map(min, *ratios),
                         strict=True))
@@ -878,7 +876,7 @@ def _plan_one(
         return _empty_plan(ctx, claim, contract, current, want_explain)
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable)
-    cov = ctx.coverages(largest, requests, claim.tolerates_reclaimable)
+    cov = ctx.coverages(order, largest, requests)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
         levels: tuple[tuple[int, bool], ...] = ((0, True),)
