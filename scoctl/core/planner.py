@@ -79,7 +79,6 @@ Floats
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -228,15 +227,11 @@ class _Entry(NamedTuple):
     rank: int  # position in the best-first order of its workload shape (0 = best)
 
 
-def _rank(e: _Entry) -> int:
-    return e.rank
-
-
 class _Order:
     """The eligible pools of one workload shape, best key first, split by tier."""
 
-    __slots__ = ("by_name", "committed", "reclaimable", "flavors", "has_committed",
-                 "has_reclaimable", "columns")
+    __slots__ = ("by_name", "committed", "reclaimable", "ranked", "_ranked_of", "flavors",
+                 "has_committed", "has_reclaimable", "columns")
 
     def __init__(self, entries: list[_Entry]) -> None:
         self.by_name = {e.name: e for e in entries}
@@ -247,6 +242,9 @@ class _Order:
         for e in entries:
             if e.tier == "reclaimable":
                 self.reclaimable.setdefault(e.flavor, []).append(e)
+        # the same pools in one list, best key first (what merging the flavors' lists gives)
+        self.ranked = [e for e in entries if e.tier == "reclaimable"]
+        self._ranked_of: dict[frozenset[str], list[_Entry]] = {}  # `ranked` of some flavors
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
         self.has_reclaimable = bool(self.reclaimable)
@@ -258,9 +256,20 @@ class _Order:
         """Forget pools with no depth left: within one run depth only goes down, and a pool
         without depth can take no new unit (kept units are found through `by_name`)."""
         self.committed = [e for e in self.committed if depth_left.get(e.name, e.depth) > 0]
-        for flavor, entries in self.reclaimable.items():
-            self.reclaimable[flavor] = [e for e in entries
-                                        if depth_left.get(e.name, e.depth) > 0]
+        self.ranked = [e for e in self.ranked if depth_left.get(e.name, e.depth) > 0]
+        lists: dict[str, list[_Entry]] = {flavor: [] for flavor in self.reclaimable}
+        for e in self.ranked:
+            lists[e.flavor].append(e)
+        self.reclaimable = lists
+        self._ranked_of = {}
+
+    def ranked_of(self, flavors: frozenset[str]) -> list[_Entry]:
+        """The reclaimable pools of `flavors`, best key first (kept until the next prune:
+        the workloads of one shape and size allow the same flavors)."""
+        found = self._ranked_of.get(flavors)
+        if found is None:
+            found = self._ranked_of[flavors] = [e for e in self.ranked if e.flavor in flavors]
+        return found
 
 
 class _Context:
@@ -398,7 +407,8 @@ class _Fill:
         self._committed: float | None = None
         self._groups: dict[str, float] = {}
         self._cap_units: dict[str, int] = {}
-        self._allowed: dict[int, list[list[_Entry]]] = {}  # by m: the flavors the cap allows
+        # by m: the flavors' lists the pool cap allows, and their flavors (None: every flavor)
+        self._allowed: dict[int, tuple[list[list[_Entry]], frozenset[str] | None]] = {}
 
     # ---- bookkeeping
 
@@ -463,16 +473,22 @@ class _Fill:
 
     def candidates(self) -> Iterator[_Entry]:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
-        lists = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
-        if lists is None:
+        found = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
+        if found is None:
             units = self._flavor_cap_units()
             every = self.level >= 2  # there every pool may take max(cap units, m >= 1) units
-            lists = self._allowed[self.m] = [
-                entries for entries in self.order.reclaimable.values()
-                if entries and (every or units[entries[0].flavor] >= 1)]
+            left = [entries for entries in self.order.reclaimable.values() if entries]
+            lists = [entries for entries in left if every or units[entries[0].flavor] >= 1]
+            flavors = (None if len(lists) == len(left)
+                       else frozenset(entries[0].flavor for entries in lists))
+            found = self._allowed[self.m] = (lists, flavors)
+        lists, flavors = found
         if len(lists) == 1:
             return iter(lists[0])
-        return heapq.merge(*lists, key=_rank)
+        # the flavors' lists merged by rank are the ranked pools of the allowed flavors
+        if flavors is None:
+            return iter(self.order.ranked)
+        return iter(self.order.ranked_of(flavors))
 
     def depth_room(self, e: _Entry) -> int:
         """Units the pool can still take: current units plus what is left of its depth."""
