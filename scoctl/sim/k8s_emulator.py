@@ -289,10 +289,9 @@ class _Filter:
         meta = obj.get("metadata", {})
         if self.namespace is not None and meta.get("namespace") != self.namespace:
             return False
-        if self.labels:
-            labels = _labels(obj)
-            if not all(r.matches(labels) for r in self.labels):
-                return False
+        labels = _labels(obj)
+        if not all(r.matches(labels) for r in self.labels):
+            return False
         return all((_field_value(obj, f) == v) == eq for f, eq, v in self.fields)
 
 
