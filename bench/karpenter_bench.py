@@ -16,7 +16,8 @@ Timed, end to end, from the pods to a committed generation:
   pools under its contract, commit one generation.
 
 Runs `--runs` times (fresh state each) and prints the medians (and the CPU time of this
-process, which also serves the emulated API), the total as a ratio to Karpenter's 59.1 s, and
+process, which also serves the emulated API, with the share of the emulator's request threads
+apart: a real API server runs elsewhere), the total as a ratio to Karpenter's 59.1 s, and
 the aim of issue 16 (at most 2 s). Loading the config (once per process
 in a controller) is timed apart. Usage: ``python bench/karpenter_bench.py [--runs 3]``.
 Not part of the test command.
@@ -31,8 +32,10 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
@@ -59,6 +62,27 @@ RECLAIMABLE_TOLERATION = {"key": "reclaimable", "operator": "Equal", "value": "t
                           "effect": "NoSchedule"}
 UNSCHEDULABLE = ("0/100 nodes are available: 100 Insufficient cpu. preemption: 0/100 nodes are "
                  "available: 100 No preemption victims found for incoming pod..")
+
+
+class ServedCpu:
+    """The CPU time the emulator's request threads spend serving (they share this process, so
+    the end-to-end figure includes the emulated API server's work; this tells it apart)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+        dispatch = ke._Handler._dispatch
+        served = self
+
+        def timed(handler: Any, method: str) -> None:
+            started = time.thread_time()
+            try:
+                dispatch(handler, method)
+            finally:
+                with served._lock:
+                    served.seconds += time.thread_time() - started
+
+        ke._Handler._dispatch = timed  # type: ignore[method-assign]
 
 
 def pod_counts(rnd: random.Random) -> list[int]:
@@ -132,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     rnd = random.Random(16)
+    served = ServedCpu()
     emulator = ke.K8sEmulator().start()
     runs: list[dict[str, float]] = []
     try:
@@ -152,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 for run in range(args.runs):
                     with open_store(Path(tmp) / f"state-{run}.db", create=True) as store:
                         t0, cpu = time.perf_counter(), time.process_time()
+                        api = served.seconds
                         watched = run_pass(config, store, SystemClock(), sources=["k8s"],
                                            cluster=cluster)
                         t1 = time.perf_counter()
@@ -159,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                         t2, cpu = time.perf_counter(), time.process_time() - cpu
                         plans = store.plans()
                     runs.append({"watch": t1 - t0, "plan": t2 - t1, "total": t2 - t0,
-                                 "cpu": cpu})
+                                 "cpu": cpu, "api_cpu": served.seconds - api})
     finally:
         emulator.stop()
 
@@ -179,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({units} units, {feasible}/{WORKLOADS} feasible)")
     total = median["total"]
     each = ", ".join(f"{r['total']:.2f}" for r in runs)
-    print(f"end to end {total:.3f} s (runs: {each}); CPU {median['cpu']:.3f} s, the "
-          "emulator's included")
+    print(f"end to end {total:.3f} s (runs: {each}); CPU {median['cpu']:.3f} s, of which the "
+          f"emulated API server's request threads {median['api_cpu']:.3f} s")
     print(f"ratio to Karpenter's {KARPENTER_S} s: {total / KARPENTER_S:.3f} "
           f"({KARPENTER_S / total:.0f}x faster); aim <= {AIM_S} s: "
           f"{'met' if total <= AIM_S else 'NOT met'}")

@@ -70,6 +70,8 @@ def _meta(obj: Raw) -> Raw:
 
 
 def _str_map(value: Any) -> dict[str, str]:
+    if not value:  # None or empty (most pods have no annotations): no Mapping ABC check
+        return {}
     return {str(k): str(v) for k, v in value.items()} if _is_map(value) else {}
 
 
@@ -102,10 +104,10 @@ def _conditions_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Conditio
 def _conditions(obj: Raw) -> tuple[Condition, ...]:
     status = obj.get("status")
     conds = status.get("conditions") if _is_map(status) else None
-    return _conditions_of(tuple(
+    return _conditions_of(tuple([  # a list first: faster than a generator, per listed object
         (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
          str(c.get("message") or ""))
-        for c in conds or () if _is_map(c)))
+        for c in conds or () if _is_map(c)]))
 
 
 @_shared
@@ -114,10 +116,10 @@ def _owners_of(key: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerR
 
 
 def _owners(meta: Raw) -> tuple[OwnerRef, ...]:
-    return _owners_of(tuple(
+    return _owners_of(tuple([
         (str(r.get("kind", "")), str(r.get("name", "")), str(r.get("uid") or ""),
          str(r.get("apiVersion") or ""), bool(r.get("controller")))
-        for r in meta.get("ownerReferences") or () if _is_map(r)))
+        for r in meta.get("ownerReferences") or () if _is_map(r)]))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,10 +153,12 @@ def _containers(raws: Any) -> tuple[Container, ...]:
         resources = raw.get("resources") or {}
         # The apiserver defaults missing requests from limits; so do we, for objects that
         # skipped it.
-        requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        limits, requests = resources.get("limits"), resources.get("requests") or {}
+        if limits or type(requests) is not dict:  # only read: a plain dict needs no copy
+            requests = {**(limits or {}), **requests}
         key.append((str(raw.get("name", "")), raw.get("restartPolicy") or None,
-                    tuple((str(name), value if isinstance(value, str) else str(value))
-                          for name, value in requests.items())))
+                    tuple([(str(name), value if isinstance(value, str) else str(value))
+                           for name, value in requests.items()])))
     return _containers_of(tuple(key))
 
 
@@ -178,6 +182,17 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
 
 
+@_shared
+def _tolerations_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(*fields) for fields in key)
+
+
+def _tolerations(raws: Any) -> tuple[Toleration, ...]:
+    return _tolerations_of(tuple([
+        (str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+         str(t.get("effect") or "")) for t in raws]))
+
+
 def pod_info(obj: Raw) -> PodInfo:
     """A pod API object (JSON dict) as a PodInfo; raises QuantityError/ValueError if unreadable."""
     meta = _meta(obj)
@@ -186,6 +201,7 @@ def pod_info(obj: Raw) -> PodInfo:
     pod_resources = spec.get("resources")
     gates = spec.get("schedulingGates")
     tolerations = spec.get("tolerations")
+    init_containers = spec.get("initContainers")
     return PodInfo(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "")),
@@ -194,7 +210,7 @@ def pod_info(obj: Raw) -> PodInfo:
         annotations=_str_map(meta.get("annotations")),
         owners=_owners(meta),
         containers=_containers(spec.get("containers")),
-        init_containers=_containers(spec.get("initContainers")),
+        init_containers=_containers(init_containers) if init_containers else (),
         pod_requests=_resources(pod_resources.get("requests")) if pod_resources else {},
         overhead=_resources(spec.get("overhead")),
         node_name=str(spec.get("nodeName") or ""),
@@ -202,10 +218,7 @@ def pod_info(obj: Raw) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         conditions=_conditions(obj),
         scheduling_gates=tuple(str(g.get("name", "")) for g in gates) if gates else (),
-        tolerations=tuple(
-            Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
-                       str(t.get("value") or ""), str(t.get("effect") or ""))
-            for t in tolerations) if tolerations else (),
+        tolerations=_tolerations(tolerations) if tolerations else (),
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
     )

@@ -113,7 +113,10 @@ class PodInfo:
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if the pod has one."""
-        return next((c for c in self.conditions if c.type == type_), None)
+        for cond in self.conditions:  # a loop, not next(): this runs for every listed pod
+            if cond.type == type_:
+                return cond
+        return None
 
 
 @dataclass(frozen=True)
@@ -288,16 +291,15 @@ def is_unschedulable(pod: PodInfo) -> bool:
 def is_provisionable(pod: PodInfo) -> bool:
     """A pod more capacity could help: unschedulable, unbound, not being preempted for, not a
     DaemonSet or static/mirror pod, not scheduling-gated and not being deleted."""
-    return (
-        is_unschedulable(pod)
-        and not pod.node_name
-        and not pod.nominated_node_name
-        and not pod.scheduling_gates
-        and not pod.deleting
-        and not any(o.kind == "DaemonSet" for o in pod.owners)
-        and not any(o.kind == "Node" for o in pod.owners)
-        and MIRROR_ANNOTATION not in pod.annotations
-    )
+    # the plain fields first, then the condition and the owners: this runs for every pod
+    if pod.node_name or pod.nominated_node_name or pod.scheduling_gates or pod.deleting:
+        return False
+    if not is_unschedulable(pod):
+        return False
+    for owner in pod.owners:
+        if owner.kind in ("DaemonSet", "Node"):
+            return False
+    return MIRROR_ANNOTATION not in pod.annotations
 
 
 def demand_shape(pod: PodInfo) -> tuple[object, ...]:
@@ -443,9 +445,12 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return False
 
 
+_RECLAIMABLE_TAINT = Taint(RECLAIMABLE_TAINT_KEY, "NoSchedule", "true")
+
+
 def tolerates_reclaimable(pod: PodInfo) -> bool:
     """Whether the pod may run on reclaimable nodes (taint ``reclaimable=true:NoSchedule``)."""
-    return tolerates(pod.tolerations, Taint(RECLAIMABLE_TAINT_KEY, "NoSchedule", "true"))
+    return tolerates(pod.tolerations, _RECLAIMABLE_TAINT)
 
 
 # --- quota blocks --------------------------------------------------------------------------------

@@ -404,10 +404,11 @@ class _K8sWorkload:
 
     def add(self, pod: PodInfo, request: Mapping[str, int]) -> None:
         self.demand.append(pod)
+        requests, largest = self.requests, self.largest
         for name, amount in request.items():
-            self.requests[name] = self.requests.get(name, 0) + amount
-            if amount > self.largest.get(name, 0):
-                self.largest[name] = amount
+            requests[name] = requests.get(name, 0) + amount
+            if amount > largest.get(name, 0):
+                largest[name] = amount
 
 
 _OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
@@ -533,16 +534,19 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
             continue
         # keyed by the identity of the (shared) owners value, alive as long as `owners` is
         key = (pod.namespace, id(pod.owners), tuple(map(pod.labels.get, _OWNER_LABELS)))
-        if key not in owners:
-            owners[key] = workload_of(pod, "")  # the owning object, whatever the label says
-        owner = owners[key]
+        try:
+            owner = owners[key]
+        except KeyError:  # the owning object, whatever the label says
+            owner = owners[key] = workload_of(pod, "")
         named = pod.labels.get(label, "")
         if not named and owner is None:
             continue
         name = named or (owner.name if owner else "")
-        if (name, pod.namespace) not in names:
-            names[(name, pod.namespace)] = (_rule_for(rules, name, pod.namespace), is_slug(name))
-        rule, slug = names[(name, pod.namespace)]
+        at = (name, pod.namespace)
+        judged = names.get(at)
+        if judged is None:
+            judged = names[at] = (_rule_for(rules, name, pod.namespace), is_slug(name))
+        rule, slug = judged
         if not named and rule is None:
             continue  # not scoctl's business
         if not slug:

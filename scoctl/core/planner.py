@@ -79,12 +79,12 @@ Floats
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, truediv
 from typing import NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
@@ -227,15 +227,11 @@ class _Entry(NamedTuple):
     rank: int  # position in the best-first order of its workload shape (0 = best)
 
 
-def _rank(e: _Entry) -> int:
-    return e.rank
-
-
 class _Order:
     """The eligible pools of one workload shape, best key first, split by tier."""
 
-    __slots__ = ("by_name", "committed", "reclaimable", "flavors", "has_committed",
-                 "has_reclaimable")
+    __slots__ = ("by_name", "committed", "reclaimable", "ranked", "_ranked_of", "flavors",
+                 "has_committed", "has_reclaimable", "columns")
 
     def __init__(self, entries: list[_Entry]) -> None:
         self.by_name = {e.name: e for e in entries}
@@ -246,17 +242,34 @@ class _Order:
         for e in entries:
             if e.tier == "reclaimable":
                 self.reclaimable.setdefault(e.flavor, []).append(e)
+        # the same pools in one list, best key first (what merging the flavors' lists gives)
+        self.ranked = [e for e in entries if e.tier == "reclaimable"]
+        self._ranked_of: dict[frozenset[str], list[_Entry]] = {}  # `ranked` of some flavors
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
         self.has_reclaimable = bool(self.reclaimable)
+        # per requested resource, what one instance of each flavor gives (in `flavors` order),
+        # filled by `_Context.coverages`
+        self.columns: dict[str, list[int]] | None = None
 
     def prune(self, depth_left: Mapping[str, int]) -> None:
         """Forget pools with no depth left: within one run depth only goes down, and a pool
         without depth can take no new unit (kept units are found through `by_name`)."""
         self.committed = [e for e in self.committed if depth_left.get(e.name, e.depth) > 0]
-        for flavor, entries in self.reclaimable.items():
-            self.reclaimable[flavor] = [e for e in entries
-                                        if depth_left.get(e.name, e.depth) > 0]
+        self.ranked = [e for e in self.ranked if depth_left.get(e.name, e.depth) > 0]
+        lists: dict[str, list[_Entry]] = {flavor: [] for flavor in self.reclaimable}
+        for e in self.ranked:
+            lists[e.flavor].append(e)
+        self.reclaimable = lists
+        self._ranked_of = {}
+
+    def ranked_of(self, flavors: frozenset[str]) -> list[_Entry]:
+        """The reclaimable pools of `flavors`, best key first (kept until the next prune:
+        the workloads of one shape and size allow the same flavors)."""
+        found = self._ranked_of.get(flavors)
+        if found is None:
+            found = self._ranked_of[flavors] = [e for e in self.ranked if e.flavor in flavors]
+        return found
 
 
 class _Context:
@@ -320,6 +333,19 @@ class _Context:
         self._orders[cache_key] = found
         return found
 
+    def coverages(self, order: _Order, largest_pod: _RESOURCE_KEY,
+                  requests: _RESOURCE_KEY) -> dict[str, float]:
+        """`_cov` of every flavor of `order` (the shape's, `requests` not empty), by columns:
+        this runs for every claim, over hundreds of flavors (the same floats, the same min)."""
+        columns = order.columns
+        if columns is None:
+            bounds = self.bounds(largest_pod)
+            columns = order.columns = {
+                name: [bounds[f].get(name, 0) for f in order.flavors] for name, _ in requests}
+        ratios = [list(map(truediv, columns[name], repeat(amount))) for name, amount in requests]
+        return dict(zip(order.flavors, ratios[0] if len(ratios) == 1 else map(min, *ratios),
+                        strict=True))
+
     def why_ineligible(self, pool: Pool, claim: Claim) -> str | None:
         """Why `pool` can never hold units of `claim`, or None when it is eligible."""
         if pool.name in self.excluded:
@@ -381,7 +407,8 @@ class _Fill:
         self._committed: float | None = None
         self._groups: dict[str, float] = {}
         self._cap_units: dict[str, int] = {}
-        self._allowed: dict[int, list[list[_Entry]]] = {}  # by m: the flavors the cap allows
+        # by m: the flavors' lists the pool cap allows, and their flavors (None: every flavor)
+        self._allowed: dict[int, tuple[list[list[_Entry]], frozenset[str] | None]] = {}
 
     # ---- bookkeeping
 
@@ -446,19 +473,41 @@ class _Fill:
 
     def candidates(self) -> Iterator[_Entry]:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
-        lists = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
-        if lists is None:
-            lists = self._allowed[self.m] = [
-                entries for entries in self.order.reclaimable.values()
-                if entries and self.cap_units(entries[0]) >= 1]
+        found = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
+        if found is None:
+            units = self._flavor_cap_units()
+            every = self.level >= 2  # there every pool may take max(cap units, m >= 1) units
+            left = [entries for entries in self.order.reclaimable.values() if entries]
+            lists = [entries for entries in left if every or units[entries[0].flavor] >= 1]
+            flavors = (None if len(lists) == len(left)
+                       else frozenset(entries[0].flavor for entries in lists))
+            found = self._allowed[self.m] = (lists, flavors)
+        lists, flavors = found
         if len(lists) == 1:
             return iter(lists[0])
-        return heapq.merge(*lists, key=_rank)
+        # the flavors' lists merged by rank are the ranked pools of the allowed flavors
+        if flavors is None:
+            return iter(self.order.ranked)
+        return iter(self.order.ranked_of(flavors))
 
     def depth_room(self, e: _Entry) -> int:
         """Units the pool can still take: current units plus what is left of its depth."""
         left = max(self.depth_left.get(e.name, e.depth), 0)
         return self.current.get(e.name, 0) + left - self.held.get(e.name, 0)
+
+    def _flavor_cap_units(self) -> dict[str, int]:
+        """`_cap_units` of every flavor with reclaimable pools left, filled in one loop (a
+        shape has hundreds; `cap_units` fills the same values one at a time)."""
+        units = self._cap_units
+        missing = [flavor for flavor, entries in self.order.reclaimable.items()
+                   if entries and flavor not in units]
+        if self.contract.pool_cap >= 1 - EPS:
+            units.update(zip(missing, repeat(_UNLIMITED)))
+        else:
+            covs = map(self.cov.__getitem__, missing)
+            caps = map(truediv, repeat(self.contract.pool_cap + EPS), covs)
+            units.update(zip(missing, map(math.floor, caps), strict=True))
+        return units
 
     def cap_units(self, e: _Entry) -> int:
         """The most units the pool cap allows at this level."""
@@ -843,8 +892,7 @@ def _plan_one(
         return _empty_plan(ctx, claim, contract, current, want_explain)
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable)
-    bounds = ctx.bounds(largest)
-    cov = {f: _cov(bounds[f], requests) for f in order.flavors}
+    cov = ctx.coverages(order, largest, requests)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
         levels: tuple[tuple[int, bool], ...] = ((0, True),)

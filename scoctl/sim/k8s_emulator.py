@@ -190,7 +190,9 @@ def _clone(obj: Any) -> Any:
 def _dig(obj: Mapping[str, Any], path: str) -> Any:
     cur: Any = obj
     for part in path.split("."):
-        if not isinstance(cur, Mapping):
+        # stored objects are dicts: the exact check first (the Mapping ABC check is several
+        # times slower, and a field selector over 40,000 pods makes a quarter million)
+        if not isinstance(cur, dict) and not isinstance(cur, Mapping):
             return None
         cur = cur.get(part)
     return cur
@@ -198,7 +200,7 @@ def _dig(obj: Mapping[str, Any], path: str) -> Any:
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     labels = obj.get("metadata", {}).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
+    return labels if isinstance(labels, dict) or isinstance(labels, Mapping) else {}
 
 
 # --- selectors -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
+from scoctl.stages.bulk import collector_paused
 from scoctl.state import Store, open_store
 
 FILE_SOURCE = "file"
@@ -180,6 +181,7 @@ def _plan_events(store: Store, generation: int, record: PlanWorkloadRecord, why:
             "warning", None, {"generation": generation, "reasons": list(record.reasons)})
 
 
+@collector_paused()  # 1,000s of claims over 1,000s of pools: full collections free nothing
 def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], full: bool,
           what_if: Sequence[Claim] | None, dry_run: bool, explain: Collection[str],
           option: str, why: str) -> PlanResult:

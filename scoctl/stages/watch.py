@@ -16,8 +16,6 @@ and a periodic pass (Slurm, quota blocks, availability) runs when the window is 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import queue
 import threading
@@ -57,6 +55,7 @@ from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
+from scoctl.stages.bulk import collector_paused
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
 from scoctl.stages.tokens import record_token
 from scoctl.state import Store
@@ -396,19 +395,6 @@ def _claimed(store: Store, source: str) -> frozenset[str]:
     return frozenset(c.workload for c in store.claims() if c.source == source and c.requests)
 
 
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic collector while deciding over tens of thousands of fresh values: they
-    are all alive, and repeated full collections find nothing to free (a third of the time)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # --- one pass ----------------------------------------------------------------------------------
 
 
@@ -426,7 +412,7 @@ def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[
     # The cyclic collector stays paused for the whole pass, reads included: between the pod
     # list and the commit, full collections over the fresh (and all live) values of a large
     # intake found nothing to free and took longer than the decision itself.
-    with _no_gc():
+    with collector_paused():
         return _run_pass(config, store, clock, sources=sources, teardown=teardown,
                          cluster=cluster, scheduler=scheduler, live_pods=live_pods)
 

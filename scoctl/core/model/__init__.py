@@ -2,66 +2,74 @@
 
 `pools` holds the configured world (flavors, pools, contracts, claims), `cloud` and `slurm` what
 the outside systems report, `records` the rows of the state, `notices` the reclaim notices.
-Each type is defined once, in its submodule; this package only gathers them.
+Each type is defined once, in its submodule; this package only gathers them, importing each
+submodule on first use of one of its names (PEP 562): the Slurm gate, run before every
+`sbatch`, needs three of the eight.
 """
 
-from scoctl.core.model.cloud import (
-    QUOTA_FAULT_CODE,
-    FlavorInfo,
-    Headroom,
-    LaunchRequest,
-    LaunchResult,
-    Networks,
-    ServerInfo,
-)
-from scoctl.core.model.join import BootstrapToken, TokenSecret
-from scoctl.core.model.latency import Histogram, LatencySample, Sighting
-from scoctl.core.model.leases import LeaseRecord
-from scoctl.core.model.notices import (
-    NoticedRecord,
-    NoticeKind,
-    NoticeOutcome,
-    NoticeRecord,
-    NoticeSource,
-)
-from scoctl.core.model.pools import (
-    KINDS,
-    SLUG_RE,
-    SOURCES,
-    TIERS,
-    Claim,
-    Contract,
-    Flavor,
-    Kind,
-    Pool,
-    Source,
-    Tier,
-    flavor_allocatable,
-    is_slug,
-)
-from scoctl.core.model.records import (
-    ClaimRecord,
-    EventRecord,
-    ExclusionRecord,
-    InstanceRecord,
-    LaunchRecord,
-    MetricCounters,
-    PlanGeneration,
-    PlanUnitRecord,
-    PlanWorkloadRecord,
-    RankingCache,
-    TokenRecord,
-    WorkloadRecord,
-)
-from scoctl.core.model.slurm import (
-    ELASTIC_FLAGS,
-    OLDEST_REST_API,
-    FinishedJob,
-    NodeRelease,
-    SlurmJob,
-    SlurmNode,
-    rest_api_version,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scoctl.core.model.cloud import (
+        QUOTA_FAULT_CODE,
+        FlavorInfo,
+        Headroom,
+        LaunchRequest,
+        LaunchResult,
+        Networks,
+        ServerInfo,
+    )
+    from scoctl.core.model.join import BootstrapToken, TokenSecret
+    from scoctl.core.model.latency import Histogram, LatencySample, Sighting
+    from scoctl.core.model.leases import LeaseRecord
+    from scoctl.core.model.notices import (
+        NoticedRecord,
+        NoticeKind,
+        NoticeOutcome,
+        NoticeRecord,
+        NoticeSource,
+    )
+    from scoctl.core.model.pools import (
+        KINDS,
+        SLUG_RE,
+        SOURCES,
+        TIERS,
+        Claim,
+        Contract,
+        Flavor,
+        Kind,
+        Pool,
+        Source,
+        Tier,
+        flavor_allocatable,
+        is_slug,
+    )
+    from scoctl.core.model.records import (
+        ClaimRecord,
+        EventRecord,
+        ExclusionRecord,
+        InstanceRecord,
+        LaunchRecord,
+        MetricCounters,
+        PlanGeneration,
+        PlanUnitRecord,
+        PlanWorkloadRecord,
+        RankingCache,
+        TokenRecord,
+        WorkloadRecord,
+    )
+    from scoctl.core.model.slurm import (
+        ELASTIC_FLAGS,
+        OLDEST_REST_API,
+        FinishedJob,
+        NodeRelease,
+        SlurmJob,
+        SlurmNode,
+        rest_api_version,
+    )
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
@@ -75,3 +83,35 @@ __all__ = [
     "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
+
+# name -> the submodule that defines it (the names of the imports above, by submodule)
+_NAMES: dict[str, tuple[str, ...]] = {
+    "cloud": ("QUOTA_FAULT_CODE", "FlavorInfo", "Headroom", "LaunchRequest", "LaunchResult",
+              "Networks", "ServerInfo"),
+    "join": ("BootstrapToken", "TokenSecret"),
+    "latency": ("Histogram", "LatencySample", "Sighting"),
+    "leases": ("LeaseRecord",),
+    "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
+    "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
+              "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
+    "records": ("ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
+                "LaunchRecord", "MetricCounters", "PlanGeneration", "PlanUnitRecord",
+                "PlanWorkloadRecord", "RankingCache", "TokenRecord", "WorkloadRecord"),
+    "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
+              "SlurmNode", "rest_api_version"),
+}
+_HOME = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A value type (or constant) of this namespace, importing its submodule once."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -94,13 +94,16 @@ def _translate(sql: str, bound: bool, keys: tuple[tuple[str, tuple[str, ...]], .
 
 
 class PgCursor:
-    """The finished statement: rows to iterate or fetch, the id an INSERT generated, and how
-    many rows it touched."""
+    """The finished statement: rows to iterate or fetch, their columns (``description``, each
+    named by its first item as in sqlite3), the id an INSERT generated, and how many rows it
+    touched."""
 
-    def __init__(self, rows: list[Any], lastrowid: int | None, rowcount: int) -> None:
+    def __init__(self, rows: list[Any], lastrowid: int | None, rowcount: int,
+                 description: Sequence[Sequence[Any]] | None = None) -> None:
         self._rows = rows
         self.lastrowid = lastrowid
         self.rowcount = rowcount
+        self.description = description
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._rows)
@@ -133,7 +136,8 @@ class PgConnection:
         cur = self.raw.execute(text, list(params) if params else None)
         rows = cur.fetchall() if cur.description is not None else []
         lastrowid = int(rows[0][0]) if returning and rows else None
-        return PgCursor([] if returning else rows, lastrowid, cur.rowcount)
+        return PgCursor([] if returning else rows, lastrowid, cur.rowcount,
+                        None if returning else cur.description)
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
         batch = [list(params) for params in seq]

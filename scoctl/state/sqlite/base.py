@@ -7,12 +7,14 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Self
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, Self
 
 from scoctl.clock import Clock, rfc3339
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -32,11 +34,18 @@ class SqliteBase:
 
     def __init__(self, conn: sqlite3.Connection, path: Path, clock: Clock) -> None:
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         self.path = path
         self.clock = clock
         self._depth = 0
         self.migrated_from: int | None = None  # the schema `open` migrated from, if it did
+
+    @cached_property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over the connection, made on first use: importing it (and the plugin
+        scan it runs) costs more than a gate's whole transaction, which never needs it."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
 
     def schema_version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
@@ -75,6 +84,10 @@ class SqliteBase:
         return rfc3339(self.clock.now())
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        rows = list(self.db.query(sql, params))
-        return rows[0] if rows else None
+        """The first row of a query as a dict (column name -> value), None without one."""
+        cursor = self.conn.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip([column[0] for column in cursor.description], row, strict=True))
 

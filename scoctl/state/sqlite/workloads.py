@@ -59,11 +59,10 @@ class WorkloadTables(SqliteBase):
                 assert current is not None
                 return current
             now = self.now()
-            self.db.table("workloads").insert({
-                "slug": slug, "kind": kind, "source": source, "contract": contract,
-                "status": "pending", "created": now, "updated": now, "job_id": job_id,
-                "namespace": namespace,
-            })
+            self.conn.execute(
+                "INSERT INTO workloads (slug, kind, source, contract, status, created, updated, "
+                "job_id, namespace) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                [slug, kind, source, contract, now, now, job_id, namespace])
             created = self.active_workload(slug)
             assert created is not None
             return created
