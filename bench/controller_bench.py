@@ -25,9 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from scoctl.config.schema import load_config
 from scoctl.core.latency import quantile
@@ -35,23 +34,14 @@ from scoctl.sim import region as sim
 from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e.runners import wait_until  # noqa: E402  (the suite's own polling helper)
+
 DEMO = REPO / "scoctl" / "data" / "demo.yaml"
 TARGET = "shop/orders-daily"
 WORKLOAD = "orders-daily"
 SIZES = (1, 4, 9, 2, 16, 3, 6, 12, 5, 8)
-T = TypeVar("T")
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout: float,
-             poll: float = 0.01) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached in {timeout} s: {value!r}")
-        time.sleep(poll)
 
 
 def plan_state(state: Path) -> tuple[int, int, int]:
@@ -82,9 +72,9 @@ def trial(directory: Path, state: Path, change: int) -> tuple[float, float]:
     target = replicas(directory) + change
     started = time.monotonic()
     sim.scale(directory, TARGET, target)
-    wait_for(lambda: plan_state(state), lambda v: v[0] > before and v[2] >= v[0], 60)
+    wait_until(lambda: plan_state(state), lambda v: v[0] > before and v[2] >= v[0], 60)
     planned = time.monotonic() - started
-    wait_for(lambda: settled(directory), bool, 300, poll=0.05)
+    wait_until(lambda: settled(directory), bool, 300)
     return planned, time.monotonic() - started
 
 
@@ -110,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         controller = subprocess.Popen([*scoctl, "run", "--follow", "--json"], cwd=home,
                                       env=env, stdout=log, stderr=subprocess.STDOUT)
         started = time.monotonic()
-        wait_for(lambda: plan_state(state), lambda v: v[0] > 0 and v[2] >= v[0], 60)
+        wait_until(lambda: plan_state(state), lambda v: v[0] > 0 and v[2] >= v[0], 60)
         seed_plan = time.monotonic() - started
-        wait_for(lambda: settled(directory), bool, 300, poll=0.05)
+        wait_until(lambda: settled(directory), bool, 300)
         seed_ready = time.monotonic() - started
         print(f"seed (42 pods, controller start included): plan {seed_plan:.2f} s, "
               f"Ready {seed_ready:.2f} s")

@@ -25,6 +25,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from intake_bench import seed as seed_pending  # noqa: E402  (bench/ is the script's path)
+
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
@@ -47,16 +49,7 @@ def seed(emulator: ke.K8sEmulator, pods: int, nodes: int, workloads: int = 40) -
                          phase="Running") for i in range(nodes)]
     emulator.add(bound[0])
     emulator.add_many(bound[1:], validate_obj=False, copy_obj=False)
-    per, extra = divmod(pods, workloads)
-    for w in range(workloads):
-        count = per + (1 if w < extra else 0)
-        dep = emulator.add(ke.make_deployment(
-            f"orders-{w:03d}", "shop", replicas=count, cpu="4", memory="16Gi",
-            pod_labels={"sco/workload": f"orders-{w:03d}"}))
-        rs = emulator.add(ke.make_replicaset(dep))
-        made = ke.pods_for(rs, count, unschedulable=UNSCHEDULABLE)
-        emulator.add(made[0])
-        emulator.add_many(made[1:], validate_obj=False, copy_obj=False)
+    seed_pending(emulator, pods, workloads)
 
 
 def write_config(directory: Path, kubeconfig: Path) -> Config:

@@ -250,9 +250,10 @@ def leaks(tmp: Path, secret: str, results: list[subprocess.CompletedProcess[str]
     return found + files_holding(tmp, secret)
 
 
-@pytest.mark.parametrize("recorder", [SlurmrestdRejecting], indirect=True)
-def test_the_slurmrestd_jwt_is_sent_but_never_printed_or_stored(tmp_path, recorder):
-    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJyb290In0.c2VjcmV0LXNpZ25hdHVyZS0xMjM0NQ"
+def slurm_jwt_runs(tmp_path: Path, recorder: Recorder, jwt: str, *last: str
+                   ) -> tuple[Path, list[subprocess.CompletedProcess[str]]]:
+    """A config whose slurmrestd token file holds `jwt`, then watch, gate --workload, events
+    --json and `scoctl *last` against the `recorder` server: the token file and the results."""
     token_file = tmp_path / "jwt"
     token_file.write_text(jwt + "\n")
     config = tmp_path / "config.yaml"
@@ -260,12 +261,18 @@ def test_the_slurmrestd_jwt_is_sent_but_never_printed_or_stored(tmp_path, record
                       + "workloads: [{name: train, source: slurm, partition: cpu}]\n"
                       + f"slurm: {{rest_url: '{recorder.url}', rest_token_file: {token_file}}}\n")
     assert scoctl(tmp_path, "--config", str(config), "init").returncode == 0
+    return token_file, [
+        scoctl(tmp_path, "--config", str(config), "-vv", "watch", "--source", "slurm"),
+        scoctl(tmp_path, "--config", str(config), "-vv", "gate", "--backend", "slurm",
+               "--cpus", "2", "--workload", "train", "--json"),
+        scoctl(tmp_path, "--config", str(config), "events", "--json"),
+        scoctl(tmp_path, "--config", str(config), *last)]
 
-    results = [scoctl(tmp_path, "--config", str(config), "-vv", "watch", "--source", "slurm"),
-               scoctl(tmp_path, "--config", str(config), "-vv", "gate", "--backend", "slurm",
-                      "--cpus", "2", "--workload", "train", "--json"),
-               scoctl(tmp_path, "--config", str(config), "events", "--json"),
-               scoctl(tmp_path, "--config", str(config), "status", "--json")]
+
+@pytest.mark.parametrize("recorder", [SlurmrestdRejecting], indirect=True)
+def test_the_slurmrestd_jwt_is_sent_but_never_printed_or_stored(tmp_path, recorder):
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJyb290In0.c2VjcmV0LXNpZ25hdHVyZS0xMjM0NQ"
+    token_file, results = slurm_jwt_runs(tmp_path, recorder, jwt, "status", "--json")
 
     assert any(jwt in seen for seen in recorder.seen), "the JWT was never sent"
     assert results[0].returncode == 1, results[0].stderr  # an API failure, not a crash
@@ -278,19 +285,7 @@ def test_the_slurmrestd_jwt_is_sent_but_never_printed_or_stored(tmp_path, record
 def test_a_jwt_echoed_in_slurmrestds_error_body_reaches_no_output_and_no_event(tmp_path,
                                                                                recorder):
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.ZWNob2VkLWJhY2stc2lnbmF0dXJl"
-    token_file = tmp_path / "jwt"
-    token_file.write_text(jwt + "\n")
-    config = tmp_path / "config.yaml"
-    config.write_text(BASE_CONFIG.format(tmp=tmp_path)
-                      + "workloads: [{name: train, source: slurm, partition: cpu}]\n"
-                      + f"slurm: {{rest_url: '{recorder.url}', rest_token_file: {token_file}}}\n")
-    assert scoctl(tmp_path, "--config", str(config), "init").returncode == 0
-
-    results = [scoctl(tmp_path, "--config", str(config), "-vv", "watch", "--source", "slurm"),
-               scoctl(tmp_path, "--config", str(config), "-vv", "gate", "--backend", "slurm",
-                      "--cpus", "2", "--workload", "train", "--json"),
-               scoctl(tmp_path, "--config", str(config), "events", "--json"),
-               scoctl(tmp_path, "--config", str(config), "events")]
+    token_file, results = slurm_jwt_runs(tmp_path, recorder, jwt, "events")
 
     assert any(jwt in seen for seen in recorder.seen), "the JWT was never sent"
     gate = json.loads(results[1].stdout)
