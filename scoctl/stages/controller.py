@@ -563,16 +563,13 @@ class Steps:
         """The notice stage on reconcile's own server listing (DESIGN §14); the workloads a new
         notice leaves to re-plan are dirty, so the next step re-plans and launches their
         replacements."""
-        from scoctl.stages.notice import run_notices
-        from scoctl.stages.slurm_power import release_nodes
+        from scoctl.stages.run import notices_and_release
 
         o = self.owner
-        result = run_notices(o.config, o.store, o.clock,
-                             connect=lambda cfg, reg: self.cloud(cfg, reg), cluster=o.cached,
-                             scheduler=o.scheduler, leads=o.lead.leads,
-                             servers={r.region: r.servers for r in listed.regions})
-        if result.release:
-            release_nodes(o.store, result.release, suspend=False)
+        result = notices_and_release(o.config, o.store, o.clock, listed,
+                                     connect=lambda cfg, reg: self.cloud(cfg, reg),
+                                     cluster=o.cached, scheduler=o.scheduler,
+                                     leads=o.lead.leads)
         return list(result.errors)
 
     def plans_behind(self) -> bool:

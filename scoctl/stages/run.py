@@ -50,7 +50,7 @@ from scoctl.stages.acquire import (
 )
 from scoctl.stages.join_tokens import JoinTokens
 from scoctl.stages.metrics import RunSample, StageSample
-from scoctl.stages.notice import run_notices
+from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.stages.plan import run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.stages.retention import prune_state
@@ -149,6 +149,18 @@ def reconcile_and_release(config: Config, store: Store, clock: Clock,
     if result.released:
         release_nodes(store, result.released, suspend=False)
     return replace(result, pruned=prune_state(config, store, clock))
+
+
+def notices_and_release(config: Config, store: Store, clock: Clock,
+                        listed: ReconcileResult | None, **options: Any) -> NoticeResult:
+    """The notice stage on reconcile's server listing (`listed`; None: it lists for itself),
+    with `run_notices`'s other options; then the noticed Slurm nodes leave their claims, so no
+    second server is launched under their names (`run` and the controller both call this)."""
+    servers = {r.region: r.servers for r in listed.regions} if listed is not None else None
+    result = run_notices(config, store, clock, servers=servers, **options)
+    if result.release:
+        release_nodes(store, result.release, suspend=False)
+    return result
 
 
 # --------------------------------------------------------------------------- one pass
@@ -364,12 +376,9 @@ def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
         return result, list(result.errors)
 
     def notice(listed: ReconcileResult | None) -> tuple[Any, list[str]]:
-        servers = {r.region: r.servers for r in listed.regions} if listed else None
-        result = run_notices(config, store, clock, region=region, connect=this_pass.cloud,
-                             cluster=systems.cluster, scheduler=systems.scheduler,
-                             servers=servers, sleep=sleep, leads=leads)
-        if result.release:
-            release_nodes(store, result.release, suspend=False)
+        result = notices_and_release(config, store, clock, listed, region=region,
+                                     connect=this_pass.cloud, cluster=systems.cluster,
+                                     scheduler=systems.scheduler, sleep=sleep, leads=leads)
         return result, list(result.errors)
 
     watched = this_pass.stage("watch", watch,
