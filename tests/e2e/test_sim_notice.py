@@ -107,8 +107,9 @@ def running_everywhere(region: Region) -> dict[str, Any]:
 def notice_and_follow(region: Region, step: Callable[[], None], seed: str) -> None:
     """Give two instances a 60 s notice, call `step` every second until their servers are gone
     (or the deadline comes), and check the whole flow: the replacements Ready and every pod
-    evicted before the deadline, the PodDisruptionBudget held, no pod killed by a reclaim."""
-    running_everywhere(region)
+    evicted before the deadline, the PodDisruptionBudget held, no pod killed by a reclaim.
+    The pods must already run everywhere: no `run --once` here, as one would race a running
+    controller for the run lock (exit 75 while a pass holds it)."""
     api = region.api()
     watch = ReadyWatch(api)
     watch.start()
@@ -160,6 +161,7 @@ def notice_and_follow(region: Region, step: Callable[[], None], seed: str) -> No
 
 def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
         region: Region) -> None:
+    running_everywhere(region)
     notice_and_follow(region, lambda: region.scoctl("run", "--once"), seed="13")
 
 
