@@ -171,6 +171,9 @@ class Timeouts:
     run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
     retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
     reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
+    # `run --follow`, while reclaimable capacity is held: reconcile (whose server listing shows
+    # a `sco:reclaim-at` notice) at least this often; 0: only every reconcile_interval
+    notice_poll: float = 5.0
     drain_margin: float = 15.0  # before a reclaim deadline: evictions give way to deletions
 
 
@@ -356,7 +359,8 @@ FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
                                "ca_cert_hash", "join_tokens"}),
     ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
                               "orphan_grace", "lock_wait", "launch_settle", "api", "run",
-                              "retry_budget", "reconcile_interval", "drain_margin"}),
+                              "retry_budget", "reconcile_interval", "notice_poll",
+                              "drain_margin"}),
     ("retention",): frozenset({"events", "instances", "launches"}),
     ("gate",): frozenset({"timeout"}),
     ("intake",): frozenset({"batch_idle", "batch_max"}),

@@ -14,8 +14,10 @@ changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came
   availability); `Due.kubernetes` / `Due.slurm` say which sources it reads;
 * ``act`` — plan and acquire, at once after an intake that changed a claim, after a stage left
   workloads to re-plan (an exclusion, a reclaim), and again after a failed acquire;
-* ``reconcile`` — every `reconcile` seconds, right after launches, every `follow_up` seconds
-  while launched servers boot, and when asked (at most once per `gap`).
+* ``reconcile`` — every `reconcile` seconds (every `notice` seconds while the fleet holds
+  reclaimable capacity: the server listing is where a `sco:reclaim-at` notice shows, DESIGN
+  §14), right after launches, every `follow_up` seconds while launched servers boot or a
+  noticed instance drains, and when asked (at most once per `gap`).
 
 A step that failed (an API down) is retried with exponential back-off (`backoff`), never in a
 tight loop; `recovered` ends the back-off at once when the API answers again (the pod watch is
@@ -41,7 +43,7 @@ BACKOFF_MAX_S = 60.0
 @dataclass(frozen=True)
 class Timers:
     """The controller's periods, in seconds (from the config: `intake`, `slurm.poll`,
-    `timeouts.reconcile_interval`)."""
+    `timeouts.reconcile_interval`, `timeouts.notice_poll`; a `notice` of 0 is off)."""
 
     batch_idle: float = 1.0
     batch_max: float = 5.0
@@ -49,6 +51,7 @@ class Timers:
     spool: float = 1.0
     reconcile: float = 15.0
     follow_up: float = 2.0
+    notice: float = 0.0
     gap: float = 1.0
     slurm: bool = False  # Slurm is a source: the periodic intake reads it
 
@@ -206,11 +209,29 @@ def after_act(s: Schedule, t: Timers, now: float, *, failed: bool, launched: boo
     return _failed(out, "act", now) if failed else _succeeded(out, "act")
 
 
+def reconcile_period(t: Timers, *, booting: bool, reclaimable: bool) -> float:
+    """Seconds until the next reconcile: `follow_up` while servers boot (or a noticed instance
+    drains), else `reconcile` — or `notice`, when shorter and on, while reclaimable capacity is
+    held (its notice, in the server listing, is seen that much sooner)."""
+    if booting:
+        return t.follow_up
+    if reclaimable and t.notice > 0:
+        return min(t.reconcile, t.notice)
+    return t.reconcile
+
+
+def holds_reclaimable(pools: Iterable[str | None], tiers: Mapping[str, str]) -> bool:
+    """Some live instance (given by its pool) sits in a pool of the reclaimable tier."""
+    return any(tiers.get(p or "") == "reclaimable" for p in pools)
+
+
 def after_reconcile(s: Schedule, t: Timers, now: float, *, failed: bool, booting: bool,
-                    replan: bool) -> Schedule:
-    """A reconcile ran. `booting`: launched servers are not Ready yet (look again in
-    `follow_up` seconds); `replan`: it left workloads to re-plan (lost units, exclusions)."""
-    period = t.follow_up if booting else t.reconcile
+                    replan: bool, reclaimable: bool = False) -> Schedule:
+    """A reconcile ran. `booting`: launched servers are not Ready yet, or a noticed instance
+    drains (look again in `follow_up` seconds); `reclaimable`: the fleet holds reclaimable
+    capacity (look again in `notice` seconds); `replan`: it left workloads to re-plan (lost
+    units, exclusions)."""
+    period = reconcile_period(t, booting=booting, reclaimable=reclaimable)
     out = replace(s, reconcile=False, last_reconcile=now, next_reconcile=now + period,
                   act=s.act or replan)
     return _failed(out, "reconcile", now) if failed else _succeeded(out, "reconcile")

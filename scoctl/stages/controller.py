@@ -45,6 +45,7 @@ from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
 from scoctl.core.intake import is_managed_pod
+from scoctl.core.reconcile import LIVE
 from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
@@ -133,6 +134,7 @@ def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
     return decide.Timers(batch_idle=config.intake.batch_idle,
                          batch_max=config.intake.batch_max, poll=config.slurm.poll,
                          reconcile=config.timeouts.reconcile_interval,
+                         notice=config.timeouts.notice_poll,
                          gap=min(1.0, config.intake.batch_idle) or 0.5,
                          slurm="slurm" in sources)
 
@@ -551,13 +553,18 @@ class Steps:
         for api in ("nova", "kubernetes", "slurm"):
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
                 o.api(api, decide.error_of(errors, api))
-        booting = any(i.status in BOOTING for i in o.store.instances())
+        instances = o.store.instances()
+        booting = any(i.status in BOOTING for i in instances)
         noticed = bool(o.store.noticed())  # a drain advances once a pass: look again soon
+        reclaimable = decide.holds_reclaimable(
+            (i.pool for i in instances if i.status in LIVE),
+            {p.name: p.tier for p in o.config.pools})
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
                                             failed=bool(errors), booting=booting or noticed,
-                                            replan=bool(o.store.dirty()))
-        return errors, {"booting": booting, "noticed": noticed}
+                                            replan=bool(o.store.dirty()),
+                                            reclaimable=reclaimable)
+        return errors, {"booting": booting, "noticed": noticed, "reclaimable": reclaimable}
 
     def notices(self, listed: ReconcileResult) -> list[str]:
         """The notice stage on reconcile's own server listing (DESIGN §14); the workloads a new

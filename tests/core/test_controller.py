@@ -58,6 +58,33 @@ def test_a_changed_claim_is_planned_and_acquired_in_the_same_pass() -> None:
     assert c.next_step(s, T, 3.0).step == "reconcile"  # follow-up while servers boot
 
 
+def test_reclaimable_capacity_is_reconciled_every_notice_poll_and_committed_every_interval(
+) -> None:
+    """A `sco:reclaim-at` notice shows in reconcile's server listing: while the fleet holds
+    reclaimable capacity the listing runs every `notice` seconds, not every `reconcile`."""
+    timers = c.Timers(poll=60.0, spool=60.0, reconcile=15.0, notice=5.0, follow_up=2.0)
+    for reclaimable, due_at in ((True, 5.0), (False, 15.0)):
+        s = c.after_intake(c.start(0.0), timers, 0.0, c.Due("intake", kubernetes=True),
+                           failed=False, changed=False, replan=False)
+        s = c.after_reconcile(s, timers, 0.0, failed=False, booting=False, replan=False,
+                              reclaimable=reclaimable)
+        assert c.next_step(s, timers, due_at - 0.01).step is None
+        assert c.next_step(s, timers, due_at).step == "reconcile"
+    assert c.reconcile_period(timers, booting=True, reclaimable=True) == 2.0
+    off = c.Timers(reconcile=15.0, notice=0.0)  # notice_poll: 0 turns it off
+    assert c.reconcile_period(off, booting=False, reclaimable=True) == 15.0
+    fast = c.Timers(reconcile=3.0, notice=5.0)  # never slower than reconcile_interval
+    assert c.reconcile_period(fast, booting=False, reclaimable=True) == 3.0
+
+
+def test_only_a_live_instance_in_a_reclaimable_pool_counts_as_reclaimable_capacity() -> None:
+    tiers = {"a": "committed", "b": "reclaimable"}
+    assert c.holds_reclaimable(["a", "b"], tiers)
+    assert not c.holds_reclaimable(["a", None], tiers)
+    assert not c.holds_reclaimable(["gone-from-config"], tiers)
+    assert not c.holds_reclaimable([], tiers)
+
+
 def test_an_unchanged_claim_plans_nothing() -> None:
     s = c.demand_changed(settled(), 0.0)
     s = c.after_intake(s, T, 1.0, c.next_step(s, T, 1.0), failed=False, changed=False,

@@ -152,9 +152,11 @@ def notice_and_follow(region: Region, step: Callable[[], None], seed: str) -> No
     assert "reclaim at the notice deadline" not in log  # scoctl was first
     body = region.sim_status()
     assert body["pods"]["running"] == REPLICAS
+    lead = min(e["detail"]["lead_seconds"] for e in events if e["token"] == "RECLAIM_NOTICED")
     ready_s = max(r["seconds"] for r in ready)
     before = min(r["before_deadline_seconds"] for r in reclaimed)
-    print(f"60 s notice: replacements Ready after {ready_s:.1f} s, {len(on_noticed)} pods "
+    print(f"60 s notice: seen with {lead:.1f} s left, replacements Ready after {ready_s:.1f} s, "
+          f"{len(on_noticed)} pods "
           f"evicted, noticed servers gone after {gone_after:.1f} s ({before:.1f} s before the "
           f"deadline), fewest Ready pods {watch.lowest}/{REPLICAS} over {watch.samples} samples")
 
@@ -167,16 +169,29 @@ def test_a_60s_notice_moves_every_pod_before_the_deadline_within_the_budget(
 
 def test_the_controller_drains_and_replaces_a_noticed_instance_on_its_own(
         region: Region) -> None:
-    """`run --follow` alone (no pass from outside): the notice in the server metadata reaches
-    it through its reconcile timer, and it looks again every follow-up while the drain runs."""
+    """`run --follow` alone (no pass from outside), already past its first reconcile when the
+    notice comes: the notice in the server metadata reaches it through `timeouts.notice_poll`
+    (the fleet holds reclaimable capacity) — its `reconcile_interval` here is 120 s, past the
+    60 s deadline — and it looks again every follow-up while the drain runs."""
     running_everywhere(region)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)
-    log = (region.cwd / "controller.log").open("w")
+    config = yaml.safe_load(region.config.read_text())
+    config.setdefault("timeouts", {}).update(reconcile_interval="120s", notice_poll="3s")
+    slow = region.cwd / "controller.yaml"
+    slow.write_text(yaml.safe_dump(config))
+    log_path = region.cwd / "controller.log"
+    log = log_path.open("w")
     controller = subprocess.Popen(
-        [sys.executable, "-m", "scoctl", "--config", str(region.config), "run", "--follow"],
+        [sys.executable, "-m", "scoctl", "--config", str(slow), "run", "--follow"],
         cwd=region.cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
+        deadline = time.monotonic() + 60
+        while "reconcile" not in log_path.read_text():  # its first pass reconciled
+            assert controller.poll() is None and time.monotonic() < deadline, \
+                log_path.read_text()[-2000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # the notice comes between reconciles, not at start-up
         notice_and_follow(region, lambda: None, seed="29")
         assert controller.poll() is None, "the controller stopped"
     finally:
