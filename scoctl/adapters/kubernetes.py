@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import gc
 import json
 import logging
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -25,6 +24,7 @@ from typing import Any, TypeGuard, TypeVar
 
 from scoctl.adapters.cluster import ManagedKind, NodeEvent, PodEvent
 from scoctl.adapters.kube_client import KubeClient, Raw, api_errors
+from scoctl.bulk import collector_paused
 from scoctl.core.demand import (
     MANAGED_LABEL,
     Condition,
@@ -160,22 +160,6 @@ def _containers(raws: Any) -> tuple[Container, ...]:
                     tuple([(str(name), value if isinstance(value, str) else str(value))
                            for name, value in requests.items()])))
     return _containers_of(tuple(key))
-
-
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """Pause the cyclic garbage collector while decoding and converting a large list.
-
-    Hundreds of thousands of fresh dicts trigger repeated full collections that find nothing to
-    free (they are all alive); pausing roughly halves the conversion time of a 40,000-pod list.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _int(value: Any) -> int:
@@ -395,7 +379,7 @@ class KubernetesCluster(KubeClient):
     def pods(self, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[PodInfo]:
         """See `Cluster.pods`."""
-        with _bulk():
+        with collector_paused():
             items, _ = self._pods_raw(namespace, label_selector, field_selector)
             return _convert_all(items, pod_info, "pod")
 
@@ -415,7 +399,7 @@ class KubernetesCluster(KubeClient):
                                   else self._core.list_pod_for_all_namespaces)
 
         def relist() -> tuple[str, PodEvent]:
-            with _bulk():
+            with collector_paused():
                 items, rv = self._pods_raw(namespace, label_selector, field_selector)
                 pods = tuple(_convert_all(items, pod_info, "pod"))
             return rv, PodEvent("RESYNC", rv, pods=pods)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scoctl.adapters.ranking import load_ranking
+from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
@@ -32,7 +33,6 @@ from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
-from scoctl.stages.bulk import collector_paused
 from scoctl.state import Store, open_store
 
 FILE_SOURCE = "file"

@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
 from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
@@ -55,7 +56,6 @@ from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
 from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
-from scoctl.stages.bulk import collector_paused
 from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
 from scoctl.stages.tokens import record_token
 from scoctl.state import Store

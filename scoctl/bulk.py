@@ -1,6 +1,7 @@
 """Bulk work over tens of thousands of fresh values: the cyclic garbage collector paused.
 
-A watch pass over 40,000 pods or a plan over 1,000 workloads and 2,000 pools allocates
+Decoding and converting a list of 40,000 pods (the Kubernetes adapter), a watch pass over them
+or a plan over 1,000 workloads and 2,000 pools allocates
 hundreds of thousands of containers that all stay alive until the stage commits. Each one
 counts towards the collector's thresholds, so the collector runs full collections over them
 again and again and finds nothing to free; at that scale they cost a third of a watch pass

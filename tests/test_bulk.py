@@ -1,4 +1,5 @@
-"""The stages' bulk work runs with the cyclic collector paused, and restores it."""
+"""Bulk work (the Kubernetes adapter's list decoding, a watch pass, a plan) runs with the
+cyclic collector paused, and restores it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scoctl.stages.bulk import collector_paused
+from scoctl.bulk import collector_paused
 
 
 @pytest.fixture
