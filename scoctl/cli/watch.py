@@ -36,14 +36,11 @@ def watch(
     Example:
       scoctl watch --source k8s --once --json
     """
-    import signal
-    import threading
-
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_FAILURE, UsageError
-    from scoctl.stages.watch import WatchResult, connect, follow, resolve_sources, run_pass
+    from scoctl.stages.watch import WatchResult, connected, resolve_sources, run_pass, serve
 
     if once and follow_:
         raise UsageError("--once and --follow exclude each other")
@@ -51,7 +48,6 @@ def watch(
     config = g.config()
     sources = resolve_sources(config, source)
     clock = SystemClock()
-    cluster, scheduler = connect(config, sources)
 
     def show(result: WatchResult) -> None:
         if g.json:
@@ -83,46 +79,18 @@ def watch(
         for error in result.errors:
             render.warn(error)
 
-    try:
-        if not follow_:
-            with g.writer(wait, create=True) as store:
-                result = run_pass(config, store, clock, sources=sources,
-                                  teardown=not no_teardown, cluster=cluster, scheduler=scheduler)
-            show(result)
-            if result.errors:
-                raise typer.Exit(EXIT_FAILURE)
-            return
-        from scoctl.host.lock import run_lock
-
-        # --follow holds the run lock only while a pass records, never in between, so
-        # `scoctl run` on a timer keeps running beside it
-        with g.writer(wait, create=True):
-            pass  # create/migrate the state under the lock once
-        lock_wait = config.timeouts.lock_wait if wait is None else wait
-        with g.open_store() as store:
-            stop = threading.Event()
-
-            def interrupted(signum: int, frame: object) -> None:
-                # Event.set() here could deadlock: the handler may interrupt this thread inside
-                # stop.wait(), which holds the Event's non-reentrant lock. Set it from a thread.
-                threading.Thread(target=stop.set, name="scoctl-stop", daemon=True).start()
-
-            previous = {sig: signal.signal(sig, interrupted)
-                        for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                follow(config, store, clock, sources=sources, stop=stop, on_pass=show,
-                       teardown=not no_teardown, cluster=cluster, scheduler=scheduler,
-                       on_error=lambda message: render.warn(message),
-                       guard=lambda: run_lock(g.lock_path(), wait=lock_wait))
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-    finally:
-        if cluster is not None:
-            cluster.close()
-        close = getattr(scheduler, "close", None)
-        if callable(close):
-            close()
+    if follow_:
+        serve(config, g.state_path(), clock, sources=sources, lock_path=g.lock_path(),
+              lock_wait=config.timeouts.lock_wait if wait is None else wait, on_pass=show,
+              on_error=render.warn, teardown=not no_teardown)
+        return
+    with connected(config, sources) as (cluster, scheduler):
+        with g.writer(wait, create=True) as store:
+            result = run_pass(config, store, clock, sources=sources, teardown=not no_teardown,
+                              cluster=cluster, scheduler=scheduler)
+    show(result)
+    if result.errors:
+        raise typer.Exit(EXIT_FAILURE)
 
 
 def register(app: typer.Typer) -> None:

@@ -642,28 +642,21 @@ def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, l
     SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock. `lead`
     (the caller ends it) is the controller's leadership of the regions."""
     from scoctl.host.lock import run_lock
-    from scoctl.stages.watch import available_sources, connect
+    from scoctl.stages.watch import available_sources, connected
     from scoctl.state import open_store
 
     sources = tuple(available_sources(config))
     password = config.state_password_file
     with run_lock(lock_path, wait=lock_wait):
         open_store(state, create=True, password_file=password).close()
-    cluster, scheduler = connect(config, sources)
     signals = Signals()
-    try:
-        with open_store(state, password_file=password) as store, signals.installed():
-            controller = Controller(
-                config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
-                lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
-                report=report, notifier=Notifier(), teardown=teardown, lead=lead)
-            code = controller.run(signals)
-    finally:
-        if cluster is not None:
-            cluster.close()
-        close = getattr(scheduler, "close", None)
-        if callable(close):
-            close()
+    with (connected(config, sources) as (cluster, scheduler),
+          open_store(state, password_file=password) as store, signals.installed()):
+        controller = Controller(
+            config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
+            lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
+            report=report, notifier=Notifier(), teardown=teardown, lead=lead)
+        code = controller.run(signals)
     report(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
            f"{controller.passes} passes")
     return code

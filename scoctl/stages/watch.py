@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import logging
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from scoctl.bulk import collector_paused
@@ -695,11 +697,58 @@ def resolve_sources(config: Config, source: str) -> list[Source]:
     return ["k8s"] if source == "k8s" else ["slurm"]
 
 
-def connect(config: Config, sources: Collection[Source],
-            ) -> tuple[Cluster | None, BatchScheduler | None]:
-    """The adapters the sources need (lazily imported)."""
+@contextmanager
+def connected(config: Config, sources: Collection[Source],
+              ) -> Iterator[tuple[Cluster | None, BatchScheduler | None]]:
+    """The adapters the sources need (lazily imported), closed when the block ends."""
     from scoctl.adapters.factory import cluster_for, scheduler_for
 
     cluster = cluster_for(config) if "k8s" in sources else None
     scheduler = scheduler_for(config) if "slurm" in sources else None
-    return cluster, scheduler
+    try:
+        yield cluster, scheduler
+    finally:
+        if cluster is not None:
+            cluster.close()
+        close = getattr(scheduler, "close", None)
+        if callable(close):
+            close()
+
+
+@contextmanager
+def stop_on_signal() -> Iterator[threading.Event]:
+    """An Event set by SIGINT or SIGTERM for the block; the previous handlers come back after.
+
+    The handler sets it from a thread: Event.set() in the handler itself could deadlock, as the
+    handler may interrupt this thread inside stop.wait(), which holds the Event's lock."""
+    stop = threading.Event()
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        threading.Thread(target=stop.set, name="scoctl-stop", daemon=True).start()
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(config: Config, state: Path | str, clock: Clock, *, sources: Collection[Source],
+          lock_path: Path, lock_wait: float, on_pass: Callable[[WatchResult], None],
+          on_error: Callable[[str], None], teardown: bool = True) -> int:
+    """``scoctl watch --follow``: connect the sources, create or migrate the state once under
+    the run lock, then stream (`follow`) until SIGINT / SIGTERM, holding the lock only while a
+    pass records — never in between, so ``scoctl run`` on a timer keeps running beside it.
+    Returns the number of passes."""
+    from scoctl.host.lock import run_lock
+    from scoctl.state import open_store
+
+    password = config.state_password_file
+    with connected(config, sources) as (cluster, scheduler):
+        with run_lock(lock_path, wait=lock_wait):
+            open_store(state, create=True, password_file=password).close()
+        with open_store(state, password_file=password) as store, stop_on_signal() as stop:
+            return follow(config, store, clock, sources=sources, stop=stop, on_pass=on_pass,
+                          teardown=teardown, cluster=cluster, scheduler=scheduler,
+                          on_error=on_error, guard=lambda: run_lock(lock_path, wait=lock_wait))
