@@ -47,8 +47,9 @@ def run(
 
     With --follow (the controller, for configs/systemd/scoctl-controller.service) demand is
     planned and acquired once the intake batch window closes (1 s idle / 5 s at most),
-    reconcile runs every timeouts.reconcile_interval and right after launches, and the lock is
-    held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
+    reconcile runs every timeouts.reconcile_interval (every timeouts.notice_poll while
+    reclaimable capacity is held, for reclaim notices) and right after launches, and the lock
+    is held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
     config (an invalid one is refused and the old one kept). On a PostgreSQL state the
     controller of each host competes for every region's lease and makes mutating Nova calls
     only for the regions it leads (DESIGN §15).
