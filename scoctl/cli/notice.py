@@ -22,6 +22,9 @@ def notice(
         "from now (+90s, +5m). A time in the past is acted on at once.",
         show_default=False)] = "",
     reason: Annotated[str, typer.Option("--reason", help="Why (shown in the events).")] = "",
+    withdraw: Annotated[bool, typer.Option(
+        "--withdraw", help="Take back the notice given to this --server or --pool: its nodes "
+        "are uncordoned and back in service at the next pass (no --at).")] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Announce that a server, or every server of a pool, is reclaimed at --at: the next pass
@@ -34,8 +37,9 @@ def notice(
     the spool. Nothing is recorded on bad input (exit 2).
 
     \b
-    Example:
+    Examples:
       scoctl notice --pool c4.xlarge.az1.spot --at +10m --reason "lease ends"
+      scoctl notice --pool c4.xlarge.az1.spot --withdraw --reason "lease extended"
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -44,12 +48,16 @@ def notice(
 
     g = globals_of(ctx, json=json_out)
     spooled = announce(g.config(), g.state_path(), SystemClock(), server=server, pool=pool,
-                       at=at, reason=reason)
+                       at=at, reason=reason, withdraw=withdraw)
     if g.json:
         render.print_json(spooled.as_json())
         return
     what = f"server {spooled.name} ({spooled.target})" if spooled.kind == "server" \
         else f"every server of pool {spooled.target}"
+    if withdraw:
+        render.line(f"withdrawal of the reclaim notice for {what} spooled: the next pass "
+                    "uncordons what it held")
+        return
     render.line(f"reclaim notice for {what} at {spooled.deadline} spooled: the next pass acts "
                 "on it")
 

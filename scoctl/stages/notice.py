@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region, is_url, parse_duration
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOTICE_TOKEN = "RECLAIM_NOTICE"
+WITHDRAW_TOKEN = "RECLAIM_NOTICE_WITHDRAWN"  # `scoctl notice --withdraw`
 # A refused eviction is tried again this many times within the pass, this far apart (as
 # kubectl drain does): the pod evicted a moment ago is often back and Ready by then, and the
 # budget allows the next one. What is still refused waits for the next pass.
@@ -115,6 +116,14 @@ def policy_of(config: Config) -> NoticePolicy:
                         cooldown=config.timeouts.negative_cache)
 
 
+def withdrawal_from_spool(event: SpoolEvent) -> tuple[str, str] | None:
+    """The (kind, target) a ``scoctl notice --withdraw`` file takes back (None: not one)."""
+    kind, target = event.detail.get("kind"), event.detail.get("target")
+    if event.token != WITHDRAW_TOKEN or kind not in ("server", "pool") or not target:
+        return None
+    return str(kind), str(target)
+
+
 def notice_from_spool(event: SpoolEvent) -> NoticeRecord | None:
     """The notice a spool file carries (None: not one ``scoctl notice`` writes)."""
     detail = event.detail
@@ -130,18 +139,23 @@ def notice_from_spool(event: SpoolEvent) -> NoticeRecord | None:
 
 
 def ingest_spool(config: Config, store: Store) -> int:
-    """Record the notices ``scoctl notice`` spooled; each file is removed once committed."""
+    """Record the notices ``scoctl notice`` spooled, and forget those it withdrew (in the
+    order they were spooled; the next decision then uncordons what a withdrawn notice held).
+    Each file is removed once committed. Returns how many files took effect."""
     events = list(pending_events(notice_dir(config.spool), NOTICE_KIND))
     if not events:
         return 0
     recorded = 0
     with store.transaction():
         for event in events:
-            notice = notice_from_spool(event)
-            if notice is None:
+            notice, withdrawn = notice_from_spool(event), withdrawal_from_spool(event)
+            if notice is not None:
+                store.add_notice(notice)
+            elif withdrawn is not None:
+                store.drop_notices([withdrawn])
+            else:
                 log.warning("notice spool: %s is not a reclaim notice; ignored", event.path.name)
                 continue
-            store.add_notice(notice)
             recorded += 1
     for event in events:
         discard(event)
@@ -156,14 +170,15 @@ class Spooled:
     target: str
     name: str
     region: str
-    deadline: str
+    deadline: str  # empty for a withdrawal
     reason: str
     path: str
+    withdraw: bool = False
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "target": self.target, "name": self.name,
                 "region": self.region, "deadline": self.deadline, "reason": self.reason,
-                "spooled": self.path}
+                "withdraw": self.withdraw, "spooled": self.path}
 
 
 def deadline_of(text: str, now: datetime) -> datetime:
@@ -211,18 +226,24 @@ def _managed_server(config: Config, state: Path | str, server: str
 
 
 def announce(config: Config, state: Path | str, clock: Clock, *, server: str | None,
-             pool: str | None, at: str, reason: str = "") -> Spooled:
+             pool: str | None, at: str, reason: str = "", withdraw: bool = False) -> Spooled:
     """Check a notice and drop it into the spool's notice folder (no lock, no state write).
+    With `withdraw`, the notice ``scoctl notice`` gave this server or pool is taken back: its
+    instances are uncordoned and back in service at the next pass (a ``sco:reclaim-at`` key
+    on a server is the reclaimer's, and stays in force).
 
     Raises UsageError on bad input (nothing is written): neither or both of `server` and
     `pool`, an unknown pool or server, a server scoctl does not manage, an `at` that does not
-    parse; ApiError when Nova cannot be asked; ScoctlError when the spool is not writable.
+    parse (or any `at` with `withdraw`); ApiError when Nova cannot be asked; ScoctlError when
+    the spool is not writable.
     """
     if (server is None) == (pool is None):
         raise UsageError("give --server ID or --pool POOL (one of them)")
-    if not at:
+    if withdraw and at:
+        raise UsageError("--withdraw takes no --at: it takes the notice back")
+    if not at and not withdraw:
         raise UsageError("--at is required: the time of the reclaim")
-    deadline = rfc3339(deadline_of(at, clock.now()))
+    deadline = "" if withdraw else rfc3339(deadline_of(at, clock.now()))
     if pool is not None:
         spec = next((p for p in config.pools if p.name == pool), None)
         if spec is None:
@@ -232,14 +253,16 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
         assert server is not None
         target, name, region, workload = _managed_server(config, state, server)
         kind = "server"
-    detail = {"kind": kind, "target": target, "name": name, "region": region, "at": deadline,
-              "reason": reason}
+    detail = {"kind": kind, "target": target, "name": name, "region": region, "reason": reason}
+    if not withdraw:
+        detail["at"] = deadline
     try:
-        path = write_event(notice_dir(config.spool), ts=rfc3339(clock.now()), token=NOTICE_TOKEN,
+        path = write_event(notice_dir(config.spool), ts=rfc3339(clock.now()),
+                           token=WITHDRAW_TOKEN if withdraw else NOTICE_TOKEN,
                            workload=workload, detail=detail, kind=NOTICE_KIND)
     except OSError as exc:
         raise ScoctlError(f"cannot write to the spool {config.spool}: {exc}") from exc
-    return Spooled(kind, target, name, region, deadline, reason, str(path))
+    return Spooled(kind, target, name, region, deadline, reason, str(path), withdraw)
 
 
 def running_jobs(jobs: Sequence[SlurmJob]) -> dict[str, tuple[int, ...]]:

@@ -62,6 +62,22 @@ def test_a_pool_notice_takes_a_relative_time(cli: Cli, world: Path, tmp_path: Pa
     assert (detail["kind"], detail["target"], detail["region"]) == ("pool", "tiny.a", "region-a")
 
 
+def test_withdraw_spools_a_withdrawal_that_forgets_the_notice_it_follows(
+        cli: Cli, world: Path, tmp_path: Path) -> None:
+    given = cli("--config", str(world), "notice", "--pool", "tiny.a", "--at", "+90s")
+    assert given.code == 0, given.stderr
+    taken = cli("--config", str(world), "notice", "--pool", "tiny.a", "--withdraw", "--json")
+    assert taken.code == 0, taken.stderr
+    body = json.loads(taken.stdout)
+    assert (body["withdraw"], body["kind"], body["target"], body["deadline"]) == (
+        True, "pool", "tiny.a", "")
+    assert [d.get("at") is None for d in spooled(tmp_path)] == [False, True]
+    with open_store(tmp_path / "state.db", clock=FixedClock()) as store:
+        assert ingest_spool(load_config(world), store) == 2
+        assert store.notices() == []  # given, then taken back, in the order spooled
+    assert spooled(tmp_path) == []
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--pool", "nope", "--at", "+60s"], "--pool nope: no such pool"),
     (["--server", "srv-1", "--at", "tomorrow noon"], "--at 'tomorrow noon': not an RFC 3339"),
@@ -69,6 +85,8 @@ def test_a_pool_notice_takes_a_relative_time(cli: Cli, world: Path, tmp_path: Pa
     (["--server", "srv-2", "--at", "+60s"], "is deleted: nothing is left to reclaim"),
     (["--pool", "tiny.a", "--server", "srv-1", "--at", "+60s"], "one of them"),
     (["--pool", "tiny.a"], "--at is required"),
+    (["--pool", "tiny.a", "--withdraw", "--at", "+60s"], "--withdraw takes no --at"),
+    (["--pool", "nope", "--withdraw"], "--pool nope: no such pool"),
 ])
 def test_bad_input_is_exit_2_with_the_option_named_and_nothing_spooled(
         cli: Cli, world: Path, tmp_path: Path, args: list[str], message: str) -> None:

@@ -240,6 +240,31 @@ def test_a_withdrawn_notice_uncordons_and_puts_the_unit_back(world: World) -> No
     assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
 
 
+def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the_server(
+        world: World) -> None:
+    inst = serving(world)
+    announce(world.config, world.config.state, world.clock, server=inst.id, pool=None,
+             at="+60s", reason="lease ends")
+    world.run()
+    held = world.store.instance(inst.id)
+    assert held is not None and held.status == "noticed"
+    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is True
+    taken_back = announce(world.config, world.config.state, world.clock, server=inst.id,
+                          pool=None, at="", reason="lease extended", withdraw=True)
+    assert taken_back.withdraw and taken_back.deadline == ""
+    world.clock.advance(2)
+    world.run()
+    assert world.store.notices() == []
+    back = world.store.instance(inst.id)
+    assert back is not None and back.status == "ready"
+    assert world.detail("RECLAIM_WITHDRAWN")["server"] == inst.id
+    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+    world.clock.advance(60)  # past the old deadline: nothing reclaims it
+    world.run()
+    assert world.cloud.server(inst.id) is not None
+    assert "INSTANCE_RECLAIMED" not in world.tokens()
+
+
 def test_the_deadline_deletes_a_server_whatever_still_runs_there(world: World) -> None:
     inst = serving(world)
     world.notice(inst.id, 40)
