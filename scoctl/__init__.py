@@ -1,3 +1,3 @@
 """scoctl: the command-line tool of a Spot Capacity Orchestrator for on-premises OpenStack."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
