@@ -13,7 +13,6 @@ Two defences, applied together:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +36,8 @@ def remember(secret: str | None) -> None:
     """Register a secret this process read, so that `redact` removes it from every text."""
     if not secret or len(secret) < MIN_SECRET or secret in _known:
         return
+    import json  # here, not at the top: every command's start (and the gate's) imports this
+
     _known.add(secret)
     forms = {secret, json.dumps(secret)[1:-1]}
     _forms.extend(forms - set(_forms))

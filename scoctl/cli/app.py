@@ -16,6 +16,8 @@ from typing import Any
 
 from scoctl.errors import EXIT_FAILURE, EXIT_USAGE, ScoctlError
 
+HELP = frozenset({"--help", "-h"})
+
 
 def __getattr__(name: str) -> Any:
     if name == "app":
@@ -54,7 +56,8 @@ def _typer(argv: list[str]) -> int:
 
 def _dispatch(argv: list[str]) -> int:
     # click answers shell completion when this variable is set, whatever the command line says
-    if "gate" in argv and "_SCOCTL_COMPLETE" not in os.environ:
+    # (--help anywhere: typer answers, so the fast path's own imports are not paid for)
+    if "gate" in argv and "_SCOCTL_COMPLETE" not in os.environ and not HELP & set(argv):
         from scoctl.cli.gate_fast import parse_fast, run_fast
 
         fast = parse_fast(argv)
