@@ -22,7 +22,7 @@ def init(
       scoctl --config /etc/scoctl/config.yaml init
     """
     from scoctl.cli import render
-    from scoctl.host.spool import ensure_spool
+    from scoctl.host.spool import ensure_spool, notice_dir
     from scoctl.state import SCHEMA_VERSION
 
     g = globals_of(ctx, json=json_out)
@@ -38,6 +38,7 @@ def init(
     spool_note = None
     try:
         ensure_spool(config.spool)
+        ensure_spool(notice_dir(config.spool))
     except OSError as exc:
         spool_note = f"spool {config.spool} not created: {exc.strerror}"
         render.warn(spool_note)

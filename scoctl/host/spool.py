@@ -48,10 +48,17 @@ class SpoolEvent:
 
 
 def ensure_spool(directory: Path) -> None:
-    """Create the spool directory (setgid, group-writable) if it is missing."""
-    if not directory.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(directory, SPOOL_MODE)
+    """Create the spool directory if it is missing, and each missing folder above it: setgid
+    and group-writable, so that whoever drops an event first (a Slurm hook as SlurmUser, an
+    operator's `scoctl notice`) leaves a folder the other users of the group can write into
+    and the runner can remove files from."""
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, SPOOL_MODE)
 
 
 def notice_dir(spool: Path) -> Path:
@@ -63,7 +70,7 @@ def notice_dir(spool: Path) -> Path:
 def write_event(directory: Path, *, ts: str, token: str, workload: str,
                 detail: Mapping[str, Any] | None = None, kind: str = TOKEN_KIND) -> Path:
     """Drop one event into the spool atomically; returns its path. Takes no lock."""
-    directory.mkdir(parents=True, exist_ok=True)
+    ensure_spool(directory)
     event: dict[str, Any] = {"ts": ts, "token": token, "workload": workload,
                              "detail": scrub(dict(detail or {}))}
     if kind != TOKEN_KIND:
@@ -178,8 +185,13 @@ def pending_events(directory: Path, kind: str = TOKEN_KIND) -> Iterator[SpoolEve
 
 
 def discard(event: SpoolEvent) -> None:
-    """Remove an ingested event file."""
+    """Remove an ingested event file. One this process may not remove (a folder made by hand
+    without group write) is left with a warning naming it: the pass that ingested it is
+    committed, and every pass after says so until someone fixes the folder."""
     try:
         event.path.unlink()
     except FileNotFoundError:
         pass
+    except PermissionError as exc:
+        log.warning("spool: cannot remove %s (%s); make its folder group-writable "
+                    "(scoctl init does)", event.path, exc.strerror)

@@ -18,8 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ import pytest
 from scoctl.core.model import InstanceRecord
 from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
+from tests.fixtures.users import HookUser, python_for, system_users
 
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = ("_common.sh", "prolog-slurmctld", "epilog-slurmctld", "resume", "suspend",
@@ -39,21 +38,6 @@ SLURMCTLD_HOOKS = {"PROLOG_SLURMCTLD": "prolog-slurmctld",
                    "EPILOG_SLURMCTLD": "epilog-slurmctld", "RESUME_PROGRAM": "resume",
                    "SUSPEND_PROGRAM": "suspend", "RESUME_FAIL_PROGRAM": "resume-fail"}
 SUSPEND_TIME = 4
-
-
-@dataclass(frozen=True)
-class HookUser:
-    """The unprivileged user the hooks run as (SlurmUser, or a submitting user, in a real
-    deployment)."""
-
-    name: str
-    uid: int
-    gid: int
-
-    def argv(self, *command: str) -> list[str]:
-        """`command` run as this user."""
-        return ["/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.gid}",
-                "--init-groups", "--", *command]
 
 
 @dataclass
@@ -102,23 +86,6 @@ class HookCluster:
         return (self.cluster.dir / "log" / "power.log").read_text()
 
 
-def _scoctl_for(user: HookUser, directory: Path) -> Path:
-    """An absolute `scoctl` for hooks run with no PATH — a Python and this checkout — that the
-    hook user can run: with this Python, else the system's of the same version (this one may
-    live under root's home) with this environment's packages on the path."""
-    pythonpath = f"{REPO}:{sysconfig.get_paths()['purelib']}"
-    path = directory / "scoctl"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for python in (sys.executable, f"/usr/bin/python{version}"):
-        path.write_text(f"#!/bin/sh\nPYTHONPATH={pythonpath} exec {python} -m scoctl \"$@\"\n")
-        path.chmod(0o755)
-        done = subprocess.run(user.argv(str(path), "--help"), env={"PATH": "/usr/bin:/bin"},
-                              capture_output=True, text=True, timeout=60, check=False)
-        if done.returncode == 0:
-            return path
-    pytest.fail(f"no Python the user {user.name} can run scoctl with")
-
-
 def _as_user_wrapper(directory: Path, user: HookUser, hook: Path) -> Path:
     """What slurm.conf names: slurmctld (SlurmUser root here) runs the hook as `user`."""
     path = directory / f"as-user-{hook.name}"
@@ -131,16 +98,8 @@ def _as_user_wrapper(directory: Path, user: HookUser, hook: Path) -> Path:
 def hook_user() -> Iterator[HookUser]:
     if os.geteuid() != 0:
         pytest.skip("needs root to create the hook user and start the Slurm daemons")
-    name = f"scohook{os.getpid()}"[:32]
-    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                    "--shell", "/usr/sbin/nologin", "--user-group", name],
-                   check=True, capture_output=True, timeout=60)
-    try:
-        ids = subprocess.run(["id", "-u", name], check=True, capture_output=True, text=True)
-        gid = subprocess.run(["id", "-g", name], check=True, capture_output=True, text=True)
-        yield HookUser(name, int(ids.stdout), int(gid.stdout))
-    finally:
-        subprocess.run(["userdel", name], capture_output=True, timeout=60, check=False)
+    with system_users(f"scohook{os.getpid()}"[:32]) as (user,):
+        yield user
 
 
 CONFIG = """
@@ -179,7 +138,7 @@ def hooked(hook_user: HookUser) -> Iterator[HookCluster]:
     spool.mkdir()
     os.chown(spool, 0, hook_user.gid)
     spool.chmod(0o2775)  # setgid, group-writable: what `scoctl init` makes for SlurmUser
-    scoctl = _scoctl_for(hook_user, tmp)
+    scoctl = python_for(hook_user, tmp, module="scoctl")
     base_dir = tmp / "slurm"
     env = {**os.environ, "SLURM_DIR": str(base_dir), "PORT_BASE": str(free_port_base()),
            "RESTD": "0", "SIMULATE_BOOT": "1", "BOOT_DELAY": "1",
