@@ -47,7 +47,7 @@ from scoctl.core.notice import (
     parse_notice_time,
 )
 from scoctl.core.reconcile import MANAGED_TAG
-from scoctl.errors import ApiError, ScoctlError, TemporaryError, UsageError
+from scoctl.errors import ApiError, NotLeader, ScoctlError, TemporaryError, UsageError
 from scoctl.host.spool import (
     NOTICE_KIND,
     SpoolEvent,
@@ -102,6 +102,9 @@ class NoticeResult:
     errors: tuple[str, ...] = ()
     replan: Mapping[str, str] = field(default_factory=dict)
     release: tuple[NodeRelease, ...] = ()
+    # a region whose lease this runner lost mid-pass (the others were served): the composer
+    # raises it once the rest is recorded
+    refused: NotLeader | None = field(default=None, compare=False)
 
     @property
     def changed(self) -> bool:
@@ -505,6 +508,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     errors: list[str] = []
     dirty: dict[str, str] = {}
     release: list[NodeRelease] = []
+    refused: NotLeader | None = None
     for reg in [r for r in regions if leads is None or leads(r.name)]:
         try:
             cloud = FencedCloud((clouds or {}).get(reg.name) or connect(config, reg), reg.name,
@@ -515,10 +519,13 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
         except ApiError as exc:
             errors.append(f"{reg.name}: Nova: {exc}")
             continue
+        except NotLeader as exc:  # deposed in this region: the others' deadlines still count
+            refused = refused or exc
+            continue
         outcomes.append(outcome)
         errors.extend(outcome.errors)
         dirty.update(outcome.decision.dirty)
         release += [NodeRelease(step.node, "reclaim notice")
                     for step in outcome.decision.slurm if step.release]
     return NoticeResult(regions=tuple(outcomes), spooled=spooled, errors=tuple(errors),
-                        replan=dirty, release=tuple(release))
+                        replan=dirty, release=tuple(release), refused=refused)

@@ -37,7 +37,7 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.core.slurm_power import POWER_DOWN
-from scoctl.errors import ApiError, ScoctlError
+from scoctl.errors import ApiError, NotLeader, ScoctlError
 from scoctl.host.discovery import host_hints
 from scoctl.stages.join_tokens import prune_or_report
 from scoctl.stages.leadership import FencedCloud
@@ -77,6 +77,9 @@ class ReconcileResult:
     seconds: float = 0.0
     calls: Mapping[str, int] = field(default_factory=dict)
     pruned: Mapping[str, int] = field(default_factory=dict)  # rows per table (retention)
+    # a region whose lease this runner lost mid-pass (the others were served): the composer
+    # raises it once the rest is recorded
+    refused: NotLeader | None = field(default=None, compare=False)
 
     @property
     def changed(self) -> bool:
@@ -385,6 +388,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
             return cloud_for(config, reg, budget=budget_for(config, reg))
 
     outcomes: list[RegionOutcome] = []
+    refused: NotLeader | None = None
     try:
         for reg in regions:
             def count(outcome: str, _region: str = reg.name) -> None:
@@ -401,6 +405,10 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 count("error")
                 errors.append(f"{reg.name}: Nova: {exc}")
                 continue
+            except NotLeader as exc:  # deposed in this region: the others are still served
+                refused = refused or exc
+                errors.append(f"{reg.name}: {exc}")
+                continue
             outcomes.append(outcome)
             errors.extend(outcome.errors)
         errors.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
@@ -412,7 +420,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
             item.close()
     return ReconcileResult(regions=tuple(outcomes), torn_down=torn if not dry_run else (),
                            errors=tuple(errors), dry_run=dry_run,
-                           seconds=time.perf_counter() - started, calls=calls)
+                           seconds=time.perf_counter() - started, calls=calls,
+                           refused=refused)
 
 
 def _teardown(config: Config, store: Store, cluster: Cluster | None,

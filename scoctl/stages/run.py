@@ -148,6 +148,8 @@ def reconcile_and_release(config: Config, store: Store, clock: Clock,
         return result
     if result.released:
         release_nodes(store, result.released, suspend=False)
+    if result.refused is not None:  # deposed in a region: exit 75, the rest recorded
+        raise result.refused
     return replace(result, pruned=prune_state(config, store, clock))
 
 
@@ -160,6 +162,8 @@ def notices_and_release(config: Config, store: Store, clock: Clock,
     result = run_notices(config, store, clock, servers=servers, **options)
     if result.release:
         release_nodes(store, result.release, suspend=False)
+    if result.refused is not None:  # deposed in a region: exit 75, the rest recorded
+        raise result.refused
     return result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -24,11 +25,11 @@ from scoctl.core.model import (
 )
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
-from scoctl.errors import PermanentError, QuotaExceeded, Refused, TemporaryError
+from scoctl.errors import NotLeader, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
-from scoctl.stages.run import acquire_with_fallback
+from scoctl.stages.run import acquire_with_fallback, reconcile_and_release
 from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.state import StateProbe
@@ -654,3 +655,30 @@ def test_the_acquire_stage_alone_returns_the_slurm_nodes_to_hand_back(
     assert result.powered_down == ()
     claim = store.claim("hpc")
     assert claim is not None and claim.nodes == ("cloud-1",)  # the power stage drops it
+
+
+def test_a_lease_lost_in_one_region_leaves_the_other_regions_reconciled_then_exits_75(
+    tmp_path: Path, clock: FixedClock,
+) -> None:
+    """Deposed in region-a mid-pass (a fenced call there is refused): region-b is still
+    reconciled (the server the provider took back there is found gone) and then the pass
+    reports the refusal (NotLeader: exit 75 naming the leader)."""
+    config = make_config(tmp_path, regions=2)
+    clouds = {"region-a": FakeCloud(_ids=itertools.count(1)),  # server ids unique, as in Nova
+              "region-b": FakeCloud(_ids=itertools.count(1000))}
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
+        set_plan(store, "web", {"small.a": 1, "small.b": 1})
+        for name, cloud in clouds.items():
+            acquire(config, store, clock, cloud, region=name)
+        ids = {name: cloud.servers()[0].id for name, cloud in clouds.items()}
+        assert len(set(ids.values())) == 2
+        for name, cloud in clouds.items():
+            cloud.delete(ids[name])  # both taken back behind scoctl's back
+        clouds["region-a"].fail_next("servers", NotLeader("region-a", "other-host:1", 7))
+        with pytest.raises(NotLeader, match="other-host:1"):
+            reconcile_and_release(config, store, clock, clouds=clouds, discover=False)
+        b, a = store.instance(ids["region-b"]), store.instance(ids["region-a"])
+        assert b is not None and b.status == "deleted"  # region-b was served all the same
+        assert a is not None and a.status == "active"  # region-a: nothing done there
+        assert [e.detail["server"] for e in store.events()
+                if e.token == "INSTANCE_RECLAIMED"] == [ids["region-b"]]
