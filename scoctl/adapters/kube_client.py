@@ -168,6 +168,21 @@ class KubeClient:
             self._raise(exc, doing)
         return True
 
+    def _read_unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
+                          **kwargs: Any) -> Raw | None:
+        """One object (or one list) as raw JSON, within the API timeout and its connection given
+        back; None when it is not there (404: the object is gone, or its CRD not installed)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._read_json(fn, *args, **kwargs)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            self._raise(exc, doing)
+        except api_errors() as exc:
+            self._raise(exc, doing)
+
     def _list_raw(self, doing: str, fn: Callable[..., Any], *args: Any,
                   **kwargs: Any) -> tuple[list[Raw], str]:
         """Every item of a (paged) list as raw dicts, and the list's resourceVersion.

@@ -16,14 +16,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
 from scoctl.adapters.cluster import ManagedKind, NodeEvent, PodEvent
-from scoctl.adapters.kube_client import KubeClient, Raw, api_errors
+from scoctl.adapters.kube_client import KubeClient, Raw
 from scoctl.bulk import collector_paused
 from scoctl.core.demand import (
     MANAGED_LABEL,
@@ -484,58 +483,33 @@ class KubernetesCluster(KubeClient):
 
     def inference_services(self, namespace: str | None = None) -> list[InferenceServiceInfo]:
         """See `Cluster.inference_services`."""
-        from kubernetes.client.exceptions import ApiException
-
-        page: Any = None
-        try:
-            if namespace:
-                page = self._custom.list_namespaced_custom_object(
-                    KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL,
-                    _request_timeout=self._timeout)
-            else:
-                page = self._custom.list_cluster_custom_object(
-                    KSERVE_GROUP, KSERVE_VERSION, KSERVE_PLURAL, _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status == 404:  # the KServe CRD is not installed
-                return []
-            self._raise(exc, "list inferenceservices")
-        except api_errors() as exc:
-            self._raise(exc, "list inferenceservices")
+        if namespace:
+            page = self._read_unless_gone(
+                "list inferenceservices", self._custom.list_namespaced_custom_object,
+                KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL)
+        else:
+            page = self._read_unless_gone(
+                "list inferenceservices", self._custom.list_cluster_custom_object,
+                KSERVE_GROUP, KSERVE_VERSION, KSERVE_PLURAL)
+        if page is None:  # the KServe CRD is not installed
+            return []
         return _convert_all(page.get("items") or [], inference_service_info, "inferenceservice")
 
     # -- writes
 
     def _read_managed(self, kind: ManagedKind, namespace: str, name: str) -> Raw | None:
-        from kubernetes.client.exceptions import ApiException
-
-        readers: dict[str, Callable[[], Any]] = {
-            "Deployment": lambda: self._apps.read_namespaced_deployment(name, namespace,
-                                                                        _preload_content=False),
-            "ReplicaSet": lambda: self._apps.read_namespaced_replica_set(name, namespace,
-                                                                         _preload_content=False),
-            "Job": lambda: self._batch.read_namespaced_job(name, namespace,
-                                                           _preload_content=False),
-            "Pod": lambda: self._core.read_namespaced_pod(name, namespace,
-                                                          _preload_content=False),
-            "InferenceService": lambda: self._custom.get_namespaced_custom_object(
-                KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name,
-                _preload_content=False),
+        readers: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+            "Deployment": (self._apps.read_namespaced_deployment, (name, namespace)),
+            "ReplicaSet": (self._apps.read_namespaced_replica_set, (name, namespace)),
+            "Job": (self._batch.read_namespaced_job, (name, namespace)),
+            "Pod": (self._core.read_namespaced_pod, (name, namespace)),
+            "InferenceService": (self._custom.get_namespaced_custom_object,
+                                 (KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name)),
         }
         if kind not in readers:
             raise PermanentError(f"scoctl does not delete {kind} objects")
-        try:
-            resp = readers[kind]()
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            self._raise(exc, f"read {kind} {namespace}/{name}")
-        except api_errors() as exc:
-            self._raise(exc, f"read {kind} {namespace}/{name}")
-        try:
-            out: Raw = json.loads(resp.data)
-        finally:
-            resp.release_conn()
-        return out
+        fn, args = readers[kind]
+        return self._read_unless_gone(f"read {kind} {namespace}/{name}", fn, *args)
 
     def delete_managed(self, kind: ManagedKind, namespace: str, name: str) -> bool:
         """See `Cluster.delete_managed`."""
@@ -623,23 +597,17 @@ class KubernetesCluster(KubeClient):
     def create_bootstrap_token(self, manifest: Mapping[str, Any]) -> None:
         """See `BootstrapTokens.create_bootstrap_token`."""
         meta = manifest["metadata"]
-        try:
-            self._core.create_namespaced_secret(str(meta["namespace"]), body=dict(manifest),
-                                                _request_timeout=self._timeout)
-        except api_errors() as exc:
-            self._raise(exc, f"create Secret {meta['namespace']}/{meta['name']}")
+        self._call(f"create Secret {meta['namespace']}/{meta['name']}",
+                   self._core.create_namespaced_secret, str(meta["namespace"]),
+                   body=dict(manifest))
 
     def bootstrap_tokens(self) -> list[TokenSecret]:
         """See `BootstrapTokens.bootstrap_tokens`."""
-        try:
-            response = self._core.list_namespaced_secret(
-                TOKEN_NAMESPACE, label_selector=f"{MANAGED_LABEL}=true,{LAUNCH_LABEL}",
-                field_selector=f"type={TOKEN_TYPE}", _preload_content=False,
-                _request_timeout=self._timeout)
-            body = json.loads(response.data)
-        except api_errors() as exc:
-            self._raise(exc, "list bootstrap token Secrets")
-        items = body.get("items") if isinstance(body, Mapping) else None
+        body = self._read_unless_gone(
+            "list bootstrap token Secrets", self._core.list_namespaced_secret, TOKEN_NAMESPACE,
+            label_selector=f"{MANAGED_LABEL}=true,{LAUNCH_LABEL}",
+            field_selector=f"type={TOKEN_TYPE}")
+        items = body.get("items") if body is not None else None
         return [token_secret(item) for item in items or [] if isinstance(item, Mapping)]
 
     def delete_bootstrap_token(self, name: str) -> bool:

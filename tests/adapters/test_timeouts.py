@@ -176,3 +176,24 @@ def test_a_persistent_429_with_retry_after_5_costs_one_retry_budget_not_minutes(
     assert len(launches) == 2  # one per pool
     # a 5 s wait never fits a 2 s budget: each launch was tried once, and nothing slept
     assert len(posts) == len(launches) and all(status == 429 for *_, status in posts)
+
+
+@pytest.mark.parametrize("call", ["delete_managed", "bootstrap_tokens", "inference_services"])
+def test_a_kubernetes_api_that_never_answers_fails_each_raw_read_after_the_api_timeout(
+        tmp_path, silent_server, call):
+    """The reads that take raw JSON (a managed object before its teardown, the bootstrap token
+    Secrets, KServe's InferenceServices) carry the API timeout too: one bounded call each."""
+    from scoctl.adapters.kubernetes import KubernetesCluster
+    from scoctl.errors import TemporaryError
+
+    write_k8s(tmp_path, silent_server, gate="{}")
+    cluster = KubernetesCluster(str(tmp_path / "kubeconfig"), read_timeout=0.3)
+    reads = {"delete_managed": lambda: cluster.delete_managed("Deployment", "shop", "web"),
+             "bootstrap_tokens": cluster.bootstrap_tokens,
+             "inference_services": cluster.inference_services}
+    try:
+        with pytest.raises(TemporaryError, match="Kubernetes API .*(Timeout|timed out)"):
+            reads[call]()
+    finally:
+        cluster.close()
+    assert silent_server.accepted == 1
