@@ -47,6 +47,7 @@ from scoctl.core.notice import (
     parse_notice_time,
 )
 from scoctl.core.reconcile import MANAGED_TAG
+from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, ScoctlError, TemporaryError, UsageError
 from scoctl.host.spool import (
     NOTICE_KIND,
@@ -73,7 +74,6 @@ WITHDRAW_TOKEN = "RECLAIM_NOTICE_WITHDRAWN"  # `scoctl notice --withdraw`
 # budget allows the next one. What is still refused waits for the next pass.
 EVICTION_RETRIES = 6
 EVICTION_RETRY_S = 0.5
-POWER_DOWN = "POWER_DOWN_FORCE"
 RUNNING_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
 
 
