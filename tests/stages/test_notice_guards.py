@@ -1,0 +1,45 @@
+"""The notice stage's guards: a removal powers down no Slurm node name another live instance
+serves (reconcile's rule), and the pods a removal's own pass drained reach its record.
+
+The drain runs the real `kubernetes` client against the emulator and the real openstacksdk
+against the Nova emulator (`tests/stages/test_notice.py`'s world); the Slurm case uses the
+in-package `FakeCloud` and a recording fake of scoctl's own `BatchScheduler`, as
+`tests/stages/test_notice_slurm.py` does.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from scoctl.adapters.fakes import FakeCloud
+from scoctl.clock import FixedClock, rfc3339
+from scoctl.core.model import InstanceRecord
+from scoctl.stages.notice import run_notices
+from scoctl.state import open_store
+from tests.stages.test_acquire import make_config
+from tests.stages.test_notice_slurm import NODE, RecordingSlurm, noticed_slurm_node
+
+
+def test_a_removal_leaves_the_slurm_node_a_replacement_now_serves_powered_up(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    clock = FixedClock()
+    cloud, slurm = FakeCloud(), RecordingSlurm()
+    slurm.running = []  # empty: the first pass removes the server
+    deadline = rfc3339(clock.now() + timedelta(seconds=60))
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
+        server = noticed_slurm_node(cloud, store, deadline)
+        # a replacement launched under the same node name, still booting
+        store.upsert_instance(InstanceRecord(
+            id="s-replacement", name=NODE, region="region-a", workload="hpc",
+            pool="small.b", generation=1, launch_id="l-2", status="building",
+            created=store.now(), updated=store.now(), node_name=NODE))
+        result = run_notices(config, store, clock, clouds={"region-a": cloud},
+                             scheduler=slurm)  # type: ignore[arg-type]
+        assert not result.errors, result.errors
+        assert cloud.server(server.id) is None  # removed: nothing ran there
+        removed = store.instance(server.id)
+        assert removed is not None and removed.status == "deleting"
+        assert not [c for c in slurm.calls if "POWER_DOWN_FORCE" in c], slurm.calls
+
