@@ -18,7 +18,9 @@ from scoctl.core.model import InstanceRecord
 from scoctl.stages.notice import run_notices
 from scoctl.state import open_store
 from tests.stages.test_acquire import make_config
+from tests.stages.test_notice import PODS, World, on_node, serving, world  # noqa: F401
 from tests.stages.test_notice_slurm import NODE, RecordingSlurm, noticed_slurm_node
+from tests.stages.test_reconcile import emulator_cloud  # noqa: F401
 
 
 def test_a_removal_leaves_the_slurm_node_a_replacement_now_serves_powered_up(
@@ -43,3 +45,18 @@ def test_a_removal_leaves_the_slurm_node_a_replacement_now_serves_powered_up(
         assert removed is not None and removed.status == "deleting"
         assert not [c for c in slurm.calls if "POWER_DOWN_FORCE" in c], slurm.calls
 
+
+def test_a_deadline_pass_that_deletes_pods_and_removes_records_its_pods_deleted(
+        world: World) -> None:  # noqa: F811
+    inst = serving(world)
+    world.notice(inst.id, 40)
+    world.run()
+    assert len(on_node(world, inst.name)) == PODS
+    world.clock.advance(41)  # past the deadline: delete the pods, remove the server
+    notice = world.run().stage("notice")
+    assert notice is not None and notice.result.regions[0].pods_deleted == PODS
+    assert inst.name in notice.result.regions[0].deleted
+    reclaimed = world.detail("INSTANCE_RECLAIMED")
+    assert reclaimed["why"] == "deadline" and reclaimed["pods_deleted"] == PODS
+    [row] = [r for r in world.store.noticed(every=True) if r.server_id == inst.id]
+    assert row.outcome == "reclaimed" and row.pods_deleted == PODS and row.evicted == 0
