@@ -16,7 +16,7 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.core.model import InstanceRecord
 from scoctl.stages.notice import run_notices
-from scoctl.state import open_store
+from scoctl.state import Store, open_store
 from tests.stages.test_acquire import make_config
 from tests.stages.test_notice import PODS, World, on_node, serving, world  # noqa: F401
 from tests.stages.test_notice_slurm import NODE, RecordingSlurm, noticed_slurm_node
@@ -60,3 +60,29 @@ def test_a_deadline_pass_that_deletes_pods_and_removes_records_its_pods_deleted(
     assert reclaimed["why"] == "deadline" and reclaimed["pods_deleted"] == PODS
     [row] = [r for r in world.store.noticed(every=True) if r.server_id == inst.id]
     assert row.outcome == "reclaimed" and row.pods_deleted == PODS and row.evicted == 0
+
+
+def test_a_later_shorter_exclusion_never_cuts_a_notices_exclusion_short(
+        store: Store, clock: FixedClock, tmp_path: Path) -> None:
+    """On both backends: the notice excludes its pool until deadline + cool-down; a capacity
+    fault's shorter exclusion recorded after it leaves it whole; a longer one replaces it."""
+    config = make_config(tmp_path)
+    deadline = rfc3339(clock.now() + timedelta(seconds=60))
+    cloud = FakeCloud()
+    server = noticed_slurm_node(cloud, store, deadline)
+    result = run_notices(config, store, clock, clouds={"region-a": cloud},
+                         scheduler=RecordingSlurm())  # type: ignore[arg-type]
+    assert not result.errors and store.instance(server.id) is not None
+    cooldown = config.timeouts.negative_cache
+    notice_until = rfc3339(clock.now() + timedelta(seconds=60 + cooldown))
+    [held] = store.exclusions()
+    assert (held.pool, held.until) == ("small.a", notice_until)
+    store.exclude("small.a", "NoValidHost", rfc3339(clock.now() + timedelta(seconds=30)))
+    assert [(e.pool, e.reason, e.until) for e in store.exclusions()] == [
+        ("small.a", held.reason, notice_until)]
+    longer = rfc3339(clock.now() + timedelta(seconds=60 + cooldown + 1))
+    store.exclude("small.a", "NoValidHost", longer)
+    assert [(e.pool, e.reason, e.until) for e in store.exclusions()] == [
+        ("small.a", "NoValidHost", longer)]
+    store.exclude("small.b", "NoValidHost", longer)  # another pool: its own row
+    assert [e.pool for e in store.exclusions()] == ["small.a", "small.b"]
