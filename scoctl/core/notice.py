@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import MIRROR_ANNOTATION, NodeInfo, PodInfo
+from scoctl.core.demand import NodeInfo, PodInfo, must_move
 from scoctl.core.model import (
     ExclusionRecord,
     InstanceRecord,
@@ -202,11 +202,8 @@ def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
 
 
 def movable(pods: Iterable[PodInfo]) -> list[PodInfo]:
-    """The pods a drain must move: not DaemonSet or mirror pods, not finished."""
-    return [p for p in pods
-            if p.phase not in ("Succeeded", "Failed")
-            and not any(o.kind in ("DaemonSet", "Node") for o in p.owners)
-            and MIRROR_ANNOTATION not in p.annotations]
+    """The pods a drain must move (`core.demand.must_move`)."""
+    return [p for p in pods if must_move(p)]
 
 
 def _seconds(later: datetime, earlier: datetime) -> float:

@@ -1,13 +1,26 @@
-"""Guards of the reclaim-notice decision shared with reconcile: the Slurm power-down rule
-(`core.reconcile.slurm_power_down`) and the drain counts a removal carries."""
+"""Rules the reclaim-notice decision shares: the Slurm power-down rule
+(`core.reconcile.slurm_power_down`) and which pods must move off a node
+(`core.demand.must_move`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from scoctl.clock import rfc3339
+from scoctl.core.demand import (
+    MIRROR_ANNOTATION,
+    Condition,
+    OwnerRef,
+    PodInfo,
+    is_node_bound,
+    is_provisionable,
+    must_move,
+)
 from scoctl.core.model import InstanceRecord, NoticedRecord, ServerInfo, SlurmNode
-from scoctl.core.notice import RECLAIM_AT, NoticePolicy, NoticeSnapshot, decide
+from scoctl.core.notice import RECLAIM_AT, NoticePolicy, NoticeSnapshot, decide, movable
 from scoctl.core.reconcile import slurm_power_down
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -80,3 +93,34 @@ def test_a_server_the_provider_took_does_not_power_down_a_node_name_served_again
     served = decide(noticed_world("building", server_gone=True), POLICY, NOW)
     assert not any(s.power_down for s in served.slurm)
     assert served.statuses["s1"] == "deleted"
+
+
+def a_pod(phase: str = "Running", owner: str | None = "ReplicaSet", mirror: bool = False,
+          node_name: str = "n-1", unschedulable: bool = False) -> PodInfo:
+    return PodInfo(
+        name="p", namespace="shop", node_name=node_name, phase=phase,
+        owners=(OwnerRef(owner, "o", controller=True),) if owner else (),
+        annotations={MIRROR_ANNOTATION: "x"} if mirror else {},
+        conditions=(Condition("PodScheduled", "False", "Unschedulable"),) if unschedulable
+        else ())
+
+
+def test_a_pod_must_move_unless_finished_a_daemonset_or_a_static_pod() -> None:
+    assert must_move(a_pod()) and must_move(a_pod(owner=None))
+    assert must_move(a_pod("Pending")) and must_move(a_pod("Unknown"))
+    for phase in ("Succeeded", "Failed"):
+        assert not must_move(a_pod(phase))
+    for bound in (a_pod(owner="DaemonSet"), a_pod(owner="Node"), a_pod(mirror=True)):
+        assert is_node_bound(bound) and not must_move(bound)
+
+
+@given(st.lists(st.tuples(st.sampled_from(("Pending", "Running", "Succeeded", "Failed")),
+                          st.sampled_from((None, "ReplicaSet", "Job", "DaemonSet", "Node")),
+                          st.booleans()), max_size=8))
+def test_the_drain_and_the_demand_share_the_one_rule(
+        specs: list[tuple[str, str | None, bool]]) -> None:
+    pods = [a_pod(phase, owner, mirror) for phase, owner, mirror in specs]
+    assert movable(pods) == [p for p in pods if must_move(p)]
+    for phase, owner, mirror in specs:
+        pending = a_pod(phase, owner, mirror, node_name="", unschedulable=True)
+        assert is_provisionable(pending) == (not is_node_bound(pending))

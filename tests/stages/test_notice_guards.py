@@ -14,8 +14,10 @@ from pathlib import Path
 
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
+from scoctl.core.demand import MIRROR_ANNOTATION, OwnerRef, PodInfo, must_move
 from scoctl.core.model import InstanceRecord
 from scoctl.stages.notice import run_notices
+from scoctl.stages.reconcile import busy_pods
 from scoctl.state import Store, open_store
 from tests.stages.test_acquire import make_config
 from tests.stages.test_notice import PODS, World, on_node, serving, world  # noqa: F401
@@ -86,3 +88,20 @@ def test_a_later_shorter_exclusion_never_cuts_a_notices_exclusion_short(
         ("small.a", "NoValidHost", longer)]
     store.exclude("small.b", "NoValidHost", longer)  # another pool: its own row
     assert [e.pool for e in store.exclusions()] == ["small.a", "small.b"]
+
+
+def test_reconciles_busy_count_is_the_drains_rule() -> None:
+    """Reconcile calls a node idle by the same rule the notice drain moves pods by."""
+    pods = [PodInfo(name=f"p{i}", namespace="shop", phase=phase,
+                    node_name="n-0" if phase in ("Running", "Succeeded") else "n-1",
+                    owners=(OwnerRef(kind, "o", controller=True),),
+                    annotations={MIRROR_ANNOTATION: "x"} if mirror else {})
+            for i, (phase, kind, mirror) in enumerate(
+                (p, k, m) for p in ("Running", "Pending", "Succeeded", "Failed")
+                for k in ("ReplicaSet", "DaemonSet", "Node") for m in (False, True))]
+    busy = busy_pods(pods, {"n-0", "n-1"})
+    assert busy == {n: sum(1 for p in pods if p.node_name == n and must_move(p))
+                    for n in ("n-0", "n-1")}
+    # one Running and one Pending pod, ReplicaSet-owned, not mirrored
+    assert busy == {"n-0": 1, "n-1": 1}
+    assert busy_pods(pods, {"n-0"}) == {"n-0": 1}
