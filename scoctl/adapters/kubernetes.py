@@ -39,6 +39,7 @@ from scoctl.core.demand import (
     ResourceQuotaInfo,
     Taint,
     Toleration,
+    must_move,
 )
 from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
 from scoctl.core.model import TokenSecret
@@ -576,11 +577,7 @@ class KubernetesCluster(KubeClient):
         evicted: list[str] = []
         refused: list[str] = []
         for pod in self.pods_on_node(node):
-            if any(o.kind in ("DaemonSet", "Node") for o in pod.owners):
-                continue
-            if "kubernetes.io/config.mirror" in pod.annotations:
-                continue
-            if pod.phase in ("Succeeded", "Failed"):
+            if not must_move(pod):
                 continue
             try:
                 if self.evict(pod.namespace, pod.name):

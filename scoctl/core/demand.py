@@ -288,18 +288,27 @@ def is_unschedulable(pod: PodInfo) -> bool:
     return cond is not None and cond.status == "False" and cond.reason == "Unschedulable"
 
 
+def is_node_bound(pod: PodInfo) -> bool:
+    """A DaemonSet pod, or a static pod (owned by its Node, or its mirror): it lives and dies
+    with its node, so it never moves off it nor asks for more capacity."""
+    return (any(owner.kind in ("DaemonSet", "Node") for owner in pod.owners)
+            or MIRROR_ANNOTATION in pod.annotations)
+
+
+def must_move(pod: PodInfo) -> bool:
+    """A pod that keeps its node busy and that a drain must move off it: not finished
+    (Succeeded, Failed) and not node-bound (`is_node_bound`). The one rule for reconcile's
+    idle check, the notice drain and `Cluster.drain`."""
+    return pod.phase not in ("Succeeded", "Failed") and not is_node_bound(pod)
+
+
 def is_provisionable(pod: PodInfo) -> bool:
     """A pod more capacity could help: unschedulable, unbound, not being preempted for, not a
     DaemonSet or static/mirror pod, not scheduling-gated and not being deleted."""
     # the plain fields first, then the condition and the owners: this runs for every pod
     if pod.node_name or pod.nominated_node_name or pod.scheduling_gates or pod.deleting:
         return False
-    if not is_unschedulable(pod):
-        return False
-    for owner in pod.owners:
-        if owner.kind in ("DaemonSet", "Node"):
-            return False
-    return MIRROR_ANNOTATION not in pod.annotations
+    return is_unschedulable(pod) and not is_node_bound(pod)
 
 
 def demand_shape(pod: PodInfo) -> tuple[object, ...]:

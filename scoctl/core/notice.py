@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import MIRROR_ANNOTATION, NodeInfo, PodInfo
+from scoctl.core.demand import NodeInfo, PodInfo, must_move
 from scoctl.core.model import (
     ExclusionRecord,
     InstanceRecord,
@@ -41,7 +41,12 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
-from scoctl.core.reconcile import LIVE, SLURM_POWERED_OFF, Event, node_server_id
+from scoctl.core.reconcile import (
+    LIVE,
+    Event,
+    node_server_id,
+    slurm_power_down,
+)
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 RECLAIM_AT = "sco:reclaim-at"
@@ -134,8 +139,9 @@ class SlurmStep:
 @dataclass(frozen=True)
 class Removal:
     """Delete a noticed server (`why`: empty, deadline or error) with its Kubernetes Node, put
-    its Slurm node back to powered-down; once the delete is accepted, record `row` (closed),
-    the instance status ``deleting`` and `event` (``INSTANCE_RECLAIMED``)."""
+    its Slurm node back to powered-down (`slurm_node`; None when reconcile's rule,
+    `core.reconcile.slurm_power_down`, says not to); once the delete is accepted, record
+    `row` (closed), the instance status ``deleting`` and `event` (``INSTANCE_RECLAIMED``)."""
 
     server_id: str
     name: str
@@ -196,11 +202,8 @@ def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
 
 
 def movable(pods: Iterable[PodInfo]) -> list[PodInfo]:
-    """The pods a drain must move: not DaemonSet or mirror pods, not finished."""
-    return [p for p in pods
-            if p.phase not in ("Succeeded", "Failed")
-            and not any(o.kind in ("DaemonSet", "Node") for o in p.owners)
-            and MIRROR_ANNOTATION not in p.annotations]
+    """The pods a drain must move (`core.demand.must_move`)."""
+    return [p for p in pods if must_move(p)]
 
 
 def _seconds(later: datetime, earlier: datetime) -> float:
@@ -351,9 +354,8 @@ def _carry(b: _Builder, inst: InstanceRecord, row: NoticedRecord, notice: Notice
         b.statuses[inst.id] = "deleted"
         b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", **_reclaimed(row, b.now),
                 by="provider")
-        node = _slurm_node(b, inst)
-        if node is not None and not node.flags & SLURM_POWERED_OFF:
-            b.slurm.append(SlurmStep(inst.id, node.name, power_down=True))
+        if _slurm_node(b, inst) is not None and (name := _power_down(b, inst)):
+            b.slurm.append(SlurmStep(inst.id, name, power_down=True))
         return
     if notice is None and b.now < deadline:
         _withdraw(b, inst, row)
@@ -461,6 +463,14 @@ def _slurm_node(b: _Builder, inst: InstanceRecord) -> SlurmNode | None:
     return next((n for n in b.snapshot.slurm_nodes or () if n.name == inst.node_name), None)
 
 
+def _power_down(b: _Builder, inst: InstanceRecord) -> str | None:
+    """The instance's Slurm node to power down as its server goes: reconcile's one rule
+    (`core.reconcile.slurm_power_down`), over the statuses this pass gave so far."""
+    current = (replace(i, status=b.statuses[i.id]) if i.id in b.statuses else i
+               for i in b.snapshot.instances)
+    return slurm_power_down(inst.node_name, inst.id, b.snapshot.slurm_nodes, current)
+
+
 def _reclaimed(row: NoticedRecord, now: datetime) -> dict[str, Any]:
     """The detail of a noticed ``INSTANCE_RECLAIMED``."""
     deadline, noticed = parse_rfc3339(row.deadline), parse_rfc3339(row.noticed_at)
@@ -484,7 +494,7 @@ def _remove(b: _Builder, inst: InstanceRecord, row: NoticedRecord, why: str,
     b.removals.append(Removal(
         server_id=inst.id, name=inst.name, why=why, row=closed,
         event=Event(inst.workload, "INSTANCE_RECLAIMED", "info", detail), node=node,
-        slurm_node=inst.node_name))
+        slurm_node=_power_down(b, inst)))
 
 
 def _replacements(b: _Builder, instances: Iterable[InstanceRecord]) -> None:

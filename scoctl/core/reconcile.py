@@ -20,8 +20,8 @@ stage, `scoctl.core.notice`) to ``deleting``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,25 @@ SLURM_NOT_UP = frozenset({"POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "NOT_R
 SLURM_IDLE_STATES = frozenset({"idle"})
 # Slurm flags of a node that is powered down or on its way there
 SLURM_POWERED_OFF = frozenset({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
+
+
+def slurm_power_down(name: str | None, server_id: str,
+                     slurm_nodes: Sequence[SlurmNode] | None,
+                     instances: Iterable[InstanceRecord]) -> str | None:
+    """The Slurm node to put back to powered-down when server `server_id` that served `name`
+    goes, or None: not when Slurm was not read (`slurm_nodes` None), not when Slurm has it
+    powered (or powering) down already — POWER_DOWN_FORCE would run SuspendProgram again and
+    keep the node from resuming for SuspendTimeout — and not when another live instance (a
+    fallback launch, a replacement) now serves that node name."""
+    if not name or slurm_nodes is None:
+        return None
+    known = next((n for n in slurm_nodes if n.name == name), None)
+    if known is not None and known.flags & SLURM_POWERED_OFF:
+        return None
+    for other in instances:
+        if other.id != server_id and other.node_name == name and other.status in LIVE:
+            return None
+    return name
 
 
 @dataclass(frozen=True)
@@ -360,19 +379,13 @@ class _Pass:
         return node.name if node is not None else None
 
     def power_down(self, name: str | None, server_id: str = "") -> str | None:
-        """The Slurm node to put back to powered-down, unless Slurm has it powered (or
-        powering) down already — POWER_DOWN_FORCE would run SuspendProgram again and keep the
-        node from resuming for SuspendTimeout — or another live instance (a fallback launch)
-        now serves that node name."""
-        if not name or self.snapshot.slurm_nodes is None:
+        """The Slurm node to put back to powered-down (`slurm_power_down`), with the statuses
+        this pass gave the instances so far."""
+        if not name:
             return None
-        known = self.slurm.get(name)
-        if known is not None and known.flags & SLURM_POWERED_OFF:
-            return None
-        for other in self.instances.values():
-            if other.id != server_id and other.node_name == name and self.status(other) in LIVE:
-                return None
-        return name
+        serving = [replace(other, status=self.status(other)) for other in self.instances.values()
+                   if other.node_name == name]
+        return slurm_power_down(name, server_id, self.snapshot.slurm_nodes, serving)
 
     # -- actions -----------------------------------------------------------------------------
 

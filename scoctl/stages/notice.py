@@ -47,6 +47,7 @@ from scoctl.core.notice import (
     parse_notice_time,
 )
 from scoctl.core.reconcile import MANAGED_TAG
+from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, NotLeader, ScoctlError, TemporaryError, UsageError
 from scoctl.host.spool import (
     NOTICE_KIND,
@@ -73,7 +74,6 @@ WITHDRAW_TOKEN = "RECLAIM_NOTICE_WITHDRAWN"  # `scoctl notice --withdraw`
 # budget allows the next one. What is still refused waits for the next pass.
 EVICTION_RETRIES = 6
 EVICTION_RETRY_S = 0.5
-POWER_DOWN = "POWER_DOWN_FORCE"
 RUNNING_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
 
 
@@ -279,6 +279,17 @@ def running_jobs(jobs: Sequence[SlurmJob]) -> dict[str, tuple[int, ...]]:
     return {name: tuple(ids) for name, ids in out.items()}
 
 
+def with_drained(removal: Removal, evicted: int, deleted: int) -> Removal:
+    """`removal` with the pods this pass's drain evicted and deleted added to its row and to
+    its ``INSTANCE_RECLAIMED`` detail (the decision counted only the earlier passes')."""
+    if not evicted and not deleted:
+        return removal
+    row = replace(removal.row, evicted=removal.row.evicted + evicted,
+                  pods_deleted=removal.row.pods_deleted + deleted)
+    detail = {**removal.event.detail, "evicted": row.evicted, "pods_deleted": row.pods_deleted}
+    return replace(removal, row=row, event=replace(removal.event, detail=detail))
+
+
 class _Region:
     """One region's read → decide → record → act."""
 
@@ -450,6 +461,7 @@ class _Region:
     def act(self, decision: NoticeDecision, noticed: Sequence[NoticedRecord]) -> list[str]:
         rows = {row.server_id: row for row in noticed if row.outcome is None}
         rows.update({row.server_id: row for row in decision.rows if row.outcome is None})
+        drained: dict[str, tuple[int, int]] = {}  # server id → (evicted, deleted) this pass
         for step in decision.drains:
             if self.cluster is None:
                 break
@@ -458,12 +470,16 @@ class _Region:
             self.counts["pods_deleted"] += deleted
             row = rows.get(step.server_id)
             if row is not None and (evicted or deleted):
-                self.store.save_noticed(replace(row, evicted=row.evicted + evicted,
-                                                pods_deleted=row.pods_deleted + deleted))
+                rows[step.server_id] = row = replace(
+                    row, evicted=row.evicted + evicted, pods_deleted=row.pods_deleted + deleted)
+                self.store.save_noticed(row)
+                before = drained.get(step.server_id, (0, 0))
+                drained[step.server_id] = (before[0] + evicted, before[1] + deleted)
         for slurm_step in decision.slurm:
             if self.scheduler is not None:
                 self.slurm(slurm_step)
-        return [r.name for r in decision.removals if self.remove(r)]
+        return [r.name for r in decision.removals
+                if self.remove(with_drained(r, *drained.get(r.server_id, (0, 0))))]
 
     def run(self) -> RegionNotices:
         snapshot = self.snapshot()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
+from scoctl.core.demand import must_move
 from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
 from scoctl.core.reconcile import (
     LIVE,
@@ -103,16 +104,11 @@ def policy_of(config: Config) -> Policy:
 
 
 def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
-    """Pods that make a node busy, per node: not DaemonSet, mirror or finished pods."""
+    """Pods that make a node busy (`core.demand.must_move`), per node."""
     out: dict[str, int] = {}
     for pod in pods:
-        if pod.node_name not in nodes or pod.phase in ("Succeeded", "Failed"):
-            continue
-        if any(o.kind in ("DaemonSet", "Node") for o in pod.owners):
-            continue
-        if "kubernetes.io/config.mirror" in pod.annotations:
-            continue
-        out[pod.node_name] = out.get(pod.node_name, 0) + 1
+        if pod.node_name in nodes and must_move(pod):
+            out[pod.node_name] = out.get(pod.node_name, 0) + 1
     return out
 
 

@@ -253,7 +253,8 @@ class FleetState(Protocol):
         ...
 
     def exclude(self, pool: str, reason: str, until: str) -> None:
-        """Exclude `pool` from planning until `until` (RFC 3339), replacing an older one."""
+        """Exclude `pool` from planning until `until` (RFC 3339); of the pool's exclusions the
+        later `until` (and its reason) stays: a shorter one never cuts a longer one short."""
         ...
 
     def exclusions(self, now: str | None = None) -> list[ExclusionRecord]:

@@ -120,8 +120,11 @@ class InstanceRecord:
 @dataclass(frozen=True)
 class ExclusionRecord:
     """A pool on the negative cache until `until` (the one exclusion type: stored, decided by
-    `core.faults.judge_fault`, reported by acquire and reconcile). `workloads` are the ones whose
-    launch hit the fault (not stored: the state keeps pool, reason and deadline)."""
+    `core.faults.judge_fault` for a capacity fault or by `core.notice` for a reclaim notice,
+    reported by acquire, reconcile and the notice stage). The state keeps one per pool, the
+    later `until` with its reason: a shorter exclusion never cuts a longer one short.
+    `workloads` are the ones whose launch hit the fault (not stored: the state keeps pool,
+    reason and deadline)."""
 
     pool: str
     reason: str

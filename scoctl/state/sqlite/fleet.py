@@ -104,9 +104,17 @@ class FleetTables(SqliteBase):
     # -- exclusions ------------------------------------------------------------------------
 
     def exclude(self, pool: str, reason: str, until: str) -> None:
+        """Keep the later `until` of the pool's exclusions (with its reason): a shorter one (a
+        capacity fault's cool-down) never cuts a longer one (a reclaim notice's) short. One
+        statement for both backends (RFC 3339 texts of one format compare as times)."""
         with self.transaction():
-            self.conn.execute("INSERT OR REPLACE INTO exclusions (pool, reason, until) "
-                              "VALUES (?, ?, ?)", [pool, reason, until])
+            self.conn.execute(
+                "INSERT INTO exclusions (pool, reason, until) VALUES (?, ?, ?) "
+                "ON CONFLICT (pool) DO UPDATE SET "
+                "reason = CASE WHEN excluded.until >= exclusions.until "
+                "THEN excluded.reason ELSE exclusions.reason END, "
+                "until = CASE WHEN excluded.until >= exclusions.until "
+                "THEN excluded.until ELSE exclusions.until END", [pool, reason, until])
 
     def exclusions(self, now: str | None = None) -> list[ExclusionRecord]:
         """Exclusions still in force at `now` (default: the store clock)."""
