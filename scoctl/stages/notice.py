@@ -69,9 +69,10 @@ log = logging.getLogger(__name__)
 
 NOTICE_TOKEN = "RECLAIM_NOTICE"
 WITHDRAW_TOKEN = "RECLAIM_NOTICE_WITHDRAWN"  # `scoctl notice --withdraw`
-# A refused eviction is tried again this many times within the pass, this far apart (as
-# kubectl drain does): the pod evicted a moment ago is often back and Ready by then, and the
-# budget allows the next one. What is still refused waits for the next pass.
+# A refused eviction is tried again within the pass, this far apart (as kubectl drain does): the
+# pod evicted a moment ago is often back and Ready by then, and the budget allows the next one.
+# A region's pass waits this many times at most, all its noticed nodes together (3 s), so that
+# many nodes held by budgets never hold the pass; what is still refused waits for the next pass.
 EVICTION_RETRIES = 6
 EVICTION_RETRY_S = 0.5
 RUNNING_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
@@ -301,6 +302,7 @@ class _Region:
         self.listed, self.sleep = servers, sleep
         self.errors: list[str] = []
         self.counts = {"evicted": 0, "refused": 0, "pods_deleted": 0}
+        self.retries_left = EVICTION_RETRIES  # for every node of this pass together
 
     def _note(self, what: str, exc: BaseException) -> None:
         self.errors.append(f"{self.region.name}: {what}: {exc}")
@@ -397,6 +399,9 @@ class _Region:
         pending = list(step.evict)
         for attempt in range(EVICTION_RETRIES + 1):
             if attempt:
+                if self.retries_left <= 0:
+                    break
+                self.retries_left -= 1
                 self.sleep(EVICTION_RETRY_S)
             refused = []
             for pod in pending:

@@ -16,6 +16,7 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.core.demand import MIRROR_ANNOTATION, OwnerRef, PodInfo, must_move
 from scoctl.core.model import InstanceRecord
+from scoctl.errors import TemporaryError
 from scoctl.stages.notice import run_notices
 from scoctl.stages.reconcile import busy_pods
 from scoctl.state import Store, open_store
@@ -105,3 +106,36 @@ def test_reconciles_busy_count_is_the_drains_rule() -> None:
     # one Running and one Pending pod, ReplicaSet-owned, not mirrored
     assert busy == {"n-0": 1, "n-1": 1}
     assert busy_pods(pods, {"n-0"}) == {"n-0": 1}
+
+
+class _RefusingBudget:
+    """A `Cluster` whose PodDisruptionBudgets refuse every eviction (429), for the drain's
+    retry bound; only the calls a drain makes."""
+
+    def __init__(self) -> None:
+        self.evictions = 0
+
+    def evict(self, namespace: str, name: str) -> bool:
+        self.evictions += 1
+        raise TemporaryError(f"Kubernetes API evict {namespace}/{name}: 429 budget")
+
+
+def test_evictions_refused_on_many_nodes_wait_at_most_the_passs_retry_bound(
+        tmp_path: Path) -> None:
+    """Three noticed nodes held by their budgets: the region's pass waits six half-seconds in
+    all (3 s), not six per node; every pod is tried at least once and left to the next pass."""
+    from scoctl.core.notice import Drain, PodRef
+    from scoctl.stages.notice import EVICTION_RETRIES, EVICTION_RETRY_S, _Region
+
+    config = make_config(tmp_path)
+    slept: list[float] = []
+    cluster = _RefusingBudget()
+    with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
+        worker = _Region(config, store, FixedClock(), config.regions[0], FakeCloud(),
+                         cluster, None, None, slept.append)  # type: ignore[arg-type]
+        for n in range(3):
+            pods = (PodRef("shop", f"p{n}-a"), PodRef("shop", f"p{n}-b"))
+            assert worker.drain(Drain(f"s-{n}", f"node-{n}", evict=pods)) == (0, 0)
+    assert slept == [EVICTION_RETRY_S] * EVICTION_RETRIES
+    assert worker.counts["refused"] == 6
+    assert cluster.evictions >= 6  # each pod asked at least once
