@@ -12,7 +12,8 @@ from scoctl.cli.common import JsonOption
 def notice(
     ctx: typer.Context,
     server: Annotated[str | None, typer.Option(
-        "--server", help="The server to be reclaimed (id or name; one scoctl manages).",
+        "--server", help="The server to be reclaimed, one scoctl manages: its id, or its name "
+        "when the state knows it (Nova is asked by id only).",
         show_default=False)] = None,
     pool: Annotated[str | None, typer.Option(
         "--pool", help="Reclaim every server of this configured pool.",

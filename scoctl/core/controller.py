@@ -152,9 +152,13 @@ def demand_left(s: Schedule, now: float) -> Schedule:
     return s if s.window is not None else replace(s, window=extend_window(None, now))
 
 
-def spool_looked(s: Schedule, t: Timers, now: float, *, waiting: bool) -> Schedule:
-    """The spool was listed at `now`; `waiting`: it holds events (an intake is due)."""
-    return replace(s, next_spool=now + t.spool, spool=s.spool or waiting)
+def spool_looked(s: Schedule, t: Timers, now: float, *, waiting: bool,
+                 notices: bool = False) -> Schedule:
+    """The spool was listed at `now`; `waiting`: it holds events (an intake is due);
+    `notices`: its notice folder holds a ``scoctl notice`` (a reconcile is due: the notice
+    stage runs on reconcile's listing)."""
+    return replace(s, next_spool=now + t.spool, spool=s.spool or waiting,
+                   reconcile=s.reconcile or notices)
 
 
 def reconcile_wanted(s: Schedule) -> Schedule:

@@ -42,6 +42,7 @@ from scoctl.core.model import (
     SlurmNode,
 )
 from scoctl.core.reconcile import (
+    BOOTING,
     LIVE,
     Event,
     node_server_id,
@@ -51,7 +52,6 @@ from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 RECLAIM_AT = "sco:reclaim-at"
 NOTICED = "noticed"
-BOOTING = frozenset({"requested", "building", "active"})
 CAN_NOTICE = LIVE | {NOTICED}
 
 

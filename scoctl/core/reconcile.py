@@ -33,6 +33,7 @@ from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 MANAGED_TAG = "sco:managed"
 LIVE = frozenset({"requested", "building", "active", "ready"})
+BOOTING = frozenset({"requested", "building", "active"})  # live, not Ready yet
 RECLAIMABLE_TAINT = ("reclaimable", "true", "NoSchedule")
 OPENSTACK_PROVIDER = "openstack://"
 INSTANCE_LABEL = "sco/instance"  # set by the node's join script: the server id

@@ -45,7 +45,7 @@ from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
 from scoctl.core.intake import is_managed_pod
-from scoctl.core.reconcile import LIVE
+from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
@@ -66,7 +66,6 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.2  # the longest the loop sleeps before it looks at the signals again
 MAX_STEPS = 6  # steps per pass: intake → act → reconcile → act again when it asks, …
-BOOTING = ("requested", "building", "active")
 LOCK_RETRY_S = 1.0
 
 
@@ -315,10 +314,10 @@ class Controller:
         if decide.spool_due(self.schedule, now):
             waiting = any(next(iter(pending_events(self.config.spool, kind)), None) is not None
                           for kind in (TOKEN_KIND, POWER_KIND))
-            if next(pending_events(notice_dir(self.config.spool), NOTICE_KIND), None) is not None:
-                self.schedule = decide.reconcile_wanted(self.schedule)  # `scoctl notice`
+            notices = next(pending_events(notice_dir(self.config.spool), NOTICE_KIND),
+                           None) is not None
             self.schedule = decide.spool_looked(self.schedule, self.timers, now,
-                                                waiting=waiting)
+                                                waiting=waiting, notices=notices)
 
     def _pass(self) -> None:
         """One pass under the run lock: every step due, in order, then the metrics."""

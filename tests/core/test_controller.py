@@ -220,3 +220,12 @@ def test_a_region_taken_over_is_acquired_then_reconciled_at_once() -> None:
     assert c.next_step(s, T, 1.0).step == "reconcile"  # the old leader's launches adopted
     s = c.after_reconcile(s, T, 1.0, failed=False, booting=False, replan=False)
     assert c.next_step(s, T, 1.5).step is None
+
+
+def test_a_spooled_notice_asks_for_a_reconcile_and_a_token_for_an_intake() -> None:
+    s = settled(0.0)
+    notice = c.spool_looked(s, T, 1.0, waiting=False, notices=True)
+    assert c.next_step(notice, T, 1.0).step == "reconcile"  # the notice stage runs there
+    token = c.spool_looked(s, T, 1.0, waiting=True)
+    assert c.next_step(token, T, 1.0).step == "intake"
+    assert c.next_step(c.spool_looked(s, T, 1.0, waiting=False), T, 1.0).step is None
