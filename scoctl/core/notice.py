@@ -26,7 +26,7 @@ No I/O, no clock, no logging: time comes in as `now`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -566,35 +566,9 @@ def reclaim_figures(rows: Iterable[NoticedRecord]) -> ReclaimFigures:
     return ReclaimFigures(count, tuple(leads), tuple(ready))
 
 
-def histogram(values: Iterable[float], buckets: Iterable[float]) -> list[tuple[float, int]]:
-    """Cumulative counts per upper bound (Prometheus ``le``), +Inf last."""
-    seen = sorted(values)
-    return [(bound, sum(1 for v in seen if v <= bound)) for bound in (*buckets, float("inf"))]
-
-
-def _histogram_lines(name: str, help_text: str, values: Sequence[float],
-                     buckets: Sequence[float]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-    for bound, count in histogram(values, buckets):
-        le = "+Inf" if bound == float("inf") else f"{bound:g}"
-        lines.append(f'{name}_bucket{{le="{le}"}} {count}')
-    lines += [f"{name}_sum {round(sum(values), 3)!r}", f"{name}_count {len(values)}"]
-    return lines
-
-
-def reclaim_metric_lines(figures: ReclaimFigures) -> list[str]:
-    """The reclaim metrics in the Prometheus text exposition format:
-
-        scoctl_reclaim_notices_total               notices scoctl acted on (per instance)
-        scoctl_reclaim_lead_seconds                histogram: notice → deadline
-        scoctl_reclaim_replacement_ready_seconds   histogram: notice → replacement Ready
-    """
-    return ["# HELP scoctl_reclaim_notices_total Reclaim notices scoctl acted on, per "
-            "noticed instance.", "# TYPE scoctl_reclaim_notices_total counter",
-            f"scoctl_reclaim_notices_total {figures.notices}",
-            *_histogram_lines("scoctl_reclaim_lead_seconds",
-                              "Lead time of reclaim notices: first sight to deadline.",
-                              figures.lead_seconds, LEAD_BUCKETS),
-            *_histogram_lines("scoctl_reclaim_replacement_ready_seconds",
-                              "From a reclaim notice to its replacement's node Ready.",
-                              figures.replacement_ready_seconds, READY_BUCKETS)]
+def histogram(values: Iterable[float], buckets: Iterable[float]) -> list[tuple[str, int]]:
+    """Cumulative ``(le, count)`` pairs as Prometheus writes them, ending with ``+Inf`` (what
+    the metrics textfile's histogram writer takes, as `core.latency.cumulative` gives)."""
+    seen = tuple(values)
+    return [("+Inf" if bound == float("inf") else f"{bound:g}",
+             sum(1 for v in seen if v <= bound)) for bound in (*buckets, float("inf"))]

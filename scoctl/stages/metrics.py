@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
-from scoctl.core.notice import reclaim_figures, reclaim_metric_lines
+from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
 
 if TYPE_CHECKING:
     from scoctl.state import Store
@@ -179,5 +179,13 @@ def collect(store: Store, sample: RunSample) -> str:
                                "node Ready.")):
         h = histograms.get(metric, Histogram())  # empty: dashboards still see the series
         t.histogram(f"scoctl_{metric}_seconds", help_text, cumulative(h), h.total)
-    t.lines.extend(reclaim_metric_lines(reclaim_figures(store.noticed(every=True))))
+    reclaims = reclaim_figures(store.noticed(every=True))
+    t.metric("scoctl_reclaim_notices_total", "counter",
+             "Reclaim notices scoctl acted on, per noticed instance.", [({}, reclaims.notices)])
+    for name, help_text, values, buckets in (
+            ("scoctl_reclaim_lead_seconds", "Lead time of reclaim notices: first sight to "
+             "deadline.", reclaims.lead_seconds, LEAD_BUCKETS),
+            ("scoctl_reclaim_replacement_ready_seconds", "From a reclaim notice to its "
+             "replacement's node Ready.", reclaims.replacement_ready_seconds, READY_BUCKETS)):
+        t.histogram(name, help_text, histogram(values, buckets), sum(values))
     return t.render()
