@@ -20,6 +20,7 @@ from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
@@ -296,20 +297,29 @@ def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
 
 
 def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World) -> None:
+    inst = serving(world)  # a managed unit the flow does act on, in the same pass
     foreign = world.cloud.launch(LaunchRequest(name="not-ours", flavor="m1.small",
                                                image=IMAGE_ID, networks=(NETWORK_ID,)))
     world.nova.settle()
     [server] = foreign.servers
-    world.cloud.connection.compute.set_server_metadata(
-        server.id, **{RECLAIM_AT: rfc3339(world.clock.now())})
+    assert MANAGED_TAG not in (world.cloud.server(server.id) or server).tags
+    due = rfc3339(world.clock.now())  # due now: a managed server would be deleted at once
+    world.cloud.connection.compute.set_server_metadata(server.id, **{RECLAIM_AT: due})
+    world.notice(inst.id, 0)
     calls = len(world.nova.calls())
     result = run_notices(world.config, world.store, world.clock,
                          clouds={REGION: world.cloud}, cluster=world.systems.cluster)
-    assert not result.changed and not result.errors
-    assert world.store.events() == [] and world.store.noticed(every=True) == []
-    mutating = [c for c in world.nova.calls()[calls:] if c[0] in ("POST", "PUT", "DELETE")]
-    assert mutating == []
-    assert world.cloud.server(server.id) is not None
+    assert result.changed and not result.errors  # the managed unit's notice took effect
+    assert world.detail("RECLAIM_NOTICED")["server"] == inst.id
+    assert world.store.instance(inst.id).status != "ready"  # type: ignore[union-attr]
+    assert not [e for e in world.store.events() if server.id in str(dict(e.detail))]
+    assert server.id not in {r.server_id for r in world.store.noticed(every=True)}
+    made = world.nova.calls()[calls:]
+    assert [c for c in made if c[0] == "DELETE" and inst.id in c[1]]  # the due managed one
+    assert [c for c in made if c[0] in ("POST", "PUT", "DELETE") and server.id in c[1]] == []
+    world.nova.settle()
+    kept = world.cloud.server(server.id)
+    assert kept is not None and kept.status == "ACTIVE" and kept.metadata.get(RECLAIM_AT) == due
 
 
 def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
