@@ -278,6 +278,8 @@ def test_the_deadline_deletes_a_server_whatever_still_runs_there(world: World) -
     world.k8s.clear_faults()
     reclaimed = world.detail("INSTANCE_RECLAIMED")
     assert reclaimed["why"] == "deadline" and reclaimed["left"] == PODS
+    world.nova.settle()
+    assert world.cloud.server(inst.id) is None  # deleted in Nova, pods or no pods
 
 
 def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
