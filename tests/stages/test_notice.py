@@ -29,6 +29,8 @@ from scoctl.state import Store, open_store
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 
 PODS = 4
+# Production Nodes are named after the host, not the server: the flow must match by identity
+NODE_SUFFIX = ".novalocal"
 TOLERATE = [{"key": "reclaimable", "operator": "Equal", "value": "true",
              "effect": "NoSchedule"}]
 
@@ -83,10 +85,11 @@ class World:
         self.nova.settle()
         names = {n["metadata"]["name"] for n in self.k8s.objects("Node")}
         for server in self.cloud.servers(tags=["sco:managed"]):
-            inst = self.store.instance(server.id)
-            if inst is None or server.name in names or server.status != "ACTIVE":
+            inst, name = self.store.instance(server.id), f"{server.name}{NODE_SUFFIX}"
+            if inst is None or name in names or server.status != "ACTIVE":
                 continue
-            self.k8s.add(make_node(server.name, provider_id=f"openstack:///{server.id}",
+            self.k8s.add(make_node(name,
+                                   provider_id=f"openstack:///{server.id}",
                                    labels={"sco/managed": "true", "sco/workload": "web",
                                            "sco/pool": inst.pool or ""},
                                    taints=[{"key": "reclaimable", "value": "true",
@@ -134,6 +137,11 @@ def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
         store.close()
 
 
+def node_name(inst: InstanceRecord) -> str:
+    """The name the node agent registers the instance's Node under (not the server's name)."""
+    return f"{inst.name}{NODE_SUFFIX}"
+
+
 def serving(world: World) -> InstanceRecord:
     """One ready unit of `web` in small.a, holding every pod."""
     world.run()
@@ -141,7 +149,7 @@ def serving(world: World) -> InstanceRecord:
     world.run()
     [inst] = world.instances("small.a")
     assert inst.status == "ready"
-    world.bind_all(inst.name)
+    world.bind_all(node_name(inst))
     return inst
 
 
@@ -160,7 +168,7 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
     assert world.store.plans()["web"].pools[0].pool == "small.b"
     [replacement] = world.instances("small.b")
     assert replacement.status in ("requested", "building", "active")
-    node = world.k8s.get("Node", None, inst.name)
+    node = world.k8s.get("Node", None, node_name(inst))
     assert node["spec"]["unschedulable"] is True
     assert len([p for p in world.k8s.objects("Pod") if p["spec"].get("nodeName")]) == PODS
 
@@ -217,10 +225,10 @@ def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_marg
     world.k8s.fail_next(10_000, 429, path_contains="/eviction")
     notice = world.run().stage("notice")
     assert notice is not None and notice.result.regions[0].refused == PODS
-    assert world.slept == [0.5] * 6 and len(on_node(world, inst.name)) == PODS
+    assert world.slept == [0.5] * 6 and len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
     world.run()
-    assert "DRAIN_FORCED" in world.tokens() and on_node(world, inst.name) == []
+    assert "DRAIN_FORCED" in world.tokens() and on_node(world, node_name(inst)) == []
     world.k8s.clear_faults()
     world.clock.advance(1)
     world.run()
@@ -238,7 +246,7 @@ def test_a_withdrawn_notice_uncordons_and_puts_the_unit_back(world: World) -> No
     back = world.store.instance(inst.id)
     assert back is not None and back.status == "ready"
     assert "RECLAIM_WITHDRAWN" in world.tokens()
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is False
 
 
 def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the_server(
@@ -249,7 +257,7 @@ def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the
     world.run()
     held = world.store.instance(inst.id)
     assert held is not None and held.status == "noticed"
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is True
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is True
     taken_back = announce(world.config, world.config.state, world.clock, server=inst.id,
                           pool=None, at="", reason="lease extended", withdraw=True)
     assert taken_back.withdraw and taken_back.deadline == ""
@@ -259,7 +267,7 @@ def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the
     back = world.store.instance(inst.id)
     assert back is not None and back.status == "ready"
     assert world.detail("RECLAIM_WITHDRAWN")["server"] == inst.id
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is False
     world.clock.advance(60)  # past the old deadline: nothing reclaims it
     world.run()
     assert world.cloud.server(inst.id) is not None
