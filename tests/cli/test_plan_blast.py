@@ -32,8 +32,9 @@ def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli
     assert {g["group"] for g in blast["groups"]} == {p["group"] for p in alpha["pools"]}
     assert math.isclose(sum(p["lost"] for p in blast["pools"]), 1.0, abs_tol=1e-3)
     committed_pools = [p for p in blast["pools"] if p["pool"].endswith(".res")]
-    assert committed_pools and not any(p["floor_holds"] for p in committed_pools
-                                       if p["committed_after"] < 0.3 - 1e-9)
+    below_floor = [p for p in committed_pools if p["committed_after"] < 0.3 - 1e-9]
+    assert committed_pools and below_floor  # else the next line would prove nothing
+    assert not any(p["floor_holds"] for p in below_floor)
     explain = cli("--config", str(config), "plan", "--explain", "alpha")
     assert explain.code == 0 and "blast radius" in explain.stdout
     assert "holds" in explain.stdout and "breaks" in explain.stdout  # each row says which

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
@@ -350,6 +350,7 @@ def test_property_never_deleted_before_the_deadline_unless_empty(
         drawn: tuple[NoticeSnapshot, datetime]) -> None:
     world, now = drawn
     d = decide(world, POLICY, now)
+    assume(d.removals)  # a world where nothing is removed proves nothing here
     for removal in d.removals:
         deadline = datetime.fromisoformat(removal.row.deadline.replace("Z", "+00:00"))
         assert now >= deadline or _left(world, removal.server_id) == 0, removal
@@ -363,6 +364,7 @@ def test_property_no_new_unit_is_ever_placed_in_a_noticed_pool(
     in_force = dict(world.exclusions) | {e.pool: e.until for e in d.exclusions}
     noticed_pools = {i.pool for i in world.instances
                      if d.statuses.get(i.id, i.status) == "noticed" and i.pool}
+    assume(noticed_pools)  # else there is no pool to keep out
     for pool in noticed_pools:  # excluded until past the deadline plus the cool-down
         deadlines = [r.deadline for r in (*world.noticed, *d.rows)
                      if r.pool == pool and r.outcome is None]
@@ -378,15 +380,13 @@ def test_property_a_new_notice_requests_its_replacement_in_the_same_pass(
     world, now = drawn
     d = decide(world, POLICY, now)
     fresh = [r for r in d.rows if r.noticed_at == rfc3339(now)]
-    if not fresh:
-        return
+    assume(fresh)  # the property is about a notice newly in force
     assert d.dirty.get("web") == "reclaim notice"
     # the re-plan the same pass makes: noticed units are no longer live, their pools excluded
     after = [replace(i, status=d.statuses.get(i.id, i.status)) for i in world.instances]
     current = units_of(after, ())
     excluded = {e.pool for e in d.exclusions} | set(world.exclusions)
-    if excluded >= {p.name for p in POOLS}:
-        return  # every pool is going: nothing can replace it
+    assume(not excluded >= {p.name for p in POOLS})  # every pool going: nothing can replace it
     claim = make_claim("web", pods=4 * len(world.instances), cpu=1, memory_gi=1)
     plans = plan_all([claim], {"T1": OPEN}, POOLS, FLAVORS, {p.name: 0.5 for p in POOLS},
                      current, excluded=excluded)
@@ -402,6 +402,7 @@ def test_property_held_instances_are_exactly_those_the_decision_touches(
     d = decide(world, POLICY, now)
     touched = {r.server_id for r in d.rows} | {x.server_id for x in d.drains} | {
         x.server_id for x in d.removals}
+    assume(touched)  # an untouched world makes the inclusion hold trivially
     assert touched <= held_ids(world)
 
 

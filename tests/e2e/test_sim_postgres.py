@@ -99,16 +99,22 @@ def follow_the_scale_up(cwd: Path, config: Path) -> None:
     as they turn pending, and gives its term up on SIGTERM (exit 0)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)
-    controller = subprocess.Popen(
-        [sys.executable, "-m", "scoctl", "--config", str(config), "run", "--follow"],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        scoctl(cwd, config, "sim", "scale", "shop/orders-daily", "--replicas", "50")
-        wait_for(lambda: pods(cwd, config), lambda n: n == (50, 0), timeout=120)
-    finally:
-        if controller.poll() is None:
-            controller.terminate()
-        out, err = controller.communicate(timeout=30)
+    # its output goes to files, not pipes: nobody reads a pipe while the test waits, and a
+    # full one (about 64 KB) would block the controller mid-pass
+    out_log, err_log = cwd / "controller.stdout.log", cwd / "controller.stderr.log"
+    with out_log.open("wb") as out_file, err_log.open("wb") as err_file:
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "scoctl", "--config", str(config), "run", "--follow"],
+            cwd=cwd, env=env, stdout=out_file, stderr=err_file)
+        try:
+            scoctl(cwd, config, "sim", "scale", "shop/orders-daily", "--replicas", "50")
+            wait_for(lambda: pods(cwd, config), lambda n: n == (50, 0), timeout=120)
+        finally:
+            if controller.poll() is None:
+                controller.terminate()
+            controller.wait(timeout=30)
+    out = out_log.read_text(encoding="utf-8", errors="replace")
+    err = err_log.read_text(encoding="utf-8", errors="replace")
     assert controller.returncode == 0, err[-3000:]
     assert "pass in" in out and "SIGTERM: stopped" in err
     [leader] = json.loads(scoctl(cwd, config, "status", "--json").stdout)["leaders"]

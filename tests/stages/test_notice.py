@@ -20,6 +20,7 @@ from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
@@ -28,6 +29,8 @@ from scoctl.state import Store, open_store
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 
 PODS = 4
+# Production Nodes are named after the host, not the server: the flow must match by identity
+NODE_SUFFIX = ".novalocal"
 TOLERATE = [{"key": "reclaimable", "operator": "Equal", "value": "true",
              "effect": "NoSchedule"}]
 
@@ -82,10 +85,11 @@ class World:
         self.nova.settle()
         names = {n["metadata"]["name"] for n in self.k8s.objects("Node")}
         for server in self.cloud.servers(tags=["sco:managed"]):
-            inst = self.store.instance(server.id)
-            if inst is None or server.name in names or server.status != "ACTIVE":
+            inst, name = self.store.instance(server.id), f"{server.name}{NODE_SUFFIX}"
+            if inst is None or name in names or server.status != "ACTIVE":
                 continue
-            self.k8s.add(make_node(server.name, provider_id=f"openstack:///{server.id}",
+            self.k8s.add(make_node(name,
+                                   provider_id=f"openstack:///{server.id}",
                                    labels={"sco/managed": "true", "sco/workload": "web",
                                            "sco/pool": inst.pool or ""},
                                    taints=[{"key": "reclaimable", "value": "true",
@@ -133,6 +137,11 @@ def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
         store.close()
 
 
+def node_name(inst: InstanceRecord) -> str:
+    """The name the node agent registers the instance's Node under (not the server's name)."""
+    return f"{inst.name}{NODE_SUFFIX}"
+
+
 def serving(world: World) -> InstanceRecord:
     """One ready unit of `web` in small.a, holding every pod."""
     world.run()
@@ -140,7 +149,7 @@ def serving(world: World) -> InstanceRecord:
     world.run()
     [inst] = world.instances("small.a")
     assert inst.status == "ready"
-    world.bind_all(inst.name)
+    world.bind_all(node_name(inst))
     return inst
 
 
@@ -159,7 +168,7 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
     assert world.store.plans()["web"].pools[0].pool == "small.b"
     [replacement] = world.instances("small.b")
     assert replacement.status in ("requested", "building", "active")
-    node = world.k8s.get("Node", None, inst.name)
+    node = world.k8s.get("Node", None, node_name(inst))
     assert node["spec"]["unschedulable"] is True
     assert len([p for p in world.k8s.objects("Pod") if p["spec"].get("nodeName")]) == PODS
 
@@ -216,10 +225,10 @@ def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_marg
     world.k8s.fail_next(10_000, 429, path_contains="/eviction")
     notice = world.run().stage("notice")
     assert notice is not None and notice.result.regions[0].refused == PODS
-    assert world.slept == [0.5] * 6 and len(on_node(world, inst.name)) == PODS
+    assert world.slept == [0.5] * 6 and len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
     world.run()
-    assert "DRAIN_FORCED" in world.tokens() and on_node(world, inst.name) == []
+    assert "DRAIN_FORCED" in world.tokens() and on_node(world, node_name(inst)) == []
     world.k8s.clear_faults()
     world.clock.advance(1)
     world.run()
@@ -237,7 +246,7 @@ def test_a_withdrawn_notice_uncordons_and_puts_the_unit_back(world: World) -> No
     back = world.store.instance(inst.id)
     assert back is not None and back.status == "ready"
     assert "RECLAIM_WITHDRAWN" in world.tokens()
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is False
 
 
 def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the_server(
@@ -248,7 +257,7 @@ def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the
     world.run()
     held = world.store.instance(inst.id)
     assert held is not None and held.status == "noticed"
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is True
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is True
     taken_back = announce(world.config, world.config.state, world.clock, server=inst.id,
                           pool=None, at="", reason="lease extended", withdraw=True)
     assert taken_back.withdraw and taken_back.deadline == ""
@@ -258,7 +267,7 @@ def test_a_spooled_notice_withdrawn_with_notice_withdraw_uncordons_and_keeps_the
     back = world.store.instance(inst.id)
     assert back is not None and back.status == "ready"
     assert world.detail("RECLAIM_WITHDRAWN")["server"] == inst.id
-    assert world.k8s.get("Node", None, inst.name)["spec"]["unschedulable"] is False
+    assert world.k8s.get("Node", None, node_name(inst))["spec"]["unschedulable"] is False
     world.clock.advance(60)  # past the old deadline: nothing reclaims it
     world.run()
     assert world.cloud.server(inst.id) is not None
@@ -277,6 +286,8 @@ def test_the_deadline_deletes_a_server_whatever_still_runs_there(world: World) -
     world.k8s.clear_faults()
     reclaimed = world.detail("INSTANCE_RECLAIMED")
     assert reclaimed["why"] == "deadline" and reclaimed["left"] == PODS
+    world.nova.settle()
+    assert world.cloud.server(inst.id) is None  # deleted in Nova, pods or no pods
 
 
 def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
@@ -296,20 +307,29 @@ def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
 
 
 def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World) -> None:
+    inst = serving(world)  # a managed unit the flow does act on, in the same pass
     foreign = world.cloud.launch(LaunchRequest(name="not-ours", flavor="m1.small",
                                                image=IMAGE_ID, networks=(NETWORK_ID,)))
     world.nova.settle()
     [server] = foreign.servers
-    world.cloud.connection.compute.set_server_metadata(
-        server.id, **{RECLAIM_AT: rfc3339(world.clock.now())})
+    assert MANAGED_TAG not in (world.cloud.server(server.id) or server).tags
+    due = rfc3339(world.clock.now())  # due now: a managed server would be deleted at once
+    world.cloud.connection.compute.set_server_metadata(server.id, **{RECLAIM_AT: due})
+    world.notice(inst.id, 0)
     calls = len(world.nova.calls())
     result = run_notices(world.config, world.store, world.clock,
                          clouds={REGION: world.cloud}, cluster=world.systems.cluster)
-    assert not result.changed and not result.errors
-    assert world.store.events() == [] and world.store.noticed(every=True) == []
-    mutating = [c for c in world.nova.calls()[calls:] if c[0] in ("POST", "PUT", "DELETE")]
-    assert mutating == []
-    assert world.cloud.server(server.id) is not None
+    assert result.changed and not result.errors  # the managed unit's notice took effect
+    assert world.detail("RECLAIM_NOTICED")["server"] == inst.id
+    assert world.store.instance(inst.id).status != "ready"  # type: ignore[union-attr]
+    assert not [e for e in world.store.events() if server.id in str(dict(e.detail))]
+    assert server.id not in {r.server_id for r in world.store.noticed(every=True)}
+    made = world.nova.calls()[calls:]
+    assert [c for c in made if c[0] == "DELETE" and inst.id in c[1]]  # the due managed one
+    assert [c for c in made if c[0] in ("POST", "PUT", "DELETE") and server.id in c[1]] == []
+    world.nova.settle()
+    kept = world.cloud.server(server.id)
+    assert kept is not None and kept.status == "ACTIVE" and kept.metadata.get(RECLAIM_AT) == due
 
 
 def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
