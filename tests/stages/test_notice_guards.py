@@ -21,7 +21,14 @@ from scoctl.stages.notice import run_notices
 from scoctl.stages.reconcile import busy_pods
 from scoctl.state import Store, open_store
 from tests.stages.test_acquire import make_config
-from tests.stages.test_notice import PODS, World, on_node, serving, world  # noqa: F401
+from tests.stages.test_notice import (  # noqa: F401
+    PODS,
+    World,
+    node_name,
+    on_node,
+    serving,
+    world,
+)
 from tests.stages.test_notice_slurm import NODE, RecordingSlurm, noticed_slurm_node
 from tests.stages.test_reconcile import emulator_cloud  # noqa: F401
 
@@ -54,7 +61,7 @@ def test_a_deadline_pass_that_deletes_pods_and_removes_records_its_pods_deleted(
     inst = serving(world)
     world.notice(inst.id, 40)
     world.run()
-    assert len(on_node(world, inst.name)) == PODS
+    assert len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(41)  # past the deadline: delete the pods, remove the server
     notice = world.run().stage("notice")
     assert notice is not None and notice.result.regions[0].pods_deleted == PODS
