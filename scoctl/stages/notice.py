@@ -508,8 +508,9 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
 
     Clouds come from `clouds` (by region name), else `connect(config, region)`, else the
     config's clouds.yaml entry with the region's token budget. `servers[region]`, when given,
-    is a listing the caller made already (then no listing call is made here). `sleep` paces
-    the retries of refused evictions within the pass.
+    is a listing the caller made already (then no listing call is made here); a region missing
+    from a given `servers` is one the caller could not list: it is left to the next pass.
+    `sleep` paces the retries of refused evictions within the pass.
 
     A region whose Nova cannot be read is skipped and reported in `errors`; API failures never
     raise. ConfigError (an unusable clouds.yaml entry) does. With `leads`, regions this runner
@@ -531,6 +532,8 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     release: list[NodeRelease] = []
     refused: NotLeader | None = None
     for reg in [r for r in regions if leads is None or leads(r.name)]:
+        if servers is not None and reg.name not in servers:
+            continue  # the caller's listing of this region failed (and says so): no second try
         try:
             cloud = FencedCloud((clouds or {}).get(reg.name) or connect(config, reg), reg.name,
                                 store)

@@ -146,3 +146,20 @@ def test_evictions_refused_on_many_nodes_wait_at_most_the_passs_retry_bound(
     assert slept == [EVICTION_RETRY_S] * EVICTION_RETRIES
     assert worker.counts["refused"] == 6
     assert cluster.evictions >= 6  # each pod asked at least once
+
+
+def test_a_region_reconcile_could_not_list_is_not_listed_again_by_the_notice_stage(
+        tmp_path: Path) -> None:
+    """Nova down for reconcile's listing: the notice stage, on that listing, does not call the
+    same Nova again in the same pass (one outage, one failed call); it still takes in the
+    spool."""
+    from scoctl.stages.reconcile import ReconcileResult
+    from scoctl.stages.run import notices_and_release
+
+    config = make_config(tmp_path)
+    cloud = FakeCloud()
+    with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
+        failed = ReconcileResult(regions=(), errors=("region-a: Nova: down",))
+        result = notices_and_release(config, store, FixedClock(), failed,
+                                     clouds={"region-a": cloud})
+    assert cloud.calls == [] and result.regions == () and not result.errors
