@@ -72,7 +72,8 @@ def trial(directory: Path, state: Path, change: int) -> tuple[float, float]:
     target = replicas(directory) + change
     started = time.monotonic()
     sim.scale(directory, TARGET, target)
-    wait_until(lambda: plan_state(state), lambda v: v[0] > before and v[2] >= v[0], 60)
+    wait_until(lambda: plan_state(state), lambda v: v[0] > before and v[2] >= v[0], 60,
+               interval=0.01)
     planned = time.monotonic() - started
     wait_until(lambda: settled(directory), bool, 300)
     return planned, time.monotonic() - started
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         controller = subprocess.Popen([*scoctl, "run", "--follow", "--json"], cwd=home,
                                       env=env, stdout=log, stderr=subprocess.STDOUT)
         started = time.monotonic()
-        wait_until(lambda: plan_state(state), lambda v: v[0] > 0 and v[2] >= v[0], 60)
+        wait_until(lambda: plan_state(state), lambda v: v[0] > 0 and v[2] >= v[0], 60,
+                   interval=0.01)
         seed_plan = time.monotonic() - started
         wait_until(lambda: settled(directory), bool, 300)
         seed_ready = time.monotonic() - started

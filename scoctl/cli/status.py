@@ -78,8 +78,8 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     for i in instances:
         counts[i.status] = counts.get(i.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    with_nodes = any(i.node_name for i in instances)  # Slurm node names; Kubernetes nodes
-    with_notices = any(i.id in notices for i in instances)  # carry the server name
+    with_nodes = any(i.node_name for i in instances)  # Slurm node names (Kubernetes: by id)
+    with_notices = any(i.id in notices for i in instances)
     render.table(f"Instances ({summary})" if summary else "Instances",
                  ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else [])
                  + (["reclaim deadline"] if with_notices else []),

@@ -49,13 +49,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scoctl.core.demand import Taint, effective_request, tolerates
+from scoctl.core.notice import RECLAIM_AT, parse_notice_time
 from scoctl.core.quantity import add, fits
 
 log = logging.getLogger("scoctl.sim.agent")
 
 Obj = dict[str, Any]
 MANAGED_TAG = "sco:managed"
-RECLAIM_AT = "sco:reclaim-at"
 PROVIDER_PREFIX = "openstack:///"
 INSTANCE_LABEL = "sco/instance"
 CONTRACT_PATH = "/etc/scoctl/contract.json"
@@ -611,10 +611,10 @@ def due_reclaims(servers: Sequence[Mapping[str, Any]],
         if not value or server.get("status") in ("DELETED",):
             continue
         try:
-            deadline = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            deadline = parse_notice_time(str(value))  # what scoctl reads, read the same way
         except ValueError:
             continue
-        if deadline.tzinfo is not None and deadline <= now:
+        if deadline <= now:
             due.append(server)
     return due
 

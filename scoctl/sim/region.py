@@ -382,9 +382,9 @@ def status(directory: Path) -> dict[str, Any]:
     body = state.as_json()
     if not state.running:
         return body
+    from scoctl.core.notice import RECLAIM_AT
     from scoctl.sim.agent import (
         MANAGED_TAG,
-        RECLAIM_AT,
         is_pending,
         is_ready,
         is_running,
