@@ -152,36 +152,31 @@ class KubeClient:
         except api_errors() as exc:
             self._raise(exc, doing)
 
-    def _unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
-                     **kwargs: Any) -> bool:
-        """`_call`, where 404 (the object is gone already) is False and any answer True."""
-        from kubernetes.client.exceptions import ApiException
-
-        kwargs.setdefault("_request_timeout", self._timeout)
-        try:
-            fn(*args, **kwargs)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            self._raise(exc, doing)
-        except api_errors() as exc:
-            self._raise(exc, doing)
-        return True
-
-    def _read_unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
-                          **kwargs: Any) -> Raw | None:
-        """One object (or one list) as raw JSON, within the API timeout and its connection given
-        back; None when it is not there (404: the object is gone, or its CRD not installed)."""
+    def _or_gone(self, doing: str, call: Callable[[], T]) -> T | None:
+        """`call()`, with None for a 404 (the object is gone, or its CRD not installed) and
+        every other failure mapped as `_call` maps it."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self._read_json(fn, *args, **kwargs)
+            return call()
         except ApiException as exc:
             if exc.status == 404:
                 return None
             self._raise(exc, doing)
         except api_errors() as exc:
             self._raise(exc, doing)
+
+    def _unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
+                     **kwargs: Any) -> bool:
+        """`_call`, where 404 (the object is gone already) is False and any answer True."""
+        kwargs.setdefault("_request_timeout", self._timeout)
+        return self._or_gone(doing, lambda: fn(*args, **kwargs) or True) is not None
+
+    def _read_unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
+                          **kwargs: Any) -> Raw | None:
+        """One object (or one list) as raw JSON, within the API timeout and its connection given
+        back; None when it is not there (404)."""
+        return self._or_gone(doing, lambda: self._read_json(fn, *args, **kwargs))
 
     def _list_raw(self, doing: str, fn: Callable[..., Any], *args: Any,
                   **kwargs: Any) -> tuple[list[Raw], str]:
