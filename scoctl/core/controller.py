@@ -254,6 +254,13 @@ def plans_behind(claims: Iterable[tuple[str, int, bool]], planned: Mapping[str, 
     return any(workload not in demand for workload in planned)
 
 
+def plan_unacquired(latest: int | None, acquired: int | None) -> bool:
+    """A plan generation newer than the last one this controller acquired after: another
+    runner (a standby, a leader since deposed, ``scoctl plan``) committed it, so no claim looks
+    behind here, yet its units are this controller's to launch where it leads."""
+    return latest is not None and (acquired is None or latest > acquired)
+
+
 def error_of(errors: Sequence[str], api: str) -> str | None:
     """The first of a stage's `errors` that names `api` (``nova``, ``kubernetes``,
     ``slurm``), or None: that API answered."""

@@ -420,6 +420,7 @@ class Steps:
         self.last: dict[str, StepReport] = {}
         self.pending: dict[str, int] = {}
         self.plan_seconds: float | None = None
+        self.acquired: int | None = None  # the plan generation of the last acquire that ran
 
     def close(self) -> None:
         for cloud in self.clouds.values():
@@ -502,7 +503,8 @@ class Steps:
         record_sightings(o.store, result.changed, o.sizes, seen, o.clock.now().timestamp())
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(errors), changed=bool(result.changed),
-                                         replan=bool(o.store.dirty()) or self.plans_behind())
+                                         replan=bool(o.store.dirty()) or self.plans_behind()
+                                         or self.plan_unacquired())
         return errors, {"sources": sources, "changed": sorted(result.changed),
                         "spool_events": result.spool_events, "power_requests": power}
 
@@ -533,6 +535,7 @@ class Steps:
             return [str(exc)], detail
         if acquire.errors or acquire.launches:  # no launch, no call: no news about Nova
             o.api("nova", acquire.errors[0] if acquire.errors else None)
+        self.acquired = plan.generation
         detail["launched"] = sum(x.created for x in acquire.launches if x.status != "failed")
         o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
                                       failed=bool(acquire.errors),
@@ -577,6 +580,11 @@ class Steps:
                                      cluster=o.cached, scheduler=o.scheduler,
                                      leads=o.lead.leads)
         return list(result.errors)
+
+    def plan_unacquired(self) -> bool:
+        """A plan generation another runner committed that no acquire here has run after."""
+        latest = self.owner.store.latest_generation()
+        return decide.plan_unacquired(latest.generation if latest else None, self.acquired)
 
     def plans_behind(self) -> bool:
         """Claims written by other processes (Slurm's resume and suspend programs,

@@ -229,3 +229,10 @@ def test_a_spooled_notice_asks_for_a_reconcile_and_a_token_for_an_intake() -> No
     token = c.spool_looked(s, T, 1.0, waiting=True)
     assert c.next_step(token, T, 1.0).step == "intake"
     assert c.next_step(c.spool_looked(s, T, 1.0, waiting=False), T, 1.0).step is None
+
+
+def test_a_plan_generation_newer_than_the_last_acquire_is_owed_an_acquire() -> None:
+    assert c.plan_unacquired(3, 2)  # another runner planned since
+    assert not c.plan_unacquired(3, 3) and not c.plan_unacquired(2, 3)
+    assert c.plan_unacquired(1, None)  # a plan, and no acquire here yet
+    assert not c.plan_unacquired(None, None)  # no plan at all

@@ -129,3 +129,26 @@ def test_a_controller_that_comes_to_lead_acquires_at_once(lead: Lead) -> None:
     lead.controller._pass()  # only what is due: the take-over's plan and acquire
     assert len(lead.cloud.launch_calls()) >= 1
     assert sum(launch.count for launch in lead.store.launches()) == 2
+
+
+def test_a_plan_another_runner_committed_is_acquired_by_the_leader(lead: Lead) -> None:
+    """A standby (or a leader deposed since) plans too (DESIGN §15: any host may plan), so the
+    plan of new demand may be committed by another runner: no claim then looks behind to the
+    leader, and its next intake must still acquire what that plan adds."""
+    from dataclasses import replace
+
+    from scoctl.stages.plan import run_plan
+
+    lead.demand(2)
+    lead.one_pass()
+    assert len(lead.cloud.launch_calls()) == 1
+    lead.demand(4)
+    other = run_plan(lead.controller.config, lead.store, SystemClock())  # another runner
+    assert sum(u.units for u in lead.store.plans()["web"].pools) == 4 and other.changed
+    lead.controller.follow_lead()
+    now = lead.controller.clock.monotonic()
+    lead.controller.schedule = replace(lead.controller.schedule, next_poll=now)  # an intake
+    assert decide.next_step(lead.controller.schedule, lead.controller.timers, now).step == \
+        "intake"
+    lead.controller._pass()
+    assert sum(r.max_count for r in lead.cloud.launch_calls()) == 4  # 2, then the other 2
