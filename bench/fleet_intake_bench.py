@@ -7,7 +7,7 @@ adapter (the official client over HTTP):
 * watch pass — one `stages.watch.run_pass` that lists what it reads, with the pod and node
   list requests it made, against the baseline of the per-node listing it replaced (one
   ``spec.nodeName=`` list per scoctl node, timed here over the same 2,000 nodes);
-* controller — `stages.controller.Controller` (its Nova is an in-memory fake): how long its
+* controller — `runner.controller.Controller` (its Nova is an in-memory fake): how long its
   watches take to sync, the requests of its passes once synced, and a demand change (200 new
   pods) → committed plan, with the batch window at its default 1 s.
 
@@ -31,8 +31,8 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
+from scoctl.runner.controller import Controller, Signals
 from scoctl.sim import k8s_emulator as ke
-from scoctl.stages.controller import Controller, Signals
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
 

@@ -16,7 +16,7 @@ import pytest
 from scoctl.core.latency import observe
 from scoctl.core.model import Histogram, LatencySample
 from scoctl.core.model.latency import DECISION, READY
-from scoctl.stages.metrics import RunSample, StageSample, collect
+from scoctl.services.metrics import RunSample, StageSample, collect
 from scoctl.state import open_store
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -1,6 +1,6 @@
 """The join-credential seam: bootstrap token Secrets in the Kubernetes API (DESIGN §11).
 
-`KubernetesCluster` implements `BootstrapTokens`; `stages.join_tokens` uses it to create one
+`KubernetesCluster` implements `BootstrapTokens`; `services.join_tokens` uses it to create one
 token per launch and delete it once the launch no longer needs it (`core.jointoken`). The
 token's secret half is sent to the API and never returned: listings give names, launches and
 expirations only.

@@ -44,7 +44,7 @@ def acquire(
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
-    from scoctl.stages.run import acquire_with_fallback, slurm_of
+    from scoctl.runner.compose import acquire_with_fallback, slurm_of
     from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)

@@ -16,7 +16,7 @@ from scoctl.errors import UsageError
 
 if TYPE_CHECKING:
     from scoctl.config.schema import Config
-    from scoctl.stages.leadership import Leadership
+    from scoctl.services.leadership import Leadership
     from scoctl.state import Store
 
 
@@ -96,7 +96,7 @@ class Globals:
     @contextmanager
     def leading(self) -> Iterator[Leadership]:
         """This runner's leadership of the regions (DESIGN §15), ended when the block ends."""
-        from scoctl.stages.leadership import leadership_for
+        from scoctl.services.leadership import leadership_for
 
         lead = leadership_for(self.config(), self.state_path())
         try:

@@ -42,7 +42,7 @@ def reconcile(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_FAILURE
-    from scoctl.stages.run import reconcile_and_release
+    from scoctl.runner.compose import reconcile_and_release
     from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)

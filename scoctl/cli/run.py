@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from scoctl.cli.context import Globals
     from scoctl.clock import Clock
     from scoctl.config.schema import Config
-    from scoctl.stages.leadership import Leadership
-    from scoctl.stages.run import RunResult
+    from scoctl.runner.compose import RunResult
+    from scoctl.services.leadership import Leadership
 
 
 def run(
@@ -63,7 +63,7 @@ def run(
     from scoctl.clock import SystemClock
     from scoctl.config.schema import parse_duration
     from scoctl.errors import UsageError
-    from scoctl.stages.loop import run_loop
+    from scoctl.runner.loop import run_loop
 
     if sum((once, bool(interval), follow)) > 1:
         raise UsageError("give one of --once, --interval and --follow")
@@ -112,7 +112,7 @@ def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
             wait: float | None, lead: Leadership) -> None:
     from scoctl.cli import render
     from scoctl.config.schema import load_config, resolve_config_path
-    from scoctl.stages.controller import PassReport, serve
+    from scoctl.runner.controller import PassReport, serve
 
     def show(report: PassReport) -> None:
         if g.json:

@@ -40,7 +40,9 @@ def watch(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_FAILURE, UsageError
-    from scoctl.stages.watch import WatchResult, connected, resolve_sources, run_pass, serve
+    from scoctl.runner.serve import connected
+    from scoctl.runner.watch import serve_watch
+    from scoctl.stages.watch import WatchResult, resolve_sources, run_pass
 
     if once and follow_:
         raise UsageError("--once and --follow exclude each other")
@@ -80,9 +82,9 @@ def watch(
             render.warn(error)
 
     if follow_:
-        serve(config, g.state_path(), clock, sources=sources, lock_path=g.lock_path(),
-              lock_wait=config.timeouts.lock_wait if wait is None else wait, on_pass=show,
-              on_error=render.warn, teardown=not no_teardown)
+        serve_watch(config, g.state_path(), clock, sources=sources, lock_path=g.lock_path(),
+                    lock_wait=config.timeouts.lock_wait if wait is None else wait,
+                    on_pass=show, on_error=render.warn, teardown=not no_teardown)
         return
     with connected(config, sources) as (cluster, scheduler):
         with g.writer(wait, create=True) as store:

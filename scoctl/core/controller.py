@@ -1,7 +1,7 @@
 """The controller's scheduling decisions (DESIGN §13), pure: what runs now, given the timers,
 the deltas seen and the clock — and what the last step changes.
 
-The controller (`scoctl.stages.controller`) feeds this module facts: a demand delta from the
+The controller (`scoctl.runner.controller`) feeds this module facts: a demand delta from the
 pod watch (`demand_changed`), events waiting in the spool (`spool_waiting`), a node that
 changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came to lead
 (`leader_gained`, DESIGN §15), and how each step it ran went

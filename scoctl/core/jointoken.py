@@ -12,7 +12,7 @@ exposes is useless soon after boot. The Secret is deleted as soon as it is no lo
 * it expired (Kubernetes' token cleaner would also remove it; scoctl does not wait).
 
 A launch still in flight keeps its token. The functions below decide; the stage does the API
-calls (`stages.join_tokens`).
+calls (`services.join_tokens`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ deletes the ERROR servers (through the token budget); the stage returns the work
 A quota fault (Nova's asynchronous recheck, 413) or a 403 is recorded as ``QUOTA_EXCEEDED``; the
 pool stays eligible and the ERROR servers are deleted. A Slurm CLOUD node whose launch failed
 for sure (a 403 quota answer, a refused call, servers failing the quota recheck) is returned in
-`release`. The stage calls no other stage: the composer (`scoctl.stages.run`) re-plans `lost`
+`release`. The stage calls no other stage: the composer (`scoctl.runner.compose`) re-plans `lost`
 and launches the fallback in the same run, and hands `release` to the Slurm power stage.
 
 Nothing is launched twice: a launch intent still in flight counts as units, and the next acquire
@@ -63,7 +63,7 @@ from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
 from scoctl.secrets import remember
-from scoctl.stages.join_tokens import JoinTokens
+from scoctl.services.join_tokens import JoinTokens
 from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def default_connect(config: Config, region: Region, budget: Budget) -> Cloud:
 
 def default_budget(config: Config, region: Region) -> Budget:
     """The token budget of `region` (host-wide file, or the shared database's)."""
-    from scoctl.stages.leadership import budget_for
+    from scoctl.services.leadership import budget_for
 
     return budget_for(config, region)
 
@@ -284,7 +284,7 @@ def join_secret(config: Config) -> str | None:
 class BootFiles:
     """What a node boots with: the user-data template and the static join secret (read once per
     run and only when a launch needs them), and the per-launch bootstrap tokens
-    (`stages.join_tokens`) that take the secret's place for Kubernetes launches."""
+    (`services.join_tokens`) that take the secret's place for Kubernetes launches."""
 
     def __init__(self, config: Config, tokens: JoinTokens) -> None:
         self.config = config
@@ -339,7 +339,7 @@ class _Region:
     @property
     def cloud(self) -> Cloud:
         if self._cloud is None:
-            from scoctl.stages.leadership import FencedCloud  # deletes fenced (DESIGN §15)
+            from scoctl.services.leadership import FencedCloud  # deletes fenced (DESIGN §15)
 
             self._cloud = FencedCloud(self._connect(self.run.config, self.region, self.budget),
                                       self.region.name, self.store)
@@ -773,7 +773,7 @@ def run_acquire(
     config), TemporaryError/PermanentError when quota headroom cannot be read; call failures of
     single launches are reported in the result (`errors`) instead. Capacity faults come back in
     `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
-    (`scoctl.stages.run.acquire_with_fallback`). With `leads`, regions this runner does not
+    (`scoctl.runner.compose.acquire_with_fallback`). With `leads`, regions this runner does not
     lead are left to their leader (DESIGN §15).
     """
     started = time.perf_counter()

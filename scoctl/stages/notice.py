@@ -57,7 +57,7 @@ from scoctl.host.spool import (
     pending_events,
     write_event,
 )
-from scoctl.stages.leadership import FencedCloud
+from scoctl.services.leadership import FencedCloud
 from scoctl.state import Store, open_store
 
 if TYPE_CHECKING:
@@ -521,7 +521,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
             from scoctl.adapters.factory import cloud_for
-            from scoctl.stages.leadership import budget_for
+            from scoctl.services.leadership import budget_for
 
             return cloud_for(config, reg, budget=budget_for(config, reg))
 

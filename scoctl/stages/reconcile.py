@@ -10,7 +10,7 @@ deployment / inference workloads through the watch stage's one teardown path.
 
 Slurm CLOUD nodes this pass powers down (a failed launch, a scale-down) are returned in
 `released`: their demand leaves the claims when the composer hands them to the Slurm power stage
-(`scoctl.stages.run.reconcile_and_release`). Reconcile calls no other stage.
+(`scoctl.runner.compose.reconcile_and_release`). Reconcile calls no other stage.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from scoctl.core.reconcile import (
 from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, NotLeader, ScoctlError
 from scoctl.host.discovery import host_hints
-from scoctl.stages.join_tokens import prune_or_report
-from scoctl.stages.leadership import FencedCloud
+from scoctl.services.join_tokens import prune_or_report
+from scoctl.services.leadership import FencedCloud
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -379,7 +379,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     if connect is None:
         def connect(config: Config, reg: Region) -> Cloud:
             from scoctl.adapters.factory import cloud_for
-            from scoctl.stages.leadership import budget_for
+            from scoctl.services.leadership import budget_for
 
             return cloud_for(config, reg, budget=budget_for(config, reg))
 
@@ -429,7 +429,7 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
     """
     if cluster is None:
         return ()
-    from scoctl.stages.teardown import TEARDOWN_TOKEN, TORN_DOWN_KINDS, teardown_workload
+    from scoctl.services.teardown import TEARDOWN_TOKEN, TORN_DOWN_KINDS, teardown_workload
 
     done: list[str] = []
     for row in store.workloads():

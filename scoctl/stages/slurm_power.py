@@ -13,7 +13,7 @@ State=POWER_DOWN_FORCE`` (never DOWN) for nodes whose resume failed and for the 
 launches that failed for sure. A request's spool file is deleted once it is applied.
 
 Plan and acquire create one server per resumed node name; reconcile deletes the servers of
-handed-back nodes. This stage never calls another one: `scoctl.stages.run` composes them.
+handed-back nodes. This stage never calls another one: `scoctl.runner.compose` composes them.
 """
 
 from __future__ import annotations

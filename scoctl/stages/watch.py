@@ -1,31 +1,23 @@
 """The watch stage (DESIGN §1; DD-0018 §4b, §5; placement steps 1-3).
 
 read: the event spool, Kubernetes pods / nodes / Deployments / ReplicaSets / Jobs /
-InferenceServices / quota events, Slurm jobs and nodes · decide: `stages.intake` (pure) ·
+InferenceServices / quota events, Slurm jobs and nodes · decide: `core.intake` (pure) ·
 record: claims (a new version only when the normalised demand changed) and status tokens, all
 in one transaction per pass · act: tear down the objects of deployment and inference workloads
-that turned inactive (`stages.teardown`), and only then drop the ingested spool files.
+that turned inactive (`services.teardown`), and only then drop the ingested spool files.
 
-`run_pass` is one pass (``scoctl watch --once``, and the first step of ``scoctl run``).
-`follow` streams: a pod watch (list + watch with resourceVersion; 410 Gone and API restarts
-re-list) feeds a cache of the unfinished pods (so a pass lists no pods at all), the batch window
-(`intake.batch_idle` / `intake.batch_max`, timed by the injected Clock) decides when to commit,
-and a periodic pass (Slurm, quota blocks, availability) runs when the window is closed.
-`pump` is the reconnecting watch loop that the controller's informer reuses.
+`run_pass` is one pass (``scoctl watch --once``, and the intake step of every ``scoctl run``).
+`Follower` is the pod cache and batch window that ``watch --follow`` (`runner.watch`) and the
+controller (`runner.controller`) feed from their pod watches; each commit is one `run_pass`.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import signal
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
@@ -55,11 +47,12 @@ from scoctl.core.intake import (
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
 from scoctl.core.model import FinishedJob, WorkloadRecord
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
-from scoctl.errors import ApiError, ConfigError, LockHeld, UsageError
+from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
-from scoctl.stages.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
-from scoctl.stages.tokens import record_token
+from scoctl.services.informer import LIVE_SELECTOR
+from scoctl.services.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
+from scoctl.services.tokens import record_token
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -68,12 +61,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-E = TypeVar("E")
 Source = Literal["k8s", "slurm"]
 SOURCES: tuple[Source, ...] = ("k8s", "slurm")
-# the pods intake reads: every pod not finished (finished pods are no demand and keep no node
-# busy), listed once per pass or watched; pending ones and those on scoctl's nodes are kept
-LIVE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -577,113 +566,6 @@ class Follower:
             self.next_poll = self.clock.monotonic() + self.poll
 
 
-def pump(watch: Callable[[str | None, float], Iterator[E]], out: queue.Queue[E | Exception],
-         stop: threading.Event, timeout: float) -> None:
-    """Feed the events of `watch(resource_version, timeout)` into `out` until `stop`; API
-    failures are put on the queue and retried with back-off, 0.5 s doubling to 10 s (the
-    adapter re-lists after 410 Gone and on the first watch)."""
-    rv: str | None = None
-    failures = 0
-    while not stop.is_set():
-        try:
-            for event in watch(rv, timeout):
-                out.put(event)
-                rv = getattr(event, "resource_version", None) or rv
-                failures = 0
-                if stop.is_set():
-                    return
-        except ApiError as exc:
-            out.put(exc)
-            failures += 1
-            stop.wait(min(10.0, 0.25 * 2 ** min(failures, 6)))
-
-
-def pod_watch(cluster: Cluster, namespace: str | None,
-              ) -> Callable[[str | None, float], Iterator[PodEvent]]:
-    """The watch of the unfinished pods of `namespace` (all when None) that intake caches."""
-
-    def watch(rv: str | None, timeout: float) -> Iterator[PodEvent]:
-        return cluster.watch_pods(rv, timeout, namespace=namespace,
-                                  field_selector=LIVE_SELECTOR)
-    return watch
-
-
-def follow(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
-           stop: threading.Event, on_pass: Callable[[WatchResult], None],
-           teardown: bool = True, cluster: Cluster | None = None,
-           scheduler: BatchScheduler | None = None, poll: float | None = None,
-           watch_timeout: float = 30.0, on_error: Callable[[str], None] | None = None,
-           guard: Callable[[], AbstractContextManager[object]] | None = None) -> int:
-    """Stream until `stop` is set; returns the number of passes.
-
-    `guard` is entered around every pass (the CLI passes the run lock, so a long
-    ``--follow`` never starves `scoctl run`); a pass whose guard raises LockHeld is retried a
-    second later with its batch window kept (one warning per stretch of contention).
-
-    Pod events come from a watch thread per namespace (all namespaces when none is
-    configured); every pass is `Follower.commit`. An API failure (the watch or a pass) is
-    reported through `on_error` and retried, so ``--follow`` survives API restarts.
-    """
-    follower = Follower(config, store, clock, sources=sources, teardown=teardown,
-                        cluster=cluster, scheduler=scheduler, poll=poll)
-    events: queue.Queue[PodEvent | Exception] = queue.Queue()
-    threads: list[threading.Thread] = []
-    if cluster is not None and "k8s" in sources:
-        spaces: list[str | None] = list(config.kubernetes.namespaces) or [None]
-        for ns in spaces:
-            thread = threading.Thread(target=pump, name=f"scoctl-watch-{ns or 'all'}",
-                                      args=(pod_watch(cluster, ns), events, stop,
-                                            watch_timeout),
-                                      daemon=True)
-            thread.start()
-            threads.append(thread)
-    report = on_error or (lambda message: log.warning("%s", message))
-    passes = 0
-    held_until = 0.0  # while another writer holds the lock: no pass before this (monotonic)
-    held_reported = False  # one warning per stretch of lock contention, not one per try
-    while not stop.is_set():
-        wait = min(max(follower.seconds_to_due(), held_until - clock.monotonic()), 0.2)
-        try:
-            item: PodEvent | Exception | None = events.get(timeout=wait) if wait > 0 \
-                else events.get_nowait()
-        except queue.Empty:
-            item = None
-        while item is not None:
-            if isinstance(item, Exception):
-                report(f"watch: {item}")
-            else:
-                follower.handle(item)
-            try:
-                item = events.get_nowait()
-            except queue.Empty:
-                item = None
-        if follower.due() and not stop.is_set() and clock.monotonic() >= held_until:
-            try:
-                with guard() if guard is not None else nullcontext():
-                    result = follower.commit()
-            except LockHeld as exc:  # another stage runs: keep the window, try again soon
-                if not held_reported:
-                    report(str(exc))
-                    held_reported = True
-                held_until = clock.monotonic() + 1.0
-                continue
-            held_reported = False
-            passes += 1
-            for error in result.errors:
-                report(error)
-            on_pass(result)
-    if follower.window is not None:  # commit what the open window holds before leaving
-        try:
-            with guard() if guard is not None else nullcontext():
-                on_pass(follower.commit())
-            passes += 1
-        except LockHeld as exc:
-            report(f"open batch window not committed: {exc}")
-    for thread in threads:
-        thread.join(timeout=0.1)
-    return passes
-
-
 def resolve_sources(config: Config, source: str) -> list[Source]:
     """``k8s``, ``slurm`` or ``all`` (the configured ones) as a list; UsageError otherwise."""
     if source == "all":
@@ -697,58 +579,3 @@ def resolve_sources(config: Config, source: str) -> list[Source]:
     return ["k8s"] if source == "k8s" else ["slurm"]
 
 
-@contextmanager
-def connected(config: Config, sources: Collection[Source],
-              ) -> Iterator[tuple[Cluster | None, BatchScheduler | None]]:
-    """The adapters the sources need (lazily imported), closed when the block ends."""
-    from scoctl.adapters.factory import cluster_for, scheduler_for
-
-    cluster = cluster_for(config) if "k8s" in sources else None
-    scheduler = scheduler_for(config) if "slurm" in sources else None
-    try:
-        yield cluster, scheduler
-    finally:
-        if cluster is not None:
-            cluster.close()
-        close = getattr(scheduler, "close", None)
-        if callable(close):
-            close()
-
-
-@contextmanager
-def stop_on_signal() -> Iterator[threading.Event]:
-    """An Event set by SIGINT or SIGTERM for the block; the previous handlers come back after.
-
-    The handler sets it from a thread: Event.set() in the handler itself could deadlock, as the
-    handler may interrupt this thread inside stop.wait(), which holds the Event's lock."""
-    stop = threading.Event()
-
-    def interrupted(_signum: int, _frame: object) -> None:
-        threading.Thread(target=stop.set, name="scoctl-stop", daemon=True).start()
-
-    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def serve(config: Config, state: Path | str, clock: Clock, *, sources: Collection[Source],
-          lock_path: Path, lock_wait: float, on_pass: Callable[[WatchResult], None],
-          on_error: Callable[[str], None], teardown: bool = True) -> int:
-    """``scoctl watch --follow``: connect the sources, create or migrate the state once under
-    the run lock, then stream (`follow`) until SIGINT / SIGTERM, holding the lock only while a
-    pass records — never in between, so ``scoctl run`` on a timer keeps running beside it.
-    Returns the number of passes."""
-    from scoctl.host.lock import run_lock
-    from scoctl.state import open_store
-
-    password = config.state_password_file
-    with connected(config, sources) as (cluster, scheduler):
-        with run_lock(lock_path, wait=lock_wait):
-            open_store(state, create=True, password_file=password).close()
-        with open_store(state, password_file=password) as store, stop_on_signal() as stop:
-            return follow(config, store, clock, sources=sources, stop=stop, on_pass=on_pass,
-                          teardown=teardown, cluster=cluster, scheduler=scheduler,
-                          on_error=on_error, guard=lambda: run_lock(lock_path, wait=lock_wait))

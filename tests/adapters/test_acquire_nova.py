@@ -39,10 +39,10 @@ from scoctl.core.model import (
 from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import parse_boot_contract
 from scoctl.host.budget import TokenBudget
+from scoctl.runner.compose import acquire_with_fallback
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult
 from scoctl.stages.plan import run_plan
-from scoctl.stages.run import acquire_with_fallback
 from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml

@@ -15,7 +15,7 @@ from pathlib import Path
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
-from scoctl.stages.tokens import record_token
+from scoctl.services.tokens import record_token
 from scoctl.state import open_store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from scoctl.core.model import InstanceRecord, NoticedRecord
-from scoctl.stages.metrics import RunSample, collect
+from scoctl.services.metrics import RunSample, collect
 from scoctl.state import open_store
 from tests.fixtures.state import Cli
 

@@ -27,9 +27,9 @@ from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
 from scoctl.errors import NotLeader, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
+from scoctl.runner.compose import acquire_with_fallback, reconcile_and_release
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
-from scoctl.stages.run import acquire_with_fallback, reconcile_and_release
 from scoctl.state import Store, open_store
 from tests.builders import held_units
 from tests.fixtures.state import StateProbe

@@ -22,8 +22,8 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import SystemClock
 from scoctl.config.schema import load_config
 from scoctl.core import controller as decide
-from scoctl.stages.controller import Controller
-from scoctl.stages.leadership import LeaseKeeper, leadership_for
+from scoctl.runner.controller import Controller
+from scoctl.services.leadership import LeaseKeeper, leadership_for
 from scoctl.state.postgresql import PostgresStore, connect, leases
 from tests.e2e.runners import REGION, write_config
 from tests.fixtures.postgres import PgState

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from scoctl.core.tokens import map_token
+from scoctl.services.tokens import record_token
 from scoctl.sim.k8s_emulator import make_node
-from scoctl.stages.tokens import record_token
 from scoctl.state import open_store
 
 BIN = Path(sys.executable).parent

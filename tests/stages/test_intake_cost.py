@@ -16,9 +16,9 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
 from scoctl.core import controller as decide
+from scoctl.runner.controller import Controller
+from scoctl.services.informer import Informer
 from scoctl.sim import k8s_emulator as ke
-from scoctl.stages.controller import Controller
-from scoctl.stages.informer import Informer
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
 

@@ -24,9 +24,9 @@ from scoctl.core.jointoken import make_token, secret_manifest
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import ConfigError, PermanentError
 from scoctl.host.budget import TokenBudget
+from scoctl.services.join_tokens import JoinTokens, prune
 from scoctl.sim.k8s_emulator import K8sEmulator
 from scoctl.stages.acquire import AcquireResult, run_acquire
-from scoctl.stages.join_tokens import JoinTokens, prune
 from scoctl.stages.reconcile import run_reconcile
 from scoctl.state import Store
 from tests.fixtures.state import StateProbe

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scoctl.core.model import MetricCounters
-from scoctl.stages.metrics import RunSample, collect
+from scoctl.services.metrics import RunSample, collect
 
 
 def test_counters_add_up_across_passes_and_the_last_success_outlives_a_failed_pass(store):

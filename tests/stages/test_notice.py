@@ -21,10 +21,10 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.reconcile import MANAGED_TAG
+from scoctl.runner.compose import RunResult, Systems, run_once
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
-from scoctl.stages.run import RunResult, Systems, run_once
 from scoctl.state import Store, open_store
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 

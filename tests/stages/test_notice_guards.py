@@ -153,8 +153,8 @@ def test_a_region_reconcile_could_not_list_is_not_listed_again_by_the_notice_sta
     """Nova down for reconcile's listing: the notice stage, on that listing, does not call the
     same Nova again in the same pass (one outage, one failed call); it still takes in the
     spool."""
+    from scoctl.runner.compose import notices_and_release
     from scoctl.stages.reconcile import ReconcileResult
-    from scoctl.stages.run import notices_and_release
 
     config = make_config(tmp_path)
     cloud = FakeCloud()

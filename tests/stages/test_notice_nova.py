@@ -18,7 +18,7 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
-from scoctl.stages.run import Systems, run_once
+from scoctl.runner.compose import Systems, run_once
 from scoctl.state import open_store
 from tests.fixtures.nova import NovaBackend
 

@@ -23,8 +23,8 @@ from scoctl.core.model import (
 )
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
+from scoctl.runner.compose import Systems, run_once
 from scoctl.stages.notice import NoticeResult, run_notices
-from scoctl.stages.run import Systems, run_once
 from scoctl.state import Store, open_store
 from tests.stages.test_acquire import make_config
 

@@ -26,8 +26,8 @@ from scoctl.core.model import (
     SlurmNode,
 )
 from scoctl.core.quantity import parse_resources
+from scoctl.runner.compose import reconcile_and_release
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
-from scoctl.stages.run import reconcile_and_release
 from scoctl.state import Store
 from tests.stages.test_acquire import make_config
 

@@ -13,8 +13,8 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, Retention
 from scoctl.core.model import InstanceRecord, LaunchRecord
 from scoctl.errors import ConfigError
+from scoctl.runner.compose import reconcile_and_release
 from scoctl.stages.reconcile import ReconcileResult
-from scoctl.stages.run import reconcile_and_release
 from scoctl.state import Store, open_store
 from tests.stages.test_reconcile import REGION, make_config
 

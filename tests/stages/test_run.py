@@ -13,9 +13,9 @@ from scoctl.adapters.nova import NovaCloud
 from scoctl.clock import FixedClock
 from scoctl.errors import TemporaryError
 from scoctl.host.lock import run_lock
+from scoctl.runner.compose import Systems, run_once
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import NovaEmulator
-from scoctl.stages.run import Systems, run_once
 from scoctl.state import Store, open_store
 from tests.fixtures.state import Cli
 from tests.stages.test_reconcile import REGION, emulator_cloud, make_config  # noqa: F401

@@ -109,16 +109,21 @@ def test_bad_intervals_are_usage_errors(loop: Loop) -> None:
 
 
 def test_a_stop_request_ends_the_pause_and_a_second_ctrl_c_interrupts_at_once() -> None:
-    from scoctl.stages.loop import StopRequest
+    from scoctl.runner.signals import Signals
 
-    stop = StopRequest()
+    stop = Signals()
     assert stop.pause(0.01) is False  # nothing asked: the pause runs out
-    stop.handle(signal.SIGTERM, None)
+    stop.on_stop(signal.SIGTERM, None)
     started = time.monotonic()
     assert stop.pause(60) is True and time.monotonic() - started < 1
-    assert stop.stopped_by == ["SIGTERM"]
+    assert stop.stop == ["SIGTERM"]
+    assert stop.event.wait(5)  # the threads that wait on an Event are told too
     with pytest.raises(KeyboardInterrupt):
-        stop.handle(signal.SIGINT, None)  # a Ctrl-C after a stop request: stop now
-    with stop:  # installed for the loop, restored afterwards
-        assert signal.getsignal(signal.SIGTERM) == stop.handle
-    assert signal.getsignal(signal.SIGTERM) != stop.handle
+        stop.on_stop(signal.SIGINT, None)  # a Ctrl-C after a stop request: stop now
+    with stop.installed():  # installed for the loop, restored afterwards
+        assert signal.getsignal(signal.SIGTERM) == stop.on_stop
+        assert signal.getsignal(signal.SIGHUP) != stop.on_hup  # no reload asked for
+    assert signal.getsignal(signal.SIGTERM) != stop.on_stop
+    with stop.installed(reload=True):
+        assert signal.getsignal(signal.SIGHUP) == stop.on_hup
+    assert signal.getsignal(signal.SIGHUP) != stop.on_hup

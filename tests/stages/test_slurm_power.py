@@ -21,7 +21,7 @@ from scoctl.core.model import InstanceRecord, SlurmJob, SlurmNode
 from scoctl.core.slurm_power import RESUME, RESUME_FAIL, SUSPEND, PowerRequest, node_names
 from scoctl.errors import UsageError
 from scoctl.host.spool import pending_events, write_event
-from scoctl.stages.run import Systems, run_once
+from scoctl.runner.compose import Systems, run_once
 from scoctl.stages.slurm_power import apply_requests, spool_request
 from scoctl.state import Store
 from tests.stages.test_acquire import make_config

@@ -10,7 +10,7 @@ import pytest
 
 from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
-from scoctl.stages.tokens import record_token
+from scoctl.services.tokens import record_token
 from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.sqlite import run_migrations

@@ -22,10 +22,11 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import FixedClock, SystemClock
 from scoctl.config.schema import Config, load_config
 from scoctl.host.spool import write_event
+from scoctl.runner.watch import follow
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator, StatusError
 from scoctl.stages import watch as watch_stage
-from scoctl.stages.watch import Follower, WatchResult, follow, run_pass
+from scoctl.stages.watch import Follower, WatchResult, run_pass
 from scoctl.state import Store, open_store
 
 pytestmark = pytest.mark.k8s

@@ -36,6 +36,8 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError
 from scoctl.host.discovery import host_hints
+from scoctl.services.join_tokens import JoinTokens
+from scoctl.services.metrics import RunSample, StageSample
 from scoctl.stages.acquire import (
     DEFAULT_POLL_S,
     DEFAULT_WATCH_S,
@@ -48,8 +50,6 @@ from scoctl.stages.acquire import (
     default_connect,
     run_acquire,
 )
-from scoctl.stages.join_tokens import JoinTokens
-from scoctl.stages.metrics import RunSample, StageSample
 from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.stages.plan import run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
@@ -317,7 +317,7 @@ class _Pass:
         if self.config.metrics_file is None:
             return run
         from scoctl.host.metrics import write_atomically
-        from scoctl.stages.metrics import collect
+        from scoctl.services.metrics import collect
 
         budgets = self.cache.budgets
         sample = RunSample(

@@ -3,7 +3,7 @@
 One process that does what the timer does, as soon as something changes. The pure
 `core.controller` decides what runs when; this module does the I/O around it:
 
-* read — the pod and node watches (`stages.informer`: list-then-watch, resume from the last
+* read — the pod and node watches (`services.informer`: list-then-watch, resume from the last
   resourceVersion, re-list on 410, reconnect with back-off), the spool (listed every second),
   Slurm (polled by the intake every `slurm.poll`);
 * act — one *pass* at a time under the run lock (held per pass, never for the process's life,
@@ -12,11 +12,11 @@ One process that does what the timer does, as soon as something changes. The pur
   pods), then plan and acquire (`stages.plan`, `stages.acquire`), then reconcile — each a
   transaction of its stage, so a crash mid-pass loses nothing (the next pass re-plans the claims
   recorded, adopts the launches begun);
-* record — placement latency (`stages.latency`), one warning event per API outage, and the
+* record — placement latency (`services.latency`), one warning event per API outage, and the
   metrics textfile after every pass.
 
 Several hosts on one PostgreSQL state (DESIGN §15): the controller competes for every region it
-serves through its `Leadership` (`stages.leadership`: a lease keeper that renews every
+serves through its `Leadership` (`services.leadership`: a lease keeper that renews every
 ``lease.ttl / 3`` from a thread of its own, so an idle controller keeps its terms), acquires and
 reconciles only the regions it leads, its writes fenced by its terms, and plans and acquires at
 once when it comes to lead a region (`core.controller.leader_gained`). A standby keeps its
@@ -31,10 +31,9 @@ READY, STATUS, WATCHDOG (`host.notify`).
 from __future__ import annotations
 
 import logging
-import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,9 +48,11 @@ from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
-from scoctl.stages.informer import CachedCluster, Informer
-from scoctl.stages.latency import claim_sizes, record_progress, record_sightings
-from scoctl.stages.leadership import Leadership, LocalLeadership
+from scoctl.runner.serve import serve as run_serve
+from scoctl.runner.signals import Signals
+from scoctl.services.informer import CachedCluster, Informer
+from scoctl.services.latency import claim_sizes, record_progress, record_sightings
+from scoctl.services.leadership import Leadership, LocalLeadership
 from scoctl.stages.watch import Follower, Source
 
 if TYPE_CHECKING:
@@ -96,36 +97,6 @@ class PassReport:
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 4),
                 "steps": [s.as_dict() for s in self.steps]}
-
-
-@dataclass
-class Signals:
-    """What the signal handlers asked for. Plain lists: a handler only appends (an Event or a
-    queue could deadlock on its own lock when the handler interrupts it)."""
-
-    stop: list[str] = field(default_factory=list)
-    reload: list[int] = field(default_factory=list)
-
-    @contextmanager
-    def installed(self) -> Iterator[Signals]:
-        """SIGTERM / SIGINT ask to stop (a second SIGINT interrupts at once), SIGHUP to
-        reload; the previous handlers come back afterwards."""
-
-        def on_stop(signum: int, _frame: object) -> None:
-            if signum == signal.SIGINT and self.stop:
-                raise KeyboardInterrupt
-            self.stop.append(signal.Signals(signum).name)
-
-        def on_hup(signum: int, _frame: object) -> None:
-            self.reload.append(signum)
-
-        previous = {sig: signal.signal(sig, on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
@@ -509,8 +480,8 @@ class Steps:
                         "spool_events": result.spool_events, "power_requests": power}
 
     def act(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
+        from scoctl.runner.compose import acquire_with_fallback
         from scoctl.stages.plan import run_plan
-        from scoctl.stages.run import acquire_with_fallback
 
         o = self.owner
         plan = run_plan(o.config, o.store, o.clock)
@@ -544,7 +515,7 @@ class Steps:
         return list(acquire.errors), detail
 
     def reconcile(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.stages.run import reconcile_and_release
+        from scoctl.runner.compose import reconcile_and_release
 
         o = self.owner
         result = reconcile_and_release(o.config, o.store, o.clock, teardown=self.teardown,
@@ -572,7 +543,7 @@ class Steps:
         """The notice stage on reconcile's own server listing (DESIGN §14); the workloads a new
         notice leaves to re-plan are dirty, so the next step re-plans and launches their
         replacements."""
-        from scoctl.stages.run import notices_and_release
+        from scoctl.runner.compose import notices_and_release
 
         o = self.owner
         result = notices_and_release(o.config, o.store, o.clock, listed,
@@ -605,7 +576,7 @@ class Steps:
         if o.config.metrics_file is None:
             return
         from scoctl.host.metrics import write_atomically
-        from scoctl.stages.metrics import RunSample, StageSample, collect
+        from scoctl.services.metrics import RunSample, StageSample, collect
 
         calls = self.counter.snapshot()
         delta = {k: n - self.counted.get(k, 0) for k, n in calls.items()
@@ -645,25 +616,28 @@ def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, l
           reload: Callable[[], Config], on_pass: Callable[[PassReport], None],
           report: Callable[[str], None], teardown: bool = True,
           lead: Leadership | None = None) -> int:
-    """``scoctl run --follow``: connect what the config names, then run the controller until
-    SIGTERM / SIGINT (exit 0). The state is created or migrated once, under the lock. `lead`
-    (the caller ends it) is the controller's leadership of the regions."""
+    """``scoctl run --follow``: `runner.serve.serve` (the sources connected, the state created
+    or migrated once under the lock), then the controller until SIGTERM / SIGINT (exit 0).
+    `lead` (the caller ends it) is the controller's leadership of the regions."""
     from scoctl.host.lock import run_lock
-    from scoctl.stages.watch import available_sources, connected
-    from scoctl.state import open_store
+    from scoctl.stages.watch import available_sources
 
     sources = tuple(available_sources(config))
-    password = config.state_password_file
-    with run_lock(lock_path, wait=lock_wait):
-        open_store(state, create=True, password_file=password).close()
-    signals = Signals()
-    with (connected(config, sources) as (cluster, scheduler),
-          open_store(state, password_file=password) as store, signals.installed()):
+    passes = 0
+
+    def control(store: Store, cluster: Cluster | None, scheduler: BatchScheduler | None,
+                signals: Signals) -> int:
+        nonlocal passes
         controller = Controller(
             config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
             lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
             report=report, notifier=Notifier(), teardown=teardown, lead=lead)
-        code = controller.run(signals)
-    report(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
-           f"{controller.passes} passes")
-    return code
+        try:
+            return controller.run(signals)
+        finally:
+            passes = controller.passes
+            report(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
+                   f"{passes} passes")
+
+    return run_serve(config, state, sources=sources, lock_path=lock_path,
+                     lock_wait=lock_wait, body=control, reload=True)

@@ -1,7 +1,7 @@
 """List-then-watch caches of a cluster's pods and nodes, for the controller (DESIGN §13).
 
 `Informer` runs one watch thread per namespace for the unfinished pods and one for the nodes
-(`stages.watch.pump`: resume from the last resourceVersion, re-list on 410 Gone, back off and
+(`pump`: resume from the last resourceVersion, re-list on 410 Gone, back off and
 reconnect when the API server goes away), all into one queue the controller drains. The pod
 cache itself is the watch stage's `Follower` (which also opens the batch window); the node
 cache lives here.
@@ -17,11 +17,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from scoctl.adapters.cluster import NodeEvent, PodEvent
 from scoctl.core.demand import MANAGED_LABEL
-from scoctl.stages.watch import LIVE_SELECTOR, pod_watch, pump
+from scoctl.errors import ApiError
 
 if TYPE_CHECKING:
     from scoctl.adapters.cluster import (
@@ -37,7 +37,11 @@ if TYPE_CHECKING:
         ResourceQuotaInfo,
     )
 
+E = TypeVar("E")
 Item = PodEvent | NodeEvent | Exception
+# the pods intake reads: every pod not finished (finished pods are no demand and keep no node
+# busy), listed once per pass or watched; pending ones and those on scoctl's nodes are kept
+LIVE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PENDING_SELECTORS = ("status.phase=Pending", "status.phase=Pending,spec.nodeName=")
 
 
@@ -225,3 +229,34 @@ class CachedCluster:
 
     def close(self) -> None:
         """The wrapped cluster is closed by whoever opened it."""
+
+
+def pump(watch: Callable[[str | None, float], Iterator[E]], out: queue.Queue[E | Exception],
+         stop: threading.Event, timeout: float) -> None:
+    """Feed the events of `watch(resource_version, timeout)` into `out` until `stop`; API
+    failures are put on the queue and retried with back-off, 0.5 s doubling to 10 s (the
+    adapter re-lists after 410 Gone and on the first watch)."""
+    rv: str | None = None
+    failures = 0
+    while not stop.is_set():
+        try:
+            for event in watch(rv, timeout):
+                out.put(event)
+                rv = getattr(event, "resource_version", None) or rv
+                failures = 0
+                if stop.is_set():
+                    return
+        except ApiError as exc:
+            out.put(exc)
+            failures += 1
+            stop.wait(min(10.0, 0.25 * 2 ** min(failures, 6)))
+
+
+def pod_watch(cluster: Cluster, namespace: str | None,
+              ) -> Callable[[str | None, float], Iterator[PodEvent]]:
+    """The watch of the unfinished pods of `namespace` (all when None) that intake caches."""
+
+    def watch(rv: str | None, timeout: float) -> Iterator[PodEvent]:
+        return cluster.watch_pods(rv, timeout, namespace=namespace,
+                                  field_selector=LIVE_SELECTOR)
+    return watch

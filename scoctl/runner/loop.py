@@ -9,64 +9,20 @@ cuts a pass short exits 130, as a shell reports a Ctrl-C.
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.errors import EXIT_OK, LockHeld
-from scoctl.stages.leadership import Leadership, LocalLeadership
-from scoctl.stages.run import RunResult, connect_systems, run_once
+from scoctl.runner.compose import RunResult, connect_systems, run_once
+from scoctl.runner.signals import EXIT_INTERRUPTED, Signals
+from scoctl.services.leadership import Leadership, LocalLeadership
 
 if TYPE_CHECKING:
     from scoctl.state import Store
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class StopRequest:
-    """SIGTERM / SIGINT as a request to stop after the pass in progress.
-
-    The handler only appends to a plain list: no output (a signal can land in the middle of a
-    write to stderr) and no threading.Event (its set() from a handler that interrupts its own
-    wait() can deadlock on the Event's non-reentrant lock).
-    """
-
-    def __init__(self) -> None:
-        self.stopped_by: list[str] = []
-        self._previous: dict[int, Any] = {}
-
-    def handle(self, signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and self.stopped_by:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now
-        self.stopped_by.append(signal.Signals(signum).name)
-
-    def __enter__(self) -> StopRequest:
-        for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self.handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-    def pause(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True as soon as a stop was asked for."""
-        deadline = time.monotonic() + seconds
-        while not self.stopped_by:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(left, 0.1))
-        return True
-
 
 @dataclass(frozen=True)
 class LoopOutcome:
@@ -89,11 +45,11 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
     leadership = lead or LocalLeadership()
     served = [region] if region else [r.name for r in config.regions]
     systems = connect_systems(config)
-    stop = StopRequest()
+    stop = Signals()
     code = EXIT_OK
     try:
         # a single pass keeps the default handling (SIGINT raises KeyboardInterrupt)
-        with stop if period else nullcontext():
+        with stop.installed() if period else nullcontext():
             while True:
                 try:
                     leadership.compete(served)
@@ -114,7 +70,7 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
         return LoopOutcome(EXIT_INTERRUPTED, interrupted=True)
     finally:
         systems.close()
-    if stop.stopped_by:
-        return LoopOutcome(EXIT_OK, stopped_by=stop.stopped_by[0])
+    if stop.stop:
+        return LoopOutcome(EXIT_OK, stopped_by=stop.stop[0])
     return LoopOutcome(code)
 

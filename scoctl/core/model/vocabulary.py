@@ -1,0 +1,84 @@
+"""scoctl's one vocabulary: instance and launch statuses, disruption reasons, Nova server
+statuses as scoctl reads them, and the names of its tags and labels.
+
+Each word is defined here once. `StrEnum` members are `str`s, so they compare equal to, and are
+stored and printed as, the words the state, the JSON output and the events have always used;
+the state's SQL is the only other place where a status is spelled out.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class InstanceStatus(StrEnum):
+    """An instance's life (DESIGN §7, §14): requested → building → active → ready, then
+    noticed (a reclaim notice: between ready and draining) → draining → deleting → deleted,
+    or error."""
+
+    REQUESTED = "requested"
+    BUILDING = "building"
+    ACTIVE = "active"
+    READY = "ready"
+    NOTICED = "noticed"
+    DRAINING = "draining"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    ERROR = "error"
+
+
+class LaunchStatus(StrEnum):
+    """A launch intent (DESIGN §6): recorded before the call, then called, then recorded with
+    its servers; failed when the call failed for sure."""
+
+    INTENT = "intent"
+    CALLED = "called"
+    RECORDED = "recorded"
+    FAILED = "failed"
+
+
+class ServerStatus(StrEnum):
+    """A Nova server's status, normalised once by the Nova adapter: Nova's BUILD (and the
+    states a server passes while it builds) → BUILD, ACTIVE, ERROR, DELETED (gone, or going),
+    anything else (SHUTOFF, PAUSED, …) → OTHER."""
+
+    BUILD = "BUILD"
+    ACTIVE = "ACTIVE"
+    ERROR = "ERROR"
+    DELETED = "DELETED"
+    OTHER = "OTHER"
+
+
+class DisruptionReason(StrEnum):
+    """Why a live unit is disrupted (DESIGN §16): every voluntary change, and a reclaim."""
+
+    EMPTY = "empty"
+    UNDERUTILIZED = "underutilized"
+    DRIFTED = "drifted"
+    EXPIRED = "expired"
+    REBALANCED = "rebalanced"
+    UNHEALTHY = "unhealthy"
+    NOTICED = "noticed"
+
+
+# Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
+TAG_MANAGED = "sco:managed"
+TAG_WORKLOAD = "sco:workload"
+TAG_POOL = "sco:pool"
+TAG_GENERATION = "sco:gen"
+TAG_LAUNCH = "sco:launch"
+# server metadata: a reclaim notice's deadline (DESIGN §14)
+META_RECLAIM_AT = "sco:reclaim-at"
+
+# Kubernetes labels scoctl reads and writes
+LABEL_MANAGED = "sco/managed"  # on the objects and Nodes scoctl manages ("true")
+LABEL_WORKLOAD = "sco/workload"  # a pod's workload
+LABEL_CONTRACT = "sco/contract"  # a pod's contract tier
+LABEL_POOL = "sco/pool"
+LABEL_LAUNCH = "sco/launch"
+LABEL_INSTANCE = "sco/instance"  # a Node's server id, set by user-data
+
+
+def tag(key: str, value: object) -> str:
+    """One key=value tag, e.g. ``tag(TAG_POOL, "c4.xlarge.az1.spot")``."""
+    return f"{key}={value}"
