@@ -31,7 +31,8 @@ from scoctl.adapters.fakes import FakeCloud
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
-from scoctl.runner.controller import Controller, Signals
+from scoctl.runner.controller import Controller
+from scoctl.runner.signals import Signals
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store

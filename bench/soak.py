@@ -74,7 +74,7 @@ class Passes:
                 self.failed += 0 if result.get("ok") else 1
                 self.seconds.append(float(result.get("seconds", 0.0)))
                 self.errors += [f"pass {self.total}: {s['stage']}: {e}"
-                                for s in result.get("stages", []) for e in s.get("errors", [])]
+                                for s in result.get("steps", []) for e in s.get("errors", [])]
 
 
 def scoctl(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,6 @@
-"""Time is injected (STYLE §8): stages take a Clock, tests pass a FixedClock."""
+"""Time is injected (STYLE §8): stages take a Clock — the time of day, a monotonic clock for
+durations, and `sleep` for the waits a stage makes (a retry round, a poll) — and tests pass a
+FixedClock, on which a sleep returns at once and moves the clock by as much."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ class Clock(Protocol):
         """Seconds from an arbitrary start, for durations."""
         ...
 
+    def sleep(self, seconds: float) -> None:
+        """Wait `seconds`."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -30,6 +36,9 @@ class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
 
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(seconds, 0.0))
+
 
 class FixedClock:
     """A clock for tests that moves only when told to."""
@@ -37,12 +46,18 @@ class FixedClock:
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
         self._mono = 0.0
+        self.slept: list[float] = []  # every sleep asked for, in order
 
     def now(self) -> datetime:
         return self._now
 
     def monotonic(self) -> float:
         return self._mono
+
+    def sleep(self, seconds: float) -> None:
+        """Return at once, the clock moved on by `seconds` (as a real sleep would)."""
+        self.slept.append(seconds)
+        self.advance(max(seconds, 0.0))
 
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
+from scoctl.runner.compose import Deps, PassReport, Regions, run_once
 from scoctl.sim.nova_emulator import IMAGE_ID
 from scoctl.state import Store
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.cloud import Cloud
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.clock import Clock
+    from scoctl.config.schema import Config
+    from scoctl.core.model import Source
 
 
 def nova_config(tmp_path: Path, cloud: str, *, extra: str = "") -> Path:
@@ -57,3 +69,22 @@ def slurm_config(tmp_path: Path, slurm: str) -> Path:
 def held_units(store: Store) -> dict[str, dict[str, int]]:
     """Units each workload holds per pool in `store`: live instances plus in-flight launches."""
     return units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
+
+
+@dataclass
+class Systems:
+    """The outside systems a test's pass talks to (clouds by region name: given, never built)."""
+
+    cluster: Cluster | None = None
+    scheduler: BatchScheduler | None = None
+    clouds: Mapping[str, Cloud] | None = None
+    sources: tuple[Source, ...] = ()
+
+
+def one_pass(config: Config, store: Store, clock: Clock, systems: Systems, *,
+             acquire_watch: float = 0.0,
+             leads: Callable[[str], bool] | None = None) -> PassReport:
+    """One `run_once` pass of the composer over `systems`, as ``scoctl run --once`` runs it."""
+    return run_once(Deps(config, store, clock, regions=Regions(clouds=systems.clouds),
+                         cluster=systems.cluster, scheduler=systems.scheduler,
+                         sources=systems.sources, leads=leads, acquire_watch=acquire_watch))

@@ -9,6 +9,7 @@ import typer
 from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
+    from scoctl.stages.notice import NoticeResult
     from scoctl.stages.reconcile import ReconcileResult
 
 
@@ -27,8 +28,13 @@ def reconcile(
 
     Track every server tagged sco:managed (building → active → ready), delete launches that
     time out or fail (a capacity fault excludes the pool for a while), adopt the servers of
-    crashed launches, report orphans, notice reclaims, scale down idle units the plan no longer
-    needs (under the disruption budget) and tear down failed deployments.
+    crashed launches, report orphans, scale down idle units the plan no longer needs (under
+    the disruption budget) and tear down failed deployments. Then, on the same server listing,
+    handle reclaim notices (DESIGN §14): take in spooled ones (`scoctl notice`) and the
+    sco:reclaim-at metadata key, record RECLAIM_NOTICED, exclude the pool, cordon and drain
+    the node, and delete the server once it is empty or at its deadline — so a timer that runs
+    the stages one by one handles notices too (the replacements follow in the next plan and
+    acquire). A dry run reconciles only.
 
     A second reconcile in a row changes nothing. Exit 1 when an API failed.
 
@@ -42,7 +48,7 @@ def reconcile(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_FAILURE
-    from scoctl.runner.compose import reconcile_and_release
+    from scoctl.runner.compose import reconcile_with_notices
     from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)
@@ -53,21 +59,25 @@ def reconcile(
         if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
             lead.require([region] if region else [r.name for r in config.regions])
             lead.fence(store)
-        result = reconcile_and_release(config, store, SystemClock(), region=region,
-                                       dry_run=dry_run, teardown=not no_teardown)
-    body = result_json(result)
+        result, notices = reconcile_with_notices(
+            config, store, SystemClock(), region=region, dry_run=dry_run,
+            teardown=not no_teardown, leads=None if dry_run else lead.leads)
+    body = result_json(result, notices)
     if g.json:
         render.print_json(body)
     else:
-        _show(result)
-    if result.errors:
-        for error in result.errors:
+        _show(result, notices)
+    errors = [*result.errors, *(notices.errors if notices is not None else ())]
+    if errors:
+        for error in errors:
             render.warn(error)
         raise typer.Exit(EXIT_FAILURE)
 
 
-def result_json(result: ReconcileResult) -> dict[str, Any]:
-    """The ``--json`` document of a reconcile pass."""
+def result_json(result: ReconcileResult, notices: NoticeResult | None = None,
+                ) -> dict[str, Any]:
+    """The ``--json`` document of a reconcile pass and, unless it was a dry run, of its
+    reclaim notices (``notices``)."""
     regions = []
     for r in result.regions:
         d = r.decision
@@ -95,10 +105,19 @@ def result_json(result: ReconcileResult) -> dict[str, Any]:
     return {"dry_run": result.dry_run, "changed": result.changed, "regions": regions,
             "torn_down": list(result.torn_down), "pruned": dict(result.pruned),
             "errors": list(result.errors),
+            "notices": None if notices is None else {
+                "spooled": notices.spooled,
+                "regions": [{"region": r.region, "evicted": r.evicted, "refused": r.refused,
+                             "pods_deleted": r.pods_deleted, "deleted": list(r.deleted),
+                             "events": [{"workload": e.workload, "token": e.token,
+                                         "detail": dict(e.detail)}
+                                        for e in r.decision.events]}
+                            for r in notices.regions],
+                "replan": dict(notices.replan), "errors": list(notices.errors)},
             "seconds": round(result.seconds, 4)}
 
 
-def _show(result: ReconcileResult) -> None:
+def _show(result: ReconcileResult, notices: NoticeResult | None) -> None:
     from scoctl.cli import render
 
     verb = "would" if result.dry_run else "did"
@@ -117,6 +136,11 @@ def _show(result: ReconcileResult) -> None:
                          [(o.server_id, o.name, o.first_seen, o.delete) for o in d.orphans])
     if result.torn_down:
         render.line(f"torn down: {', '.join(result.torn_down)}")
+    for n in notices.regions if notices is not None else ():
+        if n.decision.events or n.deleted or n.evicted or n.pods_deleted:
+            render.line(f"{n.region}: reclaim notices: {len(n.decision.events)} events, "
+                        f"{n.evicted} pods evicted, {n.pods_deleted} deleted, servers removed: "
+                        f"{', '.join(n.deleted) or 'none'}")
     if not result.changed:
         render.line("nothing to change")
 

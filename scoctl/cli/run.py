@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from scoctl.cli.context import Globals
     from scoctl.clock import Clock
     from scoctl.config.schema import Config
-    from scoctl.runner.compose import RunResult
+    from scoctl.runner.compose import PassReport
     from scoctl.services.leadership import Leadership
 
 
@@ -84,21 +84,10 @@ def run(
             _follow(g, config, SystemClock(), teardown=not no_teardown, wait=wait, lead=lead)
         return
 
-    def show(result: RunResult) -> None:
-        if g.json:
-            render.print_json_line(result.as_dict())
-            return
-        timings = ", ".join(
-            f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
-            + (f" (skipped: {s.skipped})" if s.skipped else "") for s in result.stages)
-        render.line(f"pass in {result.seconds * 1000:.0f} ms: {timings}")
-        for s in result.stages:
-            for error in s.errors:
-                render.warn(f"{s.name}: {error}")
-
     with g.leading() as lead:  # gives this runner's terms up at the end: a standby leads
         outcome = run_loop(config, SystemClock(), lambda: g.writer(wait), period=period,
-                           teardown=not no_teardown, region=region, on_pass=show,
+                           teardown=not no_teardown, region=region,
+                           on_pass=lambda report: _show(g, report),
                            on_skip=render.warn, lead=lead)
     if outcome.interrupted:
         render.warn("interrupted in the middle of a pass")
@@ -108,27 +97,32 @@ def run(
         raise typer.Exit(outcome.code)
 
 
+def _show(g: Globals, report: PassReport) -> None:
+    """One pass, whichever driver ran it: a JSON line, or its steps' times and errors."""
+    from scoctl.cli import render
+
+    if g.json:
+        render.print_json_line(report.as_dict())
+        return
+    render.line(f"pass in {report.seconds * 1000:.0f} ms: " + ", ".join(
+        f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
+        + (f" (skipped: {s.skipped})" if s.skipped else "") for s in report.steps))
+    for step in report.steps:
+        for error in step.errors:
+            render.warn(f"{step.name}: {error}")
+
+
 def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
             wait: float | None, lead: Leadership) -> None:
     from scoctl.cli import render
     from scoctl.config.schema import load_config, resolve_config_path
-    from scoctl.runner.controller import PassReport, serve
-
-    def show(report: PassReport) -> None:
-        if g.json:
-            render.print_json_line(report.as_dict())
-            return
-        render.line(f"pass in {report.seconds * 1000:.0f} ms: " + ", ".join(
-            f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")
-            for s in report.steps))
-        for step in report.steps:
-            for error in step.errors:
-                render.warn(f"{step.name}: {error}")
+    from scoctl.runner.controller import serve
 
     code = serve(config, g.state_path(), clock, lock_path=g.lock_path(),
                  lock_wait=config.timeouts.lock_wait if wait is None else wait,
                  reload=lambda: load_config(resolve_config_path(g.config_option)[0]),
-                 on_pass=show, report=render.warn, teardown=teardown, lead=lead)
+                 on_pass=lambda report: _show(g, report), report=render.warn, teardown=teardown,
+                 lead=lead)
     if code:
         raise typer.Exit(code)
 

@@ -1,40 +1,42 @@
-"""The composer: the stages chained into `scoctl run`, and the compositions single commands need.
+"""The one composer: the steps of a pass, and the compositions single commands need.
 
-A stage never calls another stage (an import contract holds it); this module does:
+A stage never calls another stage (an import contract holds it); this module chains them, for
+every driver alike — ``run --once``, ``run --interval`` (`runner.loop`) and ``run --follow``
+(`runner.controller`, which only decides *when* a step is due, by `core.controller`'s rules):
 
-- `acquire_with_fallback` (``scoctl acquire``): the acquire stage; then, in the same run, the
-  workloads that lost a pool to a capacity fault are re-planned without it (plan stage) and
-  launched again (acquire stage, scoped to them), at most `MAX_ROUNDS` rounds in all; the Slurm
-  nodes of launches that failed for sure go back to powered-down (Slurm power stage).
-- `reconcile_and_release` (``scoctl reconcile``): the reconcile stage, then the Slurm nodes it
-  powered down leave their claims (Slurm power stage), then one batch of the rows the state no
-  longer keeps is pruned (retention stage).
-- `run_once` (``scoctl run``): watch (one pass) → the Slurm power stage (what Slurm's
-  power-saving programs spooled; when Slurm is in use) → plan → acquire with fallback →
-  reconcile with release → the notice stage on reconcile's server listing (its noticed Slurm
-  nodes leave their claims; a new notice is planned and acquired again at once:
-  ``notice-plan``, ``notice-acquire``), each called as a function (never a subprocess) and
-  timed.
+- `Deps`: what every step uses — the config, the state, the clock (with `sleep`), the clouds
+  and token budgets per region (`Regions`), the Kubernetes and Slurm adapters, the sources in
+  use, the leadership test and the pass's deadline.
+- `Pass`: one pass of steps, each a method that runs its stages in order, times them and keeps
+  their reports (`StepReport`): `intake` (watch, then what Slurm's power-saving programs
+  spooled), `act` (plan, then acquire with its same-run fallback), `reconcile` (reconcile, then
+  the reclaim notices on reconcile's own server listing). `run_once` is intake → act →
+  reconcile, and act again when a new notice left workloads to re-plan.
+- the compositions: `acquire_with_fallback` (``scoctl acquire``), `reconcile_and_release` and
+  `reconcile_with_notices` (``scoctl reconcile``: a timer that runs the stages one by one
+  handles reclaim notices too, DESIGN §7), `notices_and_release`.
 
-In `run_once` an API failure in one stage does not stop the others — every later stage is safe
-on the state the earlier ones left (plan works on the claims already recorded, acquire on the
-latest plan, reconcile on what Nova says) — but the pass is reported as failed and `exit_code`
-is 1 (DESIGN §8). A ConfigError stops the pass (exit 2: a person must fix the input). Metrics are
-written after every pass.
+An API failure in one stage does not stop the others — every later stage is safe on the state
+the earlier ones left (plan works on the claims already recorded, acquire on the latest plan,
+reconcile on what Nova says) — but the pass is reported as failed and its exit code is 1
+(DESIGN §8). A ConfigError (exit 2) or a lost lease (NotLeader, exit 75) stops the pass.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from scoctl.adapters.counting import CallCounter, CountingCloud
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
-from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError
+from scoctl.core import controller as schedule
+from scoctl.core.model.problems import Api, Problem
+from scoctl.core.reconcile import BOOTING, LIVE
+from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.services.metrics import RunSample, StageSample
@@ -51,15 +53,17 @@ from scoctl.stages.acquire import (
     run_acquire,
 )
 from scoctl.stages.notice import NoticeResult, run_notices
-from scoctl.stages.plan import run_plan
+from scoctl.stages.plan import PlanResult, run_plan
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.stages.retention import prune_state
 from scoctl.stages.slurm_power import apply_requests, hand_back, release_nodes
+from scoctl.stages.watch import WatchResult, run_pass
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
+    from scoctl.core.demand import PodInfo
     from scoctl.core.model import Source
     from scoctl.host.budget import Budget
     from scoctl.state import Store
@@ -70,27 +74,106 @@ MAX_ROUNDS = 3  # the first launch and at most two same-run fallbacks
 DEADLINE_PASSED = "the pass's deadline (timeouts.run) passed: not run"
 
 
-# --------------------------------------------------------------------------- compositions
+# --------------------------------------------------------------------------- dependencies
 
 
-class _RegionCache:
-    """One token budget and one cloud per region for every round of a run (connected lazily:
-    a run that launches nothing never connects)."""
+class Regions:
+    """One token budget and one counted cloud per region, connected on first use (a pass that
+    launches nothing never connects). The controller keeps one for its life; ``run --once``
+    and ``--interval`` take a fresh one each pass, its Nova calls bound to the pass's deadline.
 
-    def __init__(self, connect: CloudFactory, budget: BudgetFactory) -> None:
-        self._connect, self._budget = connect, budget
+    Clouds come from `clouds` (by region name), else `connect(config, region, budget)`, else
+    the config's clouds.yaml entry spending the region's budget."""
+
+    def __init__(self, *, clouds: Mapping[str, Cloud] | None = None,
+                 connect: CloudFactory | None = None, budget: BudgetFactory | None = None,
+                 deadline: float | None = None) -> None:
+        self.given = dict(clouds or {})
+        self._connect, self._budget = connect, budget or default_budget
+        self.deadline = deadline
+        self.counter = CallCounter()
         self.budgets: dict[str, Budget] = {}
         self.clouds: dict[str, Cloud] = {}
+        self._counted: dict[tuple[str, str], int] = {}
+        self._spent: dict[str, int] = {}
 
     def budget(self, config: Config, region: Region) -> Budget:
         if region.name not in self.budgets:
             self.budgets[region.name] = self._budget(config, region)
         return self.budgets[region.name]
 
-    def connect(self, config: Config, region: Region, budget: Budget) -> Cloud:
+    def cloud(self, config: Config, region: Region, budget: Budget | None = None) -> Cloud:
+        """The region's counted cloud (both the acquire and the reconcile signature)."""
         if region.name not in self.clouds:
-            self.clouds[region.name] = self._connect(config, region, budget)
+            given = self.given.get(region.name)
+            if given is None:
+                spend = budget or self.budget(config, region)
+                if self._connect is not None:
+                    given = self._connect(config, region, spend)
+                else:
+                    from scoctl.adapters.factory import cloud_for
+
+                    given = cloud_for(config, region, budget=spend, deadline=self.deadline)
+            self.clouds[region.name] = CountingCloud(given, region.name, self.counter)
         return self.clouds[region.name]
+
+    def usage(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+        """The calls (by region and outcome) and tokens (by region) spent since last asked."""
+        calls = self.counter.snapshot()
+        delta = {k: n - self._counted.get(k, 0) for k, n in calls.items()
+                 if n != self._counted.get(k, 0)}
+        spent = {name: b.spent - self._spent.get(name, 0) for name, b in self.budgets.items()}
+        self._counted = calls
+        self._spent = {name: b.spent for name, b in self.budgets.items()}
+        return delta, spent
+
+    def close(self) -> None:
+        """Close the clouds this connected (given ones are the caller's); a reload connects
+        again with the new config."""
+        for name, cloud in self.clouds.items():
+            close = getattr(getattr(cloud, "inner", cloud), "close", None)
+            if name not in self.given and callable(close):
+                close()
+        self.clouds.clear()
+        self.budgets.clear()
+
+
+@dataclass
+class Deps:
+    """What every step of a pass uses. `leads` (a shared state): acquire and reconcile act only
+    for the regions this runner leads; None: every region. `deadline` (monotonic): no stage
+    starts after it."""
+
+    config: Config
+    store: Store
+    clock: Clock
+    regions: Regions = field(default_factory=Regions)
+    cluster: Cluster | None = None
+    scheduler: BatchScheduler | None = None
+    sources: tuple[Source, ...] = ()
+    leads: Callable[[str], bool] | None = None
+    teardown: bool = True
+    region: str | None = None
+    acquire_watch: float = DEFAULT_WATCH_S
+    deadline: float | None = None
+
+
+def sources_in_use(config: Config) -> tuple[Source, ...]:
+    """Kubernetes and Slurm as `Config.sources` finds them in use on this host."""
+    return tuple(config.sources(host_hints(config)))
+
+
+def slurm_of(config: Config) -> BatchScheduler | None:
+    """The Slurm adapter when Slurm is in use on this host (built, not called: it puts the
+    CLOUD nodes of failed launches back to powered-down)."""
+    if "slurm" not in sources_in_use(config):
+        return None
+    from scoctl.adapters.factory import scheduler_for
+
+    return scheduler_for(config)
+
+
+# --------------------------------------------------------------------------- compositions
 
 
 def _planable(store: Store, workloads: Collection[str]) -> list[str]:
@@ -102,24 +185,25 @@ def acquire_with_fallback(
     config: Config, store: Store, clock: Clock, *, region: str | None = None,
     dry_run: bool = False, connect: CloudFactory = default_connect,
     budget: BudgetFactory = default_budget, watch: float = DEFAULT_WATCH_S,
-    poll: float = DEFAULT_POLL_S, sleep: Callable[[float], None] = time.sleep,
-    observer: Observer | None = None, scheduler: BatchScheduler | None = None,
-    join_tokens: JoinTokens | None = None, leads: Callable[[str], bool] | None = None,
+    poll: float = DEFAULT_POLL_S, observer: Observer | None = None,
+    scheduler: BatchScheduler | None = None, join_tokens: JoinTokens | None = None,
+    leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
     """``scoctl acquire`` (DESIGN §6): launch what the plan needs, fall back in the same run
-    from pools that fail with a capacity fault, and hand the Slurm nodes of launches that
-    failed for sure back to Slurm (`scheduler`; without it they only leave their claims).
+    from pools that fail with a capacity fault (re-planned without them, at most `MAX_ROUNDS`
+    rounds in all), and hand the Slurm nodes of launches that failed for sure back to Slurm
+    (`scheduler`; without it they only leave their claims).
 
     Raises what `run_acquire` raises; `replanned` names the workloads re-planned in the run
     and `powered_down` the Slurm nodes handed back. `leads` as for `run_acquire`.
     """
-    cache = _RegionCache(connect, budget)
+    regions = Regions(connect=connect, budget=budget)
     boot = BootFiles(config, join_tokens or JoinTokens(config, clock))  # for every round
 
     def round_of(round_no: int, scope: Collection[str] | None) -> AcquireResult:
         return run_acquire(config, store, clock, region=region, dry_run=dry_run,
-                           connect=cache.connect, budget=cache.budget, watch=watch, poll=poll,
-                           sleep=sleep, observer=observer, scope=scope, round_no=round_no,
+                           connect=regions.cloud, budget=regions.budget, watch=watch,
+                           poll=poll, observer=observer, scope=scope, round_no=round_no,
                            boot=boot, leads=leads)
 
     result = round_of(0, None)
@@ -140,9 +224,9 @@ def acquire_with_fallback(
 
 def reconcile_and_release(config: Config, store: Store, clock: Clock,
                           **options: Any) -> ReconcileResult:
-    """``scoctl reconcile``: `run_reconcile` (same options), then the Slurm nodes it powered
-    down leave their claims so Slurm requeues their jobs, then the retention stage prunes
-    (`pruned`; not on a dry run)."""
+    """`run_reconcile` (same options), then the Slurm nodes it powered down leave their claims
+    so Slurm requeues their jobs, then the retention stage prunes (`pruned`; not on a dry
+    run)."""
     result = run_reconcile(config, store, clock, **options)
     if result.dry_run:
         return result
@@ -157,7 +241,7 @@ def notices_and_release(config: Config, store: Store, clock: Clock,
                         listed: ReconcileResult | None, **options: Any) -> NoticeResult:
     """The notice stage on reconcile's server listing (`listed`; None: it lists for itself),
     with `run_notices`'s other options; then the noticed Slurm nodes leave their claims, so no
-    second server is launched under their names (`run` and the controller both call this)."""
+    second server is launched under their names."""
     servers = {r.region: r.servers for r in listed.regions} if listed is not None else None
     result = run_notices(config, store, clock, servers=servers, **options)
     if result.release:
@@ -167,235 +251,311 @@ def notices_and_release(config: Config, store: Store, clock: Clock,
     return result
 
 
+def reconcile_with_notices(config: Config, store: Store, clock: Clock, *,
+                           region: str | None = None, dry_run: bool = False,
+                           teardown: bool = True, connect: Callable[..., Cloud] | None = None,
+                           cluster: Cluster | None = None,
+                           scheduler: BatchScheduler | None = None,
+                           leads: Callable[[str], bool] | None = None,
+                           ) -> tuple[ReconcileResult, NoticeResult | None]:
+    """``scoctl reconcile`` (DESIGN §7, §14): reconcile, then — on the same server listing —
+    take in spooled notices and carry every reclaim notice one step on (record it, exclude the
+    pool, cordon and drain, delete at the deadline); the replacements follow in the next plan
+    and acquire. Adapters not passed in are built from the config (and closed here). A dry run
+    reconciles only: the notice flow acts."""
+    regions = Regions(connect=None if connect is None else (
+        lambda cfg, reg, _budget: connect(cfg, reg)))
+    owned: list[Any] = []
+    unreachable: list[Problem] = []
+    if cluster is None or scheduler is None:
+        from scoctl.adapters.factory import cluster_for, scheduler_for
+
+        sources = sources_in_use(config)
+        if cluster is None and "k8s" in sources:
+            try:
+                cluster = cluster_for(config)
+                owned.append(cluster)
+            except ScoctlError as exc:  # no Kubernetes this run: Nova is still reconciled
+                unreachable.append(Problem.of(exc, api="kubernetes"))
+        if scheduler is None and "slurm" in sources:
+            scheduler = scheduler_for(config)
+    try:
+        reconciled = reconcile_and_release(
+            config, store, clock, region=region, dry_run=dry_run, teardown=teardown,
+            connect=regions.cloud, cluster=cluster, scheduler=scheduler, discover=False,
+            leads=leads)
+        if unreachable:
+            reconciled = replace(reconciled, problems=(*unreachable, *reconciled.problems))
+        if dry_run:
+            return reconciled, None
+        noticed = notices_and_release(config, store, clock, reconciled, region=region,
+                                      connect=regions.cloud, cluster=cluster,
+                                      scheduler=scheduler, leads=leads)
+        return reconciled, noticed
+    finally:
+        regions.close()
+        for item in owned:
+            item.close()
+
+
 # --------------------------------------------------------------------------- one pass
 
 
 @dataclass(frozen=True)
-class StageReport:
-    """One stage of a pass: how long it took, whether it succeeded, what it returned."""
+class StepReport:
+    """One stage of a pass: how long it took, whether it succeeded, what went wrong (typed
+    `problems`), what it did (`detail`, printed) and what it returned (`result`)."""
 
     name: str
     seconds: float
     ok: bool
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
     skipped: str = ""
+    detail: Mapping[str, Any] = field(default_factory=dict)
     result: Any = field(default=None, repr=False, compare=False)
 
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(str(p) for p in self.problems)
+
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"stage": self.name, "seconds": round(self.seconds, 4),
-                               "ok": self.ok, "errors": list(self.errors)}
+        out: dict[str, Any] = {"step": self.name, "seconds": round(self.seconds, 4),
+                               "ok": self.ok, "errors": list(self.errors), **self.detail}
         if self.skipped:
             out["skipped"] = self.skipped
         return out
 
 
 @dataclass(frozen=True)
-class RunResult:
-    stages: tuple[StageReport, ...]
+class PassReport:
+    """Every step of one pass, in order."""
+
+    steps: tuple[StepReport, ...]
     seconds: float
     metrics_file: str | None = None
 
     @property
     def failed(self) -> tuple[str, ...]:
-        """The stages whose API failed (after retries)."""
-        return tuple(s.name for s in self.stages if not s.ok)
+        """The steps whose API failed (after retries)."""
+        return tuple(s.name for s in self.steps if not s.ok)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
     @property
     def exit_code(self) -> int:
-        """0, or 1 when a stage's API failed (DESIGN §8)."""
+        """0, or 1 when a step's API failed (DESIGN §8)."""
         return EXIT_FAILURE if self.failed else EXIT_OK
 
-    def stage(self, name: str) -> StageReport | None:
-        return next((s for s in self.stages if s.name == name), None)
+    def step(self, name: str) -> StepReport | None:
+        """The last report of the step `name` (a pass may act twice)."""
+        return next((s for s in reversed(self.steps) if s.name == name), None)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": not self.failed, "failed": list(self.failed),
-                "seconds": round(self.seconds, 4),
-                "stages": [s.as_dict() for s in self.stages],
+        return {"ok": self.ok, "failed": list(self.failed), "seconds": round(self.seconds, 4),
+                "steps": [s.as_dict() for s in self.steps],
                 **({"metrics_file": self.metrics_file} if self.metrics_file else {})}
 
 
-@dataclass
-class Systems:
-    """The outside systems one pass talks to. Missing ones are built from the config."""
+@dataclass(frozen=True)
+class FleetView:
+    """What the controller's schedule needs to know of the fleet after a reconcile."""
 
-    cluster: Cluster | None = None
-    scheduler: BatchScheduler | None = None
-    clouds: Mapping[str, Cloud] | None = None
-    sources: tuple[Source, ...] = ()  # what watch reads: "k8s", "slurm"
-    owned: list[Any] = field(default_factory=list)
-
-    def close(self) -> None:
-        for item in self.owned:
-            item.close()
-        self.owned.clear()
+    booting: bool  # an instance is still on its way to ready
+    noticed: bool  # a reclaim notice is open: its drain advances once a pass
+    reclaimable: bool  # a live instance sits in a reclaimable pool (notices may come)
 
 
-def slurm_of(config: Config) -> BatchScheduler | None:
-    """The Slurm adapter when `Config.sources` finds Slurm in use on this host (built, not
-    called: it puts the CLOUD nodes of failed launches back to powered-down)."""
-    if "slurm" not in config.sources(host_hints(config)):
-        return None
-    from scoctl.adapters.factory import scheduler_for
-
-    return scheduler_for(config)
+def fleet_view(config: Config, store: Store) -> FleetView:
+    instances = store.instances()
+    return FleetView(
+        booting=any(i.status in BOOTING for i in instances), noticed=bool(store.noticed()),
+        reclaimable=schedule.holds_reclaimable((i.pool for i in instances if i.status in LIVE),
+                                               {p.name: p.tier for p in config.pools}))
 
 
-def connect_systems(config: Config) -> Systems:
-    """Kubernetes and Slurm as `Config.sources` finds them in use on this host (clouds stay
-    lazy)."""
-    from scoctl.adapters.factory import cluster_for, scheduler_for
-
-    sources = config.sources(host_hints(config))
-    cluster = cluster_for(config) if "k8s" in sources else None
-    scheduler = scheduler_for(config) if "slurm" in sources else None
-    systems = Systems(cluster=cluster, scheduler=scheduler, sources=sources)
-    if cluster is not None:
-        systems.owned.append(cluster)
-    return systems
+Body = Callable[[], tuple[Any, Sequence[Problem], Mapping[str, Any]]]
 
 
-class _Pass:
-    """One pass of `run_once`: the stages in order, their reports, and what they shared."""
+class Pass:
+    """One pass of steps; the caller holds the run lock. See the module docstring."""
 
-    def __init__(self, config: Config, store: Store, clock: Clock, systems: Systems,
-                 budget: BudgetFactory, leads: Callable[[str], bool] | None = None) -> None:
-        self.config, self.store, self.clock, self.systems = config, store, clock, systems
-        self.leads = leads
-        self.counter = CallCounter()
-        self.reports: list[StageReport] = []
-        self.cache = _RegionCache(self._connect, budget)
-        self.deadline = time.monotonic() + config.timeouts.run  # no Nova call or stage after
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.reports: list[StepReport] = []
+        self.started = time.perf_counter()
 
-    def _connect(self, config: Config, region: Region, budget: Budget) -> Cloud:
-        given = (self.systems.clouds or {}).get(region.name)
-        if given is None:
-            from scoctl.adapters.factory import cloud_for
+    def past_deadline(self) -> bool:
+        return self.deps.deadline is not None and time.monotonic() >= self.deps.deadline
 
-            given = cloud_for(config, region, budget=budget, deadline=self.deadline)
-        return CountingCloud(given, region.name, self.counter)
-
-    def cloud(self, config: Config, region: Region) -> Cloud:
-        """The region's (counted) cloud, for reconcile."""
-        return self.cache.connect(config, region, self.cache.budget(config, region))
-
-    def stage(self, name: str, body: Callable[[], tuple[Any, list[str]]],
-              skip: str = "") -> Any:
-        """Run one stage, timed; an API failure is reported and the pass goes on."""
+    def stage(self, name: str, body: Body, skip: str = "", api: Api = "scoctl") -> Any:
+        """Run one stage, timed; an API failure (the stage's `api` when nothing said which)
+        is reported and the pass goes on."""
         if skip:
-            self.reports.append(StageReport(name, 0.0, True, skipped=skip))
+            self.reports.append(StepReport(name, 0.0, True, skipped=skip))
             return None
-        if time.monotonic() >= self.deadline:
-            self.reports.append(StageReport(name, 0.0, False, (DEADLINE_PASSED,)))
+        if self.past_deadline():
+            self.reports.append(StepReport(name, 0.0, False, (
+                Problem("scoctl", None, "", DEADLINE_PASSED),)))
             return None
         t0 = time.perf_counter()
         try:
-            result, errors = body()
+            result, problems, detail = body()
         except ApiError as exc:
-            log.warning("run: %s failed: %s", name, exc)
-            self.reports.append(StageReport(name, time.perf_counter() - t0, False, (str(exc),)))
+            log.warning("%s failed: %s", name, exc)
+            self.reports.append(StepReport(name, time.perf_counter() - t0, False,
+                                           (Problem.of(exc, api=api, what=name),)))
             return None
-        self.reports.append(StageReport(name, time.perf_counter() - t0, not errors,
-                                        tuple(errors), result=result))
+        self.reports.append(StepReport(name, time.perf_counter() - t0, not problems,
+                                       tuple(problems), detail=detail, result=result))
         return result
 
-    def record_deadline(self, run: RunResult) -> None:
+    # -- the steps ---------------------------------------------------------------------------
+
+    def intake(self, sources: Collection[Source] | None = None,
+               live_pods: Sequence[PodInfo] | None = None) -> WatchResult | None:
+        """watch (the spool, then `sources`, default every source in use; `live_pods` a watch
+        cache of the unfinished pods), then the Slurm power requests spooled."""
+        d = self.deps
+        chosen = tuple(d.sources if sources is None else sources)
+
+        def watch() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = run_pass(d.config, d.store, d.clock, sources=chosen, teardown=d.teardown,
+                              cluster=d.cluster, scheduler=d.scheduler, live_pods=live_pods)
+            return result, result.problems, {"sources": list(chosen),
+                                             "changed": sorted(result.changed),
+                                             "spool_events": result.spool_events}
+
+        def slurm_power() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = apply_requests(d.config, d.store, d.scheduler)
+            return result, result.problems, {"power_requests": result.applied}
+
+        skip = "no Kubernetes or Slurm configured" if sources is None and not d.sources else ""
+        watched: WatchResult | None = self.stage("watch", watch, skip)
+        if "slurm" in d.sources:  # what Slurm's power-saving programs spooled
+            self.stage("slurm-power", slurm_power)
+        return watched
+
+    def act(self, on_planned: Callable[[], None] | None = None,
+            ) -> tuple[PlanResult | None, AcquireResult | None]:
+        """plan (the claims that changed), then acquire with its same-run fallback;
+        `on_planned` is called between the two (the controller times its decisions there)."""
+        d = self.deps
+
+        def plan() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = run_plan(d.config, d.store, d.clock)
+            return result, (), {"generation": result.generation,
+                                "planned": list(result.changed)}
+
+        def acquire() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = acquire_with_fallback(
+                d.config, d.store, d.clock, region=d.region, connect=d.regions.cloud,
+                budget=d.regions.budget, watch=d.acquire_watch, scheduler=d.scheduler,
+                leads=d.leads)
+            return result, result.problems, {"launched": result.launched}
+
+        planned: PlanResult | None = self.stage("plan", plan, api="state")
+        if on_planned is not None:
+            on_planned()
+        acquired: AcquireResult | None = self.stage("acquire", acquire, api="nova")
+        return planned, acquired
+
+    def reconcile(self) -> tuple[ReconcileResult | None, NoticeResult | None]:
+        """reconcile, then the notice stage on reconcile's own server listing (DESIGN §14):
+        a new notice leaves its workloads to re-plan (`NoticeResult.replan`)."""
+        d = self.deps
+
+        def reconcile() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = reconcile_and_release(
+                d.config, d.store, d.clock, region=d.region, teardown=d.teardown,
+                connect=d.regions.cloud, cluster=d.cluster, scheduler=d.scheduler,
+                discover=False, leads=d.leads)
+            return result, result.problems, {}
+
+        reconciled: ReconcileResult | None = self.stage("reconcile", reconcile, api="nova")
+
+        def notice() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            result = notices_and_release(
+                d.config, d.store, d.clock, reconciled, region=d.region,
+                connect=d.regions.cloud, cluster=d.cluster, scheduler=d.scheduler,
+                leads=d.leads)
+            view = fleet_view(d.config, d.store)
+            return result, result.problems, {"replan": bool(result.replan),
+                                             "booting": view.booting, "noticed": view.noticed,
+                                             "reclaimable": view.reclaimable}
+
+        noticed: NoticeResult | None = self.stage("notice", notice, api="nova")
+        return reconciled, noticed
+
+    # -- after -------------------------------------------------------------------------------
+
+    def report(self) -> PassReport:
+        return PassReport(steps=tuple(self.reports), seconds=time.perf_counter() - self.started)
+
+    def record_deadline(self, run: PassReport) -> None:
         """The pass ran out of time: say so in the event log, with what it did and did not."""
-        if time.monotonic() < self.deadline:
+        if not self.past_deadline():
             return
-        limit = self.config.timeouts.run
+        limit = self.deps.config.timeouts.run
         log.warning("run: the pass took longer than timeouts.run (%gs); stopped", limit)
-        self.store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
+        not_run = [s.name for s in run.steps if s.errors and s.problems[0].error ==
+                   DEADLINE_PASSED]
+        self.deps.store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
             "timeout": limit, "seconds": round(run.seconds, 3),
-            "ran": [s.name for s in run.stages
-                    if s.errors != (DEADLINE_PASSED,) and not s.skipped],
-            "not_run": [s.name for s in run.stages if s.errors == (DEADLINE_PASSED,)],
-            "failed": list(run.failed)})
-
-    def write_metrics(self, watch: Any, plan: Any, run: RunResult) -> RunResult:
-        """Write the metrics textfile (config `metrics.textfile`) for this pass."""
-        if self.config.metrics_file is None:
-            return run
-        from scoctl.host.metrics import write_atomically
-        from scoctl.services.metrics import collect
-
-        budgets = self.cache.budgets
-        sample = RunSample(
-            stages=[StageSample(s.name, s.seconds, s.ok) for s in self.reports],
-            plan_seconds=getattr(plan, "seconds", None), calls=self.counter.snapshot(),
-            tokens_available={name: b.available() for name, b in budgets.items()},
-            tokens_spent={name: b.spent for name, b in budgets.items()},
-            succeeded_at=self.clock.now().timestamp() if not run.failed else None,
-            pending={name: c.pending for name, c in getattr(watch, "sources", {}).items()
-                     if c.error is None},
-            leader={r.name: self.leads is None or self.leads(r.name)
-                    for r in self.config.regions})
-        write_atomically(self.config.metrics_file, collect(self.store, sample))
-        return replace(run, metrics_file=str(self.config.metrics_file))
+            "ran": [s.name for s in run.steps if s.name not in not_run and not s.skipped],
+            "not_run": not_run, "failed": list(run.failed)})
 
 
-def run_once(config: Config, store: Store, clock: Clock, systems: Systems, *,
-             teardown: bool = True, region: str | None = None,
-             acquire_watch: float | None = None,
-             sleep: Callable[[float], None] = time.sleep,
-             budget: BudgetFactory | None = None,
-             leads: Callable[[str], bool] | None = None) -> RunResult:
-    """One pass of the loop; the caller holds the run lock. Writes metrics when configured.
+def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
+                  plan_seconds: float | None, pending: Mapping[str, int],
+                  controller_at: float | None = None) -> str | None:
+    """Write the metrics textfile (config `metrics.textfile`) after a pass: the stages' times
+    (`steps`), the calls and tokens spent since the last write, the pending demand. Returns
+    the file written, or None when none is configured. Raises OSError when it cannot be."""
+    config = deps.config
+    if config.metrics_file is None:
+        return None
+    from scoctl.host.metrics import write_atomically
+    from scoctl.services.metrics import collect
 
-    After `timeouts.run` no Nova call starts and no further stage runs: the pass ends failed
-    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event. With `leads`
-    (several runners on a shared state), acquire and reconcile act only for the regions this
-    runner leads; watch and plan run anywhere.
+    calls, spent = deps.regions.usage()
+    budgets = deps.regions.budgets
+    sample = RunSample(
+        stages=[StageSample(s.name, s.seconds, s.ok) for s in steps],
+        plan_seconds=plan_seconds, calls=calls,
+        tokens_available={name: b.available() for name, b in budgets.items()},
+        tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
+        pending=dict(pending), controller_at=controller_at,
+        leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
+    write_atomically(config.metrics_file, collect(deps.store, sample))
+    return str(config.metrics_file)
+
+
+def pending_of(watched: WatchResult | None) -> dict[str, int]:
+    """The waiting pods / jobs per source a watch pass counted (the sources that answered)."""
+    if watched is None:
+        return {}
+    return {name: c.pending for name, c in watched.sources.items() if c.error is None}
+
+
+def run_once(deps: Deps) -> PassReport:
+    """One pass of the loop (intake → act → reconcile, and act again when a new reclaim notice
+    left workloads to re-plan, so their replacements launch in the same pass); the caller holds
+    the run lock. Writes metrics when configured.
+
+    After `deps.deadline` no Nova call starts and no further stage runs: the pass ends failed
+    (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
     """
-    started = time.perf_counter()
-    this_pass = _Pass(config, store, clock, systems, budget or default_budget, leads)
-
-    def watch() -> tuple[Any, list[str]]:
-        from scoctl.stages.watch import run_pass
-
-        result = run_pass(config, store, clock, sources=systems.sources, teardown=teardown,
-                          cluster=systems.cluster, scheduler=systems.scheduler)
-        return result, list(result.errors)
-
-    def slurm_power() -> tuple[Any, list[str]]:
-        result = apply_requests(config, store, systems.scheduler)
-        return result, list(result.errors)
-
-    def plan() -> tuple[Any, list[str]]:
-        return run_plan(config, store, clock), []
-
-    def acquire() -> tuple[Any, list[str]]:
-        result = acquire_with_fallback(
-            config, store, clock, region=region, connect=this_pass.cache.connect,
-            budget=this_pass.cache.budget,
-            watch=DEFAULT_WATCH_S if acquire_watch is None else acquire_watch, sleep=sleep,
-            scheduler=systems.scheduler, leads=leads)
-        return result, list(result.errors)
-
-    def reconcile() -> tuple[Any, list[str]]:
-        result = reconcile_and_release(config, store, clock, region=region, teardown=teardown,
-                                       connect=this_pass.cloud, cluster=systems.cluster,
-                                       scheduler=systems.scheduler, discover=False,
-                                       leads=leads)
-        return result, list(result.errors)
-
-    def notice(listed: ReconcileResult | None) -> tuple[Any, list[str]]:
-        result = notices_and_release(config, store, clock, listed, region=region,
-                                     connect=this_pass.cloud, cluster=systems.cluster,
-                                     scheduler=systems.scheduler, sleep=sleep, leads=leads)
-        return result, list(result.errors)
-
-    watched = this_pass.stage("watch", watch,
-                        "" if systems.sources else "no Kubernetes or Slurm configured")
-    if "slurm" in systems.sources:  # what Slurm's power-saving programs spooled
-        this_pass.stage("slurm-power", slurm_power)
-    planned = this_pass.stage("plan", plan)
-    this_pass.stage("acquire", acquire)
-    reconciled = this_pass.stage("reconcile", reconcile)
-    noticed = this_pass.stage("notice", lambda: notice(reconciled))
+    one = Pass(deps)
+    watched = one.intake()
+    planned, _ = one.act()
+    _, noticed = one.reconcile()
     if noticed is not None and noticed.replan:  # replace the noticed units in this pass
-        this_pass.stage("notice-plan", plan)
-        this_pass.stage("notice-acquire", acquire)
-    run = RunResult(stages=tuple(this_pass.reports), seconds=time.perf_counter() - started)
-    this_pass.record_deadline(run)
-    return this_pass.write_metrics(watched, planned, run)
+        planned, _ = one.act()
+    run = one.report()
+    one.record_deadline(run)
+    written = write_metrics(deps, run.steps, ok=run.ok,
+                            plan_seconds=planned.seconds if planned is not None else None,
+                            pending=pending_of(watched))
+    return replace(run, metrics_file=written)

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +44,20 @@ from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
 from scoctl.core.intake import is_managed_pod
-from scoctl.core.reconcile import BOOTING, LIVE
-from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError
+from scoctl.core.model.problems import Api, Problem, first_of
+from scoctl.errors import LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
+from scoctl.runner.compose import (
+    Deps,
+    Pass,
+    PassReport,
+    Regions,
+    StepReport,
+    fleet_view,
+    pending_of,
+    write_metrics,
+)
 from scoctl.runner.serve import serve as run_serve
 from scoctl.runner.signals import Signals
 from scoctl.services.informer import CachedCluster, Informer
@@ -60,7 +70,6 @@ if TYPE_CHECKING:
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
     from scoctl.host.budget import Budget
-    from scoctl.stages.reconcile import ReconcileResult
     from scoctl.state import Store
 
 log = logging.getLogger(__name__)
@@ -68,35 +77,6 @@ log = logging.getLogger(__name__)
 TICK_S = 0.2  # the longest the loop sleeps before it looks at the signals again
 MAX_STEPS = 6  # steps per pass: intake → act → reconcile → act again when it asks, …
 LOCK_RETRY_S = 1.0
-
-
-@dataclass(frozen=True)
-class StepReport:
-    """One step of a pass: its name, time, success and what it did."""
-
-    name: str
-    seconds: float
-    ok: bool
-    errors: tuple[str, ...] = ()
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "seconds": round(self.seconds, 4), "ok": self.ok,
-                "errors": list(self.errors), **self.detail}
-
-
-@dataclass(frozen=True)
-class PassReport:
-    steps: tuple[StepReport, ...]
-    seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return all(s.ok for s in self.steps)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seconds": round(self.seconds, 4),
-                "steps": [s.as_dict() for s in self.steps]}
 
 
 def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
@@ -292,18 +272,18 @@ class Controller:
 
     def _pass(self) -> None:
         """One pass under the run lock: every step due, in order, then the metrics."""
-        started = time.perf_counter()
-        reports: list[StepReport] = []
         try:
             with self.lock():
                 self._record_outages()
+                one = Pass(self.steps.deps())
                 for _ in range(MAX_STEPS):
                     due = decide.next_step(self.schedule, self.timers, self.clock.monotonic())
                     if due.step is None:
                         break
-                    reports.append(self.steps.run(due))
+                    self.steps.run(due, one)
                 self._record_outages()  # what this pass found out, before anyone stops it
-                self.steps.write_metrics(reports)
+                report = one.report()
+                self.steps.write_metrics(one.deps, report)
         except LockHeld as exc:  # another writer (a timer's run --once, a stage): soon again
             if not self.lock_busy:
                 self.report(f"{exc}; the pass waits for it")
@@ -312,7 +292,6 @@ class Controller:
             return
         self.lock_busy = False
         self.passes += 1
-        report = PassReport(tuple(reports), time.perf_counter() - started)
         self.notifier.status(f"pass {self.passes}: {'ok' if report.ok else 'degraded'}")
         self.on_pass(report)
 
@@ -371,87 +350,55 @@ def replace_follower(follower: Follower, config: Config) -> Follower:
 
 
 class Steps:
-    """The stage calls of a pass (intake, act, reconcile) and the metrics after it; keeps the
-    Nova connections, token budgets and call counters between passes."""
+    """The controller's side of the composer's steps: which stages a due step runs
+    (`runner.compose.Pass`), and how their outcome folds into the schedule, the outages and
+    the metrics. Keeps the Nova connections and token budgets (`Regions`) between passes."""
 
     def __init__(self, owner: Controller, *, teardown: bool,
                  clouds: Mapping[str, Cloud] | None,
                  budget: Callable[[Config, Region], Budget] | None) -> None:
-        from scoctl.adapters.counting import CallCounter
-
         self.owner = owner
         self.teardown = teardown
-        self.given = dict(clouds or {})
-        self.budget_factory = budget
-        self.clouds: dict[str, Cloud] = {}
-        self.budgets: dict[str, Budget] = {}
-        self.counter = CallCounter()
-        self.counted: dict[tuple[str, str], int] = {}
-        self.spent: dict[str, int] = {}
-        self.last: dict[str, StepReport] = {}
+        self.regions = Regions(clouds=clouds, budget=budget)
+        self.last: dict[str, StepReport] = {}  # each stage's latest report, for the metrics
         self.pending: dict[str, int] = {}
         self.plan_seconds: float | None = None
         self.acquired: int | None = None  # the plan generation of the last acquire that ran
 
+    def deps(self) -> Deps:
+        """What the steps of one pass use: the cached cluster, no per-pass deadline, and no
+        wait on Nova builds (ERROR servers are left to the reconcile right after the launch,
+        and every follow-up while they boot)."""
+        o = self.owner
+        return Deps(o.config, o.store, o.clock, regions=self.regions, cluster=o.cached,
+                    scheduler=o.scheduler, sources=o.sources, leads=o.lead.leads,
+                    teardown=self.teardown, acquire_watch=0.0)
+
     def close(self) -> None:
-        for cloud in self.clouds.values():
-            close = getattr(cloud, "close", None)
-            if callable(close):
-                close()
-        self.clouds.clear()
+        self.regions.close()
 
     def reset(self) -> None:
         """After a reload: connect again with the new config."""
-        self.close()
-        self.budgets.clear()
+        self.regions.close()
 
-    def budget(self, config: Config, region: Region) -> Budget:
-        if region.name not in self.budgets:
-            if self.budget_factory is not None:
-                self.budgets[region.name] = self.budget_factory(config, region)
-            else:
-                from scoctl.stages.acquire import default_budget
-
-                self.budgets[region.name] = default_budget(config, region)
-        return self.budgets[region.name]
-
-    def cloud(self, config: Config, region: Region,
-              spend: Budget | None = None) -> Cloud:
-        if region.name not in self.clouds:
-            from scoctl.adapters.counting import CountingCloud
-
-            given = self.given.get(region.name)
-            if given is None:
-                from scoctl.adapters.factory import cloud_for
-
-                given = cloud_for(config, region, budget=spend or self.budget(config, region))
-            self.clouds[region.name] = CountingCloud(given, region.name, self.counter)
-        return self.clouds[region.name]
-
-    def run(self, due: decide.Due) -> StepReport:
-        """Run the step `due` names and fold its outcome into the schedule."""
+    def run(self, due: decide.Due, one: Pass) -> None:
+        """Run the stages of the step `due` names and fold their outcome into the schedule."""
         assert due.step is not None
         step = {"intake": self.intake, "act": self.act, "reconcile": self.reconcile}[due.step]
+        mark = len(one.reports)
         started = time.perf_counter()
         try:
-            errors, detail = step(due)
-        except ScoctlError as exc:  # an API that failed after retries, or unusable input
-            errors, detail = [str(exc)], {}
-            if isinstance(exc, ApiError) and due.step != "intake":
-                self.owner.api("nova", str(exc))
-            else:
-                self.owner.report(f"{due.step}: {exc}")
+            step(due, one)
+        except ScoctlError as exc:  # unusable input, or a lease lost mid-step
+            self.owner.report(f"{due.step}: {exc}")
             self.owner.schedule = _failed(self.owner, due)
             self.owner.refused(exc)
-        out = StepReport(due.step, time.perf_counter() - started, not errors, tuple(errors),
-                         detail)
-        self.last[out.name] = out
-        return out
+            one.reports.append(StepReport(due.step, time.perf_counter() - started, False,
+                                          (Problem.of(exc, what=due.step),)))
+        for report in one.reports[mark:]:
+            self.last[report.name] = report
 
-    def intake(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.stages.slurm_power import apply_requests
-        from scoctl.stages.watch import run_pass
-
+    def intake(self, due: decide.Due, one: Pass) -> None:
         o = self.owner
         sources: list[Source] = []
         if due.kubernetes and o.cached is not None:
@@ -459,98 +406,56 @@ class Steps:
         if due.slurm and o.scheduler is not None:
             sources.append("slurm")
         seen, o.first_seen = (o.first_seen, {}) if "k8s" in sources else ({}, o.first_seen)
-        result = run_pass(o.config, o.store, o.clock, sources=sources, teardown=self.teardown,
-                          cluster=o.cached, scheduler=o.scheduler, live_pods=o.live_pods())
-        errors = list(result.errors)
-        power = 0
-        if "slurm" in o.sources:  # what Slurm's power-saving programs spooled
-            applied = apply_requests(o.config, o.store, o.scheduler)
-            errors += applied.errors
-            power = applied.applied
-        for name, counts in result.sources.items():
-            o.api("kubernetes" if name == "k8s" else "slurm", counts.error)
-            if counts.error is None:
-                self.pending[name] = counts.pending
-        record_sightings(o.store, result.changed, o.sizes, seen, o.clock.now().timestamp())
+        mark = len(one.reports)
+        watched = one.intake(sources, live_pods=o.live_pods())
+        problems = problems_of(one.reports[mark:])
+        for name in sources:
+            api: Api = "kubernetes" if name == "k8s" else "slurm"
+            found = first_of(problems, api)
+            o.api(api, None if found is None else str(found))
+        self.pending.update(pending_of(watched))
+        changed = watched.changed if watched is not None else []
+        record_sightings(o.store, changed, o.sizes, seen, o.clock.now().timestamp())
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
-                                         failed=bool(errors), changed=bool(result.changed),
+                                         failed=bool(problems), changed=bool(changed),
                                          replan=bool(o.store.dirty()) or self.plans_behind()
                                          or self.plan_unacquired())
-        return errors, {"sources": sources, "changed": sorted(result.changed),
-                        "spool_events": result.spool_events, "power_requests": power}
 
-    def act(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.runner.compose import acquire_with_fallback
-        from scoctl.stages.plan import run_plan
-
+    def act(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
-        plan = run_plan(o.config, o.store, o.clock)
-        self.plan_seconds = plan.seconds
-        self.progress()
-        detail: dict[str, Any] = {"generation": plan.generation, "planned": list(plan.changed),
-                                  "launched": 0}
-        try:
-            # watch=0: ERROR servers are left to the reconcile right after the launch (and
-            # every follow_up seconds while they boot), so a pass never waits on Nova builds
-            acquire = acquire_with_fallback(o.config, o.store, o.clock, connect=self.cloud,
-                                            budget=self.budget, watch=0.0,
-                                            scheduler=o.scheduler, leads=o.lead.leads)
-        except ScoctlError as exc:  # Nova down (quota headroom unreadable), or unusable input
-            if isinstance(exc, ApiError):
-                o.api("nova", str(exc))
-            else:
-                o.report(f"acquire: {exc}")
-            o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
-                                          failed=True, launched=False, replan=False)
-            o.refused(exc)
-            return [str(exc)], detail
-        if acquire.errors or acquire.launches:  # no launch, no call: no news about Nova
-            o.api("nova", acquire.errors[0] if acquire.errors else None)
-        self.acquired = plan.generation
-        detail["launched"] = sum(x.created for x in acquire.launches if x.status != "failed")
+        mark = len(one.reports)
+        planned, acquired = one.act(on_planned=self.progress)
+        problems = problems_of(one.reports[mark:])
+        if planned is not None:
+            self.plan_seconds = planned.seconds
+        nova = first_of(problems, "nova")
+        if acquired is None:
+            o.api("nova", None if nova is None else str(nova))
+        elif acquired.problems or acquired.launches:  # no launch, no call: no news about Nova
+            o.api("nova", None if nova is None else str(nova))
+        if acquired is not None and planned is not None:
+            self.acquired = planned.generation
         o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
-                                      failed=bool(acquire.errors),
-                                      launched=detail["launched"] > 0,
-                                      replan=bool(o.store.dirty()))
-        return list(acquire.errors), detail
+                                      failed=bool(problems),
+                                      launched=acquired is not None and acquired.launched > 0,
+                                      replan=acquired is not None and bool(o.store.dirty()))
 
-    def reconcile(self, due: decide.Due) -> tuple[list[str], dict[str, Any]]:
-        from scoctl.runner.compose import reconcile_and_release
-
+    def reconcile(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
-        result = reconcile_and_release(o.config, o.store, o.clock, teardown=self.teardown,
-                                       connect=lambda cfg, reg: self.cloud(cfg, reg),
-                                       cluster=o.cached, scheduler=o.scheduler,
-                                       discover=False, leads=o.lead.leads)
-        errors = list(result.errors) + self.notices(result)
+        mark = len(one.reports)
+        one.reconcile()
+        problems = problems_of(one.reports[mark:])
         for api in ("nova", "kubernetes", "slurm"):
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
-                o.api(api, decide.error_of(errors, api))
-        instances = o.store.instances()
-        booting = any(i.status in BOOTING for i in instances)
-        noticed = bool(o.store.noticed())  # a drain advances once a pass: look again soon
-        reclaimable = decide.holds_reclaimable(
-            (i.pool for i in instances if i.status in LIVE),
-            {p.name: p.tier for p in o.config.pools})
+                found = first_of(problems, api)
+                o.api(api, None if found is None else str(found))
+        view = fleet_view(o.config, o.store)
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
-                                            failed=bool(errors), booting=booting or noticed,
+                                            failed=bool(problems),
+                                            booting=view.booting or view.noticed,
                                             replan=bool(o.store.dirty()),
-                                            reclaimable=reclaimable)
-        return errors, {"booting": booting, "noticed": noticed, "reclaimable": reclaimable}
-
-    def notices(self, listed: ReconcileResult) -> list[str]:
-        """The notice stage on reconcile's own server listing (DESIGN §14); the workloads a new
-        notice leaves to re-plan are dirty, so the next step re-plans and launches their
-        replacements."""
-        from scoctl.runner.compose import notices_and_release
-
-        o = self.owner
-        result = notices_and_release(o.config, o.store, o.clock, listed,
-                                     connect=lambda cfg, reg: self.cloud(cfg, reg),
-                                     cluster=o.cached, scheduler=o.scheduler,
-                                     leads=o.lead.leads)
-        return list(result.errors)
+                                            reclaimable=view.reclaimable)
 
     def plan_unacquired(self) -> bool:
         """A plan generation another runner committed that no acquire here has run after."""
@@ -570,34 +475,22 @@ class Steps:
         t = o.config.timeouts
         record_progress(o.store, o.clock.now().timestamp(), give_up=t.launch + t.registration)
 
-    def write_metrics(self, reports: list[StepReport]) -> None:
+    def write_metrics(self, deps: Deps, report: PassReport) -> None:
         """The metrics textfile, refreshed after every pass."""
         o = self.owner
-        if o.config.metrics_file is None:
-            return
-        from scoctl.host.metrics import write_atomically
-        from scoctl.services.metrics import RunSample, StageSample, collect
-
-        calls = self.counter.snapshot()
-        delta = {k: n - self.counted.get(k, 0) for k, n in calls.items()
-                 if n != self.counted.get(k, 0)}
-        self.counted = calls
-        spent = {name: b.spent - self.spent.get(name, 0) for name, b in self.budgets.items()}
-        self.spent = {name: b.spent for name, b in self.budgets.items()}
-        ok = all(r.ok for r in reports) and not o.outages.down
-        sample = RunSample(
-            stages=[StageSample(r.name, r.seconds, r.ok) for r in self.last.values()],
-            plan_seconds=self.plan_seconds, calls=delta,
-            tokens_available={n: b.available() for n, b in self.budgets.items()},
-            tokens_spent=spent, succeeded_at=o.clock.now().timestamp() if ok else None,
-            pending=dict(self.pending), controller_at=o.clock.now().timestamp(),
-            leader={r.name: o.lead.leads(r.name) for r in o.config.regions})
         try:
-            write_atomically(o.config.metrics_file, collect(o.store, sample))
+            write_metrics(deps, list(self.last.values()), ok=report.ok and not o.outages.down,
+                          plan_seconds=self.plan_seconds, pending=self.pending,
+                          controller_at=o.clock.now().timestamp())
         except OSError as exc:  # the textfile directory is gone or read-only: keep placing
             o.api("metrics textfile", f"{o.config.metrics_file}: {exc.strerror or exc}")
         else:
-            o.api("metrics textfile", None)
+            if o.config.metrics_file is not None:
+                o.api("metrics textfile", None)
+
+
+def problems_of(reports: Sequence[StepReport]) -> list[Problem]:
+    return [p for r in reports for p in r.problems]
 
 
 def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
@@ -609,7 +502,6 @@ def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
     if due.step == "act":
         return decide.after_act(s, t, now, failed=True, launched=False, replan=False)
     return decide.after_reconcile(s, t, now, failed=True, booting=False, replan=False)
-
 
 
 def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, lock_wait: float,

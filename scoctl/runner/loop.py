@@ -1,5 +1,5 @@
-"""The loop of ``scoctl run``: one pass (`run_once`) after another under the run lock, held per
-pass, until a signal stops it.
+"""The loop of ``scoctl run``: one pass of the composer (`runner.compose.run_once`) after
+another under the run lock, held per pass, until a signal stops it.
 
 ``--once`` (no period) is a single pass whose held lock raises `LockHeld` (exit 75). With a
 period a pass that finds the lock held is skipped; SIGTERM or SIGINT stops the loop after the
@@ -9,15 +9,17 @@ cuts a pass short exits 130, as a shell reports a Ctrl-C.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.errors import EXIT_OK, LockHeld
-from scoctl.runner.compose import RunResult, connect_systems, run_once
+from scoctl.runner.compose import Deps, PassReport, Regions, run_once, sources_in_use
+from scoctl.runner.serve import connected
 from scoctl.runner.signals import EXIT_INTERRUPTED, Signals
 from scoctl.services.leadership import Leadership, LocalLeadership
 
@@ -35,7 +37,7 @@ class LoopOutcome:
 
 def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextManager[Store]],
              *, period: float = 0.0, teardown: bool = True, region: str | None = None,
-             on_pass: Callable[[RunResult], None], on_skip: Callable[[str], None],
+             on_pass: Callable[[PassReport], None], on_skip: Callable[[str], None],
              lead: Leadership | None = None) -> LoopOutcome:
     """Run passes until stopped (one pass when `period` is 0). `writer()` holds the run lock
     and opens the state for one pass; `on_pass` gets every pass's result, `on_skip` the reason
@@ -44,19 +46,25 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
     Raises LockHeld (a single pass only) and ConfigError."""
     leadership = lead or LocalLeadership()
     served = [region] if region else [r.name for r in config.regions]
-    systems = connect_systems(config)
+    sources = sources_in_use(config)
     stop = Signals()
     code = EXIT_OK
     try:
         # a single pass keeps the default handling (SIGINT raises KeyboardInterrupt)
-        with stop.installed() if period else nullcontext():
+        with (connected(config, sources) as (cluster, scheduler),
+              stop.installed() if period else nullcontext()):
             while True:
                 try:
                     leadership.compete(served)
-                    with writer() as store:
+                    with writer() as store, ExitStack() as done:
                         leadership.fence(store)
-                        result = run_once(config, store, clock, systems, teardown=teardown,
-                                          region=region, leads=leadership.leads)
+                        deadline = time.monotonic() + config.timeouts.run
+                        regions = Regions(deadline=deadline)  # clouds bound to this pass
+                        done.callback(regions.close)
+                        result = run_once(Deps(
+                            config, store, clock, regions=regions, cluster=cluster,
+                            scheduler=scheduler, sources=sources, leads=leadership.leads,
+                            teardown=teardown, region=region, deadline=deadline))
                 except LockHeld as exc:
                     if not period:
                         raise
@@ -68,8 +76,6 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
                     break
     except KeyboardInterrupt:
         return LoopOutcome(EXIT_INTERRUPTED, interrupted=True)
-    finally:
-        systems.close()
     if stop.stop:
         return LoopOutcome(EXIT_OK, stopped_by=stop.stop[0])
     return LoopOutcome(code)

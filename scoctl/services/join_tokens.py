@@ -27,6 +27,7 @@ from scoctl.core.jointoken import (
     token_expiry,
     tokens_to_delete,
 )
+from scoctl.core.model.problems import Problem
 from scoctl.errors import ApiError, ConfigError
 from scoctl.secrets import remember
 from scoctl.state import Store
@@ -116,13 +117,14 @@ def prune(store: Store, api: BootstrapTokens, clock: Clock, *,
     return done
 
 
-def prune_or_report(store: Store, api: object, clock: Clock, *, dry_run: bool = False) -> list[str]:
+def prune_or_report(store: Store, api: object, clock: Clock, *,
+                    dry_run: bool = False) -> list[Problem]:
     """`prune` for reconcile: nothing when `api` cannot hold bootstrap tokens, and an API
-    failure as one error line (the next pass retries) instead of an exception."""
+    failure as one problem (the next pass retries) instead of an exception."""
     if not isinstance(api, BootstrapTokens):
         return []
     try:
         prune(store, api, clock, dry_run=dry_run)
     except ApiError as exc:
-        return [f"kubernetes: bootstrap tokens: {exc}"]
+        return [Problem.of(exc, api="kubernetes", what="bootstrap tokens")]
     return []

@@ -35,7 +35,6 @@ import logging
 import os
 import secrets
 import signal
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -58,6 +57,7 @@ from scoctl.core.model import (
     Pool,
     ServerInfo,
 )
+from scoctl.core.model.problems import Problem
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
@@ -178,7 +178,7 @@ class AcquireResult:
     quota_faults: tuple[QuotaFault, ...] = ()
     replanned: tuple[str, ...] = ()
     powered_down: tuple[str, ...] = ()  # Slurm nodes handed back after a failed launch
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
     calls: int = 0  # mutating call attempts (tokens spent), retries included
     seconds: float = 0.0
     lost: tuple[str, ...] = ()
@@ -187,7 +187,17 @@ class AcquireResult:
     @property
     def ok(self) -> bool:
         """False when a call failed for a reason other than quota or capacity."""
-        return not self.errors
+        return not self.problems
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The problems, as a person reads them."""
+        return tuple(str(p) for p in self.problems)
+
+    @property
+    def launched(self) -> int:
+        """The servers this run created (launches that did not fail)."""
+        return sum(x.created for x in self.launches if x.status != "failed")
 
     def then(self, later: AcquireResult) -> AcquireResult:
         """This run followed by `later` (a fallback round) as one result."""
@@ -198,7 +208,7 @@ class AcquireResult:
             quota_faults=self.quota_faults + later.quota_faults,
             replanned=self.replanned + later.replanned,
             powered_down=self.powered_down + later.powered_down,
-            errors=self.errors + later.errors, calls=self.calls + later.calls,
+            problems=self.problems + later.problems, calls=self.calls + later.calls,
             seconds=self.seconds + later.seconds, release=self.release + later.release)
 
 
@@ -209,7 +219,7 @@ class _Collected:
     shortfalls: list[Shortfall] = field(default_factory=list)
     exclusions: list[ExclusionRecord] = field(default_factory=list)
     quota_faults: list[QuotaFault] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
     release: list[NodeRelease] = field(default_factory=list)
 
@@ -314,7 +324,6 @@ class _Run:
     round_no: int
     watch_s: float
     poll_s: float
-    sleep: Callable[[float], None]
     observer: Observer | None
     boot: BootFiles
     out: _Collected = field(default_factory=_Collected)
@@ -442,7 +451,8 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
         return _refused_on_quota(reg, plan, base, str(exc))
     except Refused as exc:
         # turned away before any work (429 to the last attempt): nothing to wait for
-        run.out.errors.append(f"{plan.workload}/{plan.pool}: {exc}")
+        run.out.problems.append(Problem.of(exc, api="nova", region=reg.region.name,
+                                           what=f"{plan.workload}/{plan.pool}"))
         return _refused_for_now(reg, plan, base, str(exc))
     except TemporaryError as exc:
         # The call may have reached Nova (a 500, a timeout): adopt what carries the tag,
@@ -452,7 +462,8 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
         outcome = _refused(reg, plan, base, str(exc))
         if isinstance(exc, ConfigError):
             raise
-        run.out.errors.append(f"{plan.workload}/{plan.pool}: {exc}")
+        run.out.problems.append(Problem.of(exc, api="nova", region=reg.region.name,
+                                           what=f"{plan.workload}/{plan.pool}"))
         return outcome
     crash_point("after-call")
     return _record(reg, plan, launch_id, list(result.servers), result.reservation_id,
@@ -512,7 +523,8 @@ def _unsure(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     if found:
         return _record(reg, plan, base.launch_id, found, found[0].reservation_id, adopted=True)
     reg.store.update_launch(base.launch_id, status="intent", error=message)
-    reg.run.out.errors.append(f"{plan.workload}/{plan.pool}: {message} (left in flight)")
+    reg.run.out.problems.append(Problem("nova", reg.region.name, f"{plan.workload}/{plan.pool}",
+                                        f"{message} (left in flight)"))
     return replace(base, status="intent", error=message)
 
 
@@ -634,7 +646,7 @@ def _poll_until_settled(reg: _Region, launch_ids: list[str]) -> dict[str, Server
         unsettled = sorted({_launch_of(s) for s in seen.values() if s.status == "BUILD"})
         if not unsettled or run.clock.monotonic() >= deadline:
             return latest
-        run.sleep(run.poll_s)
+        run.clock.sleep(run.poll_s)
 
 
 def _poll(reg: _Region, launch_ids: list[str]) -> dict[str, ServerInfo]:
@@ -755,7 +767,6 @@ def run_acquire(
     budget: BudgetFactory = default_budget,
     watch: float = DEFAULT_WATCH_S,
     poll: float = DEFAULT_POLL_S,
-    sleep: Callable[[float], None] = time.sleep,
     observer: Observer | None = None,
     scope: Collection[str] | None = None,
     round_no: int = 0,
@@ -776,14 +787,14 @@ def run_acquire(
     (`scoctl.runner.compose.acquire_with_fallback`). With `leads`, regions this runner does not
     lead are left to their leader (DESIGN §15).
     """
-    started = time.perf_counter()
+    started = clock.monotonic()
     regions = [config.region(region)] if region else list(config.regions)
     for reg in regions:  # a what-if config has none: exit 2 before any call
         config.launch_settings(reg)
     regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
-               poll_s=poll, sleep=sleep, observer=observer, boot=files)
+               poll_s=poll, observer=observer, boot=files)
     spent = 0
     for reg in regions:
         tokens = budget(config, reg)
@@ -796,6 +807,6 @@ def run_acquire(
         dry_run=dry_run, generation=latest.generation if latest else 0,
         launches=tuple(out.launches), planned=tuple(out.planned),
         shortfalls=tuple(out.shortfalls), exclusions=tuple(merge_exclusions(out.exclusions)),
-        quota_faults=tuple(out.quota_faults), errors=tuple(out.errors), calls=spent,
-        seconds=time.perf_counter() - started, lost=tuple(sorted(out.lost)),
+        quota_faults=tuple(out.quota_faults), problems=tuple(out.problems), calls=spent,
+        seconds=clock.monotonic() - started, lost=tuple(sorted(out.lost)),
         release=tuple(out.release))

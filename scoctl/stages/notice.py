@@ -21,7 +21,6 @@ their claims first.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -33,6 +32,7 @@ from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
+from scoctl.core.model.problems import Api, Problem
 from scoctl.core.notice import (
     CAN_NOTICE,
     Drain,
@@ -88,7 +88,7 @@ class RegionNotices:
     refused: int = 0  # pods whose eviction was still refused (a PodDisruptionBudget) at the end
     pods_deleted: int = 0
     deleted: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,17 @@ class NoticeResult:
 
     regions: tuple[RegionNotices, ...] = ()
     spooled: int = 0
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
     replan: Mapping[str, str] = field(default_factory=dict)
     release: tuple[NodeRelease, ...] = ()
     # a region whose lease this runner lost mid-pass (the others were served): the composer
     # raises it once the rest is recorded
     refused: NotLeader | None = field(default=None, compare=False)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The problems, as a person reads them."""
+        return tuple(str(p) for p in self.problems)
 
     @property
     def changed(self) -> bool:
@@ -296,16 +301,16 @@ class _Region:
 
     def __init__(self, config: Config, store: Store, clock: Clock, region: Region, cloud: Cloud,
                  cluster: Cluster | None, scheduler: BatchScheduler | None,
-                 servers: Sequence[ServerInfo] | None, sleep: Callable[[float], None]) -> None:
+                 servers: Sequence[ServerInfo] | None) -> None:
         self.config, self.store, self.clock, self.region = config, store, clock, region
         self.cloud, self.cluster, self.scheduler = cloud, cluster, scheduler
-        self.listed, self.sleep = servers, sleep
-        self.errors: list[str] = []
+        self.listed = servers
+        self.problems: list[Problem] = []
         self.counts = {"evicted": 0, "refused": 0, "pods_deleted": 0}
         self.retries_left = EVICTION_RETRIES  # for every node of this pass together
 
-    def _note(self, what: str, exc: BaseException) -> None:
-        self.errors.append(f"{self.region.name}: {what}: {exc}")
+    def _note(self, api: Api, what: str, exc: BaseException) -> None:
+        self.problems.append(Problem.of(exc, api=api, region=self.region.name, what=what))
         log.warning("notice %s: %s: %s", self.region.name, what, exc)
 
     # -- read ------------------------------------------------------------------------------
@@ -346,7 +351,7 @@ class _Region:
                         pods[node.name] = tuple(self.cluster.pods_on_node(node.name))
             except ApiError as exc:
                 k8s_nodes = None
-                self._note("Kubernetes nodes unreadable (no drain this pass)", exc)
+                self._note("kubernetes", "Kubernetes nodes unreadable (no drain this pass)", exc)
         slurm_nodes, jobs = None, {}
         if self.scheduler is not None and any(i.node_name for i in held_instances):
             try:
@@ -354,7 +359,7 @@ class _Region:
                 jobs = running_jobs(self.scheduler.jobs())
             except ApiError as exc:
                 slurm_nodes = None
-                self._note("Slurm unreadable (no drain this pass)", exc)
+                self._note("slurm", "Slurm unreadable (no drain this pass)", exc)
         return replace(snapshot, k8s_nodes=k8s_nodes, pods=pods, slurm_nodes=slurm_nodes,
                        slurm_jobs=jobs)
 
@@ -394,7 +399,7 @@ class _Region:
             if step.uncordon:
                 cluster.uncordon(step.node)
         except ApiError as exc:
-            self._note(f"cordon of node {step.node}", exc)
+            self._note("kubernetes", f"cordon of node {step.node}", exc)
             return 0, 0
         pending = list(step.evict)
         for attempt in range(EVICTION_RETRIES + 1):
@@ -402,7 +407,7 @@ class _Region:
                 if self.retries_left <= 0:
                     break
                 self.retries_left -= 1
-                self.sleep(EVICTION_RETRY_S)
+                self.clock.sleep(EVICTION_RETRY_S)
             refused = []
             for pod in pending:
                 try:
@@ -412,7 +417,7 @@ class _Region:
                     log.debug("notice: eviction of %s/%s refused for now: %s", pod.namespace,
                               pod.name, exc)
                 except ApiError as exc:
-                    self._note(f"evict {pod.namespace}/{pod.name}", exc)
+                    self._note("kubernetes", f"evict {pod.namespace}/{pod.name}", exc)
             pending = refused
             if not pending:
                 break
@@ -422,7 +427,7 @@ class _Region:
             try:
                 deleted += int(cluster.delete_pod(pod.namespace, pod.name, grace_seconds=grace))
             except ApiError as exc:
-                self._note(f"delete pod {pod.namespace}/{pod.name}", exc)
+                self._note("kubernetes", f"delete pod {pod.namespace}/{pod.name}", exc)
         return evicted, deleted
 
     def slurm(self, step: SlurmStep) -> None:
@@ -439,7 +444,7 @@ class _Region:
                 scheduler.update_node(step.node, state=POWER_DOWN,
                                       reason="scoctl: reclaimed after a notice")
         except ApiError as exc:
-            self._note(f"Slurm node {step.node}", exc)
+            self._note("slurm", f"Slurm node {step.node}", exc)
 
     def remove(self, removal: Removal) -> bool:
         """Delete the Node and the server; on success record the reclaim."""
@@ -447,11 +452,11 @@ class _Region:
             try:
                 self.cluster.delete_node(removal.node)
             except ApiError as exc:
-                self._note(f"delete node {removal.node}", exc)
+                self._note("kubernetes", f"delete node {removal.node}", exc)
         try:
             self.cloud.delete(removal.server_id)
         except ApiError as exc:
-            self._note(f"delete {removal.name}", exc)
+            self._note("nova", f"delete {removal.name}", exc)
             return False
         event = removal.event
         with self.store.transaction():
@@ -494,7 +499,7 @@ class _Region:
         return RegionNotices(self.region.name, decision, evicted=self.counts["evicted"],
                              refused=self.counts["refused"],
                              pods_deleted=self.counts["pods_deleted"], deleted=tuple(deleted),
-                             errors=tuple(self.errors))
+                             problems=tuple(self.problems))
 
 
 def run_notices(config: Config, store: Store, clock: Clock, *, region: str | None = None,
@@ -502,7 +507,6 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
                 clouds: Mapping[str, Cloud] | None = None, cluster: Cluster | None = None,
                 scheduler: BatchScheduler | None = None,
                 servers: Mapping[str, Sequence[ServerInfo]] | None = None,
-                sleep: Callable[[float], None] = time.sleep,
                 leads: Callable[[str], bool] | None = None) -> NoticeResult:
     """Ingest spooled notices, then carry every region's (or `region`'s) notices one step on.
 
@@ -510,7 +514,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
     config's clouds.yaml entry with the region's token budget. `servers[region]`, when given,
     is a listing the caller made already (then no listing call is made here); a region missing
     from a given `servers` is one the caller could not list: it is left to the next pass.
-    `sleep` paces the retries of refused evictions within the pass.
+    The clock's `sleep` paces the retries of refused evictions within the pass.
 
     A region whose Nova cannot be read is skipped and reported in `errors`; API failures never
     raise. ConfigError (an unusable clouds.yaml entry) does. With `leads`, regions this runner
@@ -527,7 +531,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
 
     regions = [config.region(region)] if region else list(config.regions)
     outcomes: list[RegionNotices] = []
-    errors: list[str] = []
+    problems: list[Problem] = []
     dirty: dict[str, str] = {}
     release: list[NodeRelease] = []
     refused: NotLeader | None = None
@@ -538,18 +542,18 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
             cloud = FencedCloud((clouds or {}).get(reg.name) or connect(config, reg), reg.name,
                                 store)
             worker = _Region(config, store, clock, reg, cloud, cluster, scheduler,
-                             (servers or {}).get(reg.name), sleep)
+                             (servers or {}).get(reg.name))
             outcome = worker.run()
         except ApiError as exc:
-            errors.append(f"{reg.name}: Nova: {exc}")
+            problems.append(Problem.of(exc, api="nova", region=reg.name, what="Nova"))
             continue
         except NotLeader as exc:  # deposed in this region: the others' deadlines still count
             refused = refused or exc
             continue
         outcomes.append(outcome)
-        errors.extend(outcome.errors)
+        problems.extend(outcome.problems)
         dirty.update(outcome.decision.dirty)
         release += [NodeRelease(step.node, "reclaim notice")
                     for step in outcome.decision.slurm if step.release]
-    return NoticeResult(regions=tuple(outcomes), spooled=spooled, errors=tuple(errors),
+    return NoticeResult(regions=tuple(outcomes), spooled=spooled, problems=tuple(problems),
                         replan=dirty, release=tuple(release), refused=refused)

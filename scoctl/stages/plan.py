@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -185,7 +184,7 @@ def _plan_events(store: Store, generation: int, record: PlanWorkloadRecord, why:
 def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], full: bool,
           what_if: Sequence[Claim] | None, dry_run: bool, explain: Collection[str],
           option: str, why: str) -> PlanResult:
-    started = time.perf_counter()
+    started = clock.monotonic()
     inputs = _read(config, store, clock, what_if)
     names = {c.workload for c in inputs.claims}
     for slug in only:
@@ -209,7 +208,7 @@ def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], 
         committed = _commit(store, inputs, records, removed, reasons, full=full)
     return PlanResult(generation=committed or generation, ranking=inputs.ranking,
                       changed=changed, plans=plans, records=records,
-                      committed=committed is not None, seconds=time.perf_counter() - started,
+                      committed=committed is not None, seconds=clock.monotonic() - started,
                       reasons_for_change=reasons)
 
 

@@ -16,7 +16,6 @@ Slurm CLOUD nodes this pass powers down (a failed launch, a scale-down) are retu
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
 from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
+from scoctl.core.model.problems import Api, Problem
 from scoctl.core.reconcile import (
     LIVE,
     MANAGED_TAG,
@@ -64,7 +64,7 @@ class RegionOutcome:
     deleted: tuple[str, ...] = ()
     scaled_down: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()  # scale-downs called off: the node got work meanwhile
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
     released: tuple[NodeRelease, ...] = ()  # Slurm nodes powered down: out of their claims
     servers: tuple[ServerInfo, ...] = ()  # the listing it read (the notice stage reads it too)
 
@@ -73,7 +73,7 @@ class RegionOutcome:
 class ReconcileResult:
     regions: tuple[RegionOutcome, ...]
     torn_down: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
     dry_run: bool = False
     seconds: float = 0.0
     calls: Mapping[str, int] = field(default_factory=dict)
@@ -81,6 +81,11 @@ class ReconcileResult:
     # a region whose lease this runner lost mid-pass (the others were served): the composer
     # raises it once the rest is recorded
     refused: NotLeader | None = field(default=None, compare=False)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The problems, as a person reads them."""
+        return tuple(str(p) for p in self.problems)
 
     @property
     def changed(self) -> bool:
@@ -126,11 +131,11 @@ class _Region:
         self.cloud, self.cluster, self.scheduler = cloud, cluster, scheduler
         self.dry_run = dry_run
         self.count = count
-        self.errors: list[str] = []
+        self.problems: list[Problem] = []
         self.released: list[NodeRelease] = []
 
-    def _note(self, what: str, exc: BaseException) -> None:
-        self.errors.append(f"{self.region.name}: {what}: {exc}")
+    def _note(self, api: Api, what: str, exc: BaseException) -> None:
+        self.problems.append(Problem.of(exc, api=api, region=self.region.name, what=what))
         log.warning("reconcile %s: %s: %s", self.region.name, what, exc)
 
     # -- read ------------------------------------------------------------------------------
@@ -166,13 +171,14 @@ class _Region:
                 busy = busy_pods(self.cluster.pods(), {n.name for n in k8s_nodes})
             except ApiError as exc:
                 k8s_nodes = None
-                self._note("Kubernetes nodes unreadable (nothing turns ready or idle)", exc)
+                self._note("kubernetes",
+                           "Kubernetes nodes unreadable (nothing turns ready or idle)", exc)
         slurm_nodes = None
         if self.scheduler is not None:
             try:
                 slurm_nodes = tuple(self.scheduler.nodes())
             except ApiError as exc:
-                self._note("Slurm nodes unreadable (nothing turns ready or idle)", exc)
+                self._note("slurm", "Slurm nodes unreadable (nothing turns ready or idle)", exc)
         plans = store.plans()
         return Snapshot(
             region=self.region.name, servers=tuple(servers), instances=tuple(tracked),
@@ -217,7 +223,7 @@ class _Region:
             self.count("delete")
         except ApiError as exc:
             self.count("delete_error")
-            self._note(f"delete {name}", exc)
+            self._note("nova", f"delete {name}", exc)
             return False
         if instance is None:
             self.store.append_event(workload, "INSTANCE_DELETED", "info", None,
@@ -251,7 +257,7 @@ class _Region:
         try:
             self.scheduler.update_node(node, state=POWER_DOWN, reason=reason)
         except ApiError as exc:
-            self._note(f"power down Slurm node {node}", exc)
+            self._note("slurm", f"power down Slurm node {node}", exc)
         self.released.append(NodeRelease(node, reason))
 
     def deletion(self, removal: Deletion) -> bool:
@@ -259,7 +265,7 @@ class _Region:
             try:
                 self.cluster.delete_node(removal.node)
             except ApiError as exc:
-                self._note(f"delete node {removal.node}", exc)
+                self._note("kubernetes", f"delete node {removal.node}", exc)
         done = True
         if removal.server_id:
             done = self.delete_server(removal.server_id, removal.instance, removal.reason,
@@ -286,7 +292,7 @@ class _Region:
                 self.cluster.drain(unit.node)
                 self.cluster.delete_node(unit.node)
             except ApiError as exc:
-                self._note(f"scale-down of {unit.name}", exc)
+                self._note("kubernetes", f"scale-down of {unit.name}", exc)
                 return "error"
         ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
                                 unit.name)
@@ -298,7 +304,7 @@ class _Region:
             try:
                 fresh = {n.name: n for n in self.scheduler.nodes()}
             except ApiError as exc:
-                self._note(f"scale-down of {unit.name}", exc)
+                self._note("slurm", f"scale-down of {unit.name}", exc)
                 return "error"
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
@@ -311,7 +317,7 @@ class _Region:
                     self.scheduler.update_node(unit.slurm_node, state=POWER_DOWN,
                                                reason="scoctl: scale-down")
                 except ApiError as exc:
-                    self._note(f"power down Slurm node {unit.slurm_node}", exc)
+                    self._note("slurm", f"power down Slurm node {unit.slurm_node}", exc)
                     return "error"
             self.released.append(NodeRelease(unit.slurm_node, "scale-down"))
         ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
@@ -322,7 +328,7 @@ class _Region:
         snapshot = self.snapshot()
         decision = decide(snapshot, policy_of(self.config), self.clock.now())
         if self.dry_run:
-            return RegionOutcome(self.region.name, decision, errors=tuple(self.errors),
+            return RegionOutcome(self.region.name, decision, problems=tuple(self.problems),
                                  servers=snapshot.servers)
         self.record(decision)
         deleted: list[str] = []
@@ -336,7 +342,7 @@ class _Region:
             (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(
                 unit.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
-                             tuple(kept), tuple(self.errors), tuple(self.released),
+                             tuple(kept), tuple(self.problems), tuple(self.released),
                              servers=snapshot.servers)
 
 
@@ -358,11 +364,11 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     `errors`. ConfigError (an unusable clouds.yaml entry) does raise. With `leads`, regions
     this runner does not lead are left to their leader (DESIGN §15).
     """
-    started = time.perf_counter()
+    started = clock.monotonic()
     regions = [config.region(region)] if region else list(config.regions)
     regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     calls: dict[str, int] = {}
-    errors: list[str] = []
+    problems: list[Problem] = []
     owned: list[Any] = []
     if discover:
         from scoctl.adapters.factory import cluster_for, scheduler_for
@@ -373,7 +379,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 cluster = cluster_for(config)
                 owned.append(cluster)
             except ScoctlError as exc:
-                errors.append(f"kubernetes: {exc}")
+                problems.append(Problem.of(exc, api="kubernetes"))
         if scheduler is None and "slurm" in sources:
             scheduler = scheduler_for(config)
     if connect is None:
@@ -399,29 +405,29 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 outcome = worker.run()
             except ApiError as exc:
                 count("error")
-                errors.append(f"{reg.name}: Nova: {exc}")
+                problems.append(Problem.of(exc, api="nova", region=reg.name, what="Nova"))
                 continue
             except NotLeader as exc:  # deposed in this region: the others are still served
                 refused = refused or exc
-                errors.append(f"{reg.name}: {exc}")
+                problems.append(Problem.of(exc, api="state", region=reg.name))
                 continue
             outcomes.append(outcome)
-            errors.extend(outcome.errors)
-        errors.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
+            problems.extend(outcome.problems)
+        problems.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
         torn: tuple[str, ...] = ()
         if teardown and not dry_run:
-            torn = _teardown(config, store, cluster, errors)
+            torn = _teardown(config, store, cluster, problems)
     finally:
         for item in owned:
             item.close()
     return ReconcileResult(regions=tuple(outcomes), torn_down=torn if not dry_run else (),
-                           errors=tuple(errors), dry_run=dry_run,
-                           seconds=time.perf_counter() - started, calls=calls,
+                           problems=tuple(problems), dry_run=dry_run,
+                           seconds=clock.monotonic() - started, calls=calls,
                            refused=refused)
 
 
 def _teardown(config: Config, store: Store, cluster: Cluster | None,
-              errors: list[str]) -> tuple[str, ...]:
+              problems: list[Problem]) -> tuple[str, ...]:
     """Failed deployment / inference workloads through the watch stage's one teardown path.
 
     A workload is done once a ``TEARDOWN`` event without failures follows its failure (watch
@@ -442,7 +448,8 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
         result = teardown_workload(store, cluster, row,
                                    workload_label=config.kubernetes.workload_label)
         if result.errors:
-            errors.append(f"teardown of {row.slug}: {'; '.join(result.errors)}")
+            problems.append(Problem("kubernetes", None, f"teardown of {row.slug}",
+                                    "; ".join(result.errors)))
         else:
             done.append(row.slug)
     return tuple(sorted(done))

@@ -29,6 +29,7 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
 from scoctl.core.model import NodeRelease
+from scoctl.core.model.problems import Problem
 from scoctl.core.slurm_power import (
     POWER_DOWN,
     RELEASE_REASONS,
@@ -146,11 +147,11 @@ def _mark_suspended(store: Store, names: Collection[str]) -> None:
 
 
 def power_down(scheduler: BatchScheduler | None, names: Sequence[str], reason: str
-               ) -> list[str]:
+               ) -> list[Problem]:
     """``scontrol update State=POWER_DOWN_FORCE`` (never DOWN) for `names`, so Slurm requeues
-    their jobs and can resume the nodes again. Returns one error per node Slurm refused;
+    their jobs and can resume the nodes again. Returns one problem per node Slurm refused;
     without a scheduler it only warns (ResumeFailProgram powers them down later)."""
-    errors: list[str] = []
+    problems: list[Problem] = []
     for name in names:
         if scheduler is None:
             log.warning("Slurm node %s: %s; no Slurm to power it down, ResumeFailProgram will",
@@ -160,8 +161,8 @@ def power_down(scheduler: BatchScheduler | None, names: Sequence[str], reason: s
             scheduler.update_node(name, state=POWER_DOWN, reason=f"scoctl: {reason}")
         except ApiError as exc:
             log.warning("could not power down Slurm node %s: %s", name, exc)
-            errors.append(f"{name}: {exc}")
-    return errors
+            problems.append(Problem.of(exc, api="slurm", what=name))
+    return problems
 
 
 def hand_back(store: Store, scheduler: BatchScheduler | None,
@@ -210,7 +211,12 @@ class PowerResult:
     resumed: dict[str, list[str]] = field(default_factory=dict)
     released: dict[str, list[str]] = field(default_factory=dict)
     powered_down: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        """The problems, as a person reads them."""
+        return [str(p) for p in self.problems]
 
 
 def apply_requests(config: Config, store: Store,
@@ -228,7 +234,8 @@ def apply_requests(config: Config, store: Store,
         try:
             _apply(config, store, scheduler, request, result)
         except ApiError as exc:
-            result.errors.append(f"slurm power: {exc} (the request stays in the spool)")
+            result.problems.append(Problem("slurm", None, "slurm power",
+                                           f"{exc} (the request stays in the spool)"))
             break
         _done(event, result)
     return result
@@ -253,7 +260,7 @@ def _apply(config: Config, store: Store, scheduler: BatchScheduler | None,
     if request.action == RESUME_FAIL:
         # out of DOWN and back to powered-down, so Slurm requeues the job and can resume the
         # node again (a DOWN CLOUD node is never resumed)
-        result.errors.extend(power_down(scheduler, request.nodes, reason))
+        result.problems.extend(power_down(scheduler, request.nodes, reason))
         result.powered_down.extend(request.nodes)
     dropped = release_nodes(store, [NodeRelease(n, reason) for n in request.nodes],
                             suspend=True)

@@ -54,7 +54,7 @@ def test_run_interval_keeps_one_connection_per_region_over_twenty_passes(tmp_pat
         for passes in range(1, 21):
             line = proc.stdout.readline()
             assert line, proc.stderr.read() if proc.stderr else ""
-            stages = {s["stage"]: s for s in json.loads(line)["stages"]}
+            stages = {s["step"]: s for s in json.loads(line)["steps"]}
             assert stages["reconcile"]["ok"], stages  # it talked to Nova this pass
             if passes in (3, 20):
                 counts[passes] = sockets_to(proc.pid, emulator.port)

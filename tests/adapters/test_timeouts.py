@@ -103,7 +103,7 @@ def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path
 
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    stages = {s["stage"]: s for s in report["stages"]}
+    stages = {s["step"]: s for s in report["steps"]}
     assert stages["plan"]["ok"]  # done before the deadline, and kept
     assert not stages["acquire"]["ok"]
     assert stages["reconcile"]["errors"] == ["the pass's deadline (timeouts.run) passed: "

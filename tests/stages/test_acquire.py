@@ -120,7 +120,7 @@ def acquire(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
             **kwargs: object) -> AcquireResult:
     """`scoctl acquire`: the stage with its same-run fallback and the Slurm hand-back."""
     return acquire_with_fallback(config, store, clock, connect=connect_to(fake),
-                                 sleep=clock.advance, poll=0.5, **kwargs)  # type: ignore[arg-type]
+                                 poll=0.5, **kwargs)  # type: ignore[arg-type]
 
 
 def tokens(store: Store, token: str) -> list[dict[str, object]]:
@@ -631,7 +631,7 @@ def test_the_acquire_stage_alone_returns_the_lost_workload_and_replans_nothing(
     first = run_plan(config, store, clock)
     fake.no_valid_host(flavor="m1.xlarge")
 
-    result = run_acquire(config, store, clock, connect=connect_to(fake), sleep=clock.advance,
+    result = run_acquire(config, store, clock, connect=connect_to(fake),
                          poll=0.5)
 
     assert result.lost == ("web",) and result.replanned == ()
@@ -649,7 +649,7 @@ def test_the_acquire_stage_alone_returns_the_slurm_nodes_to_hand_back(
     set_plan(store, "hpc", {"small.a": 1})
     fake.fail_next("launch", QuotaExceeded("Nova: Quota exceeded for instances: Requested 1"))
 
-    result = run_acquire(config, store, clock, connect=connect_to(fake), sleep=clock.advance)
+    result = run_acquire(config, store, clock, connect=connect_to(fake))
 
     assert result.release == (NodeRelease("cloud-1", "launch refused: quota exceeded"),)
     assert result.powered_down == ()

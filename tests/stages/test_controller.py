@@ -116,7 +116,7 @@ def step(one: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 def planned(workload: str) -> Callable[[dict[str, Any]], bool]:
     def done(one: dict[str, Any]) -> bool:
-        act = step(one, "act")
+        act = step(one, "plan")
         return act is not None and workload in act.get("planned", ())
     return done
 
@@ -156,8 +156,8 @@ def test_a_delta_is_planned_in_the_batch_window_and_others_run_beside_the_contro
     one = controller.read_until(planned("web"))
     seconds = time.monotonic() - added
     assert seconds < 5.0, seconds  # batch_idle 1 s + a pass; batch_max 5 s bounds it anyway
-    assert step(one, "intake")["changed"] == ["web"]
-    assert step(one, "act")["launched"] >= 1, one
+    assert step(one, "watch")["changed"] == ["web"]
+    assert step(one, "acquire")["launched"] >= 1, one
     # beside it: a reader, a dry-run, a hook and a timer's one-shot pass all work
     status = region.scoctl("status", "--json")
     assert status.returncode == 0, status.stderr
@@ -169,7 +169,7 @@ def test_a_delta_is_planned_in_the_batch_window_and_others_run_beside_the_contro
     assert region.scoctl("plan", "--dry-run").returncode == 0
     hook = region.scoctl("emit", "POD_QUEUED", "--workload", "web", "--hook")
     assert hook.returncode == 0, hook.stderr
-    controller.read_until(lambda one: (step(one, "intake") or {}).get("spool_events", 0) > 0,
+    controller.read_until(lambda one: (step(one, "watch") or {}).get("spool_events", 0) > 0,
                           timeout=30)  # the spool is looked at every second
     once = region.scoctl("run", "--once", "--json", "--wait", "10")
     assert once.returncode == 0, once.stderr
@@ -242,7 +242,7 @@ def test_the_kubernetes_api_going_away_degrades_then_the_controller_relists_and_
     assert controller.process.poll() is None  # degraded, not dead
     region.k8s.start()  # back on the same port
     one = controller.read_until(planned("late"), timeout=60)
-    assert step(one, "intake")["changed"] == ["late"]
+    assert step(one, "watch")["changed"] == ["late"]
     code, err = controller.stop()
     assert code == 0, err
     with region.store() as store:
@@ -264,7 +264,7 @@ def test_nova_going_away_is_one_warning_and_the_launch_happens_when_it_is_back(
     web_pods(region.k8s, 2)
     failed = controller.read_until(planned("web"))
     assert not failed["ok"], failed  # planned, but Nova refused the launch
-    controller.read_until(lambda one: (step(one, "act") or {}).get("launched", 0) > 0,
+    controller.read_until(lambda one: (step(one, "acquire") or {}).get("launched", 0) > 0,
                           timeout=120)
     code, err = controller.stop()
     assert code == 0, err
@@ -356,6 +356,6 @@ def test_a_claim_another_process_writes_is_planned_at_the_next_poll(region: Regi
         store.put_claim("batch", contract="T1", requests={"cpu": 500, "memory": 64 * 2**20},
                         largest_pod={"cpu": 500, "memory": 64 * 2**20}, pods=1, source="slurm")
     one = controller.read_until(planned("batch"), timeout=30)
-    assert step(one, "intake")["changed"] == []  # no watch saw it: the poll found it behind
+    assert step(one, "watch")["changed"] == []  # no watch saw it: the poll found it behind
     code, err = controller.stop()
     assert code == 0, err

@@ -173,7 +173,7 @@ slurm: {{rest_url: "http://127.0.0.1:{proxy.port}", rest_token_file: {token}, po
         claim = store.claim("train-llm")
         events = [e for e in store.events() if e.token.startswith("API_")]
     assert claim is not None and claim.pods == 3
-    assert (step(one, "intake") or {}).get("power_requests") == 1
+    assert (step(one, "slurm-power") or {}).get("power_requests") == 1
     with open_store(tmp_path / "state.db") as store:
         resumed = store.claim("cloud-batch")
     assert resumed is not None and resumed.nodes == ("test-cloud-1",)

@@ -114,7 +114,7 @@ def test_a_synced_controller_lists_no_pods_and_no_nodes_in_its_passes(
             controller.informer.stop()
         claim = store.claim("orders")
         steps = {s.name for s in controller.steps.last.values()}
-    assert steps == {"intake", "act", "reconcile"}
+    assert steps == {"watch", "plan", "acquire", "reconcile", "notice"}
     assert lists(k8s_emulator, "/api/v1/pods") == []
     assert lists(k8s_emulator, "/api/v1/nodes") == []
     assert claim is not None and claim.pods == NODES + PENDING

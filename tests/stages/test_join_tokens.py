@@ -84,7 +84,7 @@ def acquire(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
     def connect(config: Config, region: Region, budget: TokenBudget) -> Cloud:
         return fake
 
-    return run_acquire(config, store, clock, connect=connect, sleep=clock.advance, poll=0.5,
+    return run_acquire(config, store, clock, connect=connect, poll=0.5,
                        watch=0, join_tokens=tokens)
 
 

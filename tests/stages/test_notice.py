@@ -21,11 +21,12 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.reconcile import MANAGED_TAG
-from scoctl.runner.compose import RunResult, Systems, run_once
+from scoctl.runner.compose import PassReport
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
 from scoctl.state import Store, open_store
+from tests.builders import Systems, one_pass
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 
 PODS = 4
@@ -72,11 +73,9 @@ class World:
     nova: NovaEmulator
     k8s: K8sEmulator
     systems: Systems
-    slept: list[float]
 
-    def run(self) -> RunResult:
-        result = run_once(self.config, self.store, self.clock, self.systems, acquire_watch=0,
-                          sleep=self.slept.append)
+    def run(self) -> PassReport:
+        result = one_pass(self.config, self.store, self.clock, self.systems, acquire_watch=0)
         assert result.exit_code == 0, result.as_dict()
         return result
 
@@ -129,7 +128,7 @@ def world(tmp_path: Path, emulator_cloud: NovaCloud,  # noqa: F811
     systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
     try:
         yield World(make_config(tmp_path), store, clock, emulator_cloud, nova_emulator,
-                    k8s_emulator, systems, [])
+                    k8s_emulator, systems)
     finally:
         for server in emulator_cloud.servers():
             emulator_cloud.delete(server.id)
@@ -214,18 +213,18 @@ def on_node(world: World, name: str) -> list[str]:
 def test_a_refused_eviction_is_retried_within_the_pass(world: World) -> None:
     drain_ready(world)
     world.k8s.fail_next(PODS, 429, path_contains="/eviction")  # the budget says "not yet"
-    notice = world.run().stage("notice")
+    notice = world.run().step("notice")
     assert notice is not None and notice.result.regions[0].evicted == PODS
-    assert world.slept == [0.5]  # one retry round, half a second later
+    assert world.clock.slept == [0.5]  # one retry round, half a second later
 
 
 def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_margin(
         world: World) -> None:
     inst = drain_ready(world)
     world.k8s.fail_next(10_000, 429, path_contains="/eviction")
-    notice = world.run().stage("notice")
+    notice = world.run().step("notice")
     assert notice is not None and notice.result.regions[0].refused == PODS
-    assert world.slept == [0.5] * 6 and len(on_node(world, node_name(inst))) == PODS
+    assert world.clock.slept == [0.5] * 6 and len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
     world.run()
     assert "DRAIN_FORCED" in world.tokens() and on_node(world, node_name(inst)) == []
@@ -281,7 +280,7 @@ def test_the_deadline_deletes_a_server_whatever_still_runs_there(world: World) -
     world.k8s.fail_next(1000, 429, path_contains="/eviction")
     world.k8s.fail_next(1000, 500, path_contains="/pods/web-", method="DELETE")
     world.clock.advance(41)
-    result = run_once(world.config, world.store, world.clock, world.systems, acquire_watch=0)
+    result = one_pass(world.config, world.store, world.clock, world.systems, acquire_watch=0)
     assert result.failed == ("notice",)  # the pod deletes failed, and say so
     world.k8s.clear_faults()
     reclaimed = world.detail("INSTANCE_RECLAIMED")
@@ -297,8 +296,8 @@ def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
                        pool="small.a", at="+30s", reason="lease ends")
     assert spooled.kind == "pool"
     result = world.run()
-    assert [s.name for s in result.stages] == ["watch", "plan", "acquire", "reconcile",
-                                               "notice", "notice-plan", "notice-acquire"]
+    assert [s.name for s in result.steps] == ["watch", "plan", "acquire", "reconcile",
+                                               "notice", "plan", "acquire"]
     assert world.instances("small.b")  # replaced in the same pass
     noticed = world.store.instance(inst.id)
     assert noticed is not None and noticed.status == "noticed"

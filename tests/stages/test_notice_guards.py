@@ -63,7 +63,7 @@ def test_a_deadline_pass_that_deletes_pods_and_removes_records_its_pods_deleted(
     world.run()
     assert len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(41)  # past the deadline: delete the pods, remove the server
-    notice = world.run().stage("notice")
+    notice = world.run().step("notice")
     assert notice is not None and notice.result.regions[0].pods_deleted == PODS
     assert inst.name in notice.result.regions[0].deleted
     reclaimed = world.detail("INSTANCE_RECLAIMED")
@@ -135,15 +135,15 @@ def test_evictions_refused_on_many_nodes_wait_at_most_the_passs_retry_bound(
     from scoctl.stages.notice import EVICTION_RETRIES, EVICTION_RETRY_S, _Region
 
     config = make_config(tmp_path)
-    slept: list[float] = []
+    clock = FixedClock()
     cluster = _RefusingBudget()
-    with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
-        worker = _Region(config, store, FixedClock(), config.regions[0], FakeCloud(),
-                         cluster, None, None, slept.append)  # type: ignore[arg-type]
+    with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
+        worker = _Region(config, store, clock, config.regions[0], FakeCloud(),
+                         cluster, None, None)  # type: ignore[arg-type]
         for n in range(3):
             pods = (PodRef("shop", f"p{n}-a"), PodRef("shop", f"p{n}-b"))
             assert worker.drain(Drain(f"s-{n}", f"node-{n}", evict=pods)) == (0, 0)
-    assert slept == [EVICTION_RETRY_S] * EVICTION_RETRIES
+    assert clock.slept == [EVICTION_RETRY_S] * EVICTION_RETRIES
     assert worker.counts["refused"] == 6
     assert cluster.evictions >= 6  # each pod asked at least once
 
@@ -153,13 +153,15 @@ def test_a_region_reconcile_could_not_list_is_not_listed_again_by_the_notice_sta
     """Nova down for reconcile's listing: the notice stage, on that listing, does not call the
     same Nova again in the same pass (one outage, one failed call); it still takes in the
     spool."""
+    from scoctl.core.model import Problem
     from scoctl.runner.compose import notices_and_release
     from scoctl.stages.reconcile import ReconcileResult
 
     config = make_config(tmp_path)
     cloud = FakeCloud()
     with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
-        failed = ReconcileResult(regions=(), errors=("region-a: Nova: down",))
+        down = Problem("nova", "region-a", "Nova", "down")
+        failed = ReconcileResult(regions=(), problems=(down,))
         result = notices_and_release(config, store, FixedClock(), failed,
                                      clouds={"region-a": cloud})
     assert cloud.calls == [] and result.regions == () and not result.errors

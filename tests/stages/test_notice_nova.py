@@ -7,8 +7,12 @@ notice on a server without scoctl's tags touches nothing.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,9 +22,10 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import LaunchRequest
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
-from scoctl.runner.compose import Systems, run_once
 from scoctl.state import open_store
+from tests.builders import Systems, one_pass
 from tests.fixtures.nova import NovaBackend
+from tests.fixtures.state import Cli
 
 pytestmark = pytest.mark.nova
 REGION = "region-a"
@@ -68,7 +73,7 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
                         largest_pod=parse_resources({"cpu": "1"}), pods=1, source="file")
 
         def run() -> None:
-            result = run_once(config, store, clock, systems, acquire_watch=0)
+            result = one_pass(config, store, clock, systems, acquire_watch=0)
             assert result.exit_code == 0, result.as_dict()
 
         run()
@@ -116,3 +121,78 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
             mutating = [c for c in nova_cloud.emulator.calls()[calls:]
                         if c[0] in ("POST", "PUT", "DELETE") and foreign.id in c[1]]
             assert mutating == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nova_cloud", ["emulator",
+                                        pytest.param("real-nova", marks=pytest.mark.realnova)],
+                         indirect=True)
+def test_a_timer_running_the_stages_one_by_one_handles_a_notice_end_to_end(
+        nova_cloud: NovaBackend, tmp_path: Path, cli: Cli) -> None:
+    """`scoctl plan`, `acquire` and `reconcile` as separate commands (a systemd timer's
+    ExecStart lines), never `run`: `reconcile` itself records the notice, marks the unit
+    noticed and excludes its pool; the next `plan` and `acquire` replace it in another pool;
+    the `reconcile` after the deadline deletes it (DESIGN §7, §14)."""
+    (tmp_path / "config.yaml").write_text(
+        config_text(tmp_path, nova_cloud).replace("drain_margin: 15s", "drain_margin: 2s"),
+        encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(
+        "claims:\n  - {workload: web, contract: T1, requests: {cpu: 1},"
+        " largest_pod: {cpu: 1}}\n", encoding="utf-8")
+    cli.env.update(OS_CLIENT_CONFIG_FILE=os.environ["OS_CLIENT_CONFIG_FILE"],
+                   HOME=str(tmp_path), SLURM_CONF=str(tmp_path / "no-slurm.conf"))
+    cli.env.pop("KUBECONFIG", None)  # no Kubernetes, no Slurm: Nova and the state only
+    cloud, compute = nova_cloud.cloud, nova_cloud.connection.compute
+
+    def scoctl(*args: str) -> dict[str, Any]:
+        done = cli("--config", str(tmp_path / "config.yaml"), *args, "--json", timeout=120)
+        assert done.code == 0, (args, done.stdout, done.stderr)
+        body = done.json()
+        assert isinstance(body, dict)
+        return body
+
+    def instances() -> list[dict[str, Any]]:
+        return list(scoctl("status")["instances"])
+
+    def tokens() -> list[str]:
+        done = cli("--config", str(tmp_path / "config.yaml"), "events", "--json")
+        return [json.loads(line)["token"] for line in done.stdout.splitlines() if line]
+
+    scoctl("plan", "--claims", str(tmp_path / "claims.yaml"))  # recorded and planned
+    scoctl("acquire")
+    [first] = instances()
+    assert first["pool"] == "tiny.a"
+    nova_cloud.wait_for(lambda: cloud.server(first["id"]),
+                        lambda s: s is not None and s.status == "ACTIVE")
+    scoctl("reconcile")
+    lead = 30.0
+    deadline = datetime.now(UTC) + timedelta(seconds=lead)
+    compute.set_server_metadata(first["id"], **{RECLAIM_AT: rfc3339(deadline)})
+
+    noticed = scoctl("reconcile")  # the stage alone: no run, no controller
+    assert noticed["notices"] is not None
+    assert cloud.server(first["id"]) is not None  # drained, not deleted: the deadline is far
+    assert "RECLAIM_NOTICED" in tokens()
+    statuses = {i["id"]: i["status"] for i in instances()}
+    assert statuses[first["id"]] == "noticed"
+    assert "web" in noticed["notices"]["replan"]
+
+    planned = scoctl("plan")  # the replacement is planned away from the noticed pool
+    pools = {p["pool"]: p["units"] for w in planned["workloads"] if w["workload"] == "web"
+             for p in w["pools"]}
+    assert pools.get("tiny.b") == 1 and "tiny.a" not in pools, planned
+    scoctl("acquire")
+    [replacement] = [i for i in instances() if i["pool"] == "tiny.b"]
+    nova_cloud.wait_for(lambda: cloud.server(replacement["id"]),
+                        lambda s: s is not None and s.status == "ACTIVE")
+
+    time.sleep(max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.5)
+    scoctl("reconcile")  # past the deadline: deleted, through the token budget
+    done = cli("--config", str(tmp_path / "config.yaml"), "events", "--json")
+    [reclaimed] = [json.loads(line) for line in done.stdout.splitlines()
+                   if line and json.loads(line)["token"] == "INSTANCE_RECLAIMED"]
+    assert (reclaimed["detail"]["why"], reclaimed["detail"]["noticed"]) == ("deadline", True)
+    nova_cloud.wait_for(lambda: cloud.server(first["id"]),
+                        lambda s: s is None or s.status == "DELETED")
+    kept = cloud.server(replacement["id"])
+    assert kept is not None and kept.status == "ACTIVE"

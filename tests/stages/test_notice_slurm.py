@@ -23,9 +23,9 @@ from scoctl.core.model import (
 )
 from scoctl.core.notice import RECLAIM_AT
 from scoctl.core.quantity import parse_resources
-from scoctl.runner.compose import Systems, run_once
 from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.state import Store, open_store
+from tests.builders import Systems, one_pass
 from tests.stages.test_acquire import make_config
 
 NODE = "cloud-1"
@@ -125,7 +125,7 @@ def test_run_drops_a_noticed_slurm_node_from_its_claim_in_the_same_pass(tmp_path
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         noticed_slurm_node(cloud, store, rfc3339(clock.now() + timedelta(seconds=60)))
         systems = Systems(clouds={"region-a": cloud}, scheduler=slurm)  # type: ignore[arg-type]
-        result = run_once(config, store, clock, systems, acquire_watch=0)
+        result = one_pass(config, store, clock, systems, acquire_watch=0)
         assert result.exit_code == 0, result.as_dict()
         claim = store.claim("hpc")
         assert claim is not None and claim.nodes == ()  # no second server under its name

@@ -13,10 +13,10 @@ from scoctl.adapters.nova import NovaCloud
 from scoctl.clock import FixedClock
 from scoctl.errors import TemporaryError
 from scoctl.host.lock import run_lock
-from scoctl.runner.compose import Systems, run_once
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.state import Store, open_store
+from tests.builders import Systems, one_pass
 from tests.fixtures.state import Cli
 from tests.stages.test_reconcile import REGION, emulator_cloud, make_config  # noqa: F401
 
@@ -51,10 +51,10 @@ def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_u
 ) -> None:
     store, systems, clock, tmp = loop
     config = make_config(tmp, metrics="{textfile: " + str(tmp / "scoctl.prom") + "}")
-    first = run_once(config, store, clock, systems, acquire_watch=0)
+    first = one_pass(config, store, clock, systems, acquire_watch=0)
     assert first.exit_code == 0, first.as_dict()
     assert f'scoctl_pending{{source="k8s"}} {PODS}' in (tmp / "scoctl.prom").read_text()
-    assert [s.name for s in first.stages] == ["watch", "plan", "acquire", "reconcile", "notice"]
+    assert [s.name for s in first.steps] == ["watch", "plan", "acquire", "reconcile", "notice"]
     claim = store.claim("web")
     assert claim is not None and claim.pods == PODS
     servers = list(systems.clouds[REGION].servers(tags=["sco:managed"]))  # type: ignore
@@ -69,10 +69,10 @@ def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_u
                                            "sco/pool": inst.pool or ""},
                                    taints=[{"key": "reclaimable", "value": "true",
                                             "effect": "NoSchedule"}]))
-    second = run_once(config, store, clock, systems, acquire_watch=0)
+    second = one_pass(config, store, clock, systems, acquire_watch=0)
     assert second.exit_code == 0
     assert {i.status for i in store.instances()} == {"ready"}
-    acquire = second.stage("acquire")
+    acquire = second.step("acquire")
     assert acquire is not None and acquire.result.launches == ()  # nothing launched twice
     text = (tmp / "scoctl.prom").read_text()
     assert 'scoctl_instances{state="ready"} ' + str(len(servers)) in text
@@ -90,8 +90,7 @@ def test_a_failed_stage_is_named_the_others_still_run_and_the_exit_code_is_1(
     nova_emulator.inject(503, count=100, methods=["GET"])
     started = time.perf_counter()
     try:
-        result = run_once(config, store, clock, systems, acquire_watch=0,
-                          sleep=lambda _: None)
+        result = one_pass(config, store, clock, systems, acquire_watch=0)
     finally:
         for _ in range(100):  # burn what is left of the injected faults
             try:
@@ -102,8 +101,8 @@ def test_a_failed_stage_is_named_the_others_still_run_and_the_exit_code_is_1(
     assert time.perf_counter() - started < 30
     assert result.exit_code == 1
     assert "reconcile" in result.failed
-    watch = result.stage("watch")
-    plan = result.stage("plan")
+    watch = result.step("watch")
+    plan = result.step("plan")
     assert watch is not None and watch.ok and plan is not None and plan.ok
     assert store.claim("web") is not None  # watch and plan did their part
 

@@ -92,7 +92,7 @@ def test_the_loop_runs_pass_after_pass_and_stops_cleanly_on_a_signal(
     assert "Traceback" not in err
     for one in passes:
         assert one["ok"] is True, one
-        assert [s["stage"] for s in one["stages"]] == ["watch", "plan", "acquire", "reconcile",
+        assert [s["step"] for s in one["steps"]] == ["watch", "plan", "acquire", "reconcile",
                                                        "notice"]
     # the run lock went with the process: a one-shot run gets it at once
     once = subprocess.run([sys.executable, "-m", "scoctl", "--config", str(loop.config), "run",

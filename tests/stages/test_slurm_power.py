@@ -21,9 +21,9 @@ from scoctl.core.model import InstanceRecord, SlurmJob, SlurmNode
 from scoctl.core.slurm_power import RESUME, RESUME_FAIL, SUSPEND, PowerRequest, node_names
 from scoctl.errors import UsageError
 from scoctl.host.spool import pending_events, write_event
-from scoctl.runner.compose import Systems, run_once
 from scoctl.stages.slurm_power import apply_requests, spool_request
 from scoctl.state import Store
+from tests.builders import Systems, one_pass
 from tests.stages.test_acquire import make_config
 
 
@@ -161,9 +161,9 @@ def test_a_run_pass_applies_the_power_requests_before_it_plans(
     fake = FakeCloud()
     systems = Systems(scheduler=Slurm(), clouds={"region-a": fake}, sources=("slurm",))
 
-    result = run_once(config, store, clock, systems, acquire_watch=0, sleep=clock.advance)
+    result = one_pass(config, store, clock, systems, acquire_watch=0)
 
-    assert [s.name for s in result.stages] == ["watch", "slurm-power", "plan", "acquire",
+    assert [s.name for s in result.steps] == ["watch", "slurm-power", "plan", "acquire",
                                                "reconcile", "notice"]
     assert claimed(store) == ("cloud-1",)
     assert "hpc" in store.plans()  # planned in the same pass

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         flavor_allocatable,
         is_slug,
     )
+    from scoctl.core.model.problems import APIS, Api, Problem
     from scoctl.core.model.records import (
         ClaimRecord,
         EventRecord,
@@ -83,6 +84,7 @@ __all__ = [
     "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
+__all__ += ["APIS", "Api", "Problem"]
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -92,6 +94,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "latency": ("Histogram", "LatencySample", "Sighting"),
     "leases": ("LeaseRecord",),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
+    "problems": ("APIS", "Api", "Problem"),
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
