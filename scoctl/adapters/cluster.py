@@ -103,13 +103,6 @@ class Cluster(Protocol):
         """
         ...
 
-    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
-        """Pods in phase Pending that no node holds yet (filter with `is_provisionable`).
-
-        Raises TemporaryError or PermanentError.
-        """
-        ...
-
     def pods_on_node(self, node: str) -> list[PodInfo]:
         """Pods bound to `node`. Raises TemporaryError or PermanentError."""
         ...

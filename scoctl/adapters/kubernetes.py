@@ -383,10 +383,6 @@ class KubernetesCluster(KubeClient):
             items, _ = self._pods_raw(namespace, label_selector, field_selector)
             return _convert_all(items, pod_info, "pod")
 
-    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
-        """See `Cluster.pending_pods`."""
-        return self.pods(namespace, field_selector="status.phase=Pending,spec.nodeName=")
-
     def pods_on_node(self, node: str) -> list[PodInfo]:
         """See `Cluster.pods_on_node`."""
         return self.pods(field_selector=f"spec.nodeName={node}")

@@ -232,21 +232,6 @@ class WorkloadRef:
     source: str  # "label", "inferenceservice", "deployment", "replicaset", "job"
 
 
-@dataclass(frozen=True)
-class ClaimDemand:
-    """A workload's normalised demand: the sum of its pods' effective requests.
-
-    `largest_pod` is the per-resource maximum over the pods (an envelope): a pool that holds it
-    holds every pod of the workload.
-    """
-
-    requests: Resources
-    largest_pod: Resources
-    pods: int
-    kind: Kind = "deployment"
-    namespaces: frozenset[str] = frozenset()
-
-
 # --- effective request ---------------------------------------------------------------------------
 
 
@@ -375,44 +360,6 @@ def workload_of(pod: PodInfo, label: str = WORKLOAD_LABEL) -> WorkloadRef | None
     if owned is None:
         return None
     return WorkloadRef(owned[0], owned[1], pod.namespace, owned[2])
-
-
-def normalise(
-    pods: Iterable[PodInfo], label: str = WORKLOAD_LABEL
-) -> dict[str, ClaimDemand]:
-    """Sum the effective requests of `pods` per workload name (pods of no workload are skipped).
-
-    The caller chooses the pods (provisionable ones, plus those bound to nodes scoctl launched);
-    this only groups and sums. 42 pods of 4 vCPU / 16Gi give one ClaimDemand of 168 vCPU / 672Gi.
-    """
-    sums: dict[str, dict[str, int]] = {}
-    largest: dict[str, dict[str, int]] = {}
-    counts: dict[str, int] = {}
-    kinds: dict[str, Kind] = {}
-    namespaces: dict[str, set[str]] = {}
-    for pod in pods:
-        ref = workload_of(pod, label)
-        if ref is None:
-            continue
-        request = effective_request(pod)
-        key = ref.name
-        total = sums.setdefault(key, {})
-        for name, amount in request.items():
-            total[name] = total.get(name, 0) + amount
-        largest[key] = maximum(largest.get(key, {}), request)
-        counts[key] = counts.get(key, 0) + 1
-        kinds.setdefault(key, ref.kind)
-        namespaces.setdefault(key, set()).add(ref.namespace)
-    return {
-        key: ClaimDemand(
-            requests={k: v for k, v in sums[key].items() if v},
-            largest_pod=largest[key],
-            pods=counts[key],
-            kind=kinds[key],
-            namespaces=frozenset(namespaces[key]),
-        )
-        for key in sorted(sums)
-    }
 
 
 # --- node capacity -------------------------------------------------------------------------------

@@ -210,6 +210,39 @@ def test_claim_counts_sidecars_with_the_regular_containers() -> None:
     assert claim.requests == {"cpu": 5000, "memory": 3 * GI}
 
 
+def test_claims_group_by_workload_and_keep_the_per_resource_largest_pod() -> None:
+    pods = (
+        make_pod("a", workload="w1", rs="w1-abc12",
+                 containers=(Container("m", {"cpu": 8000, "memory": GI}),)),
+        make_pod("b", workload="w1", rs="w1-abc12",
+                 containers=(Container("m", {"cpu": 1000, "memory": 8 * GI,
+                                             "nvidia.com/gpu": 1}),)),
+        make_pod("c", workload="w2", rs="w2-abc12"),
+        make_pod("d", workload=None, rs="shop-frontend-abc12"),  # not scoctl's business
+    )
+    claims = {c.workload: c for c in decide(pods, nodes=()).claims}
+    assert sorted(claims) == ["w1", "w2"]
+    assert claims["w1"].requests == {"cpu": 9000, "memory": 9 * GI, "nvidia.com/gpu": 1}
+    assert claims["w1"].largest_pod == {"cpu": 8000, "memory": 8 * GI, "nvidia.com/gpu": 1}
+    assert claims["w2"].pods == 1
+
+
+@given(st.lists(st.tuples(st.sampled_from(["w1", "w2", "w3"]),
+                          st.integers(1, 64_000), st.integers(1, 2**40)), max_size=30))
+def test_a_claim_is_the_sum_of_its_pods_whatever_their_order(
+    specs: list[tuple[str, int, int]]
+) -> None:
+    pods = tuple(make_pod(f"p{i}", workload=w, rs=f"{w}-abc12",
+                          containers=(Container("m", {"cpu": cpu, "memory": mem}),))
+                 for i, (w, cpu, mem) in enumerate(specs))
+    claims = decide(pods, nodes=()).claims
+    assert decide(tuple(reversed(pods)), nodes=()).claims == claims
+    for claim in claims:
+        mine = [(cpu, mem) for name, cpu, mem in specs if name == claim.workload]
+        assert claim.pods == len(mine)
+        assert claim.requests == {"cpu": sum(c for c, _ in mine), "memory": sum(m for _, m in mine)}
+
+
 def test_only_managed_pods_are_demand() -> None:
     stranger = make_pod("s", workload=None, rs="shop-frontend-abc12")
     labelled_elsewhere = make_pod("l", workload="batch-x", namespace="other",
