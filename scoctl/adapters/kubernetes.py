@@ -21,28 +21,29 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
-from scoctl.adapters.cluster import ManagedKind, NodeEvent, PodEvent
+from scoctl.adapters.cluster import ManagedKind
 from scoctl.adapters.kube_client import KubeClient, Raw
 from scoctl.bulk import collector_paused
-from scoctl.core.demand import (
-    MANAGED_LABEL,
+from scoctl.core.demand import MANAGED_LABEL, must_move
+from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
+from scoctl.core.model import (
     Condition,
     Container,
     DeploymentInfo,
     EventInfo,
     InferenceServiceInfo,
     JobInfo,
+    NodeEvent,
     NodeInfo,
     OwnerRef,
+    PodEvent,
     PodInfo,
     ReplicaSetInfo,
     ResourceQuotaInfo,
     Taint,
+    TokenSecret,
     Toleration,
-    must_move,
 )
-from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
-from scoctl.core.model import TokenSecret
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import PermanentError, TemporaryError

@@ -49,14 +49,6 @@ from scoctl.core.demand import (
     KSERVE_ISVC_LABEL,
     MANAGED_LABEL,
     POD_TEMPLATE_HASH_LABEL,
-    DeploymentInfo,
-    EventInfo,
-    InferenceServiceInfo,
-    JobInfo,
-    NodeInfo,
-    PodInfo,
-    ReplicaSetInfo,
-    WorkloadRef,
     deployment_available,
     deployment_quota_block,
     effective_request,
@@ -70,7 +62,22 @@ from scoctl.core.demand import (
 )
 from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm
 from scoctl.core.gres import gpu_count, to_resources
-from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode, flavor_allocatable, is_slug
+from scoctl.core.model import (
+    DeploymentInfo,
+    EventInfo,
+    Flavor,
+    InferenceServiceInfo,
+    JobInfo,
+    NodeInfo,
+    PodInfo,
+    Pool,
+    ReplicaSetInfo,
+    SlurmJob,
+    SlurmNode,
+    WorkloadRef,
+    flavor_allocatable,
+    is_slug,
+)
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.syntax import split_top_level
 from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token

@@ -19,18 +19,17 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from scoctl.adapters.cluster import NodeEvent, PodEvent
 from scoctl.core.demand import MANAGED_LABEL
+from scoctl.core.model import NodeEvent, PodEvent
 from scoctl.errors import ApiError
 
 if TYPE_CHECKING:
-    from scoctl.adapters.cluster import (
-        Cluster,
+    from scoctl.adapters.cluster import Cluster, ManagedKind
+    from scoctl.core.model import (
         DeploymentInfo,
         EventInfo,
         InferenceServiceInfo,
         JobInfo,
-        ManagedKind,
         NodeInfo,
         PodInfo,
         ReplicaSetInfo,

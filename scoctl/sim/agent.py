@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import Taint, effective_request, tolerates
+from scoctl.core.demand import effective_request, tolerates
+from scoctl.core.model import Taint
 from scoctl.core.notice import RECLAIM_AT, parse_notice_time
 from scoctl.core.quantity import add, fits
 

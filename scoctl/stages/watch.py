@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
-from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
+from scoctl.core.demand import MANAGED_LABEL, is_provisionable
 from scoctl.core.intake import (
     BatchWindow,
     Capacity,
@@ -45,7 +45,7 @@ from scoctl.core.intake import (
     window_due,
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
-from scoctl.core.model import FinishedJob, WorkloadRecord
+from scoctl.core.model import FinishedJob, PodInfo, WorkloadRecord
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
@@ -57,7 +57,8 @@ from scoctl.state import Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
-    from scoctl.adapters.cluster import Cluster, PodEvent
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.core.model import PodEvent
 
 log = logging.getLogger(__name__)
 

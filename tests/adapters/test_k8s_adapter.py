@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scoctl.adapters.cluster import Cluster, PodEvent
+from scoctl.adapters.cluster import Cluster
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.core.demand import (
     deployment_quota_block,
@@ -20,6 +20,7 @@ from scoctl.core.demand import (
     node_fits,
 )
 from scoctl.core.intake import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.model import PodEvent
 from scoctl.errors import ConfigError, PermanentError, TemporaryError
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator

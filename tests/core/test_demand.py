@@ -6,16 +6,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.demand import (
-    Condition,
-    Container,
-    DeploymentInfo,
-    EventInfo,
-    NodeInfo,
-    OwnerRef,
-    PodInfo,
-    ReplicaSetInfo,
-    Taint,
-    Toleration,
     deployment_available,
     deployment_quota_block,
     effective_request,
@@ -29,6 +19,18 @@ from scoctl.core.demand import (
     tolerates,
     tolerates_reclaimable,
     workload_of,
+)
+from scoctl.core.model import (
+    Condition,
+    Container,
+    DeploymentInfo,
+    EventInfo,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    ReplicaSetInfo,
+    Taint,
+    Toleration,
 )
 from scoctl.core.quantity import parse_cpu, parse_memory
 

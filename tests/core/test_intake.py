@@ -9,19 +9,6 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.core.demand import (
-    Condition,
-    Container,
-    DeploymentInfo,
-    EventInfo,
-    InferenceServiceInfo,
-    JobInfo,
-    NodeInfo,
-    OwnerRef,
-    PodInfo,
-    ReplicaSetInfo,
-    Toleration,
-)
 from scoctl.core.gres import Gres
 from scoctl.core.intake import (
     Capacity,
@@ -43,7 +30,23 @@ from scoctl.core.intake import (
     window_deadline,
     window_due,
 )
-from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode
+from scoctl.core.model import (
+    Condition,
+    Container,
+    DeploymentInfo,
+    EventInfo,
+    Flavor,
+    InferenceServiceInfo,
+    JobInfo,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Pool,
+    ReplicaSetInfo,
+    SlurmJob,
+    SlurmNode,
+    Toleration,
+)
 from scoctl.core.quantity import parse_resources
 
 GI = 2**30
