@@ -35,7 +35,7 @@ from typing import Any
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
-from scoctl.core.intake import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass

@@ -42,7 +42,7 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import demand_shape, is_provisionable, workload_of
-from scoctl.core.intake import is_managed_pod
+from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NodeEvent, PodEvent, PodInfo
 from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import ApiError, LockHeld, NotLeader, ScoctlError

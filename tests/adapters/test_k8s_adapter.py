@@ -19,7 +19,7 @@ from scoctl.core.demand import (
     max_allocatable,
     node_fits,
 )
-from scoctl.core.intake import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
 from scoctl.core.model import PodEvent
 from scoctl.errors import ConfigError, PermanentError, TemporaryError
 from scoctl.sim import k8s_emulator as ke

@@ -10,25 +10,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.gres import Gres
-from scoctl.core.intake import (
-    Capacity,
-    IntakeDecision,
+from scoctl.core.intake.batch import extend_window, window_deadline, window_due
+from scoctl.core.intake.common import Capacity, IntakeDecision, WorkloadRule, WorkloadState
+from scoctl.core.intake.k8s import (
     K8sPolicy,
     K8sSnapshot,
-    SlurmPolicy,
-    SlurmSnapshot,
-    WorkloadRule,
-    WorkloadState,
     could_ever_hold,
     decide_k8s_intake,
+    quota_request_fits,
+)
+from scoctl.core.intake.slurm import (
+    SlurmPolicy,
+    SlurmSnapshot,
     decide_slurm_intake,
     expand_hostlist,
-    extend_window,
     job_node_shape,
     parse_sco_comment,
-    quota_request_fits,
-    window_deadline,
-    window_due,
 )
 from scoctl.core.model import (
     Condition,

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.demand import KSERVE_ISVC_LABEL, newest_replicaset
-from scoctl.core.intake import K8sSnapshot, _K8sWorkload, _Objects, _objects_of
+from scoctl.core.intake.k8s import K8sSnapshot, _K8sWorkload, _Objects, _objects_of
 from scoctl.core.model import (
     Condition,
     Container,
