@@ -252,13 +252,13 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
 
 
 def _pod_info(pod: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kubernetes import pod_info
+    from scoctl.adapters.kube_convert import pod_info
 
     return pod_info(pod)
 
 
 def _node_info(node: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kubernetes import node_info
+    from scoctl.adapters.kube_convert import node_info
 
     return node_info(node)
 
