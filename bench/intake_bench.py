@@ -4,8 +4,8 @@ Seeds the Kubernetes emulator in-process with N pending, unschedulable pods (40,
 spread over 40 workloads of Deployments), then times each phase of intake through scoctl's real
 adapter (the official client over HTTP, through a generated kubeconfig):
 
-* list — `KubernetesCluster.pending_pods()` (paged list, raw JSON -> PodInfo);
-* normalise — `is_provisionable` + `normalise` into one claim per workload;
+* list — `KubernetesCluster.pods()` of the pending pods (paged list, raw JSON -> PodInfo);
+* decide — `core.intake.k8s.decide_k8s_intake` over those pods: one claim per workload;
 * claims written — the watch stage's pass over the listed pods (`scoctl.stages.watch.run_pass`
   with the pods handed in: the other reads, the pure decision, one transaction of `put_claim`
   and status tokens into a fresh SQLite state);
@@ -35,7 +35,7 @@ from typing import Any
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
-from scoctl.core.demand import is_provisionable, normalise
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass
@@ -81,9 +81,10 @@ def phases(cluster: KubernetesCluster, config: Config, directory: Path, run: int
            ) -> tuple[dict[str, float], Any, Any, Any, Any]:
     """One timed run of every phase; fresh state files each time."""
     t0 = time.perf_counter()
-    pending = cluster.pending_pods()
+    pending = cluster.pods(field_selector="status.phase=Pending,spec.nodeName=")
     t1 = time.perf_counter()
-    claims = normalise(p for p in pending if is_provisionable(p))
+    claims = {c.workload: c for c in decide_k8s_intake(K8sSnapshot(pods=tuple(pending)),
+                                                       K8sPolicy()).claims}
     t2 = time.perf_counter()
     with open_store(directory / f"state-{run}.db", create=True) as store:
         written = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster,
@@ -95,7 +96,7 @@ def phases(cluster: KubernetesCluster, config: Config, directory: Path, run: int
         t4, cpu = time.perf_counter(), time.process_time()
         full = run_pass(config, store, SystemClock(), sources=["k8s"], cluster=cluster)
         t5, cpu = time.perf_counter(), time.process_time() - cpu
-    times = {"list": t1 - t0, "normalise": t2 - t1, "claims written": t3 - t2,
+    times = {"list": t1 - t0, "decide": t2 - t1, "claims written": t3 - t2,
              "watch --once": t5 - t4, "watch --once CPU": cpu}
     return times, claims, written, stored, full
 
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pods: {args.pods}  workloads: {len(claims)}  page size: {args.page_size}  "
           f"(medians of {args.runs} runs)")
     print(f"list       {median['list']:7.3f} s  {args.pods / median['list']:10.0f} pods/s")
-    print(f"normalise  {median['normalise']:7.3f} s  {args.pods / median['normalise']:10.0f} "
+    print(f"decide     {median['decide']:7.3f} s  {args.pods / median['decide']:10.0f} "
           "pods/s")
     print(f"claims written {median['claims written']:7.3f} s  ({written.claims_written} "
           f"claims, {written.tokens} tokens, one transaction; pods handed in)")

@@ -2,7 +2,7 @@
 
 The stages depend on this Protocol only; `scoctl.adapters.kubernetes.KubernetesCluster` is the
 real implementation (official client), and stage tests may use a fake of it. Every method returns
-plain frozen values (defined in `scoctl.core.demand`, re-exported here) and raises only:
+plain frozen values (`scoctl.core.model.kubernetes`) and raises only:
 
 * `scoctl.errors.TemporaryError` — the API was unreachable, timed out, answered 429/5xx or a
   conflict; retry on the next tick (``delay`` carries Retry-After when the server sent one);
@@ -13,74 +13,26 @@ plain frozen values (defined in `scoctl.core.demand`, re-exported here) and rais
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from scoctl.core.demand import (
-    Condition,
-    Container,
+from scoctl.core.model import (
     DeploymentInfo,
     EventInfo,
     InferenceServiceInfo,
     JobInfo,
+    NodeEvent,
     NodeInfo,
-    OwnerRef,
+    PodEvent,
     PodInfo,
     ReplicaSetInfo,
     ResourceQuotaInfo,
-    Taint,
-    Toleration,
 )
 
-__all__ = [
-    "MANAGED_KINDS",
-    "Cluster",
-    "Condition",
-    "Container",
-    "DeploymentInfo",
-    "EventInfo",
-    "InferenceServiceInfo",
-    "JobInfo",
-    "NodeEvent",
-    "NodeInfo",
-    "OwnerRef",
-    "PodEvent",
-    "PodInfo",
-    "ReplicaSetInfo",
-    "ResourceQuotaInfo",
-    "Taint",
-    "Toleration",
-]
+__all__ = ["MANAGED_KINDS", "Cluster", "ManagedKind"]
 
 ManagedKind = Literal["Deployment", "ReplicaSet", "Job", "Pod", "InferenceService"]
 MANAGED_KINDS: tuple[ManagedKind, ...] = ("Deployment", "ReplicaSet", "Job", "Pod",
                                           "InferenceService")
-
-
-@dataclass(frozen=True)
-class PodEvent:
-    """One step of a pod watch.
-
-    ``ADDED``/``MODIFIED``/``DELETED`` carry `pod`. ``RESYNC`` carries the complete current list
-    in `pods` and replaces whatever the consumer cached: it starts a watch begun without a
-    resourceVersion and follows every 410 Gone (history compacted) re-list.
-    `resource_version` is where the watch stands after this event.
-    """
-
-    type: Literal["ADDED", "MODIFIED", "DELETED", "RESYNC"]
-    resource_version: str
-    pod: PodInfo | None = None
-    pods: tuple[PodInfo, ...] = ()
-
-
-@dataclass(frozen=True)
-class NodeEvent:
-    """One step of a node watch: as `PodEvent`, with `node` / `nodes`."""
-
-    type: Literal["ADDED", "MODIFIED", "DELETED", "RESYNC"]
-    resource_version: str
-    node: NodeInfo | None = None
-    nodes: tuple[NodeInfo, ...] = ()
 
 
 class Cluster(Protocol):
@@ -98,13 +50,6 @@ class Cluster(Protocol):
         field_selector: str | None = None,
     ) -> list[PodInfo]:
         """Pods (all namespaces when `namespace` is None), optionally filtered server-side.
-
-        Raises TemporaryError or PermanentError.
-        """
-        ...
-
-    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
-        """Pods in phase Pending that no node holds yet (filter with `is_provisionable`).
 
         Raises TemporaryError or PermanentError.
         """

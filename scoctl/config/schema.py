@@ -199,11 +199,6 @@ class Lease:
 
     ttl: float = 15.0
 
-    @property
-    def renew_every(self) -> float:
-        """How often the leader renews (and a standby retries): a third of the ttl."""
-        return self.ttl / 3
-
 
 STATE_SCHEMES = ("postgresql", "postgres")
 
@@ -314,16 +309,6 @@ class Config:
         """The resource name Slurm GPUs count as: what `slurm.gres_map` maps ``gpu`` to, else
         the cluster-wide `kubernetes.gpu_resource` (so claims compare with flavor accelerators)."""
         return self.slurm.gres_map.get("gpu", self.kubernetes.gpu_resource)
-
-    @property
-    def uses_slurm(self) -> bool:
-        """The config alone makes Slurm a demand source (see `sources`)."""
-        return "slurm" in self.sources()
-
-    @property
-    def uses_kubernetes(self) -> bool:
-        """The config alone makes Kubernetes a demand source (see `sources`)."""
-        return "k8s" in self.sources()
 
 
 TOP_LEVEL = frozenset({

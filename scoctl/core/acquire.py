@@ -3,9 +3,9 @@ the quota allows.
 
 `decide_launches(snapshot, scope)` reads the latest plan rows, the live and in-flight units and
 the Slurm node names claims ask for, and returns the launches (`core.diff.launches_needed`:
-only pools that gain units, one launch per Slurm node name). `fit_to_quota` then clamps them to
-the region's quota headroom (`core.diff.clamp_to_headroom`) — a separate step because reading
-the headroom is a cloud call, made only when something is to be launched.
+only pools that gain units, one launch per Slurm node name). `core.diff.clamp_to_headroom` then
+clamps them to the region's quota headroom — a separate step because reading the headroom is a
+cloud call, made only when something is to be launched.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom, launches_needed
+from scoctl.core.diff import LaunchPlan, launches_needed
 from scoctl.core.fleet import LIVE_STATUSES, units_of
 from scoctl.core.model import (
-    Flavor,
-    Headroom,
     InstanceRecord,
     LaunchRecord,
     PlanWorkloadRecord,
@@ -77,9 +75,3 @@ def decide_launches(snapshot: LaunchSnapshot,
                            snapshot.pools,
                            {name: snapshot.plans[name].generation for name in targets},
                            claim_nodes=claim_nodes, held_nodes=held)
-
-
-def fit_to_quota(launches: Sequence[LaunchPlan], flavors: Mapping[str, Flavor],
-                 headroom: Headroom) -> tuple[list[LaunchPlan], list[Shortfall]]:
-    """The launches the quota headroom allows, and the shortfall of each one it shrinks."""
-    return clamp_to_headroom(launches, flavors, headroom)

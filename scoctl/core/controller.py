@@ -9,8 +9,8 @@ changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came
 (or how long to wait until one is):
 
 * ``intake`` — a watch pass: when the batch window closed (1 s after the last delta, 5 s after
-  the first: `core.intake.window_due`), when the spool holds events, and every `poll` seconds
-  (Slurm's squeue / slurmrestd, and the Kubernetes objects beyond pods: quota blocks,
+  the first: `core.intake.batch.window_due`), when the spool holds events, and every `poll`
+  seconds (Slurm's squeue / slurmrestd, and the Kubernetes objects beyond pods: quota blocks,
   availability); `Due.kubernetes` / `Due.slurm` say which sources it reads;
 * ``act`` — plan and acquire, at once after an intake that changed a claim, after a stage left
   workloads to re-plan (an exclusion, a reclaim), and again after a failed acquire;
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from scoctl.core.intake import BatchWindow, extend_window, window_deadline
+from scoctl.core.intake.batch import BatchWindow, extend_window, window_deadline
 
 Step = Literal["intake", "act", "reconcile"]
 STEPS: tuple[Step, ...] = ("intake", "act", "reconcile")

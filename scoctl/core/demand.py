@@ -1,8 +1,10 @@
-"""Kubernetes demand: effective pod requests, provisionable pods, workloads and claims (pure).
+"""Kubernetes demand rules (pure): effective pod requests, provisionable pods, the workload a pod
+belongs to, node capacity and quota blocks.
 
-Everything here works on plain frozen values (built by the Kubernetes adapter from API objects)
-and returns values: no I/O, no clock, no logging, no `kubernetes` import. Quantities are canonical
-integers (`scoctl.core.quantity`): cpu in millicores, memory in bytes, accelerators as counts.
+Everything here works on plain frozen values (`scoctl.core.model.kubernetes`, built by the
+Kubernetes adapter from API objects) and returns values: no I/O, no clock, no logging, no
+`kubernetes` import. Quantities are canonical integers (`scoctl.core.quantity`): cpu in
+millicores, memory in bytes, accelerators as counts.
 
 The rules follow the Kubernetes sources:
 
@@ -18,10 +20,21 @@ The rules follow the Kubernetes sources:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 
-from scoctl.core.model import Kind
+from scoctl.core.model import (
+    Condition,
+    DeploymentInfo,
+    EventInfo,
+    Kind,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    ReplicaSetInfo,
+    Taint,
+    Toleration,
+    WorkloadRef,
+)
 from scoctl.core.quantity import CPU, MEMORY, Resources, add, fits, maximum
 
 WORKLOAD_LABEL = "sco/workload"
@@ -30,221 +43,12 @@ KSERVE_ISVC_LABEL = "serving.kserve.io/inferenceservice"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 RECLAIMABLE_TAINT_KEY = "reclaimable"
 
 _QUOTA_TEXT = re.compile(r"(exceeded|failed) quota", re.IGNORECASE)
 # A pod-level request overrides the container aggregate only for these (helpers.go
 # `supportedPodLevelResources`); accelerators stay container-derived.
 _POD_LEVEL = (CPU, MEMORY)
-
-
-@dataclass(frozen=True)
-class Container:
-    """One container's requests; `restart_policy == "Always"` on an init container = a sidecar."""
-
-    name: str
-    requests: Resources = field(default_factory=dict)
-    restart_policy: str | None = None
-
-
-@dataclass(frozen=True)
-class OwnerRef:
-    """An ownerReference (the controlling one has `controller=True`)."""
-
-    kind: str
-    name: str
-    uid: str = ""
-    api_version: str = ""
-    controller: bool = False
-
-
-@dataclass(frozen=True)
-class Condition:
-    """A status condition of a pod, node, Deployment, ReplicaSet, Job or InferenceService."""
-
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class Toleration:
-    """A pod toleration (`operator` Equal or Exists; empty key with Exists tolerates all)."""
-
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint."""
-
-    key: str
-    effect: str
-    value: str = ""
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    """What scoctl needs to know about a pod."""
-
-    name: str
-    namespace: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    owners: tuple[OwnerRef, ...] = ()
-    containers: tuple[Container, ...] = ()
-    init_containers: tuple[Container, ...] = ()
-    pod_requests: Resources = field(default_factory=dict)  # spec.resources.requests (pod level)
-    overhead: Resources = field(default_factory=dict)
-    node_name: str = ""
-    nominated_node_name: str = ""
-    phase: str = "Pending"
-    conditions: tuple[Condition, ...] = ()
-    scheduling_gates: tuple[str, ...] = ()
-    tolerations: tuple[Toleration, ...] = ()
-    deleting: bool = False  # metadata.deletionTimestamp is set
-    resource_version: str = ""
-
-    def condition(self, type_: str) -> Condition | None:
-        """The condition of this type, if the pod has one."""
-        for cond in self.conditions:  # a loop, not next(): this runs for every listed pod
-            if cond.type == type_:
-                return cond
-        return None
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """A Kubernetes node as the gate, watch and reconcile stages see it."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
-    allocatable: Resources = field(default_factory=dict)
-    capacity: Resources = field(default_factory=dict)
-    ready: bool = False
-    unschedulable: bool = False
-    provider_id: str = ""
-
-
-@dataclass(frozen=True)
-class DeploymentInfo:
-    """A Deployment: its selector (as a label-selector string), replicas and conditions."""
-
-    name: str
-    namespace: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    selector: str = ""
-    replicas: int = 1
-    ready_replicas: int = 0
-    available_replicas: int = 0
-    updated_replicas: int = 0
-    conditions: tuple[Condition, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReplicaSetInfo:
-    """A ReplicaSet: its owners (the Deployment), revision and conditions."""
-
-    name: str
-    namespace: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    owners: tuple[OwnerRef, ...] = ()
-    replicas: int = 0
-    ready_replicas: int = 0
-    conditions: tuple[Condition, ...] = ()
-
-    @property
-    def revision(self) -> int:
-        """`deployment.kubernetes.io/revision` as a number (0 when absent or unreadable)."""
-        value = self.annotations.get(REVISION_ANNOTATION, "")
-        return int(value) if value.isdigit() else 0
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """A batch/v1 Job."""
-
-    name: str
-    namespace: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    conditions: tuple[Condition, ...] = ()
-
-
-@dataclass(frozen=True)
-class InferenceServiceInfo:
-    """A KServe InferenceService (serving.kserve.io/v1beta1)."""
-
-    name: str
-    namespace: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    conditions: tuple[Condition, ...] = ()
-    url: str = ""
-
-
-@dataclass(frozen=True)
-class ResourceQuotaInfo:
-    """A namespace ResourceQuota; `hard`/`used` keys as in the API (`requests.cpu`, `pods`)."""
-
-    name: str
-    namespace: str
-    hard: Mapping[str, int] = field(default_factory=dict)
-    used: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class EventInfo:
-    """A core/v1 Event about some object."""
-
-    name: str
-    namespace: str
-    involved_kind: str = ""
-    involved_name: str = ""
-    reason: str = ""
-    message: str = ""
-    type: str = "Normal"
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class WorkloadRef:
-    """Which workload a pod belongs to: its slug candidate, kind and where it came from."""
-
-    name: str
-    kind: Kind
-    namespace: str
-    source: str  # "label", "inferenceservice", "deployment", "replicaset", "job"
-
-
-@dataclass(frozen=True)
-class ClaimDemand:
-    """A workload's normalised demand: the sum of its pods' effective requests.
-
-    `largest_pod` is the per-resource maximum over the pods (an envelope): a pool that holds it
-    holds every pod of the workload.
-    """
-
-    requests: Resources
-    largest_pod: Resources
-    pods: int
-    kind: Kind = "deployment"
-    namespaces: frozenset[str] = frozenset()
 
 
 # --- effective request ---------------------------------------------------------------------------
@@ -375,44 +179,6 @@ def workload_of(pod: PodInfo, label: str = WORKLOAD_LABEL) -> WorkloadRef | None
     if owned is None:
         return None
     return WorkloadRef(owned[0], owned[1], pod.namespace, owned[2])
-
-
-def normalise(
-    pods: Iterable[PodInfo], label: str = WORKLOAD_LABEL
-) -> dict[str, ClaimDemand]:
-    """Sum the effective requests of `pods` per workload name (pods of no workload are skipped).
-
-    The caller chooses the pods (provisionable ones, plus those bound to nodes scoctl launched);
-    this only groups and sums. 42 pods of 4 vCPU / 16Gi give one ClaimDemand of 168 vCPU / 672Gi.
-    """
-    sums: dict[str, dict[str, int]] = {}
-    largest: dict[str, dict[str, int]] = {}
-    counts: dict[str, int] = {}
-    kinds: dict[str, Kind] = {}
-    namespaces: dict[str, set[str]] = {}
-    for pod in pods:
-        ref = workload_of(pod, label)
-        if ref is None:
-            continue
-        request = effective_request(pod)
-        key = ref.name
-        total = sums.setdefault(key, {})
-        for name, amount in request.items():
-            total[name] = total.get(name, 0) + amount
-        largest[key] = maximum(largest.get(key, {}), request)
-        counts[key] = counts.get(key, 0) + 1
-        kinds.setdefault(key, ref.kind)
-        namespaces.setdefault(key, set()).add(ref.namespace)
-    return {
-        key: ClaimDemand(
-            requests={k: v for k, v in sums[key].items() if v},
-            largest_pod=largest[key],
-            pods=counts[key],
-            kind=kinds[key],
-            namespaces=frozenset(namespaces[key]),
-        )
-        for key in sorted(sums)
-    }
 
 
 # --- node capacity -------------------------------------------------------------------------------

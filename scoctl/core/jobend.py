@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scoctl.core.intake import SLURM_FINISHED_STATES, TokenDecision, WorkloadState
+from scoctl.core.intake.common import TokenDecision, WorkloadState
+from scoctl.core.intake.slurm import SLURM_FINISHED_STATES
 from scoctl.core.model import EventRecord, FinishedJob
 
 ENDED_TOKEN = "SLURM_JOB_ENDED"

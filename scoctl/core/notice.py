@@ -31,13 +31,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import NodeInfo, PodInfo, must_move
+from scoctl.core.demand import must_move
 from scoctl.core.model import (
     ExclusionRecord,
     InstanceRecord,
+    NodeInfo,
     NoticedRecord,
     NoticeRecord,
     NoticeSource,
+    PodInfo,
     ServerInfo,
     SlurmNode,
 )

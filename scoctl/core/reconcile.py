@@ -25,10 +25,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
-from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
+from scoctl.core.model import (
+    ExclusionRecord,
+    InstanceRecord,
+    LaunchRecord,
+    NodeInfo,
+    ServerInfo,
+    SlurmNode,
+)
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 MANAGED_TAG = "sco:managed"

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scoctl.core.intake import expand_hostlist
+from scoctl.core.intake.slurm import expand_hostlist
 from scoctl.core.model import ClaimRecord, SlurmNode
 from scoctl.errors import UsageError
 

@@ -63,8 +63,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
-    from scoctl.core.demand import PodInfo
-    from scoctl.core.model import Source
+    from scoctl.core.model import PodInfo, Source
     from scoctl.host.budget import Budget
     from scoctl.state import Store
 

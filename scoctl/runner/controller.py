@@ -38,12 +38,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scoctl.adapters.cluster import NodeEvent, PodEvent
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
-from scoctl.core.demand import PodInfo, demand_shape, is_provisionable, workload_of
-from scoctl.core.intake import is_managed_pod
+from scoctl.core.demand import demand_shape, is_provisionable, workload_of
+from scoctl.core.intake.k8s import is_managed_pod
+from scoctl.core.model import NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
 from scoctl.errors import LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier

@@ -27,7 +27,8 @@ from scoctl.stages.watch import Follower, Source, WatchResult
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
-    from scoctl.adapters.cluster import Cluster, PodEvent
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.core.model import PodEvent
     from scoctl.state import Store
 
 log = logging.getLogger(__name__)

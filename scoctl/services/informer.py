@@ -19,18 +19,17 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from scoctl.adapters.cluster import NodeEvent, PodEvent
 from scoctl.core.demand import MANAGED_LABEL
+from scoctl.core.model import NodeEvent, PodEvent
 from scoctl.errors import ApiError
 
 if TYPE_CHECKING:
-    from scoctl.adapters.cluster import (
-        Cluster,
+    from scoctl.adapters.cluster import Cluster, ManagedKind
+    from scoctl.core.model import (
         DeploymentInfo,
         EventInfo,
         InferenceServiceInfo,
         JobInfo,
-        ManagedKind,
         NodeInfo,
         PodInfo,
         ReplicaSetInfo,
@@ -42,7 +41,6 @@ Item = PodEvent | NodeEvent | Exception
 # the pods intake reads: every pod not finished (finished pods are no demand and keep no node
 # busy), listed once per pass or watched; pending ones and those on scoctl's nodes are kept
 LIVE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-PENDING_SELECTORS = ("status.phase=Pending", "status.phase=Pending,spec.nodeName=")
 
 
 def is_managed_node(node: NodeInfo | None) -> bool:
@@ -136,21 +134,12 @@ class CachedCluster:
 
     def pods(self, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[PodInfo]:
-        """See `Cluster.pods` (from the cache for the selectors it can answer: none, the
-        unfinished pods, the pending ones)."""
+        """See `Cluster.pods` (from the cache for the selectors it can answer: none and the
+        unfinished pods)."""
         cached = self._pods()
-        if cached is None or label_selector or field_selector not in (
-                None, "", LIVE_SELECTOR, *PENDING_SELECTORS):
+        if cached is None or label_selector or field_selector not in (None, "", LIVE_SELECTOR):
             return self.cluster.pods(namespace, label_selector, field_selector)
-        out = [p for p in cached if namespace is None or p.namespace == namespace]
-        if field_selector in PENDING_SELECTORS:
-            out = [p for p in out if p.phase == "Pending"
-                   and (field_selector == PENDING_SELECTORS[0] or not p.node_name)]
-        return out
-
-    def pending_pods(self, namespace: str | None = None) -> list[PodInfo]:
-        """See `Cluster.pending_pods`."""
-        return self.pods(namespace, field_selector=PENDING_SELECTORS[1])
+        return [p for p in cached if namespace is None or p.namespace == namespace]
 
     def pods_on_node(self, node: str) -> list[PodInfo]:
         """See `Cluster.pods_on_node` (always from the API: the look before a drain)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from scoctl.adapters.cluster import Cluster
 from scoctl.core.demand import KSERVE_ISVC_LABEL, MANAGED_LABEL
-from scoctl.core.intake import ObjectRef
+from scoctl.core.intake.common import ObjectRef
 from scoctl.core.model import WorkloadRecord
 from scoctl.errors import PermanentError, TemporaryError
 from scoctl.state import Store

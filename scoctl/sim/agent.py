@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import Taint, effective_request, tolerates
+from scoctl.core.demand import effective_request, tolerates
+from scoctl.core.model import Taint
 from scoctl.core.notice import RECLAIM_AT, parse_notice_time
 from scoctl.core.quantity import add, fits
 
@@ -251,13 +252,13 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
 
 
 def _pod_info(pod: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kubernetes import pod_info
+    from scoctl.adapters.kube_convert import pod_info
 
     return pod_info(pod)
 
 
 def _node_info(node: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kubernetes import node_info
+    from scoctl.adapters.kube_convert import node_info
 
     return node_info(node)
 

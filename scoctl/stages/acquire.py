@@ -1,12 +1,12 @@
 """The acquire stage (placement steps 9-12): the latest plan into Nova instances.
 
 Per region: snapshot (the latest plan rows, live and in-flight units, the Slurm node names
-claims ask for) → decide (`core.acquire.decide_launches`, then `fit_to_quota` against Nova's
-quota headroom, both pure) → launch (one multi-create per workload and pool, one create per
-Slurm CLOUD node, each preceded by its launch intent in its own committed transaction, then the
-servers recorded as instances) → follow-up (the new servers are polled by their `sco:launch`
-tag for a short, bounded time; a server in ERROR is read by id for its fault and judged by
-`core.faults.judge_fault`).
+claims ask for) → decide (`core.acquire.decide_launches`, then `core.diff.clamp_to_headroom`
+against Nova's quota headroom, both pure) → launch (one multi-create per workload and pool, one
+create per Slurm CLOUD node, each preceded by its launch intent in its own committed
+transaction, then the servers recorded as instances) → follow-up (the new servers are polled
+by their `sco:launch` tag for a short, bounded time; a server in ERROR is read by id for its
+fault and judged by `core.faults.judge_fault`).
 
 A capacity fault (NoValidHost, any non-quota fault) puts the pool on the negative cache and
 deletes the ERROR servers (through the token budget); the stage returns the workload in `lost`.
@@ -43,8 +43,8 @@ from typing import Protocol
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, LaunchSettings, Region
-from scoctl.core.acquire import LaunchSnapshot, decide_launches, fit_to_quota, region_targets
-from scoctl.core.diff import LaunchPlan, Shortfall
+from scoctl.core.acquire import LaunchSnapshot, decide_launches, region_targets
+from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.model import (
@@ -383,7 +383,7 @@ def _snapshot(reg: _Region, scope: Collection[str] | None) -> LaunchSnapshot | N
 
 def _fit(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchPlan]:
     """Fit the launches into Nova's quota headroom; record each shortfall."""
-    kept, short = fit_to_quota(launches, reg.run.config.flavors, reg.cloud.headroom())
+    kept, short = clamp_to_headroom(launches, reg.run.config.flavors, reg.cloud.headroom())
     reg.run.out.shortfalls.extend(short)
     if short and not reg.run.dry_run:
         with reg.store.transaction():

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
-from scoctl.core.intake import expand_hostlist
+from scoctl.core.intake.slurm import expand_hostlist
 from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
 from scoctl.core.model.problems import Api, Problem
 from scoctl.core.notice import (

@@ -47,8 +47,8 @@ from scoctl.state import Store
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
-    from scoctl.adapters.cluster import Cluster, PodInfo
-    from scoctl.core.model import ServerInfo
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.core.model import PodInfo, ServerInfo
 
 log = logging.getLogger(__name__)
 

@@ -21,30 +21,26 @@ from typing import TYPE_CHECKING, Any, Literal
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
-from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
-from scoctl.core.intake import (
-    BatchWindow,
+from scoctl.core.demand import MANAGED_LABEL, is_provisionable
+from scoctl.core.intake.batch import BatchWindow, extend_window, window_deadline, window_due
+from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
     IntakeDecision,
-    K8sPolicy,
-    K8sSnapshot,
     ObjectRef,
-    SlurmPolicy,
-    SlurmSnapshot,
     TokenDecision,
     WorkloadRule,
     WorkloadState,
-    decide_k8s_intake,
+)
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake, is_managed_pod
+from scoctl.core.intake.slurm import (
+    SlurmPolicy,
+    SlurmSnapshot,
     decide_slurm_intake,
-    extend_window,
-    is_managed_pod,
     parse_sco_comment,
-    window_deadline,
-    window_due,
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
-from scoctl.core.model import FinishedJob, WorkloadRecord
+from scoctl.core.model import FinishedJob, PodInfo, WorkloadRecord
 from scoctl.core.model.problems import Problem
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
@@ -57,7 +53,8 @@ from scoctl.state import Store
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
-    from scoctl.adapters.cluster import Cluster, PodEvent
+    from scoctl.adapters.cluster import Cluster
+    from scoctl.core.model import PodEvent
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scoctl.adapters.cluster import Cluster, PodEvent
+from scoctl.adapters.cluster import Cluster
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.core.demand import (
     deployment_quota_block,
@@ -18,8 +18,9 @@ from scoctl.core.demand import (
     is_provisionable,
     max_allocatable,
     node_fits,
-    normalise,
 )
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.model import PodEvent
 from scoctl.errors import ConfigError, PermanentError, TemporaryError
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator
@@ -89,11 +90,12 @@ def test_42_pending_pods_become_one_claim_of_168_vcpu_and_672gi(
     k8s_emulator.add(ke.make_pod("bound", "shop", node_name="n1", phase="Running",
                                  labels={"sco/workload": "orders-daily"}))
     k8s_cluster.page_size = 10  # four pages
-    pending = k8s_cluster.pending_pods()
+    pending = k8s_cluster.pods(field_selector="status.phase=Pending,spec.nodeName=")
     assert len(pending) == 42
-    claims = normalise(p for p in pending if is_provisionable(p))
-    assert list(claims) == ["orders-daily"]
-    claim = claims["orders-daily"]
+    assert all(is_provisionable(p) for p in pending)
+    claims = decide_k8s_intake(K8sSnapshot(pods=tuple(pending)), K8sPolicy()).claims
+    assert [c.workload for c in claims] == ["orders-daily"]
+    claim = claims[0]
     assert claim.requests == {"cpu": 168_000, "memory": 672 * GI}
     assert claim.largest_pod == {"cpu": 4000, "memory": 16 * GI}
     assert (claim.pods, claim.kind) == (42, "deployment")
@@ -280,7 +282,7 @@ def test_api_failures_map_to_temporary_and_permanent_errors(
         k8s_cluster.nodes()
     k8s_emulator.fail_next(1, 500, path_contains="/pods")
     with pytest.raises(TemporaryError, match="500"):
-        k8s_cluster.pending_pods()
+        k8s_cluster.pods()
     k8s_emulator.fail_next(1, 403, path_contains="/deployments")
     with pytest.raises(PermanentError, match="403"):
         k8s_cluster.deployments()

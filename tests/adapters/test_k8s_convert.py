@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from scoctl.adapters.kubernetes import pod_info
-from scoctl.core.demand import Container, OwnerRef
+from scoctl.adapters.kube_convert import pod_info
+from scoctl.core.model import Container, OwnerRef
 from scoctl.sim import k8s_emulator as ke
 
 

@@ -6,7 +6,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.demand import (
-    ClaimDemand,
+    deployment_available,
+    deployment_quota_block,
+    effective_request,
+    events_quota_block,
+    is_provisionable,
+    is_quota_message,
+    max_allocatable,
+    newest_replicaset,
+    node_fits,
+    quota_failure,
+    tolerates,
+    tolerates_reclaimable,
+    workload_of,
+)
+from scoctl.core.model import (
     Condition,
     Container,
     DeploymentInfo,
@@ -17,20 +31,6 @@ from scoctl.core.demand import (
     ReplicaSetInfo,
     Taint,
     Toleration,
-    deployment_available,
-    deployment_quota_block,
-    effective_request,
-    events_quota_block,
-    is_provisionable,
-    is_quota_message,
-    max_allocatable,
-    newest_replicaset,
-    node_fits,
-    normalise,
-    quota_failure,
-    tolerates,
-    tolerates_reclaimable,
-    workload_of,
 )
 from scoctl.core.quantity import parse_cpu, parse_memory
 
@@ -207,55 +207,6 @@ def test_a_bare_pod_without_the_label_has_no_workload() -> None:
     assert workload_of(make_pod()) is None
     ref = workload_of(make_pod(labels={"sco/workload": "adhoc"}))
     assert ref is not None and ref.kind == "job"
-
-
-# --- claims --------------------------------------------------------------------------------------
-
-
-def test_42_pods_of_4_vcpu_and_16gi_make_one_claim_of_168_vcpu_and_672gi() -> None:
-    pods = [make_pod(f"orders-{i}", labels={"sco/workload": "orders-daily"},
-                     containers=(Container("main", res("4", "16Gi")),),
-                     owners=(OwnerRef("ReplicaSet", "orders-daily-5d8f", controller=True),))
-            for i in range(42)]
-    claims = normalise(pods)
-    assert claims == {"orders-daily": ClaimDemand(
-        requests={"cpu": 168_000, "memory": 672 * GI}, largest_pod={"cpu": 4000,
-                                                                    "memory": 16 * GI},
-        pods=42, kind="deployment", namespaces=frozenset({"ml"}))}
-    assert claims["orders-daily"].requests["memory"] == 721554505728
-
-
-def test_normalise_groups_by_workload_and_keeps_the_per_resource_largest_pod() -> None:
-    pods = [
-        make_pod("a", labels={"sco/workload": "w1"},
-                 containers=(Container("m", {"cpu": 8000, "memory": GI}),)),
-        make_pod("b", labels={"sco/workload": "w1"},
-                 containers=(Container("m", {"cpu": 1000, "memory": 8 * GI,
-                                             "nvidia.com/gpu": 1}),)),
-        make_pod("c", labels={"sco/workload": "w2"}),
-        make_pod("d"),  # no workload: not scoctl's business
-    ]
-    claims = normalise(pods)
-    assert list(claims) == ["w1", "w2"]
-    assert claims["w1"].requests == {"cpu": 9000, "memory": 9 * GI, "nvidia.com/gpu": 1}
-    assert claims["w1"].largest_pod == {"cpu": 8000, "memory": 8 * GI, "nvidia.com/gpu": 1}
-    assert claims["w2"].pods == 1
-
-
-@given(st.lists(st.tuples(st.sampled_from(["w1", "w2", "w3"]),
-                          st.integers(1, 64_000), st.integers(1, 2**40)), max_size=30))
-def test_a_claim_is_the_sum_of_its_pods_whatever_their_order(
-    specs: list[tuple[str, int, int]]
-) -> None:
-    pods = [make_pod(f"p{i}", labels={"sco/workload": w},
-                     containers=(Container("m", {"cpu": cpu, "memory": mem}),))
-            for i, (w, cpu, mem) in enumerate(specs)]
-    claims = normalise(pods)
-    assert normalise(reversed(pods)) == claims
-    for w, claim in claims.items():
-        mine = [(cpu, mem) for name, cpu, mem in specs if name == w]
-        assert claim.pods == len(mine)
-        assert claim.requests == {"cpu": sum(c for c, _ in mine), "memory": sum(m for _, m in mine)}
 
 
 # --- node capacity -------------------------------------------------------------------------------

@@ -9,41 +9,41 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.core.demand import (
+from scoctl.core.gres import Gres
+from scoctl.core.intake.batch import extend_window, window_deadline, window_due
+from scoctl.core.intake.common import Capacity, IntakeDecision, WorkloadRule, WorkloadState
+from scoctl.core.intake.k8s import (
+    K8sPolicy,
+    K8sSnapshot,
+    could_ever_hold,
+    decide_k8s_intake,
+    quota_request_fits,
+)
+from scoctl.core.intake.slurm import (
+    SlurmPolicy,
+    SlurmSnapshot,
+    decide_slurm_intake,
+    expand_hostlist,
+    job_node_shape,
+    parse_sco_comment,
+)
+from scoctl.core.model import (
     Condition,
     Container,
     DeploymentInfo,
     EventInfo,
+    Flavor,
     InferenceServiceInfo,
     JobInfo,
     NodeInfo,
     OwnerRef,
     PodInfo,
+    Pool,
     ReplicaSetInfo,
+    SlurmJob,
+    SlurmNode,
     Toleration,
 )
-from scoctl.core.gres import Gres
-from scoctl.core.intake import (
-    Capacity,
-    IntakeDecision,
-    K8sPolicy,
-    K8sSnapshot,
-    SlurmPolicy,
-    SlurmSnapshot,
-    WorkloadRule,
-    WorkloadState,
-    could_ever_hold,
-    decide_k8s_intake,
-    decide_slurm_intake,
-    expand_hostlist,
-    extend_window,
-    job_node_shape,
-    parse_sco_comment,
-    quota_request_fits,
-    window_deadline,
-    window_due,
-)
-from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode
 from scoctl.core.quantity import parse_resources
 
 GI = 2**30
@@ -208,6 +208,39 @@ def test_claim_counts_sidecars_with_the_regular_containers() -> None:
     claim = decide((make_pod("p", init=init, containers=mains),)).claims[0]
     # setup runs beside the sidecar started before it: 1 + 4 = 5 CPU beats 2 + 1
     assert claim.requests == {"cpu": 5000, "memory": 3 * GI}
+
+
+def test_claims_group_by_workload_and_keep_the_per_resource_largest_pod() -> None:
+    pods = (
+        make_pod("a", workload="w1", rs="w1-abc12",
+                 containers=(Container("m", {"cpu": 8000, "memory": GI}),)),
+        make_pod("b", workload="w1", rs="w1-abc12",
+                 containers=(Container("m", {"cpu": 1000, "memory": 8 * GI,
+                                             "nvidia.com/gpu": 1}),)),
+        make_pod("c", workload="w2", rs="w2-abc12"),
+        make_pod("d", workload=None, rs="shop-frontend-abc12"),  # not scoctl's business
+    )
+    claims = {c.workload: c for c in decide(pods, nodes=()).claims}
+    assert sorted(claims) == ["w1", "w2"]
+    assert claims["w1"].requests == {"cpu": 9000, "memory": 9 * GI, "nvidia.com/gpu": 1}
+    assert claims["w1"].largest_pod == {"cpu": 8000, "memory": 8 * GI, "nvidia.com/gpu": 1}
+    assert claims["w2"].pods == 1
+
+
+@given(st.lists(st.tuples(st.sampled_from(["w1", "w2", "w3"]),
+                          st.integers(1, 64_000), st.integers(1, 2**40)), max_size=30))
+def test_a_claim_is_the_sum_of_its_pods_whatever_their_order(
+    specs: list[tuple[str, int, int]]
+) -> None:
+    pods = tuple(make_pod(f"p{i}", workload=w, rs=f"{w}-abc12",
+                          containers=(Container("m", {"cpu": cpu, "memory": mem}),))
+                 for i, (w, cpu, mem) in enumerate(specs))
+    claims = decide(pods, nodes=()).claims
+    assert decide(tuple(reversed(pods)), nodes=()).claims == claims
+    for claim in claims:
+        mine = [(cpu, mem) for name, cpu, mem in specs if name == claim.workload]
+        assert claim.pods == len(mine)
+        assert claim.requests == {"cpu": sum(c for c, _ in mine), "memory": sum(m for _, m in mine)}
 
 
 def test_only_managed_pods_are_demand() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.core.demand import (
-    KSERVE_ISVC_LABEL,
+from scoctl.core.demand import KSERVE_ISVC_LABEL, newest_replicaset
+from scoctl.core.intake.k8s import K8sSnapshot, _K8sWorkload, _Objects, _objects_of
+from scoctl.core.model import (
     Condition,
     Container,
     DeploymentInfo,
@@ -20,9 +21,7 @@ from scoctl.core.demand import (
     JobInfo,
     OwnerRef,
     ReplicaSetInfo,
-    newest_replicaset,
 )
-from scoctl.core.intake import K8sSnapshot, _K8sWorkload, _Objects, _objects_of
 from scoctl.core.quantity import parse_resources
 from tests.core.test_intake import decide, make_pod
 

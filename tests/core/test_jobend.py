@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scoctl.core.intake import WorkloadState
+from scoctl.core.intake.common import WorkloadState
 from scoctl.core.jobend import (
     ENDED_TOKEN,
     UNKNOWN_END,

@@ -11,14 +11,16 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
-from scoctl.core.demand import NodeInfo, OwnerRef, PodInfo
 from scoctl.core.diff import launches_needed
 from scoctl.core.fleet import units_of
 from scoctl.core.model import (
     Contract,
     InstanceRecord,
+    NodeInfo,
     NoticedRecord,
     NoticeRecord,
+    OwnerRef,
+    PodInfo,
     ServerInfo,
     SlurmNode,
 )

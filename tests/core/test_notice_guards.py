@@ -10,16 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
-from scoctl.core.demand import (
-    MIRROR_ANNOTATION,
+from scoctl.core.demand import MIRROR_ANNOTATION, is_node_bound, is_provisionable, must_move
+from scoctl.core.model import (
     Condition,
+    InstanceRecord,
+    NoticedRecord,
     OwnerRef,
     PodInfo,
-    is_node_bound,
-    is_provisionable,
-    must_move,
+    ServerInfo,
+    SlurmNode,
 )
-from scoctl.core.model import InstanceRecord, NoticedRecord, ServerInfo, SlurmNode
 from scoctl.core.notice import RECLAIM_AT, NoticePolicy, NoticeSnapshot, decide, movable
 from scoctl.core.reconcile import slurm_power_down
 

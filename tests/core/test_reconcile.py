@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
-from scoctl.core.demand import NodeInfo, Taint
-from scoctl.core.model import InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
+from scoctl.core.model import InstanceRecord, LaunchRecord, NodeInfo, ServerInfo, SlurmNode, Taint
 from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

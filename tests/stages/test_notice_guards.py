@@ -14,8 +14,8 @@ from pathlib import Path
 
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.core.demand import MIRROR_ANNOTATION, OwnerRef, PodInfo, must_move
-from scoctl.core.model import InstanceRecord
+from scoctl.core.demand import MIRROR_ANNOTATION, must_move
+from scoctl.core.model import InstanceRecord, OwnerRef, PodInfo
 from scoctl.errors import TemporaryError
 from scoctl.stages.notice import run_notices
 from scoctl.stages.reconcile import busy_pods

@@ -42,8 +42,6 @@ def test_the_config_alone_says_which_sources_are_in_use(tmp_path: Path, extra: s
                                                        sources: tuple[str, ...]) -> None:
     config = config_of(tmp_path, extra)
     assert config.sources() == sources
-    assert config.uses_kubernetes == ("k8s" in sources)
-    assert config.uses_slurm == ("slurm" in sources)
 
 
 def test_what_the_host_offers_adds_its_sources(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from scoctl.adapters.cluster import PodEvent
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import FixedClock, SystemClock
 from scoctl.config.schema import Config, load_config
+from scoctl.core.model import PodEvent
 from scoctl.host.spool import write_event
 from scoctl.runner.watch import follow
 from scoctl.sim import k8s_emulator as ke

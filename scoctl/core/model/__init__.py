@@ -1,10 +1,10 @@
 """Every value type the pure decisions take and give, in one namespace.
 
-`pools` holds the configured world (flavors, pools, contracts, claims), `cloud` and `slurm` what
-the outside systems report, `records` the rows of the state, `notices` the reclaim notices.
-Each type is defined once, in its submodule; this package only gathers them, importing each
-submodule on first use of one of its names (PEP 562): the Slurm gate, run before every
-`sbatch`, needs three of the eight.
+`pools` holds the configured world (flavors, pools, contracts, claims), `cloud`, `kubernetes`
+and `slurm` what the outside systems report, `records` the rows of the state, `notices` the
+reclaim notices. Each type is defined once, in its submodule; this package only gathers them,
+importing each submodule on first use of one of its names (PEP 562): the Slurm gate, run before
+every `sbatch`, needs only a few of them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,25 @@ if TYPE_CHECKING:
         ServerInfo,
     )
     from scoctl.core.model.join import BootstrapToken, TokenSecret
+    from scoctl.core.model.kubernetes import (
+        REVISION_ANNOTATION,
+        Condition,
+        Container,
+        DeploymentInfo,
+        EventInfo,
+        InferenceServiceInfo,
+        JobInfo,
+        NodeEvent,
+        NodeInfo,
+        OwnerRef,
+        PodEvent,
+        PodInfo,
+        ReplicaSetInfo,
+        ResourceQuotaInfo,
+        Taint,
+        Toleration,
+        WorkloadRef,
+    )
     from scoctl.core.model.latency import Histogram, LatencySample, Sighting
     from scoctl.core.model.leases import LeaseRecord
     from scoctl.core.model.notices import (
@@ -85,12 +104,21 @@ __all__ = [
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
 __all__ += ["APIS", "Api", "Problem"]
+__all__ += [  # the Kubernetes objects of the `Cluster` seam
+    "REVISION_ANNOTATION", "Condition", "Container", "DeploymentInfo", "EventInfo",
+    "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef", "PodEvent",
+    "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint", "Toleration", "WorkloadRef",
+]
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
 _NAMES: dict[str, tuple[str, ...]] = {
     "cloud": ("QUOTA_FAULT_CODE", "FlavorInfo", "Headroom", "LaunchRequest", "LaunchResult",
               "Networks", "ServerInfo"),
     "join": ("BootstrapToken", "TokenSecret"),
+    "kubernetes": ("REVISION_ANNOTATION", "Condition", "Container", "DeploymentInfo", "EventInfo",
+                   "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef",
+                   "PodEvent", "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint",
+                   "Toleration", "WorkloadRef"),
     "latency": ("Histogram", "LatencySample", "Sighting"),
     "leases": ("LeaseRecord",),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),

@@ -1,0 +1,116 @@
+"""What `KubernetesCluster` does to the cluster: delete the objects scoctl manages, cordon,
+uncordon, evict, delete pods, drain and delete nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from scoctl.adapters.cluster import ManagedKind
+from scoctl.adapters.kube_client import Raw
+from scoctl.adapters.kube_convert import (
+    _meta,
+    _str_map,
+)
+from scoctl.adapters.kube_reads import KSERVE_GROUP, KSERVE_PLURAL, KSERVE_VERSION, ClusterReads
+from scoctl.core.demand import MANAGED_LABEL, must_move
+from scoctl.errors import PermanentError, TemporaryError
+
+
+class ClusterActions(ClusterReads):
+    """The acting half of `Cluster`; a drain reads the node's pods first, hence the reads."""
+
+    def _read_managed(self, kind: ManagedKind, namespace: str, name: str) -> Raw | None:
+        readers: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+            "Deployment": (self._apps.read_namespaced_deployment, (name, namespace)),
+            "ReplicaSet": (self._apps.read_namespaced_replica_set, (name, namespace)),
+            "Job": (self._batch.read_namespaced_job, (name, namespace)),
+            "Pod": (self._core.read_namespaced_pod, (name, namespace)),
+            "InferenceService": (self._custom.get_namespaced_custom_object,
+                                 (KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name)),
+        }
+        if kind not in readers:
+            raise PermanentError(f"scoctl does not delete {kind} objects")
+        fn, args = readers[kind]
+        return self._read_unless_gone(f"read {kind} {namespace}/{name}", fn, *args)
+
+    def delete_managed(self, kind: ManagedKind, namespace: str, name: str) -> bool:
+        """See `Cluster.delete_managed`."""
+        current = self._read_managed(kind, namespace, name)
+        if current is None:
+            return False
+        meta = _meta(current)
+        if _str_map(meta.get("labels")).get(MANAGED_LABEL) != "true":
+            raise PermanentError(
+                f"refusing to delete {kind} {namespace}/{name}: it is not labelled "
+                f"{MANAGED_LABEL}=true, and scoctl never deletes what it does not manage")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+                "preconditions": {"uid": meta.get("uid")}}
+        deleters: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+            "Deployment": (self._apps.delete_namespaced_deployment, (name, namespace)),
+            "ReplicaSet": (self._apps.delete_namespaced_replica_set, (name, namespace)),
+            "Job": (self._batch.delete_namespaced_job, (name, namespace)),
+            "Pod": (self._core.delete_namespaced_pod, (name, namespace)),
+            "InferenceService": (self._custom.delete_namespaced_custom_object,
+                                 (KSERVE_GROUP, KSERVE_VERSION, namespace, KSERVE_PLURAL, name)),
+        }
+        delete, args = deleters[kind]
+        return self._unless_gone(f"delete {kind} {namespace}/{name}", delete, *args, body=body)
+
+    def _set_unschedulable(self, node: str, value: bool) -> None:
+        resp = self._call(f"{'cordon' if value else 'uncordon'} node {node}",
+                          self._core.patch_node, node, {"spec": {"unschedulable": value}},
+                          _preload_content=False)
+        resp.drain_conn()  # a connection pooled with its body unread garbles the next answer
+        resp.release_conn()
+
+    def cordon(self, node: str) -> None:
+        """See `Cluster.cordon`."""
+        self._set_unschedulable(node, True)
+
+    def uncordon(self, node: str) -> None:
+        """See `Cluster.uncordon`."""
+        self._set_unschedulable(node, False)
+
+    def evict(self, namespace: str, name: str) -> bool:
+        """See `Cluster.evict`."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}}
+        return self._unless_gone(f"evict pod {namespace}/{name}",
+                                 self._core.create_namespaced_pod_eviction, name, namespace, body)
+
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
+                   ) -> bool:
+        """See `Cluster.delete_pod`."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+
+        def delete(**kwargs: Any) -> None:
+            response = self._core.delete_namespaced_pod(name, namespace, body=body,
+                                                        _preload_content=False, **kwargs)
+            response.drain_conn()  # the pod comes back: never leave it in the pooled socket
+            response.release_conn()
+
+        return self._unless_gone(f"delete pod {namespace}/{name}", delete)
+
+    def drain(self, node: str) -> list[str]:
+        """See `Cluster.drain`."""
+        evicted: list[str] = []
+        refused: list[str] = []
+        for pod in self.pods_on_node(node):
+            if not must_move(pod):
+                continue
+            try:
+                if self.evict(pod.namespace, pod.name):
+                    evicted.append(f"{pod.namespace}/{pod.name}")
+            except TemporaryError:
+                refused.append(f"{pod.namespace}/{pod.name}")
+        if refused:
+            raise TemporaryError(f"drain of node {node}: eviction refused for "
+                                 f"{', '.join(refused)} (evicted {len(evicted)})")
+        return evicted
+
+    def delete_node(self, node: str) -> bool:
+        """See `Cluster.delete_node`."""
+        return self._unless_gone(f"delete node {node}", self._core.delete_node, node)
