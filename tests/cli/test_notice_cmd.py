@@ -87,6 +87,10 @@ def test_withdraw_spools_a_withdrawal_that_forgets_the_notice_it_follows(
     (["--pool", "tiny.a"], "--at is required"),
     (["--pool", "tiny.a", "--withdraw", "--at", "+60s"], "--withdraw takes no --at"),
     (["--pool", "nope", "--withdraw"], "--pool nope: no such pool"),
+    (["--pool", "tiny.a", "--at", "9999-12-31T23:59:59Z"], "--at '9999-12-31T23:59:59Z'"),
+    (["--pool", "tiny.a", "--at", "0001-01-01T00:00:00+01:00"], "--at '0001-01-01"),
+    (["--pool", "tiny.a", "--at", "+999999999999d"], "--at '+999999999999d'"),
+    (["--pool", "tiny.a", "--at", "+400d"], "more than 366 days from now"),
 ])
 def test_bad_input_is_exit_2_with_the_option_named_and_nothing_spooled(
         cli: Cli, world: Path, tmp_path: Path, args: list[str], message: str) -> None:
