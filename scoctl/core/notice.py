@@ -48,6 +48,7 @@ from scoctl.core.reconcile import (
     node_server_id,
     slurm_power_down,
 )
+from scoctl.core.text import printable
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 RECLAIM_AT = "sco:reclaim-at"
@@ -310,7 +311,7 @@ class _Notices:
             found, problem = metadata_notice(server)
             if found is not None and not within_horizon(found.deadline, now):
                 if server.id in tracked:
-                    self.refused[server.id] = server.metadata[RECLAIM_AT]
+                    self.refused[server.id] = printable(server.metadata[RECLAIM_AT])
             elif found is not None:
                 self.metadata[server.id] = found
             if problem:

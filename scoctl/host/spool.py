@@ -31,6 +31,7 @@ from typing import Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
 from scoctl.core.model import is_slug
+from scoctl.core.text import printable_detail
 from scoctl.errors import ConfigError
 from scoctl.secrets import scrub
 
@@ -83,15 +84,25 @@ def rejected_dir(spool: Path) -> Path:
 
 def write_event(directory: Path, *, ts: str, token: str, workload: str,
                 detail: Mapping[str, Any] | None = None, kind: str = TOKEN_KIND) -> Path:
-    """Drop one event into the spool atomically; returns its path. Takes no lock."""
-    ensure_spool(directory)
+    """Drop one event into the spool atomically; returns its path. Takes no lock.
+
+    Control characters in `detail` are escaped (`scoctl.core.text.printable`). Raises
+    ConfigError, and writes nothing, for an event the reader would drop (`parse_event`: over
+    `MAX_EVENT_BYTES`, nested too deep, a bad token or slug): a writer is told at once instead
+    of a success that is never read.
+    """
     event: dict[str, Any] = {"ts": ts, "token": token, "workload": workload,
-                             "detail": scrub(dict(detail or {}))}
+                             "detail": printable_detail(scrub(dict(detail or {})))}
     if kind != TOKEN_KIND:
         event["kind"] = kind
     body = json.dumps(event, sort_keys=True)
     stamp = ts.replace(":", "").replace("-", "").replace(".", "")
     name = f"{stamp}-{os.getpid():08d}-{_random.token_hex(4)}.json"
+    try:
+        parse_event(directory / name, body.encode())
+    except ConfigError as exc:
+        raise ConfigError(f"the spool's reader would drop this event ({exc})") from None
+    ensure_spool(directory)
     tmp = directory / f".{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
     try:
@@ -116,7 +127,9 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
 
     The writer's shape exactly: a JSON object with an RFC 3339 ``ts``, an UPPER_SNAKE ``token``,
     a workload slug (empty allowed for a power request or a notice), an optional ``detail``
-    mapping and an optional ``kind`` (`KINDS`; none is a token); nothing else.
+    mapping and an optional ``kind`` (`KINDS`; none is a token); nothing else. Control
+    characters in the detail (keys and values) come out escaped, before anything stores or
+    prints them.
     """
     file = str(path)
     if len(raw) > MAX_EVENT_BYTES:
@@ -146,7 +159,7 @@ def parse_event(path: Path, raw: bytes) -> SpoolEvent:
         raise ConfigError(f"nested deeper than {MAX_DETAIL_DEPTH} levels", file=file,
                           field="detail")
     return SpoolEvent(path=path, ts=_timestamp(data.get("ts"), file), token=token,
-                      workload=workload, detail=detail, kind=str(kind))
+                      workload=workload, detail=printable_detail(detail), kind=str(kind))
 
 
 def _nesting(value: object) -> int:

@@ -51,7 +51,15 @@ from scoctl.core.notice import (
 )
 from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.core.slurm_power import POWER_DOWN
-from scoctl.errors import ApiError, NotLeader, ScoctlError, TemporaryError, UsageError
+from scoctl.core.text import printable
+from scoctl.errors import (
+    ApiError,
+    ConfigError,
+    NotLeader,
+    ScoctlError,
+    TemporaryError,
+    UsageError,
+)
 from scoctl.host.spool import (
     NOTICE_KIND,
     SpoolEvent,
@@ -247,7 +255,8 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
 
     Raises UsageError on bad input (nothing is written): neither or both of `server` and
     `pool`, an unknown pool or server, a server scoctl does not manage, an `at` that does not
-    parse (or any `at` with `withdraw`); ApiError when Nova cannot be asked; ScoctlError when
+    parse (or any `at` with `withdraw`), a `reason` the spool's reader would drop (too long;
+    its control characters are escaped); ApiError when Nova cannot be asked; ScoctlError when
     the spool is not writable.
     """
     if (server is None) == (pool is None):
@@ -266,6 +275,7 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
         assert server is not None
         target, name, region, workload = _managed_server(config, state, server)
         kind = "server"
+    reason = printable(reason)
     detail = {"kind": kind, "target": target, "name": name, "region": region, "reason": reason}
     if not withdraw:
         detail["at"] = deadline
@@ -273,6 +283,8 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
         path = write_event(notice_dir(config.spool), ts=rfc3339(clock.now()),
                            token=WITHDRAW_TOKEN if withdraw else NOTICE_TOKEN,
                            workload=workload, detail=detail, kind=NOTICE_KIND)
+    except ConfigError as exc:  # all else is checked above: the free text is too long
+        raise UsageError(f"--reason: {exc}") from None
     except OSError as exc:
         raise ScoctlError(f"cannot write to the spool {config.spool}: {exc}") from exc
     return Spooled(kind, target, name, region, deadline, reason, str(path), withdraw)

@@ -125,3 +125,26 @@ def test_a_real_watch_once_returns_promptly_past_a_fifo_and_dev_zero(
     assert json.loads(done.stdout)["spool_events"] == 1
     assert_rejected(spool, files)
     assert len([line for line in done.stderr.splitlines() if "rejected" in line]) == len(files)
+
+
+def test_an_emit_the_reader_would_drop_is_refused_naming_the_option(
+        cli: Cli, tmp_path: Path) -> None:
+    config = config_in(tmp_path)
+    done = cli("--config", str(config), "emit", "POD_QUEUED", "--workload", "web",
+               "--detail", "note=" + "x" * 70_000)
+    assert done.code == 2, (done.stdout, done.stderr)
+    assert "--detail" in done.stderr and str(MAX_EVENT_BYTES) in done.stderr
+    assert list((tmp_path / "spool").glob("*.json")) == []
+
+
+def test_control_characters_a_hook_spooled_are_escaped_before_they_are_stored(
+        tmp_path: Path) -> None:
+    config = load_config(config_in(tmp_path))
+    ensure_spool(config.spool)
+    raw = {"ts": TS, "token": "POD_QUEUED", "workload": "web",
+           "detail": {"note": "a\x1b[2Jb\nc", "bell\x07": ["\u202eevil"]}}
+    (config.spool / "20260101T000000000000Z-00000001-ctrl.json").write_text(json.dumps(raw))
+    with open_store(tmp_path / "state.db", clock=FixedClock(), create=True) as store:
+        assert run_pass(config, store, FixedClock(), sources=()).spool_tokens == 1
+        [event] = store.events()
+    assert dict(event.detail) == {"note": "a\\x1b[2Jb\\nc", "bell\\x07": ["\\u202eevil"]}
