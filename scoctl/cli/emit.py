@@ -37,7 +37,7 @@ def emit(
     from scoctl.cli.common import globals_of
     from scoctl.clock import SystemClock, rfc3339
     from scoctl.core.model import is_slug
-    from scoctl.errors import ScoctlError, UsageError
+    from scoctl.errors import ConfigError, ScoctlError, UsageError
     from scoctl.host.spool import write_event
 
     g = globals_of(ctx, json=json_out)
@@ -54,8 +54,11 @@ def emit(
             details[key] = value
         if job_id:
             details["job_id"] = job_id
-        path = write_event(g.config().spool, ts=rfc3339(SystemClock().now()), token=token,
-                           workload=workload, detail=details)
+        try:
+            path = write_event(g.config().spool, ts=rfc3339(SystemClock().now()), token=token,
+                               workload=workload, detail=details)
+        except ConfigError as exc:  # token and workload are checked above: the details
+            raise UsageError(f"--detail: {exc}") from None
     except (ScoctlError, OSError) as exc:
         if hook:
             print(f"scoctl: emit (hook mode, ignored): {exc}", file=sys.stderr)

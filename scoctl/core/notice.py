@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scoctl.core.demand import must_move
@@ -50,22 +50,48 @@ from scoctl.core.reconcile import (
     node_server_id,
     slurm_power_down,
 )
+from scoctl.core.text import printable
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 RECLAIM_AT = "sco:reclaim-at"
 NOTICED = "noticed"
 CAN_NOTICE = LIVE | {NOTICED}
+# A reclaim is announced minutes to months ahead; a time farther ahead (9999-12-31, a year
+# typed wrong) is a broken reclaimer, not a notice, and would keep a pool excluded for ever.
+# A time in the past, however far, is a reclaim due now (DESIGN §14).
+NOTICE_HORIZON = timedelta(days=366)
+_LATEST = datetime.max.replace(tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 def parse_notice_time(text: str) -> datetime:
     """An RFC 3339 time with its offset (``2026-05-01T12:00:00Z``), in UTC.
 
-    Raises ValueError for anything else, a time without an offset included.
+    Raises ValueError for anything else, a time without an offset included, and one that has
+    no UTC form (``0001-01-01T00:00:00+01:00``).
     """
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset")
-    return parse_rfc3339(value.isoformat())
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"{text!r} is out of range") from exc
+
+
+def within_horizon(moment: datetime, now: datetime) -> bool:
+    """True when a notice time is at most `NOTICE_HORIZON` after `now` (any time before it is
+    a reclaim due now)."""
+    return moment - now <= NOTICE_HORIZON  # a timedelta holds any two datetimes' gap
+
+
+def shifted(moment: datetime, delta: timedelta) -> datetime:
+    """`moment` + `delta`, saturated at the ends of the calendar instead of raising: a notice
+    time an older state holds may sit at either end."""
+    try:
+        return moment + delta
+    except OverflowError:
+        return _LATEST if delta > timedelta(0) else _EARLIEST
 
 
 @dataclass(frozen=True)
@@ -88,7 +114,8 @@ class NoticeSnapshot:
     `booting_launches` names workloads with launches in flight. `pods[node]` lists the pods
     bound to a noticed Kubernetes node (a node missing there: its pods are unknown);
     `slurm_jobs[node]` the jobs running on a Slurm node. `k8s_nodes` / `slurm_nodes` are None
-    when that system was not read.
+    when that system was not read. `warned` holds the (server id, ``sco:reclaim-at`` value)
+    pairs already reported as outside the horizon (``NOTICE_IGNORED`` in the event log).
     """
 
     region: str
@@ -102,6 +129,7 @@ class NoticeSnapshot:
     pods: Mapping[str, tuple[PodInfo, ...]] = field(default_factory=dict)
     slurm_nodes: tuple[SlurmNode, ...] | None = None
     slurm_jobs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    warned: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -240,7 +268,7 @@ class _Builder:
         """Keep new units out of the pool until the deadline plus the cool-down."""
         if not row.pool:
             return
-        until = parse_rfc3339(row.deadline) + timedelta(seconds=self.policy.cooldown)
+        until = shifted(parse_rfc3339(row.deadline), timedelta(seconds=self.policy.cooldown))
         current = self.exclusions.get(row.pool)
         known = current.until if current else self.snapshot.exclusions.get(row.pool)
         if known is not None and parse_rfc3339(known) >= until:
@@ -261,21 +289,32 @@ class _Builder:
 
 
 class _Notices:
-    """The notices in force for the region's instances, from all three sources."""
+    """The notices in force for the region's instances, from all three sources; a time outside
+    the horizon (`within_horizon`) is none: a tracked server's is in `refused`, an announced
+    one in `beyond`."""
 
-    def __init__(self, snapshot: NoticeSnapshot) -> None:
+    def __init__(self, snapshot: NoticeSnapshot, now: datetime) -> None:
         self.servers = {s.id: s for s in snapshot.servers}
         self.problems: list[str] = []
         self.by_server: dict[str, NoticeRecord] = {}
         self.by_pool: dict[str, NoticeRecord] = {}
+        self.beyond: list[NoticeRecord] = []
         for notice in snapshot.announced:
             if notice.region != snapshot.region:
                 continue
+            if not within_horizon(parse_rfc3339(notice.deadline), now):
+                self.beyond.append(notice)
+                continue
             (self.by_server if notice.kind == "server" else self.by_pool)[notice.target] = notice
+        tracked = {i.id for i in snapshot.instances if i.region == snapshot.region}
         self.metadata: dict[str, Notice] = {}
+        self.refused: dict[str, str] = {}
         for server in snapshot.servers:
             found, problem = metadata_notice(server)
-            if found is not None:
+            if found is not None and not within_horizon(found.deadline, now):
+                if server.id in tracked:
+                    self.refused[server.id] = printable(server.metadata[RECLAIM_AT])
+            elif found is not None:
                 self.metadata[server.id] = found
             if problem:
                 self.problems.append(problem)
@@ -291,10 +330,17 @@ class _Notices:
         return min(found, key=lambda n: n.deadline) if found else None
 
 
-def held_ids(snapshot: NoticeSnapshot) -> frozenset[str]:
+def metadata_refusals(snapshot: NoticeSnapshot, now: datetime) -> dict[str, str]:
+    """The tracked servers whose ``sco:reclaim-at`` is outside the horizon, with that value:
+    the stage looks up which were reported already (`NoticeSnapshot.warned`) before
+    `decide`."""
+    return dict(_Notices(snapshot, now).refused)
+
+
+def held_ids(snapshot: NoticeSnapshot, now: datetime) -> frozenset[str]:
     """The instances the flow holds this pass (open rows and notices newly in force): the stage
     reads the pods of their nodes before `decide`."""
-    notices = _Notices(snapshot)
+    notices = _Notices(snapshot, now)
     held = {row.server_id for row in snapshot.noticed if row.outcome is None}
     held |= {i.id for i in snapshot.instances
              if i.status in CAN_NOTICE and notices.of(i) is not None}
@@ -304,8 +350,9 @@ def held_ids(snapshot: NoticeSnapshot) -> frozenset[str]:
 def decide(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime) -> NoticeDecision:
     """One pass of the notice flow for one region (see the module docstring for the rules)."""
     b = _Builder(snapshot, policy, now)
-    notices = _Notices(snapshot)
+    notices = _Notices(snapshot, now)
     b.warnings.extend(notices.problems)
+    _refusals(b, notices)
     instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
     _replacements(b, instances.values())
     open_rows = {row.server_id: b.rows.get((row.server_id, row.noticed_at), row)
@@ -323,6 +370,20 @@ def decide(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime) -> Not
     for row in open_rows.values():  # the state no longer tracks it: it is gone
         b.save(replace(row, outcome="gone", closed_at=b.stamp))
     return b.build(_expired(snapshot, policy, now, instances, notices, b))
+
+
+def _refusals(b: _Builder, notices: _Notices) -> None:
+    """One ``NOTICE_IGNORED`` per server and ``sco:reclaim-at`` value outside the horizon: the
+    value stays on the server, and the passes after this one know it was said."""
+    workloads = {i.id: i.workload for i in b.snapshot.instances}
+    for server_id, value in sorted(notices.refused.items()):
+        if (server_id, value) in b.snapshot.warned:
+            continue
+        why = f"more than {NOTICE_HORIZON.days} days from now (the notice horizon)"
+        b.event(workloads.get(server_id), "NOTICE_IGNORED", "warning", server=server_id,
+                value=value, reason=why)
+        b.warnings.append(f"server {server_id}: {RECLAIM_AT}={value!r} is {why}; notice "
+                          "ignored")
 
 
 def _in_service(inst: InstanceRecord) -> str:
@@ -422,13 +483,13 @@ def _drain_k8s(b: _Builder, inst: InstanceRecord, row: NoticedRecord,
     margin = timedelta(seconds=b.policy.drain_margin)
     evict: tuple[PodRef, ...] = ()
     delete: tuple[PodRef, ...] = ()
-    if moving and b.now >= deadline - margin:
+    if moving and b.now >= shifted(deadline, -margin):
         delete = tuple(PodRef(p.namespace, p.name) for p in moving)
         if not row.drain_forced:
             b.save(replace(row, drain_forced=True))
             b.event(inst.workload, "DRAIN_FORCED", "warning", server=inst.id, name=inst.name,
                     node=node.name, pods=len(delete), deadline=row.deadline)
-    elif moving and (not _booting(b, inst, row) or b.now >= deadline - 2 * margin):
+    elif moving and (not _booting(b, inst, row) or b.now >= shifted(deadline, -2 * margin)):
         evict = tuple(PodRef(p.namespace, p.name) for p in moving if not p.deleting)
     if cordon or evict or delete:
         b.drains.append(Drain(inst.id, node.name, cordon=cordon, evict=evict, delete=delete))
@@ -447,8 +508,8 @@ def _drain_slurm(b: _Builder, inst: InstanceRecord, row: NoticedRecord,
              else None)
     release = row.noticed_at == b.stamp
     requeue: tuple[int, ...] = ()
-    if jobs and not row.requeued and b.now >= deadline - timedelta(
-            seconds=b.policy.drain_margin):
+    if jobs and not row.requeued and b.now >= shifted(
+            deadline, -timedelta(seconds=b.policy.drain_margin)):
         requeue = jobs
         b.save(replace(row, requeued=True))
         b.event(inst.workload, "SLURM_JOBS_REQUEUED", "warning", server=inst.id, node=name,
@@ -524,14 +585,20 @@ def _replacements(b: _Builder, instances: Iterable[InstanceRecord]) -> None:
 def _expired(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime,
              instances: Mapping[str, InstanceRecord], notices: _Notices,
              b: _Builder) -> list[tuple[str, str]]:
-    """Announced notices to forget: past the deadline and the cool-down, or for a server this
-    region neither tracks nor lists (ignored with a warning)."""
+    """Announced notices to forget: past the deadline and the cool-down, outside the horizon
+    (stored by an older scoctl) or for a server this region neither tracks nor lists (both
+    ignored with a warning)."""
     out: list[tuple[str, str]] = []
     cooldown = timedelta(seconds=policy.cooldown)
+    for notice in notices.beyond:
+        out.append((notice.kind, notice.target))
+        b.event(None, "NOTICE_IGNORED", "warning", **{notice.kind: notice.target},
+                deadline=notice.deadline,
+                reason=f"more than {NOTICE_HORIZON.days} days from now (the notice horizon)")
     for notice in snapshot.announced:
-        if notice.region != snapshot.region:
+        if notice.region != snapshot.region or notice in notices.beyond:
             continue
-        if now >= parse_rfc3339(notice.deadline) + cooldown:
+        if now >= shifted(parse_rfc3339(notice.deadline), cooldown):
             out.append((notice.kind, notice.target))
         elif (notice.kind == "server" and notice.target not in instances
               and notice.target not in notices.servers):

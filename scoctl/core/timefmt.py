@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 
 def rfc3339(moment: datetime) -> str:
-    """``2026-01-01T00:00:00.000000Z``: sortable as text."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``2026-01-01T00:00:00.000000Z``: sortable as text (the year always in four digits:
+    strftime's ``%Y`` writes year 1 as ``1``, which nothing parses back)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_rfc3339(text: str) -> datetime:

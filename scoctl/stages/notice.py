@@ -35,6 +35,7 @@ from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerIn
 from scoctl.core.model.problems import Api, Problem
 from scoctl.core.notice import (
     CAN_NOTICE,
+    NOTICE_HORIZON,
     Drain,
     NoticeDecision,
     NoticePolicy,
@@ -43,12 +44,22 @@ from scoctl.core.notice import (
     SlurmStep,
     decide,
     held_ids,
+    metadata_refusals,
     node_of,
     parse_notice_time,
+    within_horizon,
 )
 from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.core.slurm_power import POWER_DOWN
-from scoctl.errors import ApiError, NotLeader, ScoctlError, TemporaryError, UsageError
+from scoctl.core.text import printable
+from scoctl.errors import (
+    ApiError,
+    ConfigError,
+    NotLeader,
+    ScoctlError,
+    TemporaryError,
+    UsageError,
+)
 from scoctl.host.spool import (
     NOTICE_KIND,
     SpoolEvent,
@@ -193,15 +204,21 @@ class Spooled:
 def deadline_of(text: str, now: datetime) -> datetime:
     """``--at``: an RFC 3339 time with its offset, or ``+DURATION`` from `now`.
 
-    Raises UsageError naming the option.
+    Raises UsageError naming the option, also for a time beyond the notice horizon
+    (`scoctl.core.notice.NOTICE_HORIZON` from now).
     """
     try:
         if text.strip().startswith("+"):
-            return now + timedelta(seconds=parse_duration(text.strip()[1:]))
-        return parse_notice_time(text)
-    except ValueError:
+            deadline = now + timedelta(seconds=parse_duration(text.strip()[1:]))
+        else:
+            deadline = parse_notice_time(text)
+    except (ValueError, OverflowError):
         raise UsageError(f"--at {text!r}: not an RFC 3339 time with its offset "
                          "(2026-05-01T12:00:00Z) nor +DURATION (+90s, +5m)") from None
+    if not within_horizon(deadline, now):
+        raise UsageError(f"--at {text!r}: more than {NOTICE_HORIZON.days} days from now, "
+                         "beyond the notice horizon")
+    return deadline
 
 
 def _managed_server(config: Config, state: Path | str, server: str
@@ -243,7 +260,8 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
 
     Raises UsageError on bad input (nothing is written): neither or both of `server` and
     `pool`, an unknown pool or server, a server scoctl does not manage, an `at` that does not
-    parse (or any `at` with `withdraw`); ApiError when Nova cannot be asked; ScoctlError when
+    parse (or any `at` with `withdraw`), a `reason` the spool's reader would drop (too long;
+    its control characters are escaped); ApiError when Nova cannot be asked; ScoctlError when
     the spool is not writable.
     """
     if (server is None) == (pool is None):
@@ -262,6 +280,7 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
         assert server is not None
         target, name, region, workload = _managed_server(config, state, server)
         kind = "server"
+    reason = printable(reason)
     detail = {"kind": kind, "target": target, "name": name, "region": region, "reason": reason}
     if not withdraw:
         detail["at"] = deadline
@@ -269,6 +288,8 @@ def announce(config: Config, state: Path | str, clock: Clock, *, server: str | N
         path = write_event(notice_dir(config.spool), ts=rfc3339(clock.now()),
                            token=WITHDRAW_TOKEN if withdraw else NOTICE_TOKEN,
                            workload=workload, detail=detail, kind=NOTICE_KIND)
+    except ConfigError as exc:  # all else is checked above: the free text is too long
+        raise UsageError(f"--reason: {exc}") from None
     except OSError as exc:
         raise ScoctlError(f"cannot write to the spool {config.spool}: {exc}") from exc
     return Spooled(kind, target, name, region, deadline, reason, str(path), withdraw)
@@ -335,8 +356,27 @@ class _Region:
             booting_launches=frozenset(launch.workload for launch in
                                        store.launches(status=IN_FLIGHT_LAUNCHES)
                                        if launch.region == name))
-        held = held_ids(snapshot)
+        refused = metadata_refusals(snapshot, now)
+        if refused:
+            snapshot = replace(snapshot, warned=self._warned(snapshot, refused))
+        held = held_ids(snapshot, now)
         return self._nodes(snapshot, held) if held else snapshot
+
+    def _warned(self, snapshot: NoticeSnapshot, refused: Mapping[str, str]
+                ) -> frozenset[tuple[str, str]]:
+        """Which refused ``sco:reclaim-at`` values the event log says were reported already
+        (read only while some server carries one: its workload's events since it was made)."""
+        said: set[tuple[str, str]] = set()
+        for inst in snapshot.instances:
+            value = refused.get(inst.id)
+            if value is None:
+                continue
+            for event in self.store.events(workload=inst.workload, since=inst.created):
+                if (event.token == "NOTICE_IGNORED" and event.detail.get("server") == inst.id
+                        and event.detail.get("value") == value):
+                    said.add((inst.id, value))
+                    break
+        return frozenset(said)
 
     def _nodes(self, snapshot: NoticeSnapshot, held: frozenset[str]) -> NoticeSnapshot:
         """The nodes of the held instances, and what runs on them."""

@@ -87,6 +87,11 @@ def test_withdraw_spools_a_withdrawal_that_forgets_the_notice_it_follows(
     (["--pool", "tiny.a"], "--at is required"),
     (["--pool", "tiny.a", "--withdraw", "--at", "+60s"], "--withdraw takes no --at"),
     (["--pool", "nope", "--withdraw"], "--pool nope: no such pool"),
+    (["--pool", "tiny.a", "--at", "9999-12-31T23:59:59Z"], "--at '9999-12-31T23:59:59Z'"),
+    (["--pool", "tiny.a", "--at", "0001-01-01T00:00:00+01:00"], "--at '0001-01-01"),
+    (["--pool", "tiny.a", "--at", "+999999999999d"], "--at '+999999999999d'"),
+    (["--pool", "tiny.a", "--at", "+400d"], "more than 366 days from now"),
+    (["--pool", "tiny.a", "--at", "+60s", "--reason", "x" * 70_000], "--reason"),
 ])
 def test_bad_input_is_exit_2_with_the_option_named_and_nothing_spooled(
         cli: Cli, world: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -112,3 +117,15 @@ def test_an_unknown_server_and_one_scoctl_does_not_manage_are_told_apart(
     assert unknown.code == 2 and "unknown server" in unknown.stderr, unknown.stderr
     assert spooled(tmp_path) == []
     cloud.delete(foreign.servers[0].id)
+
+
+def test_control_characters_in_the_reason_are_escaped_in_the_spool_and_the_output(
+        cli: Cli, world: Path, tmp_path: Path) -> None:
+    done = cli("--config", str(world), "notice", "--pool", "tiny.a", "--at", "+60s",
+               "--reason", "lease\x1b[2J ends\nnow\u202e", "--json")
+    assert done.code == 0, done.stderr
+    escaped = "lease\\x1b[2J ends\\nnow\\u202e"
+    assert json.loads(done.stdout)["reason"] == escaped
+    assert "\x1b" not in done.stdout
+    [detail] = spooled(tmp_path)
+    assert detail["reason"] == escaped

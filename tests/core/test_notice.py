@@ -405,7 +405,7 @@ def test_property_held_instances_are_exactly_those_the_decision_touches(
     touched = {r.server_id for r in d.rows} | {x.server_id for x in d.drains} | {
         x.server_id for x in d.removals}
     assume(touched)  # an untouched world makes the inclusion hold trivially
-    assert touched <= held_ids(world)
+    assert touched <= held_ids(world, now)
 
 
 def test_nodes_are_matched_by_identity_never_by_name_alone() -> None:

@@ -5,6 +5,7 @@ and an injected clock, so that deadlines pass without sleeping.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -349,3 +350,20 @@ def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
                       cluster=world.systems.cluster, leads=lambda region: region == REGION)
     assert [r.region for r in led.regions] == [REGION]
     assert world.store.instance(inst.id).status != "ready"  # type: ignore[union-attr]
+
+
+def test_a_far_future_reclaim_time_is_ignored_with_one_warning_however_many_passes(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    inst = serving(world)
+    world.cloud.connection.compute.set_server_metadata(
+        inst.id, **{RECLAIM_AT: "9999-12-31T23:59:59Z"})
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):  # each a pass as a timer runs it: the memory is the state's
+            world.run()
+            world.clock.advance(30)
+    back = world.store.instance(inst.id)
+    assert back is not None and back.status == "ready"
+    assert world.tokens().count("NOTICE_IGNORED") == 1
+    assert world.detail("NOTICE_IGNORED")["server"] == inst.id
+    assert "RECLAIM_NOTICED" not in world.tokens()
+    assert len([r for r in caplog.records if "notice horizon" in r.getMessage()]) == 1
