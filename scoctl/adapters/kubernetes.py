@@ -25,7 +25,6 @@ from scoctl.adapters.cluster import ManagedKind, NodeEvent, PodEvent
 from scoctl.adapters.kube_client import KubeClient, Raw
 from scoctl.bulk import collector_paused
 from scoctl.core.demand import (
-    MANAGED_LABEL,
     Condition,
     Container,
     DeploymentInfo,
@@ -41,8 +40,10 @@ from scoctl.core.demand import (
     Toleration,
     must_move,
 )
-from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
+from scoctl.core.jointoken import TOKEN_NAMESPACE, TOKEN_TYPE
 from scoctl.core.model import TokenSecret
+from scoctl.core.model.vocabulary import LABEL_LAUNCH as LAUNCH_LABEL
+from scoctl.core.model.vocabulary import LABEL_MANAGED as MANAGED_LABEL
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import PermanentError, TemporaryError

@@ -22,10 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scoctl.core.model import Kind
+from scoctl.core.model.vocabulary import LABEL_WORKLOAD
 from scoctl.core.quantity import CPU, MEMORY, Resources, add, fits, maximum
 
-WORKLOAD_LABEL = "sco/workload"
-MANAGED_LABEL = "sco/managed"
 KSERVE_ISVC_LABEL = "serving.kserve.io/inferenceservice"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -360,7 +359,7 @@ def _owner_workload(pod: PodInfo) -> tuple[str, Kind, str] | None:
     return None
 
 
-def workload_of(pod: PodInfo, label: str = WORKLOAD_LABEL) -> WorkloadRef | None:
+def workload_of(pod: PodInfo, label: str = LABEL_WORKLOAD) -> WorkloadRef | None:
     """The workload a pod belongs to, or None when it belongs to none scoctl can name.
 
     The `label` (default ``sco/workload``) names it when present; else the KServe label
@@ -378,7 +377,7 @@ def workload_of(pod: PodInfo, label: str = WORKLOAD_LABEL) -> WorkloadRef | None
 
 
 def normalise(
-    pods: Iterable[PodInfo], label: str = WORKLOAD_LABEL
+    pods: Iterable[PodInfo], label: str = LABEL_WORKLOAD
 ) -> dict[str, ClaimDemand]:
     """Sum the effective requests of `pods` per workload name (pods of no workload are skipped).
 

@@ -47,7 +47,6 @@ from typing import Any, Generic, Literal, TypeVar
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
-    MANAGED_LABEL,
     POD_TEMPLATE_HASH_LABEL,
     DeploymentInfo,
     EventInfo,
@@ -71,6 +70,7 @@ from scoctl.core.demand import (
 from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm
 from scoctl.core.gres import gpu_count, to_resources
 from scoctl.core.model import Flavor, Pool, SlurmJob, SlurmNode, flavor_allocatable, is_slug
+from scoctl.core.model.vocabulary import LABEL_MANAGED as MANAGED_LABEL
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.syntax import split_top_level
 from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from scoctl.adapters.cluster import NodeEvent, PodEvent
-from scoctl.core.demand import MANAGED_LABEL
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.errors import ApiError
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ PENDING_SELECTORS = ("status.phase=Pending", "status.phase=Pending,spec.nodeName
 
 def is_managed_node(node: NodeInfo | None) -> bool:
     """A node scoctl launched (its user-data labels it ``sco/managed=true``)."""
-    return node is not None and node.labels.get(MANAGED_LABEL) == "true"
+    return node is not None and node.labels.get(LABEL_MANAGED) == "true"
 
 
 class Informer:

@@ -33,6 +33,7 @@ from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
+from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus
 from scoctl.core.notice import (
     CAN_NOTICE,
     Drain,
@@ -46,7 +47,6 @@ from scoctl.core.notice import (
     node_of,
     parse_notice_time,
 )
-from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.errors import ApiError, NotLeader, ScoctlError, TemporaryError, UsageError
 from scoctl.host.spool import (
@@ -222,9 +222,9 @@ def _managed_server(config: Config, state: Path | str, server: str
         found = cloud_for(config, region).server(server)
         if found is None:
             continue
-        if MANAGED_TAG not in found.tags:
+        if TAG_MANAGED not in found.tags:
             raise UsageError(f"--server {server}: server {found.name} is not one scoctl "
-                             f"manages (no {MANAGED_TAG} tag): scoctl never touches it")
+                             f"manages (no {TAG_MANAGED} tag): scoctl never touches it")
         return found.id, found.name, region.name, ""
     raise UsageError(f"--server {server}: unknown server (neither in the state nor in Nova)")
 
@@ -316,7 +316,7 @@ class _Region:
         t = self.config.timeouts
         awaiting = rfc3339(now - timedelta(seconds=t.launch + t.registration))
         servers = {s.id: s for s in (self.listed if self.listed is not None
-                                     else self.cloud.servers(tags=[MANAGED_TAG]))}
+                                     else self.cloud.servers(tags=[TAG_MANAGED]))}
         noticed = tuple(store.noticed(region=name, awaiting_since=awaiting))
         for row in noticed:
             if row.outcome is None and row.server_id not in servers:
@@ -456,7 +456,7 @@ class _Region:
         event = removal.event
         with self.store.transaction():
             self.store.save_noticed(removal.row)
-            self.store.update_instance(removal.server_id, status="deleting")
+            self.store.update_instance(removal.server_id, status=InstanceStatus.DELETING)
             self.store.append_event(event.workload, event.token, event.level, None,
                                     dict(event.detail))
         if removal.slurm_node and self.scheduler is not None:

@@ -25,9 +25,9 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
 from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
+from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus, ServerStatus
 from scoctl.core.reconcile import (
     LIVE,
-    MANAGED_TAG,
     SLURM_POWERED_OFF,
     Decision,
     Deletion,
@@ -136,20 +136,21 @@ class _Region:
     # -- read ------------------------------------------------------------------------------
 
     def servers(self, tracked: Sequence[InstanceRecord]) -> list[ServerInfo]:
-        listed = {s.id: s for s in self.cloud.servers(tags=[MANAGED_TAG])}
+        listed = {s.id: s for s in self.cloud.servers(tags=[TAG_MANAGED])}
         self.count("read")
         for server in list(listed.values()):
-            if server.status.upper() == "ERROR" and server.fault_message is None:
+            if server.status == ServerStatus.ERROR and server.fault_message is None:
                 detail = self.cloud.server(server.id)  # list views may omit the fault
                 self.count("read")
                 if detail is not None:
                     listed[server.id] = detail
         for inst in tracked:
-            if inst.id in listed or inst.status not in LIVE | {"draining", "deleting", "error"}:
+            if inst.id in listed or inst.status not in LIVE | {
+                    InstanceStatus.DRAINING, InstanceStatus.DELETING, InstanceStatus.ERROR}:
                 continue
             detail = self.cloud.server(inst.id)  # before calling it gone, ask for it by id
             self.count("read")
-            if detail is not None and MANAGED_TAG in detail.tags:
+            if detail is not None and TAG_MANAGED in detail.tags:
                 listed[detail.id] = detail
         return list(listed.values())
 
@@ -223,13 +224,13 @@ class _Region:
             self.store.append_event(workload, "INSTANCE_DELETED", "info", None,
                                     {"server": server_id, "name": name, "reason": reason})
             return True
-        self.store.update_instance(instance, status="deleting")
+        self.store.update_instance(instance, status=InstanceStatus.DELETING)
         try:
             after = self.cloud.server(server_id)
             self.count("read")
         except ApiError:
             return True  # the next pass confirms it
-        if after is None or after.status.upper() == "DELETED":
+        if after is None or after.status == ServerStatus.DELETED:
             self.confirm_deleted(instance, reason)
         return True
 
@@ -238,7 +239,7 @@ class _Region:
         if inst is None:
             return
         with self.store.transaction():
-            self.store.update_instance(instance, status="deleted")
+            self.store.update_instance(instance, status=InstanceStatus.DELETED)
             self.store.append_event(inst.workload, "INSTANCE_DELETED", "info", None,
                                     {"server": inst.id, "name": inst.name, "pool": inst.pool,
                                      "reason": reason})
@@ -278,7 +279,8 @@ class _Region:
                 busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
                 if busy.get(unit.node, 0):
                     self.cluster.uncordon(unit.node)
-                    self.store.update_instance(unit.instance, status="ready", idle_since=None)
+                    self.store.update_instance(unit.instance, status=InstanceStatus.READY,
+                                               idle_since=None)
                     self.store.append_event(unit.workload, "SCALE_DOWN_CANCELLED", "info", None,
                                             {"server": unit.server_id, "name": unit.name,
                                              "reason": "pods landed on the node"})
@@ -302,7 +304,8 @@ class _Region:
                 return "error"
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(unit.instance, status="ready", idle_since=None)
+                self.store.update_instance(unit.instance, status=InstanceStatus.READY,
+                                           idle_since=None)
                 return "kept"
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)

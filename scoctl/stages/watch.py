@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
-from scoctl.core.demand import MANAGED_LABEL, PodInfo, is_provisionable
+from scoctl.core.demand import PodInfo, is_provisionable
 from scoctl.core.intake import (
     BatchWindow,
     Capacity,
@@ -46,6 +46,7 @@ from scoctl.core.intake import (
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
 from scoctl.core.model import FinishedJob, WorkloadRecord
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
@@ -203,7 +204,7 @@ def read_k8s(cluster: Cluster, config: Config,
         for ns in namespaces:
             listed.extend(cluster.pods(ns, field_selector=LIVE_SELECTOR))
         live = listed
-    managed = {n.name for n in nodes if n.labels.get(MANAGED_LABEL) == "true"}
+    managed = {n.name for n in nodes if n.labels.get(LABEL_MANAGED) == "true"}
     wanted = set(namespaces)
     pods = tuple(pod for pod in live
                  if (None in wanted or pod.namespace in wanted)

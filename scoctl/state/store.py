@@ -41,6 +41,7 @@ from scoctl.core.model import (
     TokenRecord,
     WorkloadRecord,
 )
+from scoctl.core.model.vocabulary import LaunchStatus
 
 
 class Lifecycle(Protocol):
@@ -214,7 +215,8 @@ class FleetState(Protocol):
         recorded is a constraint failure of the backend."""
         ...
 
-    def update_launch(self, launch_id: str, *, status: str, reservation_id: str | None = None,
+    def update_launch(self, launch_id: str, *, status: LaunchStatus,
+                      reservation_id: str | None = None,
                       error: str | None = None) -> None:
         """Move a launch on; `reservation_id` and `error` keep their old value when None."""
         ...

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
+
 
 @dataclass(frozen=True)
 class WorkloadRecord:
@@ -90,7 +92,7 @@ class LaunchRecord:
     pool: str
     generation: int
     count: int
-    status: str  # intent | called | recorded | failed
+    status: LaunchStatus
     created: str
     updated: str
     reservation_id: str | None = None
@@ -107,7 +109,8 @@ class InstanceRecord:
     pool: str | None
     generation: int | None
     launch_id: str | None
-    status: str  # requested building active ready draining deleting deleted error
+    # requested building active ready noticed draining deleting deleted error (DESIGN §7, §14)
+    status: InstanceStatus
     created: str
     updated: str
     active_at: str | None = None
