@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from scoctl.adapters.counting import CallCounter, CountingCloud
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
+from scoctl.core.model import NewEvent
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import JoinTokens
@@ -305,12 +306,12 @@ class _Pass:
             return
         limit = self.config.timeouts.run
         log.warning("run: the pass took longer than timeouts.run (%gs); stopped", limit)
-        self.store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
+        self.store.append_event(NewEvent(None, "RUN_DEADLINE_EXCEEDED", "warning", {
             "timeout": limit, "seconds": round(run.seconds, 3),
             "ran": [s.name for s in run.stages
                     if s.errors != (DEADLINE_PASSED,) and not s.skipped],
             "not_run": [s.name for s in run.stages if s.errors == (DEADLINE_PASSED,)],
-            "failed": list(run.failed)})
+            "failed": list(run.failed)}))
 
     def write_metrics(self, watch: Any, plan: Any, run: RunResult) -> RunResult:
         """Write the metrics textfile (config `metrics.textfile`) for this pass."""

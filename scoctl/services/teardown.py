@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from scoctl.adapters.cluster import Cluster
 from scoctl.core.demand import KSERVE_ISVC_LABEL
 from scoctl.core.intake import ObjectRef
-from scoctl.core.model import WorkloadRecord
+from scoctl.core.model import NewEvent, WorkloadRecord
 from scoctl.core.model.vocabulary import LABEL_MANAGED, LABEL_WORKLOAD
 from scoctl.errors import PermanentError, TemporaryError
 from scoctl.state import Store
@@ -143,5 +143,5 @@ def teardown_workload(store: Store, cluster: Cluster | None, workload: WorkloadR
 
 def _record(store: Store, workload: WorkloadRecord, result: TeardownResult) -> None:
     level = "warning" if result.failed else "info"
-    store.append_event(workload.slug, TEARDOWN_TOKEN, level, workload.status, result.as_dict(),
-                       workload_id=workload.id)
+    store.append_event(NewEvent(workload.slug, TEARDOWN_TOKEN, level, result.as_dict(),
+                                status=workload.status, workload_id=workload.id))

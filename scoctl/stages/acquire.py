@@ -54,6 +54,7 @@ from scoctl.core.model import (
     LaunchRecord,
     LaunchRequest,
     Networks,
+    NewEvent,
     NodeRelease,
     Pool,
     ServerInfo,
@@ -394,9 +395,9 @@ def _fit(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchPlan]:
     if short and not reg.run.dry_run:
         with reg.store.transaction():
             for s in short:
-                reg.store.append_event(s.workload, "QUOTA_SHORTFALL", "warning", None, {
+                reg.store.append_event(NewEvent(s.workload, "QUOTA_SHORTFALL", "warning", {
                     "pool": s.pool, "wanted": s.wanted, "allowed": s.allowed,
-                    "limit": s.limit, "region": reg.name})
+                    "limit": s.limit, "region": reg.name}))
     return kept
 
 
@@ -484,8 +485,8 @@ def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
                           negative_cache=reg.run.config.timeouts.negative_cache)
     with reg.store.transaction():
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
-        reg.store.append_event(plan.workload, verdict.token, "warning", None,
-                               dict(verdict.detail))
+        reg.store.append_event(NewEvent(plan.workload, verdict.token, "warning",
+                                        dict(verdict.detail)))
     reg.run.out.quota_faults.append(QuotaFault(plan.workload, plan.pool, base.launch_id, 0,
                                                message, asynchronous=False))
     _release(reg, plan.node_names, "launch refused: quota exceeded")
@@ -498,8 +499,8 @@ def _refused(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
-        reg.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
-            "pool": plan.pool, "launch": base.launch_id, "message": message})
+        reg.store.append_event(NewEvent(plan.workload, "LAUNCH_FAILED", "error", {
+            "pool": plan.pool, "launch": base.launch_id, "message": message}))
     _release(reg, plan.node_names, "launch refused")
     return replace(base, error=message)
 
@@ -512,9 +513,9 @@ def _refused_for_now(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
-        reg.store.append_event(plan.workload, "LAUNCH_REFUSED", "warning", None, {
+        reg.store.append_event(NewEvent(plan.workload, "LAUNCH_REFUSED", "warning", {
             "pool": plan.pool, "launch": base.launch_id, "message": message,
-            "region": reg.name})
+            "region": reg.name}))
     return replace(base, error=message)
 
 
@@ -551,15 +552,15 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
                 updated=now, node_name=node))
         store.update_launch(launch_id, status=LaunchStatus.RECORDED,
                             reservation_id=reservation_id or None)
-        store.append_event(
-            plan.workload, "LAUNCH_ADOPTED" if adopted else "INSTANCES_LAUNCHED", "info", None,
+        store.append_event(NewEvent(
+            plan.workload, "LAUNCH_ADOPTED" if adopted else "INSTANCES_LAUNCHED", "info",
             {"pool": plan.pool, "launch": launch_id, "requested": plan.count,
-             "created": len(ordered), "reservation": reservation_id, "region": reg.name})
+             "created": len(ordered), "reservation": reservation_id, "region": reg.name}))
         if len(ordered) < plan.count:
             # Nova shrank max_count to its own quota headroom.
-            store.append_event(plan.workload, "QUOTA_SHORTFALL", "warning", None, {
+            store.append_event(NewEvent(plan.workload, "QUOTA_SHORTFALL", "warning", {
                 "pool": plan.pool, "wanted": plan.count, "allowed": len(ordered),
-                "limit": "nova", "launch": launch_id})
+                "limit": "nova", "launch": launch_id}))
             reg.run.out.shortfalls.append(Shortfall(plan.workload, plan.pool, plan.count,
                                                     len(ordered), "nova"))
     return LaunchOutcome(
@@ -597,8 +598,8 @@ def _fail_lapsed(reg: _Region, launch: LaunchRecord, settle: float) -> None:
     update, event = lapsed_intent(launch, settle)
     with reg.store.transaction():
         reg.store.update_launch(update.launch_id, status=update.status, error=update.error)
-        reg.store.append_event(event.workload, event.token, event.level, None,
-                               dict(event.detail))
+        reg.store.append_event(NewEvent(event.workload, event.token, event.level,
+                                        dict(event.detail)))
 
 
 def _launch_all(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchOutcome]:
@@ -705,8 +706,8 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
                 ex = verdict.exclusion
                 reg.store.exclude(ex.pool, ex.reason, ex.until)
                 excluded.append(ex)
-            reg.store.append_event(outcome.workload, verdict.token, "warning", None,
-                                   dict(verdict.detail))
+            reg.store.append_event(NewEvent(outcome.workload, verdict.token, "warning",
+                                            dict(verdict.detail)))
             reg.store.mark_dirty({outcome.workload}, verdict.replan)
         nodes = [n for s in failed if (n := _node_of(reg, s.id))]
         for server in failed:

@@ -32,7 +32,14 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake import expand_hostlist
-from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
+from scoctl.core.model import (
+    NewEvent,
+    NodeRelease,
+    NoticedRecord,
+    NoticeRecord,
+    ServerInfo,
+    SlurmJob,
+)
 from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus
 from scoctl.core.notice import (
     CAN_NOTICE,
@@ -370,8 +377,8 @@ class _Region:
             for ex in decision.exclusions:
                 store.exclude(ex.pool, ex.reason, ex.until)
             for event in decision.events:
-                store.append_event(event.workload, event.token, event.level, None,
-                                   dict(event.detail))
+                store.append_event(NewEvent(event.workload, event.token, event.level,
+                                            dict(event.detail)))
             by_reason: dict[str, set[str]] = {}
             for workload, reason in decision.dirty.items():
                 by_reason.setdefault(reason, set()).add(workload)
@@ -457,8 +464,8 @@ class _Region:
         with self.store.transaction():
             self.store.save_noticed(removal.row)
             self.store.update_instance(removal.server_id, status=InstanceStatus.DELETING)
-            self.store.append_event(event.workload, event.token, event.level, None,
-                                    dict(event.detail))
+            self.store.append_event(NewEvent(event.workload, event.token, event.level,
+                                             dict(event.detail)))
         if removal.slurm_node and self.scheduler is not None:
             self.slurm(SlurmStep(removal.server_id, removal.slurm_node, power_down=True))
         return True

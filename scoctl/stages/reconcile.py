@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
-from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
+from scoctl.core.model import InstanceRecord, NewEvent, NodeRelease, PlanWorkloadRecord
 from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus, ServerStatus
 from scoctl.core.reconcile import (
     LIVE,
@@ -198,8 +198,8 @@ class _Region:
             for ex in decision.exclusions:
                 store.exclude(ex.pool, ex.reason, ex.until)
             for event in decision.events:
-                store.append_event(event.workload, event.token, event.level, None,
-                                   dict(event.detail))
+                store.append_event(NewEvent(event.workload, event.token, event.level,
+                                            dict(event.detail)))
             if decision.dirty:
                 by_reason: dict[str, set[str]] = {}
                 for name, reason in decision.dirty.items():
@@ -221,8 +221,8 @@ class _Region:
             self._note(f"delete {name}", exc)
             return False
         if instance is None:
-            self.store.append_event(workload, "INSTANCE_DELETED", "info", None,
-                                    {"server": server_id, "name": name, "reason": reason})
+            self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info",
+                                             {"server": server_id, "name": name, "reason": reason}))
             return True
         self.store.update_instance(instance, status=InstanceStatus.DELETING)
         try:
@@ -240,9 +240,9 @@ class _Region:
             return
         with self.store.transaction():
             self.store.update_instance(instance, status=InstanceStatus.DELETED)
-            self.store.append_event(inst.workload, "INSTANCE_DELETED", "info", None,
-                                    {"server": inst.id, "name": inst.name, "pool": inst.pool,
-                                     "reason": reason})
+            self.store.append_event(NewEvent(inst.workload, "INSTANCE_DELETED", "info",
+                                             {"server": inst.id, "name": inst.name,
+                                              "pool": inst.pool, "reason": reason}))
             if inst.node_name:
                 self.store.clear_suspended([inst.node_name])
 
@@ -281,9 +281,9 @@ class _Region:
                     self.cluster.uncordon(unit.node)
                     self.store.update_instance(unit.instance, status=InstanceStatus.READY,
                                                idle_since=None)
-                    self.store.append_event(unit.workload, "SCALE_DOWN_CANCELLED", "info", None,
-                                            {"server": unit.server_id, "name": unit.name,
-                                             "reason": "pods landed on the node"})
+                    self.store.append_event(NewEvent(unit.workload, "SCALE_DOWN_CANCELLED", "info",
+                                                     {"server": unit.server_id, "name": unit.name,
+                                                      "reason": "pods landed on the node"}))
                     return "kept"
                 self.cluster.drain(unit.node)
                 self.cluster.delete_node(unit.node)

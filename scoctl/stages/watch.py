@@ -45,7 +45,7 @@ from scoctl.core.intake import (
     window_due,
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
-from scoctl.core.model import FinishedJob, WorkloadRecord
+from scoctl.core.model import FinishedJob, NewEvent, WorkloadRecord
 from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
@@ -278,9 +278,10 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
             if owner is not None and owner.slug == event.workload and (
                     active is None or owner.id != active.id):
                 # a late event of an older run of this slug: log it, never touch the new row
-                store.append_event(event.workload, event.token, "info", owner.status,
-                                   {**event.detail, "note": "event of an earlier run"},
-                                   workload_id=owner.id, ts=event.ts)
+                store.append_event(NewEvent(event.workload, event.token, "info",
+                                            {**event.detail, "note": "event of an earlier run"},
+                                            status=owner.status, workload_id=owner.id,
+                                            ts=event.ts))
                 recorded += 1
                 continue
             if owner is None and (active is None or active.job_id in (None, job_id)):
@@ -290,9 +291,10 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                 active = store.active_workload(event.workload)
         if hold_record(event.token, job_id, slurm_watched):
             row = store.workload_by_job(str(job_id))
-            store.append_event(event.workload, event.token, "info", row.status if row else None,
-                               {**event.detail, "note": HELD_NOTE},
-                               workload_id=row.id if row else None, ts=event.ts)
+            store.append_event(NewEvent(event.workload, event.token, "info",
+                                        {**event.detail, "note": HELD_NOTE},
+                                        status=row.status if row else None,
+                                        workload_id=row.id if row else None, ts=event.ts))
             recorded += 1
             continue
         create = _spool_create(config, event)

@@ -32,6 +32,7 @@ from scoctl.core.model import (
     LatencySample,
     LaunchRecord,
     MetricCounters,
+    NewEvent,
     NoticedRecord,
     NoticeRecord,
     PlanGeneration,
@@ -120,11 +121,9 @@ class WorkloadState(Protocol):
         after it (None for an event logged against the slug only)."""
         ...
 
-    def append_event(self, workload: str | None, token: str, level: str, status: str | None,
-                     detail: Mapping[str, Any] | None = None, *,
-                     workload_id: int | None = None, ts: str | None = None) -> int:
-        """Append one event and return its id. Secrets in `detail` are scrubbed first; `ts`
-        (RFC 3339, any offset) is stored in UTC, an unreadable one becomes now."""
+    def append_event(self, event: NewEvent) -> int:
+        """Append one event and return its id. Secrets in its `detail` are scrubbed first; its
+        `ts` (RFC 3339, any offset) is stored in UTC, an unreadable one becomes now."""
         ...
 
     def events(self, *, workload: str | None = None, since: str | None = None,

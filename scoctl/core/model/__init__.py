@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         InstanceRecord,
         LaunchRecord,
         MetricCounters,
+        NewEvent,
         PlanGeneration,
         PlanUnitRecord,
         PlanWorkloadRecord,
@@ -83,6 +84,7 @@ __all__ = [
     "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
+__all__ += ["NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -95,7 +97,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
-                "LaunchRecord", "MetricCounters", "PlanGeneration", "PlanUnitRecord",
+                "LaunchRecord", "MetricCounters", "NewEvent",
+                "PlanGeneration", "PlanUnitRecord",
                 "PlanWorkloadRecord", "RankingCache", "TokenRecord", "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
               "SlurmNode", "rest_api_version"),

@@ -37,6 +37,21 @@ class EventRecord:
 
 
 @dataclass(frozen=True)
+class NewEvent:
+    """One event a stage decided to append to the log. `workload_id` ties it to a workload
+    row (None: logged against the slug only); `ts` is when it happened (RFC 3339, any offset;
+    None: now)."""
+
+    workload: str | None
+    token: str
+    level: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    status: str | None = None  # the workload's status the event records, if any
+    workload_id: int | None = None
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
 class ClaimRecord:
     workload: str
     version: int
