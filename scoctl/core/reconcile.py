@@ -28,7 +28,14 @@ from typing import Any
 from scoctl.core.demand import NodeInfo
 from scoctl.core.diff import disruption_allowance, surplus
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
-from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord, ServerInfo, SlurmNode
+from scoctl.core.model import (
+    ExclusionRecord,
+    InstanceRecord,
+    InstanceUpdate,
+    LaunchRecord,
+    ServerInfo,
+    SlurmNode,
+)
 from scoctl.core.model.vocabulary import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -115,14 +122,6 @@ class Snapshot:
     targets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class InstanceUpdate:
-    """Change these fields of the instance row `id`."""
-
-    id: str
-    fields: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -424,7 +423,7 @@ class _Pass:
                  held: Mapping[str, Mapping[str, int]]) -> Decision:
         return Decision(
             new_instances=tuple(self.new),
-            updates=tuple(InstanceUpdate(k, v) for k, v in sorted(self.updates.items())),
+            updates=tuple(InstanceUpdate(k, **v) for k, v in sorted(self.updates.items())),
             launch_updates=tuple(self.launch_updates[k] for k in sorted(self.launch_updates)),
             deletions=tuple(self.deletions), scale_downs=tuple(self.scale_downs),
             exclusions=tuple(self.exclusions[k] for k in sorted(self.exclusions)),

@@ -49,8 +49,10 @@ from scoctl.core.diff import LaunchPlan, Shortfall
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.model import (
+    KEEP,
     ExclusionRecord,
     InstanceRecord,
+    InstanceUpdate,
     LaunchRecord,
     LaunchRequest,
     Networks,
@@ -673,10 +675,9 @@ def _sync_statuses(reg: _Region, servers: Mapping[str, ServerInfo]) -> None:
             if known is None or known.status == status or known.status not in (
                     InstanceStatus.REQUESTED, InstanceStatus.BUILDING):
                 continue
-            fields: dict[str, object] = {"status": status}
-            if status == InstanceStatus.ACTIVE:
-                fields["active_at"] = now
-            reg.store.update_instance(server.id, **fields)
+            reg.store.update_instance(InstanceUpdate(
+                server.id, status=status,
+                active_at=now if status == InstanceStatus.ACTIVE else KEEP))
 
 
 def _handle_faults(reg: _Region, errors: list[ServerInfo],
@@ -700,8 +701,8 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
             negative_cache=reg.run.config.timeouts.negative_cache)
         with reg.store.transaction():
             for server in failed:
-                reg.store.update_instance(server.id, status=InstanceStatus.ERROR,
-                                          fault=verdict.fault)
+                reg.store.update_instance(InstanceUpdate(server.id, status=InstanceStatus.ERROR,
+                                                         fault=verdict.fault))
             if verdict.exclusion is not None:
                 ex = verdict.exclusion
                 reg.store.exclude(ex.pool, ex.reason, ex.until)
@@ -734,7 +735,7 @@ def _delete(reg: _Region, server_id: str) -> None:
         # Left in `error`: reconcile deletes it on its next pass.
         log.warning("could not delete ERROR server %s: %s", server_id, exc)
         return
-    reg.store.update_instance(server_id, status=InstanceStatus.DELETING)
+    reg.store.update_instance(InstanceUpdate(server_id, status=InstanceStatus.DELETING))
 
 
 def _launch_of(server: ServerInfo) -> str:

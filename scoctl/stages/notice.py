@@ -33,6 +33,7 @@ from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake import expand_hostlist
 from scoctl.core.model import (
+    InstanceUpdate,
     NewEvent,
     NodeRelease,
     NoticedRecord,
@@ -373,7 +374,7 @@ class _Region:
             for row in decision.rows:
                 store.save_noticed(row)
             for inst, status in decision.statuses.items():
-                store.update_instance(inst, status=status)
+                store.update_instance(InstanceUpdate(inst, status=status))
             for ex in decision.exclusions:
                 store.exclude(ex.pool, ex.reason, ex.until)
             for event in decision.events:
@@ -463,7 +464,8 @@ class _Region:
         event = removal.event
         with self.store.transaction():
             self.store.save_noticed(removal.row)
-            self.store.update_instance(removal.server_id, status=InstanceStatus.DELETING)
+            self.store.update_instance(InstanceUpdate(removal.server_id,
+                                                      status=InstanceStatus.DELETING))
             self.store.append_event(NewEvent(event.workload, event.token, event.level,
                                              dict(event.detail)))
         if removal.slurm_node and self.scheduler is not None:

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
-from scoctl.core.model import InstanceRecord, NewEvent, NodeRelease, PlanWorkloadRecord
+from scoctl.core.model import (
+    InstanceRecord,
+    InstanceUpdate,
+    NewEvent,
+    NodeRelease,
+    PlanWorkloadRecord,
+)
 from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus, ServerStatus
 from scoctl.core.reconcile import (
     LIVE,
@@ -192,7 +198,7 @@ class _Region:
             for inst in decision.new_instances:
                 store.upsert_instance(inst)
             for update in decision.updates:
-                store.update_instance(update.id, **update.fields)
+                store.update_instance(update)
             for launch in decision.launch_updates:
                 store.update_launch(launch.launch_id, status=launch.status, error=launch.error)
             for ex in decision.exclusions:
@@ -224,7 +230,7 @@ class _Region:
             self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info",
                                              {"server": server_id, "name": name, "reason": reason}))
             return True
-        self.store.update_instance(instance, status=InstanceStatus.DELETING)
+        self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
         try:
             after = self.cloud.server(server_id)
             self.count("read")
@@ -239,7 +245,7 @@ class _Region:
         if inst is None:
             return
         with self.store.transaction():
-            self.store.update_instance(instance, status=InstanceStatus.DELETED)
+            self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETED))
             self.store.append_event(NewEvent(inst.workload, "INSTANCE_DELETED", "info",
                                              {"server": inst.id, "name": inst.name,
                                               "pool": inst.pool, "reason": reason}))
@@ -279,8 +285,8 @@ class _Region:
                 busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
                 if busy.get(unit.node, 0):
                     self.cluster.uncordon(unit.node)
-                    self.store.update_instance(unit.instance, status=InstanceStatus.READY,
-                                               idle_since=None)
+                    self.store.update_instance(InstanceUpdate(
+                        unit.instance, status=InstanceStatus.READY, idle_since=None))
                     self.store.append_event(NewEvent(unit.workload, "SCALE_DOWN_CANCELLED", "info",
                                                      {"server": unit.server_id, "name": unit.name,
                                                       "reason": "pods landed on the node"}))
@@ -304,8 +310,8 @@ class _Region:
                 return "error"
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(unit.instance, status=InstanceStatus.READY,
-                                           idle_since=None)
+                self.store.update_instance(InstanceUpdate(
+                    unit.instance, status=InstanceStatus.READY, idle_since=None))
                 return "kept"
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)

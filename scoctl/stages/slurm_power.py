@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
-from scoctl.core.model import NewEvent, NodeRelease
+from scoctl.core.model import InstanceUpdate, NewEvent, NodeRelease
 from scoctl.core.slurm_power import (
     POWER_DOWN,
     RELEASE_REASONS,
@@ -142,7 +142,7 @@ def _mark_suspended(store: Store, names: Collection[str]) -> None:
     now = store.now()
     for inst in instances:
         if inst.node_name in wanted and inst.status in LIVE_STATUSES and not inst.idle_since:
-            store.update_instance(inst.id, idle_since=now)
+            store.update_instance(InstanceUpdate(inst.id, idle_since=now))
 
 
 def power_down(scheduler: BatchScheduler | None, names: Sequence[str], reason: str

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 from scoctl.core.model import (
     ClaimRecord,
@@ -29,6 +29,7 @@ from scoctl.core.model import (
     ExclusionRecord,
     Histogram,
     InstanceRecord,
+    InstanceUpdate,
     LatencySample,
     LaunchRecord,
     MetricCounters,
@@ -228,10 +229,8 @@ class FleetState(Protocol):
         """Insert the instance, or replace the row with its id."""
         ...
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
-        """Set fields of an instance (``updated`` becomes now).
-
-        Raises ValueError naming any field `InstanceRecord` does not have."""
+    def update_instance(self, update: InstanceUpdate) -> None:
+        """Set the fields `update` names of its instance (``updated`` becomes now)."""
         ...
 
     def instances(self, *, region: str | None = None, workload: str | None = None,

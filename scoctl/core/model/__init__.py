@@ -48,10 +48,13 @@ if TYPE_CHECKING:
         is_slug,
     )
     from scoctl.core.model.records import (
+        KEEP,
         ClaimRecord,
         EventRecord,
         ExclusionRecord,
         InstanceRecord,
+        InstanceUpdate,
+        Keep,
         LaunchRecord,
         MetricCounters,
         NewEvent,
@@ -84,7 +87,7 @@ __all__ = [
     "rest_api_version",
 ]
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
-__all__ += ["NewEvent"]  # what a stage hands the store to save
+__all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -97,7 +100,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
-                "LaunchRecord", "MetricCounters", "NewEvent",
+                "InstanceUpdate", "KEEP", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
                 "PlanGeneration", "PlanUnitRecord",
                 "PlanWorkloadRecord", "RankingCache", "TokenRecord", "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 
@@ -133,6 +134,34 @@ class InstanceRecord:
     idle_since: str | None = None
     fault: str | None = None
     node_name: str | None = None
+
+
+class Keep(Enum):
+    """The value of an `InstanceUpdate` field that leaves the row's value as it is."""
+
+    KEEP = "keep"
+
+
+KEEP: Final = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class InstanceUpdate:
+    """Set these fields of the instance row `id` (its ``updated`` becomes now): a field left
+    at `KEEP` keeps its value, None clears a nullable one."""
+
+    id: str
+    status: InstanceStatus | Keep = KEEP
+    active_at: str | None | Keep = KEEP
+    ready_at: str | None | Keep = KEEP
+    idle_since: str | None | Keep = KEEP
+    fault: str | None | Keep = KEEP
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields this update sets, by name."""
+        return {name: value for name in ("status", "active_at", "ready_at", "idle_since", "fault")
+                if (value := getattr(self, name)) is not KEEP}
 
 
 @dataclass(frozen=True)

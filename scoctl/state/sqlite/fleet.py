@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord
+from scoctl.core.model import ExclusionRecord, InstanceRecord, InstanceUpdate, LaunchRecord
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
@@ -57,16 +57,12 @@ class FleetTables(SqliteBase):
                 {k: getattr(instance, k) for k in InstanceRecord.__dataclass_fields__},
                 pk="id")
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
-        allowed = set(InstanceRecord.__dataclass_fields__) - {"id"}
-        bad = set(fields) - allowed
-        if bad:
-            raise ValueError(f"unknown instance fields: {sorted(bad)}")
-        fields["updated"] = self.now()
+    def update_instance(self, update: InstanceUpdate) -> None:
+        fields = {**update.fields, "updated": self.now()}
         with self.transaction():
             sets = ", ".join(f"{k} = ?" for k in fields)
             self.conn.execute(f"UPDATE instances SET {sets} WHERE id = ?",
-                              [*fields.values(), instance_id])
+                              [*fields.values(), update.id])
 
     def instances(self, *, region: str | None = None, workload: str | None = None,
                   include_deleted: bool = False) -> list[InstanceRecord]:
