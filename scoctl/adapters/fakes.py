@@ -28,6 +28,7 @@ from scoctl.core.model import (
     LaunchResult,
     ServerInfo,
 )
+from scoctl.core.model.vocabulary import ServerStatus
 from scoctl.errors import ConfigError, QuotaExceeded, ScoctlError
 
 NO_VALID_HOST = "No valid host was found. "
@@ -161,7 +162,8 @@ class FakeCloud:
             info = ServerInfo(
                 id=f"srv-{next(self._ids):06d}",
                 name=f"{request.name}-{index + 1}" if count > 1 else request.name,
-                status="BUILD", tags=frozenset(request.tags), metadata=dict(request.metadata),
+                status=ServerStatus.BUILD, tags=frozenset(request.tags),
+                metadata=dict(request.metadata),
                 flavor=flavor.name, az=request.az or "nova", reservation_id=reservation)
             self._servers[info.id] = _FakeServer(info=info, ram_mb=flavor.ram_mb,
                                                  vcpus=flavor.vcpus, doom=doom,
@@ -229,13 +231,13 @@ class FakeCloud:
 
     def _settle(self) -> None:
         for server in self._servers.values():
-            if server.info.status != "BUILD":
+            if server.info.status != ServerStatus.BUILD:
                 continue
             if server.doom is None:
-                server.info = replace(server.info, status="ACTIVE")
+                server.info = replace(server.info, status=ServerStatus.ACTIVE)
             else:
                 code, message = server.doom
-                server.info = replace(server.info, status="ERROR", fault_code=code,
+                server.info = replace(server.info, status=ServerStatus.ERROR, fault_code=code,
                                       fault_message=message)
 
     def _flavor(self, ref: str) -> FlavorInfo:

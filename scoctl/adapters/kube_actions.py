@@ -13,7 +13,8 @@ from scoctl.adapters.kube_convert import (
     _str_map,
 )
 from scoctl.adapters.kube_reads import KSERVE_GROUP, KSERVE_PLURAL, KSERVE_VERSION, ClusterReads
-from scoctl.core.demand import MANAGED_LABEL, must_move
+from scoctl.core.demand import must_move
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.errors import PermanentError, TemporaryError
 
 
@@ -40,10 +41,10 @@ class ClusterActions(ClusterReads):
         if current is None:
             return False
         meta = _meta(current)
-        if _str_map(meta.get("labels")).get(MANAGED_LABEL) != "true":
+        if _str_map(meta.get("labels")).get(LABEL_MANAGED) != "true":
             raise PermanentError(
                 f"refusing to delete {kind} {namespace}/{name}: it is not labelled "
-                f"{MANAGED_LABEL}=true, and scoctl never deletes what it does not manage")
+                f"{LABEL_MANAGED}=true, and scoctl never deletes what it does not manage")
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
                 "preconditions": {"uid": meta.get("uid")}}
         deleters: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {

@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
 from scoctl.adapters.kube_client import Raw
-from scoctl.core.jointoken import LAUNCH_LABEL
 from scoctl.core.model import (
     Condition,
     Container,
@@ -34,6 +33,7 @@ from scoctl.core.model import (
     TokenSecret,
     Toleration,
 )
+from scoctl.core.model.vocabulary import LABEL_LAUNCH
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
 
@@ -349,5 +349,5 @@ def token_secret(item: Raw) -> TokenSecret:
         text = base64.b64decode(str(data.get("expiration") or ""), validate=True).decode()
         expires = parse_rfc3339(text) if text else None
     return TokenSecret(name=str(meta.get("name") or ""),
-                       launch=_str_map(meta.get("labels")).get(LAUNCH_LABEL, ""),
+                       launch=_str_map(meta.get("labels")).get(LABEL_LAUNCH, ""),
                        expires=expires)

@@ -10,11 +10,11 @@ from scoctl.adapters.kube_client import KubeClient
 from scoctl.adapters.kube_convert import (
     token_secret,
 )
-from scoctl.core.demand import MANAGED_LABEL
-from scoctl.core.jointoken import LAUNCH_LABEL, TOKEN_NAMESPACE, TOKEN_TYPE
+from scoctl.core.jointoken import TOKEN_NAMESPACE, TOKEN_TYPE
 from scoctl.core.model import (
     TokenSecret,
 )
+from scoctl.core.model.vocabulary import LABEL_LAUNCH, LABEL_MANAGED
 
 
 class BootstrapTokenSecrets(KubeClient):
@@ -31,7 +31,7 @@ class BootstrapTokenSecrets(KubeClient):
         """See `BootstrapTokens.bootstrap_tokens`."""
         body = self._read_unless_gone(
             "list bootstrap token Secrets", self._core.list_namespaced_secret, TOKEN_NAMESPACE,
-            label_selector=f"{MANAGED_LABEL}=true,{LAUNCH_LABEL}",
+            label_selector=f"{LABEL_MANAGED}=true,{LABEL_LAUNCH}",
             field_selector=f"type={TOKEN_TYPE}")
         items = body.get("items") if body is not None else None
         return [token_secret(item) for item in items or [] if isinstance(item, Mapping)]

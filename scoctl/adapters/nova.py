@@ -34,6 +34,7 @@ from urllib.parse import urlencode
 from scoctl.adapters.cloud import MAX_METADATA_VALUE, check_tags, encode_user_data
 from scoctl.adapters.retry import RetryPolicy
 from scoctl.core.model import FlavorInfo, Headroom, LaunchRequest, LaunchResult, ServerInfo
+from scoctl.core.model.vocabulary import ServerStatus
 from scoctl.errors import (
     ConfigError,
     PermanentError,
@@ -118,6 +119,18 @@ def _ambiguous(mapped: ScoctlError, exc: BaseException) -> bool:
     return isinstance(mapped, TemporaryError) and status != 429
 
 
+# Nova's server statuses as scoctl reads them (the one place a raw Nova status is compared)
+NOVA_STATUSES = {"BUILD": ServerStatus.BUILD, "ACTIVE": ServerStatus.ACTIVE,
+                 "ERROR": ServerStatus.ERROR, "DELETED": ServerStatus.DELETED,
+                 "SOFT_DELETED": ServerStatus.DELETED}
+
+
+def server_status(raw: object) -> ServerStatus:
+    """Nova's status word normalised once: BUILD, ACTIVE, ERROR, DELETED (or SOFT_DELETED),
+    anything else (SHUTOFF, PAUSED, …) OTHER."""
+    return NOVA_STATUSES.get(str(raw or "").upper(), ServerStatus.OTHER)
+
+
 def _server_info(server: Any) -> ServerInfo:
     fault = server.fault or {}
     flavor = server.flavor or {}
@@ -125,7 +138,7 @@ def _server_info(server: Any) -> ServerInfo:
     return ServerInfo(
         id=str(server.id),
         name=str(server.name or ""),
-        status=str(server.status or ""),
+        status=server_status(server.status),
         tags=frozenset(server.tags or ()),
         metadata=dict(server.metadata or {}),
         flavor=str(flavor_name),
@@ -145,7 +158,7 @@ def _server_info_json(server: Mapping[str, Any]) -> ServerInfo:
     return ServerInfo(
         id=str(server["id"]),
         name=str(server.get("name") or ""),
-        status=str(server.get("status") or ""),
+        status=server_status(server.get("status")),
         tags=frozenset(server.get("tags") or ()),
         metadata=dict(server.get("metadata") or {}),
         flavor=str(flavor_name),

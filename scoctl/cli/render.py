@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.secrets import redact
 
 if TYPE_CHECKING:
@@ -106,9 +107,10 @@ def key_values(title: str, pairs: Mapping[str, Any]) -> None:
 STATUS_STYLE = {
     "pending": "white", "queued": "yellow", "preparing": "cyan", "running": "green",
     "succeeded": "green", "failed": "red", "cancelled": "magenta", "stopped": "magenta",
-    "deleted": "dim", "ready": "green", "active": "cyan", "building": "yellow",
-    "requested": "yellow", "error": "red", "draining": "magenta", "deleting": "magenta",
-    "noticed": "magenta",
+    InstanceStatus.DELETED: "dim", InstanceStatus.READY: "green", InstanceStatus.ACTIVE: "cyan",
+    InstanceStatus.BUILDING: "yellow", InstanceStatus.REQUESTED: "yellow",
+    InstanceStatus.ERROR: "red", InstanceStatus.DRAINING: "magenta",
+    InstanceStatus.DELETING: "magenta", InstanceStatus.NOTICED: "magenta",
 }
 
 

@@ -35,10 +35,9 @@ from scoctl.core.model import (
     Toleration,
     WorkloadRef,
 )
+from scoctl.core.model.vocabulary import LABEL_WORKLOAD
 from scoctl.core.quantity import CPU, MEMORY, Resources, add, fits, maximum
 
-WORKLOAD_LABEL = "sco/workload"
-MANAGED_LABEL = "sco/managed"
 KSERVE_ISVC_LABEL = "serving.kserve.io/inferenceservice"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -164,7 +163,7 @@ def _owner_workload(pod: PodInfo) -> tuple[str, Kind, str] | None:
     return None
 
 
-def workload_of(pod: PodInfo, label: str = WORKLOAD_LABEL) -> WorkloadRef | None:
+def workload_of(pod: PodInfo, label: str = LABEL_WORKLOAD) -> WorkloadRef | None:
     """The workload a pod belongs to, or None when it belongs to none scoctl can name.
 
     The `label` (default ``sco/workload``) names it when present; else the KServe label

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scoctl.core.model import InstanceRecord, LaunchRecord
+from scoctl.core.model.vocabulary import LaunchStatus
 from scoctl.core.reconcile import LIVE
 
 LIVE_STATUSES = LIVE  # one definition of a live instance, shared with the reconciler
-IN_FLIGHT_LAUNCHES = ("intent", "called")
+IN_FLIGHT_LAUNCHES = (LaunchStatus.INTENT, LaunchStatus.CALLED)
 
 
 def units_of(instances: Iterable[InstanceRecord],

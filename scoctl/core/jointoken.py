@@ -24,17 +24,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scoctl.core.model import BootstrapToken, InstanceRecord, LaunchRecord, TokenSecret
+from scoctl.core.model.vocabulary import (
+    LABEL_LAUNCH,
+    LABEL_MANAGED,
+    LABEL_WORKLOAD,
+    InstanceStatus,
+    LaunchStatus,
+)
 
 TOKEN_TYPE = "bootstrap.kubernetes.io/token"
 TOKEN_NAMESPACE = "kube-system"
 TOKEN_GROUP = "system:bootstrappers:scoctl"
-LAUNCH_LABEL = "sco/launch"
 TOKEN_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _ID = re.compile(r"^[a-z0-9]{6}$")
 _SECRET = re.compile(r"^[a-z0-9]{16}$")
 # instance statuses that may still need the token: not yet registered as a node
-REGISTERING = frozenset({"requested", "building", "active"})
-IN_FLIGHT = frozenset({"intent", "called"})
+REGISTERING = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE})
+IN_FLIGHT = frozenset({LaunchStatus.INTENT, LaunchStatus.CALLED})
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,8 @@ def secret_manifest(token: BootstrapToken, *, launch_id: str, workload: str) -> 
         "kind": "Secret",
         "type": TOKEN_TYPE,
         "metadata": {"name": token.secret_name, "namespace": TOKEN_NAMESPACE,
-                     "labels": {"sco/managed": "true", LAUNCH_LABEL: launch_id,
-                                "sco/workload": workload}},
+                     "labels": {LABEL_MANAGED: "true", LABEL_LAUNCH: launch_id,
+                                LABEL_WORKLOAD: workload}},
         "stringData": {
             "description": f"scoctl join token of launch {launch_id} ({workload})",
             "token-id": token.token_id,
@@ -95,7 +101,7 @@ def _why_not_needed(secret: TokenSecret, launch: LaunchRecord | None,
         return "expired"
     if launch is None:
         return "no such launch"
-    if launch.status == "failed":
+    if launch.status == LaunchStatus.FAILED:
         return "launch failed"
     if launch.status in IN_FLIGHT:
         return None

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scoctl.core.model.latency import BUCKETS, DECISION, READY, Histogram, Sighting
+from scoctl.core.model.vocabulary import InstanceStatus
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def progress(sightings: Iterable[Sighting], planned: Mapping[str, int],
 
 def all_ready(planned_units: int, statuses: Sequence[str]) -> bool:
     """Every planned unit of a workload is a Ready instance (and some unit is planned)."""
-    return planned_units > 0 and sum(1 for s in statuses if s == "ready") >= planned_units
+    ready = sum(1 for s in statuses if s == InstanceStatus.READY)
+    return planned_units > 0 and ready >= planned_units
 
 
 def observe(histogram: Histogram, seconds: float) -> Histogram:

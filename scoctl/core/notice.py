@@ -43,6 +43,7 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
+from scoctl.core.model.vocabulary import META_RECLAIM_AT, InstanceStatus, ServerStatus
 from scoctl.core.reconcile import (
     BOOTING,
     LIVE,
@@ -53,9 +54,7 @@ from scoctl.core.reconcile import (
 from scoctl.core.text import printable
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
-RECLAIM_AT = "sco:reclaim-at"
-NOTICED = "noticed"
-CAN_NOTICE = LIVE | {NOTICED}
+CAN_NOTICE = LIVE | {InstanceStatus.NOTICED}
 # A reclaim is announced minutes to months ahead; a time farther ahead (9999-12-31, a year
 # typed wrong) is a broken reclaimer, not a notice, and would keep a pool excluded for ever.
 # A time in the past, however far, is a reclaim due now (DESIGN §14).
@@ -187,7 +186,7 @@ class NoticeDecision:
     """What one pass of the notice flow changes in one region."""
 
     rows: tuple[NoticedRecord, ...] = ()
-    statuses: Mapping[str, str] = field(default_factory=dict)
+    statuses: Mapping[str, InstanceStatus] = field(default_factory=dict)
     exclusions: tuple[ExclusionRecord, ...] = ()
     dirty: Mapping[str, str] = field(default_factory=dict)
     events: tuple[Event, ...] = ()
@@ -215,14 +214,14 @@ class Notice:
 
 def metadata_notice(server: ServerInfo) -> tuple[Notice | None, str | None]:
     """The server's ``sco:reclaim-at`` notice, and a problem when the value does not parse."""
-    raw = server.metadata.get(RECLAIM_AT)
+    raw = server.metadata.get(META_RECLAIM_AT)
     if raw is None or not raw.strip():
         return None, None
     try:
         return Notice(parse_notice_time(raw), "metadata"), None
     except ValueError:
-        return None, (f"server {server.name} ({server.id}): {RECLAIM_AT}={raw!r} is not an RFC "
-                      "3339 time; notice ignored")
+        return None, (f"server {server.name} ({server.id}): {META_RECLAIM_AT}={raw!r} is not "
+                      "an RFC 3339 time; notice ignored")
 
 
 def node_of(inst: InstanceRecord, nodes: Iterable[NodeInfo]) -> NodeInfo | None:
@@ -247,7 +246,7 @@ class _Builder:
         self.snapshot, self.policy, self.now = snapshot, policy, now
         self.stamp = rfc3339(now)
         self.rows: dict[tuple[str, str], NoticedRecord] = {}
-        self.statuses: dict[str, str] = {}
+        self.statuses: dict[str, InstanceStatus] = {}
         self.exclusions: dict[str, ExclusionRecord] = {}
         self.dirty: dict[str, str] = {}
         self.events: list[Event] = []
@@ -313,7 +312,7 @@ class _Notices:
             found, problem = metadata_notice(server)
             if found is not None and not within_horizon(found.deadline, now):
                 if server.id in tracked:
-                    self.refused[server.id] = printable(server.metadata[RECLAIM_AT])
+                    self.refused[server.id] = printable(server.metadata[META_RECLAIM_AT])
             elif found is not None:
                 self.metadata[server.id] = found
             if problem:
@@ -363,7 +362,7 @@ def decide(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime) -> Not
         if row is None and notice is not None and inst.status in CAN_NOTICE:
             row = _begin(b, inst, notice)
         elif row is None:
-            if inst.status == NOTICED:  # noticed, yet no notice is open: back in service
+            if inst.status == InstanceStatus.NOTICED:  # yet no notice is open: back in service
                 b.statuses[inst.id] = _in_service(inst)
             continue
         _carry(b, inst, row, notice, notices.servers.get(inst.id))
@@ -382,13 +381,13 @@ def _refusals(b: _Builder, notices: _Notices) -> None:
         why = f"more than {NOTICE_HORIZON.days} days from now (the notice horizon)"
         b.event(workloads.get(server_id), "NOTICE_IGNORED", "warning", server=server_id,
                 value=value, reason=why)
-        b.warnings.append(f"server {server_id}: {RECLAIM_AT}={value!r} is {why}; notice "
+        b.warnings.append(f"server {server_id}: {META_RECLAIM_AT}={value!r} is {why}; notice "
                           "ignored")
 
 
-def _in_service(inst: InstanceRecord) -> str:
+def _in_service(inst: InstanceRecord) -> InstanceStatus:
     """The status an instance goes back to when its notice is withdrawn."""
-    return "ready" if inst.ready_at else "active"
+    return InstanceStatus.READY if inst.ready_at else InstanceStatus.ACTIVE
 
 
 def _begin(b: _Builder, inst: InstanceRecord, notice: Notice) -> NoticedRecord:
@@ -398,7 +397,7 @@ def _begin(b: _Builder, inst: InstanceRecord, notice: Notice) -> NoticedRecord:
         server_id=inst.id, region=inst.region, name=inst.name, workload=inst.workload,
         pool=inst.pool, deadline=rfc3339(notice.deadline), noticed_at=b.stamp,
         source=notice.source, reason=notice.reason))
-    b.statuses[inst.id] = NOTICED
+    b.statuses[inst.id] = InstanceStatus.NOTICED
     b.event(inst.workload, "RECLAIM_NOTICED", "warning", server=inst.id, name=inst.name,
             pool=inst.pool, deadline=row.deadline, lead_seconds=lead, source=notice.source,
             **({"reason": notice.reason} if notice.reason else {}))
@@ -412,9 +411,9 @@ def _carry(b: _Builder, inst: InstanceRecord, row: NoticedRecord, notice: Notice
            server: ServerInfo | None) -> None:
     """One pass of an open notice: gone, withdrawn, moved, then the drain and the removal."""
     deadline = parse_rfc3339(row.deadline)
-    if server is None or server.status.upper() == "DELETED":
+    if server is None or server.status == ServerStatus.DELETED:
         b.save(replace(row, outcome="gone", closed_at=b.stamp))
-        b.statuses[inst.id] = "deleted"
+        b.statuses[inst.id] = InstanceStatus.DELETED
         b.event(inst.workload, "INSTANCE_RECLAIMED", "warning", **_reclaimed(row, b.now),
                 by="provider")
         if _slurm_node(b, inst) is not None and (name := _power_down(b, inst)):
@@ -429,7 +428,7 @@ def _carry(b: _Builder, inst: InstanceRecord, row: NoticedRecord, notice: Notice
         b.event(inst.workload, "RECLAIM_NOTICE_MOVED", "warning", server=inst.id,
                 name=inst.name, pool=inst.pool, deadline=row.deadline)
     b.exclude(row)  # a no-op while the exclusion holds; back if someone lifted it
-    if server.status.upper() == "ERROR":
+    if server.status == ServerStatus.ERROR:
         _remove(b, inst, row, "error", left=0)
         return
     if inst.node_name and b.snapshot.slurm_nodes is not None:

@@ -30,19 +30,30 @@ from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
 from scoctl.core.model import (
     ExclusionRecord,
     InstanceRecord,
+    InstanceUpdate,
     LaunchRecord,
     NodeInfo,
     ServerInfo,
     SlurmNode,
 )
+from scoctl.core.model.vocabulary import (
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    LABEL_POOL,
+    LABEL_WORKLOAD,
+    TAG_MANAGED,
+    InstanceStatus,
+    LaunchStatus,
+    ServerStatus,
+)
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
-MANAGED_TAG = "sco:managed"
-LIVE = frozenset({"requested", "building", "active", "ready"})
-BOOTING = frozenset({"requested", "building", "active"})  # live, not Ready yet
+LIVE = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
+                  InstanceStatus.READY})
+BOOTING = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING,
+                     InstanceStatus.ACTIVE})  # live, not Ready yet
 RECLAIMABLE_TAINT = ("reclaimable", "true", "NoSchedule")
 OPENSTACK_PROVIDER = "openstack://"
-INSTANCE_LABEL = "sco/instance"  # set by the node's join script: the server id
 # Slurm flags that mean the node is not up (yet, or any more)
 SLURM_NOT_UP = frozenset({"POWERED_DOWN", "POWERING_UP", "POWERING_DOWN", "NOT_RESPONDING",
                           "POWER_DOWN"})
@@ -114,19 +125,11 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class InstanceUpdate:
-    """Change these fields of the instance row `id`."""
-
-    id: str
-    fields: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
 class LaunchUpdate:
     """Settle a launch intent: ``recorded`` (servers adopted) or ``failed``."""
 
     launch_id: str
-    status: str
+    status: LaunchStatus
     error: str | None = None
 
 
@@ -233,11 +236,11 @@ def k8s_ready(node: NodeInfo | None, *, workload: str | None, pool: str | None,
     if node is None or not node.ready:
         return False
     labels = node.labels
-    if labels.get("sco/managed") != "true":
+    if labels.get(LABEL_MANAGED) != "true":
         return False
-    if workload and labels.get("sco/workload") != workload:
+    if workload and labels.get(LABEL_WORKLOAD) != workload:
         return False
-    if pool and labels.get("sco/pool") != pool:
+    if pool and labels.get(LABEL_POOL) != pool:
         return False
     if reclaimable:
         return any((t.key, t.value, t.effect) == RECLAIMABLE_TAINT for t in node.taints)
@@ -254,7 +257,7 @@ def node_server_id(node: NodeInfo) -> str | None:
         server_id = provider[len(OPENSTACK_PROVIDER):].strip("/").rsplit("/", 1)[-1]
         if server_id:
             return server_id
-    return node.labels.get(INSTANCE_LABEL) or None
+    return node.labels.get(LABEL_INSTANCE) or None  # set by the node's join script
 
 
 def slurm_up(node: SlurmNode | None) -> bool:
@@ -287,15 +290,11 @@ def intent_lapsed(launch: LaunchRecord, now: datetime, settle: float) -> bool:
 def lapsed_intent(launch: LaunchRecord, settle: float) -> tuple[LaunchUpdate, Event]:
     """The launch update and the event that fail an intent `intent_lapsed` says is lapsed
     (acquire and reconcile record the same)."""
-    return (LaunchUpdate(launch.launch_id, "failed",
+    return (LaunchUpdate(launch.launch_id, LaunchStatus.FAILED,
                          f"no server carries its sco:launch tag {settle:g}s after the call"),
             Event(launch.workload, "LAUNCH_TIMEOUT", "warning",
                   {"launch": launch.launch_id, "pool": launch.pool, "servers": 0,
                    "settle": settle}))
-
-
-def _nova_status(server: ServerInfo) -> str:
-    return server.status.upper()
 
 
 class _Pass:
@@ -304,7 +303,7 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot, policy: Policy, now: datetime) -> None:
         self.snapshot, self.policy, self.now, self.stamp = snapshot, policy, now, rfc3339(now)
-        self.servers = {s.id: s for s in snapshot.servers if MANAGED_TAG in s.tags}
+        self.servers = {s.id: s for s in snapshot.servers if TAG_MANAGED in s.tags}
         self.instances = {i.id: i for i in snapshot.instances if i.region == snapshot.region}
         self.launches = {launch.launch_id: launch for launch in snapshot.launches
                          if launch.region == snapshot.region}
@@ -341,9 +340,9 @@ class _Pass:
         if workload:
             self.dirty.setdefault(workload, reason)
 
-    def status(self, inst: InstanceRecord) -> str:
+    def status(self, inst: InstanceRecord) -> InstanceStatus:
         """The instance's status after this pass's changes so far."""
-        return str(self.updates.get(inst.id, {}).get("status", inst.status))
+        return InstanceStatus(self.updates.get(inst.id, {}).get("status", inst.status))
 
     def age(self, since: str | None) -> float:
         return _age(self.now, since)
@@ -424,7 +423,7 @@ class _Pass:
                  held: Mapping[str, Mapping[str, int]]) -> Decision:
         return Decision(
             new_instances=tuple(self.new),
-            updates=tuple(InstanceUpdate(k, v) for k, v in sorted(self.updates.items())),
+            updates=tuple(InstanceUpdate(k, **v) for k, v in sorted(self.updates.items())),
             launch_updates=tuple(self.launch_updates[k] for k in sorted(self.launch_updates)),
             deletions=tuple(self.deletions), scale_downs=tuple(self.scale_downs),
             exclusions=tuple(self.exclusions[k] for k in sorted(self.exclusions)),
@@ -461,7 +460,7 @@ def _adopted_record(p: _Pass, server: ServerInfo, tags: Mapping[str, str],
         id=server.id, name=server.name, region=p.snapshot.region,
         workload=tags.get("workload") or launch.workload, pool=tags.get("pool") or launch.pool,
         generation=int(generation) if generation and generation.isdigit() else
-        launch.generation, launch_id=launch.launch_id, status="requested",
+        launch.generation, launch_id=launch.launch_id, status=InstanceStatus.REQUESTED,
         created=launch.created, updated=p.stamp, node_name=node_name)
 
 
@@ -484,8 +483,9 @@ def _adopt(p: _Pass) -> set[str]:
         if launch.launch_id not in adopted:
             adopted.add(launch.launch_id)
             p.adopted.append(launch.launch_id)
-            if launch.status != "recorded":
-                p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
+            if launch.status != LaunchStatus.RECORDED:
+                p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id,
+                                                                  LaunchStatus.RECORDED)
             p.event(workload, "LAUNCH_ADOPTED", launch=launch.launch_id, pool=launch.pool)
     return adopted
 
@@ -496,10 +496,12 @@ def _settle_intents(p: _Pass, adopted: set[str]) -> None:
     recorded."""
     settle = p.policy.launch_settle
     for launch in p.launches.values():
-        if launch.status not in ("intent", "called") or launch.launch_id in adopted:
+        if launch.status not in (LaunchStatus.INTENT, LaunchStatus.CALLED) \
+                or launch.launch_id in adopted:
             continue
         if any(i.launch_id == launch.launch_id for i in p.instances.values()):
-            p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id, "recorded")
+            p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id,
+                                                              LaunchStatus.RECORDED)
             continue
         if not intent_lapsed(launch, p.now, settle):
             continue
@@ -515,40 +517,40 @@ def _settle_intents(p: _Pass, adopted: set[str]) -> None:
 def _track(p: _Pass, inst: InstanceRecord, server: ServerInfo | None) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
-    if status in ("deleted", "noticed"):
+    if status in (InstanceStatus.DELETED, InstanceStatus.NOTICED):
         return  # a noticed instance is the notice stage's until its end (DESIGN §14)
-    if server is None or _nova_status(server) == "DELETED":
+    if server is None or server.status == ServerStatus.DELETED:
         _track_gone(p, inst)
-    elif status == "deleting":
+    elif status == InstanceStatus.DELETING:
         # Nova accepted the delete; retry only if the server lingers past the launch timeout
         if p.age(inst.updated) >= p.policy.launch_timeout:
             p.delete(inst, "delete retried: the server is still there", power=False)
-    elif status == "draining":
+    elif status == InstanceStatus.DRAINING:
         return  # the scale-down pass carries it on
     elif inst.node_name and inst.node_name in p.snapshot.suspended and status in LIVE:
         # Slurm's SuspendProgram / ResumeFailProgram handed the node back, powered down
         # already: no drain, and no second power-down
         p.delete(inst, "suspended by Slurm power saving", power=False, status=status)
-    elif _nova_status(server) == "ERROR":
+    elif server.status == ServerStatus.ERROR:
         _track_error(p, inst, server)
-    elif status == "error":
+    elif status == InstanceStatus.ERROR:
         p.delete(inst, "delete retried", power=False)
-    elif _nova_status(server) == "BUILD":
+    elif server.status == ServerStatus.BUILD:
         _track_build(p, inst)
-    elif _nova_status(server) == "ACTIVE":
+    elif server.status == ServerStatus.ACTIVE:
         _track_active(p, inst)
     # SHUTOFF, REBOOT, ...: nothing scoctl decides on
 
 
 def _track_gone(p: _Pass, inst: InstanceRecord) -> None:
     """No server any more: deleted as asked, or — when it was live — reclaimed."""
-    if inst.status in ("deleting", "draining", "error"):
-        p.update(inst, status="deleted")
+    if inst.status in (InstanceStatus.DELETING, InstanceStatus.DRAINING, InstanceStatus.ERROR):
+        p.update(inst, status=InstanceStatus.DELETED)
         p.event(inst.workload, "INSTANCE_DELETED", server=inst.id, name=inst.name,
                 pool=inst.pool)
         return
     # it was live and nobody here deleted it: reclaimed
-    p.update(inst, status="deleted", fault=inst.fault or "gone (reclaimed)")
+    p.update(inst, status=InstanceStatus.DELETED, fault=inst.fault or "gone (reclaimed)")
     p.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id, name=inst.name,
             pool=inst.pool, was=inst.status)
     p.mark_dirty(inst.workload, "units lost to a reclaim")
@@ -559,15 +561,17 @@ def _track_gone(p: _Pass, inst: InstanceRecord) -> None:
 
 def _track_error(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
     """ERROR: a reclaim after ACTIVE, else a launch fault judged by `core.faults`."""
-    if inst.status == "error":
+    if inst.status == InstanceStatus.ERROR:
         p.delete(inst, "delete retried", power=False)  # recorded already; last delete failed
         return
     fault = fault_text(server)
-    if inst.active_at is not None or inst.status in ("active", "ready"):
+    if inst.active_at is not None or inst.status in (InstanceStatus.ACTIVE,
+                                                     InstanceStatus.READY):
         p.event(inst.workload, "INSTANCE_RECLAIMED", "warning", server=inst.id,
                 name=inst.name, pool=inst.pool, fault=fault)
         p.mark_dirty(inst.workload, "units lost to a reclaim")
-        p.delete(inst, "reclaimed (ERROR after ACTIVE)", status="error", fault=fault)
+        p.delete(inst, "reclaimed (ERROR after ACTIVE)", status=InstanceStatus.ERROR,
+                 fault=fault)
         return
     verdict = judge_fault(workload=inst.workload, pool=inst.pool, region=p.snapshot.region,
                           fault=fault, quota=is_quota_fault(server), launch=inst.launch_id,
@@ -577,19 +581,20 @@ def _track_error(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
             p.exclusions[verdict.exclusion.pool] = verdict.exclusion
         p.event(inst.workload, verdict.token, "warning", **verdict.detail)
     p.mark_dirty(inst.workload, verdict.replan)
-    p.delete(inst, "launch failed", status="error", fault=verdict.fault)
+    p.delete(inst, "launch failed", status=InstanceStatus.ERROR, fault=verdict.fault)
 
 
 def _track_build(p: _Pass, inst: InstanceRecord) -> None:
     """BUILD: building, until the launch timeout deletes it."""
-    if inst.status == "requested":
-        p.update(inst, status="building")
+    if inst.status == InstanceStatus.REQUESTED:
+        p.update(inst, status=InstanceStatus.BUILDING)
     timeout = p.policy.launch_timeout
     if p.age(inst.created) >= timeout:
         p.event(inst.workload, "LAUNCH_TIMEOUT", "warning", server=inst.id, name=inst.name,
                 pool=inst.pool)
         p.mark_dirty(inst.workload, "launch timed out")
-        p.delete(inst, "launch timeout", status="error", fault=f"still BUILD after {timeout:g}s")
+        p.delete(inst, "launch timeout", status=InstanceStatus.ERROR,
+                 fault=f"still BUILD after {timeout:g}s")
 
 
 def _track_active(p: _Pass, inst: InstanceRecord) -> None:
@@ -597,21 +602,21 @@ def _track_active(p: _Pass, inst: InstanceRecord) -> None:
     timeout when the node never came."""
     active_at = inst.active_at or p.stamp
     status = inst.status
-    if status in ("requested", "building"):
-        p.update(inst, status="active", active_at=active_at)
-        status = "active"
-    if status != "active":
+    if status in (InstanceStatus.REQUESTED, InstanceStatus.BUILDING):
+        p.update(inst, status=InstanceStatus.ACTIVE, active_at=active_at)
+        status = InstanceStatus.ACTIVE
+    if status != InstanceStatus.ACTIVE:
         return
     up = p.ready(inst)
     timeout = p.policy.registration_timeout
     if up:
-        p.update(inst, status="ready", ready_at=p.stamp, active_at=active_at)
+        p.update(inst, status=InstanceStatus.READY, ready_at=p.stamp, active_at=active_at)
         p.event(inst.workload, "INSTANCE_READY", server=inst.id, name=inst.name, pool=inst.pool)
     elif up is False and p.age(active_at) >= timeout:
         p.event(inst.workload, "REGISTRATION_TIMEOUT", "warning", server=inst.id,
                 name=inst.name, pool=inst.pool)
         p.mark_dirty(inst.workload, "node never registered")
-        p.delete(inst, "registration timeout", status="error", active_at=active_at,
+        p.delete(inst, "registration timeout", status=InstanceStatus.ERROR, active_at=active_at,
                  fault=f"no ready node after {timeout:g}s")
 
 
@@ -626,7 +631,7 @@ def _orphans(p: _Pass) -> dict[str, str]:
         first = p.snapshot.orphans_seen.get(server.id, p.stamp)
         seen[server.id] = first
         workload = server_tags(server).get("workload")
-        gone = _nova_status(server) == "DELETED"
+        gone = server.status == ServerStatus.DELETED
         remove = policy.gc_orphans and not gone and p.age(first) >= policy.orphan_grace
         p.orphans.append(Orphan(server.id, server.name, first, workload, remove))
         if server.id not in p.snapshot.orphans_seen:
@@ -643,7 +648,7 @@ def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
     """Live units per workload and pool after this pass's changes."""
     held: dict[str, dict[str, int]] = {}
     for inst in p.instances.values():
-        if inst.id in deleting or p.status(inst) not in LIVE | {"draining"}:
+        if inst.id in deleting or p.status(inst) not in LIVE | {InstanceStatus.DRAINING}:
             continue
         if inst.workload and inst.pool:
             pools = held.setdefault(inst.workload, {})

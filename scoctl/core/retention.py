@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.core.timefmt import rfc3339
 
 PRUNE_BATCH = 1000  # rows per table and pass
 EVENTS_FLOOR = 86400.0  # seconds of events no pruning may touch (the schema's trigger)
-ENDED_INSTANCES = ("deleted",)
-SETTLED_LAUNCHES = ("recorded", "failed")
+ENDED_INSTANCES = (InstanceStatus.DELETED,)
+SETTLED_LAUNCHES = (LaunchStatus.RECORDED, LaunchStatus.FAILED)
 
 
 @dataclass(frozen=True)

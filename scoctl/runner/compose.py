@@ -34,6 +34,7 @@ from scoctl.adapters.counting import CallCounter, CountingCloud
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as schedule
+from scoctl.core.model import NewEvent
 from scoctl.core.model.problems import Api, Problem
 from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError
@@ -500,10 +501,10 @@ class Pass:
         log.warning("run: the pass took longer than timeouts.run (%gs); stopped", limit)
         not_run = [s.name for s in run.steps if s.errors and s.problems[0].error ==
                    DEADLINE_PASSED]
-        self.deps.store.append_event(None, "RUN_DEADLINE_EXCEEDED", "warning", None, {
+        self.deps.store.append_event(NewEvent(None, "RUN_DEADLINE_EXCEEDED", "warning", {
             "timeout": limit, "seconds": round(run.seconds, 3),
             "ran": [s.name for s in run.steps if s.name not in not_run and not s.skipped],
-            "not_run": not_run, "failed": list(run.failed)})
+            "not_run": not_run, "failed": list(run.failed)}))
 
 
 def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,

@@ -43,7 +43,7 @@ from scoctl.config.schema import Config, Region
 from scoctl.core import controller as decide
 from scoctl.core.demand import demand_shape, is_provisionable, workload_of
 from scoctl.core.intake.k8s import is_managed_pod
-from scoctl.core.model import NodeEvent, PodEvent, PodInfo
+from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
 from scoctl.errors import LockHeld, NotLeader, ScoctlError
 from scoctl.host.notify import Notifier
@@ -306,8 +306,8 @@ class Controller:
                     detail["error"] = e.detail
                 else:
                     detail["seconds"] = round(e.seconds, 1)
-                self.store.append_event(None, e.token, "warning" if e.token ==
-                                        "API_UNAVAILABLE" else "info", None, detail)
+                self.store.append_event(NewEvent(None, e.token, "warning" if e.token ==
+                                                 "API_UNAVAILABLE" else "info", detail))
 
     def reload(self) -> bool:
         """SIGHUP: load the config again; an invalid one is refused and the old one kept."""

@@ -19,8 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from scoctl.core.demand import MANAGED_LABEL
 from scoctl.core.model import NodeEvent, PodEvent
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.errors import ApiError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ LIVE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 def is_managed_node(node: NodeInfo | None) -> bool:
     """A node scoctl launched (its user-data labels it ``sco/managed=true``)."""
-    return node is not None and node.labels.get(MANAGED_LABEL) == "true"
+    return node is not None and node.labels.get(LABEL_MANAGED) == "true"
 
 
 class Informer:

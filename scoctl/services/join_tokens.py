@@ -27,6 +27,7 @@ from scoctl.core.jointoken import (
     token_expiry,
     tokens_to_delete,
 )
+from scoctl.core.model import NewEvent
 from scoctl.core.model.problems import Problem
 from scoctl.errors import ApiError, ConfigError
 from scoctl.secrets import remember
@@ -109,10 +110,10 @@ def prune(store: Store, api: BootstrapTokens, clock: Clock, *,
     for deletion in doomed:
         if not dry_run:
             api.delete_bootstrap_token(deletion.name)
-            store.append_event(launches[deletion.launch].workload
-                               if deletion.launch in launches else None,
-                               "JOIN_TOKEN_DELETED", "info", None,
-                               {"launch": deletion.launch, "reason": deletion.reason})
+            store.append_event(NewEvent(launches[deletion.launch].workload
+                                        if deletion.launch in launches else None,
+                                        "JOIN_TOKEN_DELETED", "info",
+                                        {"launch": deletion.launch, "reason": deletion.reason}))
         done.append(f"{deletion.launch}: {deletion.reason}")
     return done
 

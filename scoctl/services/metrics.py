@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, TypeVar
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
 
 if TYPE_CHECKING:
     from scoctl.state import Store
 
 K = TypeVar("K")
-INSTANCE_STATES = ("requested", "building", "active", "ready", "noticed", "draining",
-                   "deleting", "deleted", "error")
+INSTANCE_STATES = tuple(InstanceStatus)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scoctl.adapters.cluster import Cluster
-from scoctl.core.demand import KSERVE_ISVC_LABEL, MANAGED_LABEL
+from scoctl.core.demand import KSERVE_ISVC_LABEL
 from scoctl.core.intake.common import ObjectRef
-from scoctl.core.model import WorkloadRecord
+from scoctl.core.model import NewEvent, WorkloadRecord
+from scoctl.core.model.vocabulary import LABEL_MANAGED, LABEL_WORKLOAD
 from scoctl.errors import PermanentError, TemporaryError
 from scoctl.state import Store
 
@@ -54,7 +55,7 @@ class TeardownResult:
 
 
 def find_objects(cluster: Cluster, workload: WorkloadRecord,
-                 workload_label: str = "sco/workload") -> list[ObjectRef]:
+                 workload_label: str = LABEL_WORKLOAD) -> list[ObjectRef]:
     """The Kubernetes objects of a workload, for callers that only have its row (`reconcile`):
     InferenceServices named after it or labelled with it (inference), else Deployments named
     after it or labelled with it, in the row's namespace when it has one.
@@ -73,7 +74,7 @@ def find_objects(cluster: Cluster, workload: WorkloadRecord,
         for isvc in cluster.inference_services(namespace):
             if ours(isvc.name, isvc.labels, isvc.namespace):
                 refs.append(ObjectRef("InferenceService", isvc.namespace, isvc.name,
-                                      isvc.labels.get(MANAGED_LABEL) == "true"))
+                                      isvc.labels.get(LABEL_MANAGED) == "true"))
         if refs:
             return refs
     for dep in cluster.deployments(namespace):
@@ -81,13 +82,13 @@ def find_objects(cluster: Cluster, workload: WorkloadRecord,
             continue  # a predictor: its InferenceService owns it
         if ours(dep.name, dep.labels, dep.namespace):
             refs.append(ObjectRef("Deployment", dep.namespace, dep.name,
-                                  dep.labels.get(MANAGED_LABEL) == "true"))
+                                  dep.labels.get(LABEL_MANAGED) == "true"))
     return refs
 
 
 def teardown_workload(store: Store, cluster: Cluster | None, workload: WorkloadRecord, *,
                       refs: Sequence[ObjectRef] | None = None, enabled: bool = True,
-                      workload_label: str = "sco/workload") -> TeardownResult:
+                      workload_label: str = LABEL_WORKLOAD) -> TeardownResult:
     """Delete the Kubernetes objects of an inactive deployment / inference workload.
 
     `refs` are the objects the caller already knows (the watch decision names them); without
@@ -120,7 +121,7 @@ def teardown_workload(store: Store, cluster: Cluster | None, workload: WorkloadR
     failed: list[str] = []
     for ref in refs:
         if not ref.managed:
-            kept.append(f"{ref} (not labelled {MANAGED_LABEL}=true)")
+            kept.append(f"{ref} (not labelled {LABEL_MANAGED}=true)")
             continue
         try:
             if cluster.delete_managed(ref.kind, ref.namespace, ref.name):
@@ -142,5 +143,5 @@ def teardown_workload(store: Store, cluster: Cluster | None, workload: WorkloadR
 
 def _record(store: Store, workload: WorkloadRecord, result: TeardownResult) -> None:
     level = "warning" if result.failed else "info"
-    store.append_event(workload.slug, TEARDOWN_TOKEN, level, workload.status, result.as_dict(),
-                       workload_id=workload.id)
+    store.append_event(NewEvent(workload.slug, TEARDOWN_TOKEN, level, result.as_dict(),
+                                status=workload.status, workload_id=workload.id))

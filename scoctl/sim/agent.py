@@ -50,7 +50,8 @@ from typing import Any
 
 from scoctl.core.demand import effective_request, tolerates
 from scoctl.core.model import Taint
-from scoctl.core.notice import RECLAIM_AT, parse_notice_time
+from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
+from scoctl.core.notice import parse_notice_time
 from scoctl.core.quantity import add, fits
 
 log = logging.getLogger("scoctl.sim.agent")

@@ -382,7 +382,7 @@ def status(directory: Path) -> dict[str, Any]:
     body = state.as_json()
     if not state.running:
         return body
-    from scoctl.core.notice import RECLAIM_AT
+    from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
     from scoctl.sim.agent import (
         MANAGED_TAG,
         is_pending,

@@ -48,16 +48,30 @@ from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.model import (
+    KEEP,
     ExclusionRecord,
     InstanceRecord,
+    InstanceUpdate,
     LaunchRecord,
     LaunchRequest,
     Networks,
+    NewEvent,
     NodeRelease,
     Pool,
     ServerInfo,
 )
 from scoctl.core.model.problems import Problem
+from scoctl.core.model.vocabulary import (
+    TAG_GENERATION,
+    TAG_LAUNCH,
+    TAG_MANAGED,
+    TAG_POOL,
+    TAG_WORKLOAD,
+    InstanceStatus,
+    LaunchStatus,
+    ServerStatus,
+    tag,
+)
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
@@ -73,7 +87,11 @@ DEFAULT_WATCH_S = 15.0
 DEFAULT_POLL_S = 1.0
 TAG_CHUNK = 25  # launch tags per `tags-any` poll query (keeps the URL short)
 
-NOVA_STATUS = {"BUILD": "building", "ACTIVE": "active", "ERROR": "error", "DELETED": "deleted"}
+# a server's status as its new instance row first records it (anything else: active)
+NOVA_STATUS = {ServerStatus.BUILD: InstanceStatus.BUILDING,
+               ServerStatus.ACTIVE: InstanceStatus.ACTIVE,
+               ServerStatus.ERROR: InstanceStatus.ERROR,
+               ServerStatus.DELETED: InstanceStatus.DELETED}
 
 CloudFactory = Callable[[Config, Region, Budget], Cloud]
 BudgetFactory = Callable[[Config, Region], Budget]
@@ -237,14 +255,14 @@ def new_launch_id() -> str:
 
 def launch_tags(plan: LaunchPlan, launch_id: str) -> tuple[str, ...]:
     """The tags every scoctl server carries (checked against Nova's rules by the caller)."""
-    return ("sco:managed", f"sco:workload={plan.workload}", f"sco:pool={plan.pool}",
-            f"sco:gen={plan.generation}", f"sco:launch={launch_id}")
+    return (TAG_MANAGED, tag(TAG_WORKLOAD, plan.workload), tag(TAG_POOL, plan.pool),
+            tag(TAG_GENERATION, plan.generation), tag(TAG_LAUNCH, launch_id))
 
 
 def launch_metadata(plan: LaunchPlan, launch_id: str) -> dict[str, str]:
     """The same facts as metadata (`sco:workload` ...), readable without the tags API."""
-    return {"sco:managed": "true", "sco:workload": plan.workload, "sco:pool": plan.pool,
-            "sco:gen": str(plan.generation), "sco:launch": launch_id}
+    return {TAG_MANAGED: "true", TAG_WORKLOAD: plan.workload, TAG_POOL: plan.pool,
+            TAG_GENERATION: str(plan.generation), TAG_LAUNCH: launch_id}
 
 
 def server_name(plan: LaunchPlan, launch_id: str) -> str:
@@ -388,9 +406,9 @@ def _fit(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchPlan]:
     if short and not reg.run.dry_run:
         with reg.store.transaction():
             for s in short:
-                reg.store.append_event(s.workload, "QUOTA_SHORTFALL", "warning", None, {
+                reg.store.append_event(NewEvent(s.workload, "QUOTA_SHORTFALL", "warning", {
                     "pool": s.pool, "wanted": s.wanted, "allowed": s.allowed,
-                    "limit": s.limit, "region": reg.name})
+                    "limit": s.limit, "region": reg.name}))
     return kept
 
 
@@ -438,12 +456,12 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
     now = run.now()
     store.add_launch(LaunchRecord(
         launch_id=launch_id, region=reg.name, workload=plan.workload, pool=plan.pool,
-        generation=plan.generation, count=plan.count, status="intent", created=now,
+        generation=plan.generation, count=plan.count, status=LaunchStatus.INTENT, created=now,
         updated=now, node_names=plan.node_names))
     crash_point("after-intent")
     base = LaunchOutcome(launch_id=launch_id, region=reg.name, workload=plan.workload,
                          pool=plan.pool, generation=plan.generation, requested=plan.count,
-                         created=0, status="failed", node_names=plan.node_names,
+                         created=0, status=LaunchStatus.FAILED, node_names=plan.node_names,
                          round_no=run.round_no)
     try:
         result = reg.cloud.launch(request)
@@ -479,9 +497,9 @@ def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
                           now=reg.run.clock.now(),
                           negative_cache=reg.run.config.timeouts.negative_cache)
     with reg.store.transaction():
-        reg.store.update_launch(base.launch_id, status="failed", error=message)
-        reg.store.append_event(plan.workload, verdict.token, "warning", None,
-                               dict(verdict.detail))
+        reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
+        reg.store.append_event(NewEvent(plan.workload, verdict.token, "warning",
+                                        dict(verdict.detail)))
     reg.run.out.quota_faults.append(QuotaFault(plan.workload, plan.pool, base.launch_id, 0,
                                                message, asynchronous=False))
     _release(reg, plan.node_names, "launch refused: quota exceeded")
@@ -493,9 +511,9 @@ def _refused(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     """Nova refused the call for good (a 400, a bad image): the launch failed."""
     reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
-        reg.store.update_launch(base.launch_id, status="failed", error=message)
-        reg.store.append_event(plan.workload, "LAUNCH_FAILED", "error", None, {
-            "pool": plan.pool, "launch": base.launch_id, "message": message})
+        reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
+        reg.store.append_event(NewEvent(plan.workload, "LAUNCH_FAILED", "error", {
+            "pool": plan.pool, "launch": base.launch_id, "message": message}))
     _release(reg, plan.node_names, "launch refused")
     return replace(base, error=message)
 
@@ -507,25 +525,25 @@ def _refused_for_now(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     acquire launches it again."""
     reg.run.boot.tokens.revoke(base.launch_id)
     with reg.store.transaction():
-        reg.store.update_launch(base.launch_id, status="failed", error=message)
-        reg.store.append_event(plan.workload, "LAUNCH_REFUSED", "warning", None, {
+        reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
+        reg.store.append_event(NewEvent(plan.workload, "LAUNCH_REFUSED", "warning", {
             "pool": plan.pool, "launch": base.launch_id, "message": message,
-            "region": reg.name})
+            "region": reg.name}))
     return replace(base, error=message)
 
 
 def _unsure(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
             message: str) -> LaunchOutcome:
     try:
-        found = reg.cloud.servers(tags=[f"sco:launch={base.launch_id}"])
+        found = reg.cloud.servers(tags=[tag(TAG_LAUNCH, base.launch_id)])
     except TemporaryError:
         found = []
     if found:
         return _record(reg, plan, base.launch_id, found, found[0].reservation_id, adopted=True)
-    reg.store.update_launch(base.launch_id, status="intent", error=message)
+    reg.store.update_launch(base.launch_id, status=LaunchStatus.INTENT, error=message)
     reg.run.out.problems.append(Problem("nova", reg.region.name, f"{plan.workload}/{plan.pool}",
                                         f"{message} (left in flight)"))
-    return replace(base, status="intent", error=message)
+    return replace(base, status=LaunchStatus.INTENT, error=message)
 
 
 def _release(reg: _Region, names: Sequence[str], reason: str) -> None:
@@ -544,24 +562,25 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
             store.upsert_instance(InstanceRecord(
                 id=server.id, name=server.name, region=reg.name, workload=plan.workload,
                 pool=plan.pool, generation=plan.generation, launch_id=launch_id,
-                status=NOVA_STATUS.get(server.status, "active"), created=now, updated=now,
-                node_name=node))
-        store.update_launch(launch_id, status="recorded", reservation_id=reservation_id or None)
-        store.append_event(
-            plan.workload, "LAUNCH_ADOPTED" if adopted else "INSTANCES_LAUNCHED", "info", None,
+                status=NOVA_STATUS.get(server.status, InstanceStatus.ACTIVE), created=now,
+                updated=now, node_name=node))
+        store.update_launch(launch_id, status=LaunchStatus.RECORDED,
+                            reservation_id=reservation_id or None)
+        store.append_event(NewEvent(
+            plan.workload, "LAUNCH_ADOPTED" if adopted else "INSTANCES_LAUNCHED", "info",
             {"pool": plan.pool, "launch": launch_id, "requested": plan.count,
-             "created": len(ordered), "reservation": reservation_id, "region": reg.name})
+             "created": len(ordered), "reservation": reservation_id, "region": reg.name}))
         if len(ordered) < plan.count:
             # Nova shrank max_count to its own quota headroom.
-            store.append_event(plan.workload, "QUOTA_SHORTFALL", "warning", None, {
+            store.append_event(NewEvent(plan.workload, "QUOTA_SHORTFALL", "warning", {
                 "pool": plan.pool, "wanted": plan.count, "allowed": len(ordered),
-                "limit": "nova", "launch": launch_id})
+                "limit": "nova", "launch": launch_id}))
             reg.run.out.shortfalls.append(Shortfall(plan.workload, plan.pool, plan.count,
                                                     len(ordered), "nova"))
     return LaunchOutcome(
         launch_id=launch_id, region=reg.name, workload=plan.workload, pool=plan.pool,
         generation=plan.generation, requested=plan.count, created=len(ordered),
-        status="adopted" if adopted else "recorded", reservation_id=reservation_id,
+        status="adopted" if adopted else LaunchStatus.RECORDED, reservation_id=reservation_id,
         server_ids=tuple(s.id for s in ordered), node_names=plan.node_names,
         round_no=reg.run.round_no)
 
@@ -574,7 +593,7 @@ def _adopt_intents(reg: _Region) -> None:
                if launch.region == reg.name]
     settle = reg.run.config.timeouts.launch_settle
     for launch in intents:
-        found = reg.cloud.servers(tags=[f"sco:launch={launch.launch_id}"])
+        found = reg.cloud.servers(tags=[tag(TAG_LAUNCH, launch.launch_id)])
         if not found:
             if intent_lapsed(launch, reg.run.clock.now(), settle):
                 _fail_lapsed(reg, launch, settle)
@@ -593,8 +612,8 @@ def _fail_lapsed(reg: _Region, launch: LaunchRecord, settle: float) -> None:
     update, event = lapsed_intent(launch, settle)
     with reg.store.transaction():
         reg.store.update_launch(update.launch_id, status=update.status, error=update.error)
-        reg.store.append_event(event.workload, event.token, event.level, None,
-                               dict(event.detail))
+        reg.store.append_event(NewEvent(event.workload, event.token, event.level,
+                                        dict(event.detail)))
 
 
 def _launch_all(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchOutcome]:
@@ -627,7 +646,7 @@ def _follow_up(reg: _Region, outcomes: list[LaunchOutcome]) -> None:
         # The launches are recorded; reconcile follows these servers from here.
         log.warning("stopped watching the new servers: %s", exc)
         return
-    errors = [s for s in settled.values() if s.status == "ERROR"]
+    errors = [s for s in settled.values() if s.status == ServerStatus.ERROR]
     if errors:
         _handle_faults(reg, errors, launches)
 
@@ -643,7 +662,7 @@ def _poll_until_settled(reg: _Region, launch_ids: list[str]) -> dict[str, Server
         seen = _poll(reg, unsettled)
         _sync_statuses(reg, seen)
         latest.update(seen)
-        unsettled = sorted({_launch_of(s) for s in seen.values() if s.status == "BUILD"})
+        unsettled = sorted({_launch_of(s) for s in seen.values() if s.status == ServerStatus.BUILD})
         if not unsettled or run.clock.monotonic() >= deadline:
             return latest
         run.clock.sleep(run.poll_s)
@@ -653,8 +672,8 @@ def _poll(reg: _Region, launch_ids: list[str]) -> dict[str, ServerInfo]:
     out: dict[str, ServerInfo] = {}
     for start in range(0, len(launch_ids), TAG_CHUNK):
         chunk = launch_ids[start:start + TAG_CHUNK]
-        for server in reg.cloud.servers(tags=["sco:managed"],
-                                        any_tags=[f"sco:launch={i}" for i in chunk]):
+        for server in reg.cloud.servers(tags=[TAG_MANAGED],
+                                        any_tags=[tag(TAG_LAUNCH, i) for i in chunk]):
             out[server.id] = server
     return out
 
@@ -664,14 +683,13 @@ def _sync_statuses(reg: _Region, servers: Mapping[str, ServerInfo]) -> None:
     with reg.store.transaction():
         for server in servers.values():
             known = reg.store.instance(server.id)
-            status = NOVA_STATUS.get(server.status, "active")
+            status = NOVA_STATUS.get(server.status, InstanceStatus.ACTIVE)
             if known is None or known.status == status or known.status not in (
-                    "requested", "building"):
+                    InstanceStatus.REQUESTED, InstanceStatus.BUILDING):
                 continue
-            fields: dict[str, object] = {"status": status}
-            if status == "active":
-                fields["active_at"] = now
-            reg.store.update_instance(server.id, **fields)
+            reg.store.update_instance(InstanceUpdate(
+                server.id, status=status,
+                active_at=now if status == InstanceStatus.ACTIVE else KEEP))
 
 
 def _handle_faults(reg: _Region, errors: list[ServerInfo],
@@ -695,13 +713,14 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
             negative_cache=reg.run.config.timeouts.negative_cache)
         with reg.store.transaction():
             for server in failed:
-                reg.store.update_instance(server.id, status="error", fault=verdict.fault)
+                reg.store.update_instance(InstanceUpdate(server.id, status=InstanceStatus.ERROR,
+                                                         fault=verdict.fault))
             if verdict.exclusion is not None:
                 ex = verdict.exclusion
                 reg.store.exclude(ex.pool, ex.reason, ex.until)
                 excluded.append(ex)
-            reg.store.append_event(outcome.workload, verdict.token, "warning", None,
-                                   dict(verdict.detail))
+            reg.store.append_event(NewEvent(outcome.workload, verdict.token, "warning",
+                                            dict(verdict.detail)))
             reg.store.mark_dirty({outcome.workload}, verdict.replan)
         nodes = [n for s in failed if (n := _node_of(reg, s.id))]
         for server in failed:
@@ -728,12 +747,13 @@ def _delete(reg: _Region, server_id: str) -> None:
         # Left in `error`: reconcile deletes it on its next pass.
         log.warning("could not delete ERROR server %s: %s", server_id, exc)
         return
-    reg.store.update_instance(server_id, status="deleting")
+    reg.store.update_instance(InstanceUpdate(server_id, status=InstanceStatus.DELETING))
 
 
 def _launch_of(server: ServerInfo) -> str:
     """The launch id in a server's `sco:launch=` tag ("" when it has none)."""
-    return next((t.split("=", 1)[1] for t in server.tags if t.startswith("sco:launch=")), "")
+    prefix = tag(TAG_LAUNCH, "")
+    return next((t.split("=", 1)[1] for t in server.tags if t.startswith(prefix)), "")
 
 
 # --------------------------------------------------------------------------- the stage

@@ -26,6 +26,7 @@ from scoctl.core.gate import (
     decide_k8s,
     decide_slurm,
 )
+from scoctl.core.model import NewEvent
 from scoctl.errors import ScoctlError, StateError
 
 if TYPE_CHECKING:
@@ -130,11 +131,13 @@ def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, 
             failed = row.status == "pending"
             if failed:
                 store.set_status(row.id, "failed")
-            store.append_event(slug, "CAPACITY_EXCEEDED", map_token("CAPACITY_EXCEEDED").level,
-                               "failed" if failed else row.status, detail, workload_id=row.id)
+            store.append_event(NewEvent(slug, "CAPACITY_EXCEEDED",
+                                        map_token("CAPACITY_EXCEEDED").level, detail,
+                                        status="failed" if failed else row.status,
+                                        workload_id=row.id))
         elif verdict.verdict == SKIPPED:
-            store.append_event(slug, "GATE_SKIPPED", "warning", row.status, detail,
-                               workload_id=row.id)
+            store.append_event(NewEvent(slug, "GATE_SKIPPED", "warning", detail,
+                                        status=row.status, workload_id=row.id))
         latest = store.latest_by_id(row.id)
         assert latest is not None
         return latest

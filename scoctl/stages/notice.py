@@ -31,8 +31,17 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, Region, is_url, parse_duration
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.intake.slurm import expand_hostlist
-from scoctl.core.model import NodeRelease, NoticedRecord, NoticeRecord, ServerInfo, SlurmJob
+from scoctl.core.model import (
+    InstanceUpdate,
+    NewEvent,
+    NodeRelease,
+    NoticedRecord,
+    NoticeRecord,
+    ServerInfo,
+    SlurmJob,
+)
 from scoctl.core.model.problems import Api, Problem
+from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus
 from scoctl.core.notice import (
     CAN_NOTICE,
     NOTICE_HORIZON,
@@ -49,7 +58,6 @@ from scoctl.core.notice import (
     parse_notice_time,
     within_horizon,
 )
-from scoctl.core.reconcile import MANAGED_TAG
 from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.core.text import printable
 from scoctl.errors import (
@@ -244,9 +252,9 @@ def _managed_server(config: Config, state: Path | str, server: str
         found = cloud_for(config, region).server(server)
         if found is None:
             continue
-        if MANAGED_TAG not in found.tags:
+        if TAG_MANAGED not in found.tags:
             raise UsageError(f"--server {server}: server {found.name} is not one scoctl "
-                             f"manages (no {MANAGED_TAG} tag): scoctl never touches it")
+                             f"manages (no {TAG_MANAGED} tag): scoctl never touches it")
         return found.id, found.name, region.name, ""
     raise UsageError(f"--server {server}: unknown server (neither in the state nor in Nova)")
 
@@ -342,7 +350,7 @@ class _Region:
         t = self.config.timeouts
         awaiting = rfc3339(now - timedelta(seconds=t.launch + t.registration))
         servers = {s.id: s for s in (self.listed if self.listed is not None
-                                     else self.cloud.servers(tags=[MANAGED_TAG]))}
+                                     else self.cloud.servers(tags=[TAG_MANAGED]))}
         noticed = tuple(store.noticed(region=name, awaiting_since=awaiting))
         for row in noticed:
             if row.outcome is None and row.server_id not in servers:
@@ -411,12 +419,12 @@ class _Region:
             for row in decision.rows:
                 store.save_noticed(row)
             for inst, status in decision.statuses.items():
-                store.update_instance(inst, status=status)
+                store.update_instance(InstanceUpdate(inst, status=status))
             for ex in decision.exclusions:
                 store.exclude(ex.pool, ex.reason, ex.until)
             for event in decision.events:
-                store.append_event(event.workload, event.token, event.level, None,
-                                   dict(event.detail))
+                store.append_event(NewEvent(event.workload, event.token, event.level,
+                                            dict(event.detail)))
             by_reason: dict[str, set[str]] = {}
             for workload, reason in decision.dirty.items():
                 by_reason.setdefault(reason, set()).add(workload)
@@ -501,9 +509,10 @@ class _Region:
         event = removal.event
         with self.store.transaction():
             self.store.save_noticed(removal.row)
-            self.store.update_instance(removal.server_id, status="deleting")
-            self.store.append_event(event.workload, event.token, event.level, None,
-                                    dict(event.detail))
+            self.store.update_instance(InstanceUpdate(removal.server_id,
+                                                      status=InstanceStatus.DELETING))
+            self.store.append_event(NewEvent(event.workload, event.token, event.level,
+                                             dict(event.detail)))
         if removal.slurm_node and self.scheduler is not None:
             self.slurm(SlurmStep(removal.server_id, removal.slurm_node, power_down=True))
         return True

@@ -29,7 +29,7 @@ from scoctl.config.schema import Config, is_url
 from scoctl.core import planner
 from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
-from scoctl.core.model import Claim, PlanWorkloadRecord, RankingCache
+from scoctl.core.model import Claim, NewEvent, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
 from scoctl.state import Store, open_store
@@ -158,8 +158,8 @@ def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRec
                                            plans=list(records.values()), full=full,
                                            removed=removed)
             for name in removed:
-                store.append_event(name, "PLAN_REMOVED", "info", None,
-                                   {"generation": generation, "reason": "claim gone"})
+                store.append_event(NewEvent(name, "PLAN_REMOVED", "info",
+                                            {"generation": generation, "reason": "claim gone"}))
             for name, record in records.items():
                 _plan_events(store, generation, record, reasons.get(name, ""))
         if inputs.cache_entry:
@@ -171,13 +171,13 @@ def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRec
 
 
 def _plan_events(store: Store, generation: int, record: PlanWorkloadRecord, why: str) -> None:
-    store.append_event(record.workload, "PLAN_UPDATED", "info", None, {
+    store.append_event(NewEvent(record.workload, "PLAN_UPDATED", "info", {
         "generation": generation, "claim_version": record.claim_version,
-        "units": sum(u.units for u in record.pools), "pools": len(record.pools), "why": why})
+        "units": sum(u.units for u in record.pools), "pools": len(record.pools), "why": why}))
     if not record.feasible or record.degraded:
-        store.append_event(
+        store.append_event(NewEvent(
             record.workload, "PLAN_INFEASIBLE" if not record.feasible else "PLAN_DEGRADED",
-            "warning", None, {"generation": generation, "reasons": list(record.reasons)})
+            "warning", {"generation": generation, "reasons": list(record.reasons)}))
 
 
 @collector_paused()  # 1,000s of claims over 1,000s of pools: full collections free nothing

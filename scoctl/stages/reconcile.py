@@ -23,11 +23,17 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
-from scoctl.core.model import InstanceRecord, NodeRelease, PlanWorkloadRecord
+from scoctl.core.model import (
+    InstanceRecord,
+    InstanceUpdate,
+    NewEvent,
+    NodeRelease,
+    PlanWorkloadRecord,
+)
 from scoctl.core.model.problems import Api, Problem
+from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus, ServerStatus
 from scoctl.core.reconcile import (
     LIVE,
-    MANAGED_TAG,
     SLURM_POWERED_OFF,
     Decision,
     Deletion,
@@ -141,20 +147,21 @@ class _Region:
     # -- read ------------------------------------------------------------------------------
 
     def servers(self, tracked: Sequence[InstanceRecord]) -> list[ServerInfo]:
-        listed = {s.id: s for s in self.cloud.servers(tags=[MANAGED_TAG])}
+        listed = {s.id: s for s in self.cloud.servers(tags=[TAG_MANAGED])}
         self.count("read")
         for server in list(listed.values()):
-            if server.status.upper() == "ERROR" and server.fault_message is None:
+            if server.status == ServerStatus.ERROR and server.fault_message is None:
                 detail = self.cloud.server(server.id)  # list views may omit the fault
                 self.count("read")
                 if detail is not None:
                     listed[server.id] = detail
         for inst in tracked:
-            if inst.id in listed or inst.status not in LIVE | {"draining", "deleting", "error"}:
+            if inst.id in listed or inst.status not in LIVE | {
+                    InstanceStatus.DRAINING, InstanceStatus.DELETING, InstanceStatus.ERROR}:
                 continue
             detail = self.cloud.server(inst.id)  # before calling it gone, ask for it by id
             self.count("read")
-            if detail is not None and MANAGED_TAG in detail.tags:
+            if detail is not None and TAG_MANAGED in detail.tags:
                 listed[detail.id] = detail
         return list(listed.values())
 
@@ -197,14 +204,14 @@ class _Region:
             for inst in decision.new_instances:
                 store.upsert_instance(inst)
             for update in decision.updates:
-                store.update_instance(update.id, **update.fields)
+                store.update_instance(update)
             for launch in decision.launch_updates:
                 store.update_launch(launch.launch_id, status=launch.status, error=launch.error)
             for ex in decision.exclusions:
                 store.exclude(ex.pool, ex.reason, ex.until)
             for event in decision.events:
-                store.append_event(event.workload, event.token, event.level, None,
-                                   dict(event.detail))
+                store.append_event(NewEvent(event.workload, event.token, event.level,
+                                            dict(event.detail)))
             if decision.dirty:
                 by_reason: dict[str, set[str]] = {}
                 for name, reason in decision.dirty.items():
@@ -226,16 +233,16 @@ class _Region:
             self._note("nova", f"delete {name}", exc)
             return False
         if instance is None:
-            self.store.append_event(workload, "INSTANCE_DELETED", "info", None,
-                                    {"server": server_id, "name": name, "reason": reason})
+            self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info",
+                                             {"server": server_id, "name": name, "reason": reason}))
             return True
-        self.store.update_instance(instance, status="deleting")
+        self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
         try:
             after = self.cloud.server(server_id)
             self.count("read")
         except ApiError:
             return True  # the next pass confirms it
-        if after is None or after.status.upper() == "DELETED":
+        if after is None or after.status == ServerStatus.DELETED:
             self.confirm_deleted(instance, reason)
         return True
 
@@ -244,10 +251,10 @@ class _Region:
         if inst is None:
             return
         with self.store.transaction():
-            self.store.update_instance(instance, status="deleted")
-            self.store.append_event(inst.workload, "INSTANCE_DELETED", "info", None,
-                                    {"server": inst.id, "name": inst.name, "pool": inst.pool,
-                                     "reason": reason})
+            self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETED))
+            self.store.append_event(NewEvent(inst.workload, "INSTANCE_DELETED", "info",
+                                             {"server": inst.id, "name": inst.name,
+                                              "pool": inst.pool, "reason": reason}))
             if inst.node_name:
                 self.store.clear_suspended([inst.node_name])
 
@@ -284,10 +291,11 @@ class _Region:
                 busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
                 if busy.get(unit.node, 0):
                     self.cluster.uncordon(unit.node)
-                    self.store.update_instance(unit.instance, status="ready", idle_since=None)
-                    self.store.append_event(unit.workload, "SCALE_DOWN_CANCELLED", "info", None,
-                                            {"server": unit.server_id, "name": unit.name,
-                                             "reason": "pods landed on the node"})
+                    self.store.update_instance(InstanceUpdate(
+                        unit.instance, status=InstanceStatus.READY, idle_since=None))
+                    self.store.append_event(NewEvent(unit.workload, "SCALE_DOWN_CANCELLED", "info",
+                                                     {"server": unit.server_id, "name": unit.name,
+                                                      "reason": "pods landed on the node"}))
                     return "kept"
                 self.cluster.drain(unit.node)
                 self.cluster.delete_node(unit.node)
@@ -308,7 +316,8 @@ class _Region:
                 return "error"
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(unit.instance, status="ready", idle_since=None)
+                self.store.update_instance(InstanceUpdate(
+                    unit.instance, status=InstanceStatus.READY, idle_since=None))
                 return "kept"
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
-from scoctl.core.model import NodeRelease
+from scoctl.core.model import InstanceUpdate, NewEvent, NodeRelease
 from scoctl.core.model.problems import Problem
 from scoctl.core.slurm_power import (
     POWER_DOWN,
@@ -105,8 +105,8 @@ def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
             contract = wanted.contract if wanted else (old.contract if old else "T1")
             _put_claim(store, slug, nodes, shapes, contract,
                        wanted.tolerates_reclaimable if wanted else True)
-            store.append_event(slug, "SLURM_NODES_RESUME", "info", None,
-                               {"nodes": ",".join(sorted(added))})
+            store.append_event(NewEvent(slug, "SLURM_NODES_RESUME", "info",
+                                        {"nodes": ",".join(sorted(added))}))
     return by_workload
 
 
@@ -128,8 +128,8 @@ def release_nodes(store: Store, handed_back: Iterable[NodeRelease], *,
                 _put_claim(store, claim.workload, release.keep, shapes, claim.contract,
                            claim.tolerates_reclaimable)
                 dropped.setdefault(claim.workload, []).extend(release.gone)
-                store.append_event(claim.workload, "SLURM_NODES_RELEASED", "info", None,
-                                   {"nodes": ",".join(release.gone), "reason": reason})
+                store.append_event(NewEvent(claim.workload, "SLURM_NODES_RELEASED", "info",
+                                            {"nodes": ",".join(release.gone), "reason": reason}))
             if suspend:
                 _mark_suspended(store, names)
     return {slug: sorted(nodes) for slug, nodes in dropped.items()}
@@ -143,7 +143,7 @@ def _mark_suspended(store: Store, names: Collection[str]) -> None:
     now = store.now()
     for inst in instances:
         if inst.node_name in wanted and inst.status in LIVE_STATUSES and not inst.idle_since:
-            store.update_instance(inst.id, idle_since=now)
+            store.update_instance(InstanceUpdate(inst.id, idle_since=now))
 
 
 def power_down(scheduler: BatchScheduler | None, names: Sequence[str], reason: str

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
-from scoctl.core.demand import MANAGED_LABEL, is_provisionable
+from scoctl.core.demand import is_provisionable
 from scoctl.core.intake.batch import BatchWindow, extend_window, window_deadline, window_due
 from scoctl.core.intake.common import (
     Capacity,
@@ -40,8 +40,9 @@ from scoctl.core.intake.slurm import (
     parse_sco_comment,
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
-from scoctl.core.model import FinishedJob, PodInfo, WorkloadRecord
+from scoctl.core.model import FinishedJob, NewEvent, PodInfo, WorkloadRecord
 from scoctl.core.model.problems import Problem
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
@@ -206,7 +207,7 @@ def read_k8s(cluster: Cluster, config: Config,
         for ns in namespaces:
             listed.extend(cluster.pods(ns, field_selector=LIVE_SELECTOR))
         live = listed
-    managed = {n.name for n in nodes if n.labels.get(MANAGED_LABEL) == "true"}
+    managed = {n.name for n in nodes if n.labels.get(LABEL_MANAGED) == "true"}
     wanted = set(namespaces)
     pods = tuple(pod for pod in live
                  if (None in wanted or pod.namespace in wanted)
@@ -280,9 +281,10 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
             if owner is not None and owner.slug == event.workload and (
                     active is None or owner.id != active.id):
                 # a late event of an older run of this slug: log it, never touch the new row
-                store.append_event(event.workload, event.token, "info", owner.status,
-                                   {**event.detail, "note": "event of an earlier run"},
-                                   workload_id=owner.id, ts=event.ts)
+                store.append_event(NewEvent(event.workload, event.token, "info",
+                                            {**event.detail, "note": "event of an earlier run"},
+                                            status=owner.status, workload_id=owner.id,
+                                            ts=event.ts))
                 recorded += 1
                 continue
             if owner is None and (active is None or active.job_id in (None, job_id)):
@@ -292,9 +294,10 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                 active = store.active_workload(event.workload)
         if hold_record(event.token, job_id, slurm_watched):
             row = store.workload_by_job(str(job_id))
-            store.append_event(event.workload, event.token, "info", row.status if row else None,
-                               {**event.detail, "note": HELD_NOTE},
-                               workload_id=row.id if row else None, ts=event.ts)
+            store.append_event(NewEvent(event.workload, event.token, "info",
+                                        {**event.detail, "note": HELD_NOTE},
+                                        status=row.status if row else None,
+                                        workload_id=row.id if row else None, ts=event.ts))
             recorded += 1
             continue
         create = _spool_create(config, event)

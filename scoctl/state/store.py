@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 from scoctl.core.model import (
     ClaimRecord,
@@ -29,9 +29,11 @@ from scoctl.core.model import (
     ExclusionRecord,
     Histogram,
     InstanceRecord,
+    InstanceUpdate,
     LatencySample,
     LaunchRecord,
     MetricCounters,
+    NewEvent,
     NoticedRecord,
     NoticeRecord,
     PlanGeneration,
@@ -41,6 +43,7 @@ from scoctl.core.model import (
     TokenRecord,
     WorkloadRecord,
 )
+from scoctl.core.model.vocabulary import LaunchStatus
 
 
 class Lifecycle(Protocol):
@@ -119,11 +122,9 @@ class WorkloadState(Protocol):
         after it (None for an event logged against the slug only)."""
         ...
 
-    def append_event(self, workload: str | None, token: str, level: str, status: str | None,
-                     detail: Mapping[str, Any] | None = None, *,
-                     workload_id: int | None = None, ts: str | None = None) -> int:
-        """Append one event and return its id. Secrets in `detail` are scrubbed first; `ts`
-        (RFC 3339, any offset) is stored in UTC, an unreadable one becomes now."""
+    def append_event(self, event: NewEvent) -> int:
+        """Append one event and return its id. Secrets in its `detail` are scrubbed first; its
+        `ts` (RFC 3339, any offset) is stored in UTC, an unreadable one becomes now."""
         ...
 
     def events(self, *, workload: str | None = None, since: str | None = None,
@@ -214,7 +215,8 @@ class FleetState(Protocol):
         recorded is a constraint failure of the backend."""
         ...
 
-    def update_launch(self, launch_id: str, *, status: str, reservation_id: str | None = None,
+    def update_launch(self, launch_id: str, *, status: LaunchStatus,
+                      reservation_id: str | None = None,
                       error: str | None = None) -> None:
         """Move a launch on; `reservation_id` and `error` keep their old value when None."""
         ...
@@ -227,10 +229,8 @@ class FleetState(Protocol):
         """Insert the instance, or replace the row with its id."""
         ...
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
-        """Set fields of an instance (``updated`` becomes now).
-
-        Raises ValueError naming any field `InstanceRecord` does not have."""
+    def update_instance(self, update: InstanceUpdate) -> None:
+        """Set the fields `update` names of its instance (``updated`` becomes now)."""
         ...
 
     def instances(self, *, region: str | None = None, workload: str | None = None,

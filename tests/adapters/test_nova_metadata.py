@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scoctl.core.model import LaunchRequest, ServerInfo
-from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from tests.fixtures.nova import NovaBackend
 
 pytestmark = pytest.mark.nova
@@ -33,20 +33,20 @@ def test_metadata_set_after_create_shows_in_the_listing_and_can_be_removed(
         nova_cloud: NovaBackend) -> None:
     compute = nova_cloud.connection.compute
     server = active_server(nova_cloud, "a")
-    compute.set_server_metadata(server.id, **{RECLAIM_AT: DEADLINE, "owner": "blazar"})
-    assert listed(nova_cloud, "a").metadata == {RECLAIM_AT: DEADLINE, "owner": "blazar"}
+    compute.set_server_metadata(server.id, **{META_RECLAIM_AT: DEADLINE, "owner": "blazar"})
+    assert listed(nova_cloud, "a").metadata == {META_RECLAIM_AT: DEADLINE, "owner": "blazar"}
 
-    response = compute.put(f"/servers/{server.id}/metadata/{RECLAIM_AT}",
-                           json={"meta": {RECLAIM_AT: "2026-05-01T13:00:00Z"}})
+    response = compute.put(f"/servers/{server.id}/metadata/{META_RECLAIM_AT}",
+                           json={"meta": {META_RECLAIM_AT: "2026-05-01T13:00:00Z"}})
     assert response.status_code == 200, response.text
-    assert response.json() == {"meta": {RECLAIM_AT: "2026-05-01T13:00:00Z"}}
-    mismatch = compute.put(f"/servers/{server.id}/metadata/{RECLAIM_AT}",
+    assert response.json() == {"meta": {META_RECLAIM_AT: "2026-05-01T13:00:00Z"}}
+    mismatch = compute.put(f"/servers/{server.id}/metadata/{META_RECLAIM_AT}",
                            json={"meta": {"other": "x"}})
     assert mismatch.status_code == 400
 
-    compute.delete_server_metadata(server.id, [RECLAIM_AT])
+    compute.delete_server_metadata(server.id, [META_RECLAIM_AT])
     assert listed(nova_cloud, "a").metadata == {"owner": "blazar"}
-    missing = compute.delete(f"/servers/{server.id}/metadata/{RECLAIM_AT}")
+    missing = compute.delete(f"/servers/{server.id}/metadata/{META_RECLAIM_AT}")
     assert missing.status_code == 404
     replaced = compute.put(f"/servers/{server.id}/metadata", json={"metadata": {"k": "v"}})
     assert replaced.status_code == 200 and replaced.json() == {"metadata": {"k": "v"}}
@@ -56,5 +56,5 @@ def test_metadata_set_after_create_shows_in_the_listing_and_can_be_removed(
 def test_metadata_of_an_unknown_server_is_404(nova_cloud: NovaBackend) -> None:
     response = nova_cloud.connection.compute.post(
         "/servers/00000000-0000-0000-0000-000000000000/metadata",
-        json={"metadata": {RECLAIM_AT: DEADLINE}})
+        json={"metadata": {META_RECLAIM_AT: DEADLINE}})
     assert response.status_code == 404

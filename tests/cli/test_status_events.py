@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from scoctl.clock import rfc3339
-from scoctl.core.model import InstanceRecord, PlanUnitRecord, PlanWorkloadRecord
+from scoctl.core.model import InstanceRecord, NewEvent, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
 from scoctl.services.tokens import record_token
 from scoctl.state import open_store
@@ -117,11 +117,11 @@ def test_events_since_takes_an_rfc3339_time_or_an_age_and_filters_by_workload(cl
     state = tmp_path / "s.db"
     now = datetime.now(UTC)
     with open_store(state, create=True) as store:
-        store.append_event("a", "OLD", "info", None, {}, ts=rfc3339(now - timedelta(hours=3)))
-        store.append_event("b", "MIDDLE", "info", None, {},
-                           ts=rfc3339(now - timedelta(minutes=90)))
-        store.append_event("a", "RECENT", "info", None, {},
-                           ts=rfc3339(now - timedelta(minutes=10)))
+        store.append_event(NewEvent("a", "OLD", "info", {}, ts=rfc3339(now - timedelta(hours=3))))
+        store.append_event(NewEvent("b", "MIDDLE", "info", {},
+                                    ts=rfc3339(now - timedelta(minutes=90))))
+        store.append_event(NewEvent("a", "RECENT", "info", {},
+                                    ts=rfc3339(now - timedelta(minutes=10))))
 
     def tokens(*args: str) -> list[str]:
         result = cli("--state", str(state), "events", "--json", *args)
@@ -142,7 +142,7 @@ def test_events_since_takes_an_rfc3339_time_or_an_age_and_filters_by_workload(cl
 def test_events_follow_prints_new_events_as_they_are_recorded_until_interrupted(tmp_path):
     state = tmp_path / "s.db"
     with open_store(state, create=True) as store:
-        store.append_event("w", "FIRST", "info", None, {})
+        store.append_event(NewEvent("w", "FIRST", "info", {}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "scoctl", "--state", str(state), "events",
@@ -152,8 +152,9 @@ def test_events_follow_prints_new_events_as_they_are_recorded_until_interrupted(
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["token"] == "FIRST"
         with open_store(state) as store:
-            store.append_event("other", "NOT_MINE", "info", None, {})
-            store.append_event("w", "SECOND", "warning", "queued", {"reason": "Resources"})
+            store.append_event(NewEvent("other", "NOT_MINE", "info", {}))
+            store.append_event(NewEvent("w", "SECOND", "warning", {"reason": "Resources"},
+                                        status="queued"))
         second = json.loads(proc.stdout.readline())
         assert (second["token"], second["detail"]) == ("SECOND", {"reason": "Resources"})
         assert proc.poll() is None  # still following
@@ -174,7 +175,7 @@ def test_events_follow_does_not_wait_for_the_run_lock(tmp_path):
 
     state = tmp_path / "s.db"
     with open_store(state, create=True) as store:
-        store.append_event("w", "FIRST", "info", None, {})
+        store.append_event(NewEvent("w", "FIRST", "info", {}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     env["PYTHONPATH"] = str(REPO)
     with run_lock(state):

@@ -24,8 +24,8 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.core.notice import (
-    RECLAIM_AT,
     NoticeDecision,
     NoticePolicy,
     NoticeSnapshot,
@@ -49,7 +49,7 @@ def at(seconds: float) -> str:
 
 def server(sid: str, *, deadline: float | None = None, status: str = "ACTIVE",
            raw: str | None = None) -> ServerInfo:
-    metadata = {RECLAIM_AT: raw if raw is not None else at(deadline)} \
+    metadata = {META_RECLAIM_AT: raw if raw is not None else at(deadline)} \
         if deadline is not None or raw is not None else {}
     return ServerInfo(id=sid, name=f"n-{sid}", status=status,
                       tags=frozenset({"sco:managed", "sco:workload=web"}), metadata=metadata)

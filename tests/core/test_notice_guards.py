@@ -20,7 +20,8 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
-from scoctl.core.notice import RECLAIM_AT, NoticePolicy, NoticeSnapshot, decide, movable
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
+from scoctl.core.notice import NoticePolicy, NoticeSnapshot, decide, movable
 from scoctl.core.reconcile import slurm_power_down
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -52,7 +53,7 @@ def noticed_world(replacement: str | None, *, server_gone: bool = False) -> Noti
                         deadline=at(-5), noticed_at=at(-60), source="metadata", requeued=True)
     servers = [] if server_gone else [ServerInfo(
         id="s1", name=NODE, status="ACTIVE", tags=frozenset({"sco:managed"}),
-        metadata={RECLAIM_AT: at(-5)})]
+        metadata={META_RECLAIM_AT: at(-5)})]
     instances = [instance("s1", "noticed")]
     if replacement is not None:
         instances.append(instance("s2", replacement))

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.errors import ConfigError
 from scoctl.sim import agent
 from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
@@ -231,10 +231,10 @@ def test_a_noticed_server_is_taken_at_its_deadline_and_not_picked_at_random() ->
 
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     noticed = {"id": "a", "status": "ACTIVE", "tags": ["sco:managed"],
-               "metadata": {RECLAIM_AT: "2026-01-01T12:00:00Z"}}
-    later = {**noticed, "id": "b", "metadata": {RECLAIM_AT: "2026-01-01T12:01:00Z"}}
+               "metadata": {META_RECLAIM_AT: "2026-01-01T12:00:00Z"}}
+    later = {**noticed, "id": "b", "metadata": {META_RECLAIM_AT: "2026-01-01T12:01:00Z"}}
     plain = {"id": "c", "status": "ACTIVE", "tags": ["sco:managed"], "metadata": {}}
-    bad = {**noticed, "id": "d", "metadata": {RECLAIM_AT: "noon"}}
+    bad = {**noticed, "id": "d", "metadata": {META_RECLAIM_AT: "noon"}}
     assert [s["id"] for s in agent.due_reclaims([noticed, later, plain, bad], now)] == ["a"]
     picked = agent.pick_reclaim([noticed, later, plain], 3, random.Random(1))
     assert [s["id"] for s in picked] == ["c"]

@@ -21,7 +21,7 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import FixedClock
 from scoctl.config.schema import Config, Region, load_config
 from scoctl.core.jointoken import make_token, secret_manifest
-from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
+from scoctl.core.model import InstanceUpdate, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import ConfigError, PermanentError
 from scoctl.host.budget import TokenBudget
 from scoctl.services.join_tokens import JoinTokens, prune
@@ -164,7 +164,7 @@ def test_reconcile_deletes_tokens_once_nodes_registered_and_expired_leftovers(
         {"no such launch"}
 
     for instance in store.instances():
-        store.update_instance(instance.id, status="ready")
+        store.update_instance(InstanceUpdate(instance.id, status="ready"))
     assert prune(store, k8s_cluster, clock) == [f"{launch.launch_id}: nodes registered"]
     assert secrets_of(k8s_emulator) == {}
 
@@ -172,7 +172,7 @@ def test_reconcile_deletes_tokens_once_nodes_registered_and_expired_leftovers(
     k8s_cluster.create_bootstrap_token(secret_manifest(expired, launch_id=launch.launch_id,
                                                        workload="web"))
     for instance in store.instances():
-        store.update_instance(instance.id, status="building")
+        store.update_instance(InstanceUpdate(instance.id, status="building"))
     assert prune(store, k8s_cluster, clock, dry_run=True) == [f"{launch.launch_id}: expired"]
     assert len(secrets_of(k8s_emulator)) == 1  # a dry run deletes nothing
     assert prune(store, k8s_cluster, clock) == [f"{launch.launch_id}: expired"]

@@ -20,8 +20,7 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
-from scoctl.core.notice import RECLAIM_AT
-from scoctl.core.reconcile import MANAGED_TAG
+from scoctl.core.model.vocabulary import META_RECLAIM_AT, TAG_MANAGED
 from scoctl.runner.compose import PassReport
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
@@ -111,7 +110,7 @@ class World:
 
     def notice(self, server_id: str, seconds: float) -> str:
         deadline = rfc3339(self.clock.now() + timedelta(seconds=seconds))
-        self.cloud.connection.compute.set_server_metadata(server_id, **{RECLAIM_AT: deadline})
+        self.cloud.connection.compute.set_server_metadata(server_id, **{META_RECLAIM_AT: deadline})
         return deadline
 
 
@@ -240,7 +239,7 @@ def test_a_withdrawn_notice_uncordons_and_puts_the_unit_back(world: World) -> No
     inst = serving(world)
     world.notice(inst.id, 60)
     world.run()
-    world.cloud.connection.compute.delete_server_metadata(inst.id, [RECLAIM_AT])
+    world.cloud.connection.compute.delete_server_metadata(inst.id, [META_RECLAIM_AT])
     world.clock.advance(2)
     world.run()
     back = world.store.instance(inst.id)
@@ -312,9 +311,9 @@ def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World)
                                                image=IMAGE_ID, networks=(NETWORK_ID,)))
     world.nova.settle()
     [server] = foreign.servers
-    assert MANAGED_TAG not in (world.cloud.server(server.id) or server).tags
+    assert TAG_MANAGED not in (world.cloud.server(server.id) or server).tags
     due = rfc3339(world.clock.now())  # due now: a managed server would be deleted at once
-    world.cloud.connection.compute.set_server_metadata(server.id, **{RECLAIM_AT: due})
+    world.cloud.connection.compute.set_server_metadata(server.id, **{META_RECLAIM_AT: due})
     world.notice(inst.id, 0)
     calls = len(world.nova.calls())
     result = run_notices(world.config, world.store, world.clock,
@@ -329,7 +328,8 @@ def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World)
     assert [c for c in made if c[0] in ("POST", "PUT", "DELETE") and server.id in c[1]] == []
     world.nova.settle()
     kept = world.cloud.server(server.id)
-    assert kept is not None and kept.status == "ACTIVE" and kept.metadata.get(RECLAIM_AT) == due
+    assert kept is not None and kept.status == "ACTIVE"
+    assert kept.metadata.get(META_RECLAIM_AT) == due
 
 
 def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
@@ -356,7 +356,7 @@ def test_a_far_future_reclaim_time_is_ignored_with_one_warning_however_many_pass
         world: World, caplog: pytest.LogCaptureFixture) -> None:
     inst = serving(world)
     world.cloud.connection.compute.set_server_metadata(
-        inst.id, **{RECLAIM_AT: "9999-12-31T23:59:59Z"})
+        inst.id, **{META_RECLAIM_AT: "9999-12-31T23:59:59Z"})
     with caplog.at_level(logging.WARNING):
         for _ in range(3):  # each a pass as a timer runs it: the memory is the state's
             world.run()

@@ -20,7 +20,7 @@ from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import LaunchRequest
-from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.state import open_store
 from tests.builders import Systems, one_pass
@@ -84,9 +84,9 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
         nova_cloud.wait_for(lambda: cloud.server(foreign.id),
                             lambda s: s is not None and s.status == "ACTIVE")
         deadline = rfc3339(clock.now() + timedelta(seconds=40))
-        compute.set_server_metadata(first.id, **{RECLAIM_AT: deadline})
+        compute.set_server_metadata(first.id, **{META_RECLAIM_AT: deadline})
         due = rfc3339(clock.now())  # the foreign server's notice is due before first's
-        compute.set_server_metadata(foreign.id, **{RECLAIM_AT: due})
+        compute.set_server_metadata(foreign.id, **{META_RECLAIM_AT: due})
         calls = len(nova_cloud.emulator.calls()) if nova_cloud.emulator is not None else 0
 
         clock.advance(1)
@@ -113,7 +113,7 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
         # replaced and deleted `first`, yet it is untouched, unmentioned and untracked
         kept = cloud.server(foreign.id)
         assert kept is not None and kept.status == "ACTIVE"
-        assert kept.tags == frozenset({"t:foreign"}) and kept.metadata.get(RECLAIM_AT) == due
+        assert kept.tags == frozenset({"t:foreign"}) and kept.metadata.get(META_RECLAIM_AT) == due
         assert not [e for e in store.events() if foreign.id in str(dict(e.detail))]
         assert store.instance(foreign.id) is None
         assert foreign.id not in {r.server_id for r in store.noticed(every=True)}
@@ -167,7 +167,7 @@ def test_a_timer_running_the_stages_one_by_one_handles_a_notice_end_to_end(
     scoctl("reconcile")
     lead = 30.0
     deadline = datetime.now(UTC) + timedelta(seconds=lead)
-    compute.set_server_metadata(first["id"], **{RECLAIM_AT: rfc3339(deadline)})
+    compute.set_server_metadata(first["id"], **{META_RECLAIM_AT: rfc3339(deadline)})
 
     noticed = scoctl("reconcile")  # the stage alone: no run, no controller
     assert noticed["notices"] is not None

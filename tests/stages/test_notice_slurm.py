@@ -21,7 +21,7 @@ from scoctl.core.model import (
     SlurmJob,
     SlurmNode,
 )
-from scoctl.core.notice import RECLAIM_AT
+from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.core.quantity import parse_resources
 from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.state import Store, open_store
@@ -69,7 +69,7 @@ def noticed_slurm_node(cloud: FakeCloud, store: Store, deadline: str) -> ServerI
     server = cloud.launch(LaunchRequest(
         name=NODE, flavor="m1.small", image="img-a",
         tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
-        metadata={RECLAIM_AT: deadline})).servers[0]
+        metadata={META_RECLAIM_AT: deadline})).servers[0]
     store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
                     nodes=[NODE])

@@ -11,7 +11,7 @@ import pytest
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config, Retention
-from scoctl.core.model import InstanceRecord, LaunchRecord
+from scoctl.core.model import InstanceRecord, LaunchRecord, NewEvent
 from scoctl.errors import ConfigError
 from scoctl.runner.compose import reconcile_and_release
 from scoctl.stages.reconcile import ReconcileResult
@@ -54,9 +54,9 @@ def test_reconcile_prunes_old_rows_a_batch_at_a_time_and_keeps_everything_recent
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         with store.transaction():
             for i in range(1500):
-                store.append_event("web", "OLD", "info", None, {"i": i},
-                                   ts=days_ago(clock, 31 + i / 1000))
-            store.append_event("web", "RECENT", "info", None, {}, ts=days_ago(clock, 29))
+                store.append_event(NewEvent("web", "OLD", "info", {"i": i},
+                                            ts=days_ago(clock, 31 + i / 1000)))
+            store.append_event(NewEvent("web", "RECENT", "info", {}, ts=days_ago(clock, 29)))
             for i in range(42):  # a soak's worth of servers long gone, one still fresh
                 store.upsert_instance(InstanceRecord(
                     id=f"gone-{i}", name=f"gone-{i}", region=REGION, workload="web",

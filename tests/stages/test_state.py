@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from scoctl.core.model import PlanUnitRecord, PlanWorkloadRecord
+from scoctl.core.model import NewEvent, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
 from scoctl.services.tokens import record_token
 from scoctl.state import SCHEMA_VERSION, open_store
@@ -78,7 +78,7 @@ def test_slurm_job_queued_is_logged_once_per_distinct_reason(store):
 
 
 def test_events_are_append_only(store, probe):
-    store.append_event("w", "NOTE", "info", None, {})
+    store.append_event(NewEvent("w", "NOTE", "info", {}))
     with pytest.raises(probe.database_error, match="append-only"):
         store.conn.execute("UPDATE events SET token = 'X'")
     with pytest.raises(probe.database_error, match="append-only"):
@@ -86,7 +86,7 @@ def test_events_are_append_only(store, probe):
 
 
 def test_secrets_in_event_detail_never_reach_the_state(store):
-    store.append_event("w", "NOTE", "info", None, {"join_token": "s3cr3t", "node": "n1"})
+    store.append_event(NewEvent("w", "NOTE", "info", {"join_token": "s3cr3t", "node": "n1"}))
     raw = store.conn.execute("SELECT detail FROM events").fetchone()[0]
     assert "s3cr3t" not in raw and "n1" in raw
 
@@ -230,9 +230,9 @@ def test_a_state_path_that_cannot_be_created_is_a_state_error(tmp_path):
 
 
 def test_event_times_are_stored_in_one_utc_form_so_since_compares_as_text(store):
-    store.append_event("w", "A", "info", None, {}, ts="2026-01-01T01:30:00+01:00")
-    store.append_event("w", "B", "info", None, {}, ts="2026-01-01T00:45:00Z")
-    store.append_event("w", "C", "info", None, {}, ts="not a time")  # becomes the store's now
+    store.append_event(NewEvent("w", "A", "info", {}, ts="2026-01-01T01:30:00+01:00"))
+    store.append_event(NewEvent("w", "B", "info", {}, ts="2026-01-01T00:45:00Z"))
+    store.append_event(NewEvent("w", "C", "info", {}, ts="not a time"))  # becomes the store's now
     events = store.events()
     assert [e.ts for e in events] == ["2026-01-01T00:30:00.000000Z",
                                       "2026-01-01T00:45:00.000000Z", store.now()]

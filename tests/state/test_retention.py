@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.clock import FixedClock, rfc3339
-from scoctl.core.model import InstanceRecord, LaunchRecord
+from scoctl.core.model import InstanceRecord, LaunchRecord, NewEvent
 from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.sqlite import SqliteStore, run_migrations
@@ -26,7 +26,7 @@ def at(clock: FixedClock, days_ago: float) -> str:
 
 def add_events(store: SqliteStore, clock: FixedClock, *days_ago: float) -> None:
     for age in days_ago:
-        store.append_event("w", f"AGE_{age:g}", "info", None, {}, ts=at(clock, age))
+        store.append_event(NewEvent("w", f"AGE_{age:g}", "info", {}, ts=at(clock, age)))
 
 
 def tokens(store: SqliteStore) -> list[str]:

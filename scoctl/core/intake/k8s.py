@@ -31,7 +31,6 @@ from typing import Any, Generic, Literal, TypeVar
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
-    MANAGED_LABEL,
     POD_TEMPLATE_HASH_LABEL,
     deployment_available,
     deployment_quota_block,
@@ -67,6 +66,7 @@ from scoctl.core.model import (
     flavor_allocatable,
     is_slug,
 )
+from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
 
@@ -317,9 +317,9 @@ def _teardown_refs(w: _K8sWorkload, deployments: Sequence[DeploymentInfo],
     their predictor Deployments), else its Deployments."""
     if isvcs:
         return tuple(ObjectRef("InferenceService", i.namespace, i.name,
-                               i.labels.get(MANAGED_LABEL) == "true") for i in isvcs)
+                               i.labels.get(LABEL_MANAGED) == "true") for i in isvcs)
     return tuple(ObjectRef("Deployment", d.namespace, d.name,
-                           d.labels.get(MANAGED_LABEL) == "true") for d in deployments)
+                           d.labels.get(LABEL_MANAGED) == "true") for d in deployments)
 
 
 def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
@@ -335,7 +335,7 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
     separate values only miss the memo.
     """
     label = policy.workload_label
-    managed_nodes = {n.name for n in snap.nodes if n.labels.get(MANAGED_LABEL) == "true"}
+    managed_nodes = {n.name for n in snap.nodes if n.labels.get(LABEL_MANAGED) == "true"}
     found: dict[str, _K8sWorkload] = {}
     bad_slugs: set[str] = set()
     owners: dict[tuple[str, int, tuple[str | None, ...]], WorkloadRef | None] = {}

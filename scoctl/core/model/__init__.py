@@ -68,12 +68,16 @@ if TYPE_CHECKING:
     )
     from scoctl.core.model.problems import APIS, Api, Problem
     from scoctl.core.model.records import (
+        KEEP,
         ClaimRecord,
         EventRecord,
         ExclusionRecord,
         InstanceRecord,
+        InstanceUpdate,
+        Keep,
         LaunchRecord,
         MetricCounters,
+        NewEvent,
         PlanGeneration,
         PlanUnitRecord,
         PlanWorkloadRecord,
@@ -109,6 +113,7 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef", "PodEvent",
     "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint", "Toleration", "WorkloadRef",
 ]
+__all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -126,7 +131,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
-                "LaunchRecord", "MetricCounters", "PlanGeneration", "PlanUnitRecord",
+                "InstanceUpdate", "KEEP", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
+                "PlanGeneration", "PlanUnitRecord",
                 "PlanWorkloadRecord", "RankingCache", "TokenRecord", "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
               "SlurmNode", "rest_api_version"),

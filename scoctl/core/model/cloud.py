@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from scoctl.core.model.vocabulary import ServerStatus
 from scoctl.errors import InsufficientCapacity, QuotaExceeded, ScoctlError
 
 QUOTA_FAULT_CODE = 413
@@ -50,7 +51,7 @@ class ServerInfo:
 
     id: str
     name: str
-    status: str
+    status: ServerStatus  # normalised by the adapter
     tags: frozenset[str] = frozenset()
     metadata: Mapping[str, str] = field(default_factory=dict)
     flavor: str = ""
@@ -62,7 +63,7 @@ class ServerInfo:
 
     def fault_error(self) -> type[ScoctlError] | None:
         """The domain error an ERROR server stands for: quota (413) or capacity; else None."""
-        if self.status != "ERROR":
+        if self.status != ServerStatus.ERROR:
             return None
         message = (self.fault_message or "").lower()
         if self.fault_code == QUOTA_FAULT_CODE or "quota exceeded" in message:

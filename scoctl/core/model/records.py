@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, Final
+
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,21 @@ class EventRecord:
     level: str
     status: str | None
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """One event a stage decided to append to the log. `workload_id` ties it to a workload
+    row (None: logged against the slug only); `ts` is when it happened (RFC 3339, any offset;
+    None: now)."""
+
+    workload: str | None
+    token: str
+    level: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    status: str | None = None  # the workload's status the event records, if any
+    workload_id: int | None = None
+    ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,7 @@ class LaunchRecord:
     pool: str
     generation: int
     count: int
-    status: str  # intent | called | recorded | failed
+    status: LaunchStatus
     created: str
     updated: str
     reservation_id: str | None = None
@@ -107,7 +125,8 @@ class InstanceRecord:
     pool: str | None
     generation: int | None
     launch_id: str | None
-    status: str  # requested building active ready draining deleting deleted error
+    # requested building active ready noticed draining deleting deleted error (DESIGN §7, §14)
+    status: InstanceStatus
     created: str
     updated: str
     active_at: str | None = None
@@ -115,6 +134,34 @@ class InstanceRecord:
     idle_since: str | None = None
     fault: str | None = None
     node_name: str | None = None
+
+
+class Keep(Enum):
+    """The value of an `InstanceUpdate` field that leaves the row's value as it is."""
+
+    KEEP = "keep"
+
+
+KEEP: Final = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class InstanceUpdate:
+    """Set these fields of the instance row `id` (its ``updated`` becomes now): a field left
+    at `KEEP` keeps its value, None clears a nullable one."""
+
+    id: str
+    status: InstanceStatus | Keep = KEEP
+    active_at: str | None | Keep = KEEP
+    ready_at: str | None | Keep = KEEP
+    idle_since: str | None | Keep = KEEP
+    fault: str | None | Keep = KEEP
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields this update sets, by name."""
+        return {name: value for name in ("status", "active_at", "ready_at", "idle_since", "fault")
+                if (value := getattr(self, name)) is not KEEP}
 
 
 @dataclass(frozen=True)

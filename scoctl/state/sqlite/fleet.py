@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scoctl.core.model import ExclusionRecord, InstanceRecord, LaunchRecord
+from scoctl.core.model import ExclusionRecord, InstanceRecord, InstanceUpdate, LaunchRecord
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
+
+
+def _instance(row: Mapping[str, Any]) -> InstanceRecord:
+    fields = {k: row[k] for k in InstanceRecord.__dataclass_fields__}
+    fields["status"] = InstanceStatus(fields["status"])
+    return InstanceRecord(**fields)
 
 
 class FleetTables(SqliteBase):
@@ -23,7 +30,8 @@ class FleetTables(SqliteBase):
                  launch.generation, launch.count, launch.status, launch.created, launch.updated,
                  launch.reservation_id, launch.error, dumps(list(launch.node_names))])
 
-    def update_launch(self, launch_id: str, *, status: str, reservation_id: str | None = None,
+    def update_launch(self, launch_id: str, *, status: LaunchStatus,
+                      reservation_id: str | None = None,
                       error: str | None = None) -> None:
         with self.transaction():
             self.conn.execute(
@@ -38,7 +46,7 @@ class FleetTables(SqliteBase):
             params = list(status)
         return [LaunchRecord(
             launch_id=r["launch_id"], region=r["region"], workload=r["workload"], pool=r["pool"],
-            generation=r["generation"], count=r["count"], status=r["status"],
+            generation=r["generation"], count=r["count"], status=LaunchStatus(r["status"]),
             created=r["created"], updated=r["updated"], reservation_id=r["reservation_id"],
             error=r["error"], node_names=tuple(loads(r["node_names"], [])))
             for r in self.db.query(sql + " ORDER BY created, launch_id", params)]
@@ -49,16 +57,12 @@ class FleetTables(SqliteBase):
                 {k: getattr(instance, k) for k in InstanceRecord.__dataclass_fields__},
                 pk="id")
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
-        allowed = set(InstanceRecord.__dataclass_fields__) - {"id"}
-        bad = set(fields) - allowed
-        if bad:
-            raise ValueError(f"unknown instance fields: {sorted(bad)}")
-        fields["updated"] = self.now()
+    def update_instance(self, update: InstanceUpdate) -> None:
+        fields = {**update.fields, "updated": self.now()}
         with self.transaction():
             sets = ", ".join(f"{k} = ?" for k in fields)
             self.conn.execute(f"UPDATE instances SET {sets} WHERE id = ?",
-                              [*fields.values(), instance_id])
+                              [*fields.values(), update.id])
 
     def instances(self, *, region: str | None = None, workload: str | None = None,
                   include_deleted: bool = False) -> list[InstanceRecord]:
@@ -72,13 +76,11 @@ class FleetTables(SqliteBase):
         if not include_deleted:
             where.append("status != 'deleted'")
         sql = "SELECT * FROM instances" + (f" WHERE {' AND '.join(where)}" if where else "")
-        return [InstanceRecord(**{k: r[k] for k in InstanceRecord.__dataclass_fields__})
-                for r in self.db.query(sql + " ORDER BY workload, pool, name", params)]
+        return [_instance(r) for r in self.db.query(sql + " ORDER BY workload, pool, name", params)]
 
     def instance(self, instance_id: str) -> InstanceRecord | None:
         row = self._one("SELECT * FROM instances WHERE id = ?", [instance_id])
-        return InstanceRecord(**{k: row[k] for k in InstanceRecord.__dataclass_fields__}) \
-            if row else None
+        return _instance(row) if row else None
 
     def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
         """Delete up to `limit` of the oldest instances with one of `statuses` last updated

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
-from scoctl.core.model import ClaimRecord, EventRecord, TokenRecord, WorkloadRecord
+from scoctl.core.model import ClaimRecord, EventRecord, NewEvent, TokenRecord, WorkloadRecord
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
@@ -83,8 +83,9 @@ class WorkloadTables(SqliteBase):
                     "updated = ? WHERE id = ?",
                     [record.status, record.token, record.last_queued_reason, self.now(),
                      record.workload_id])
-            self.append_event(record.workload, record.token, record.level, record.status,
-                              record.detail, workload_id=record.workload_id, ts=record.ts)
+            self.append_event(NewEvent(record.workload, record.token, record.level,
+                                       record.detail, status=record.status,
+                                       workload_id=record.workload_id, ts=record.ts))
             if record.workload_id is None:
                 return None
             return self.latest_by_id(record.workload_id)
@@ -94,13 +95,12 @@ class WorkloadTables(SqliteBase):
 
     # -- events ----------------------------------------------------------------------------
 
-    def append_event(self, workload: str | None, token: str, level: str, status: str | None,
-                     detail: Mapping[str, Any] | None = None, *, workload_id: int | None = None,
-                     ts: str | None = None) -> int:
-        """Append one event; secrets in `detail` are scrubbed first.
+    def append_event(self, event: NewEvent) -> int:
+        """Append one event; secrets in its `detail` are scrubbed first.
 
-        `ts` (RFC 3339 with any offset) is stored in UTC; an unreadable one becomes now.
+        Its `ts` (RFC 3339 with any offset) is stored in UTC; an unreadable one becomes now.
         """
+        ts = event.ts
         if ts:  # one text form (UTC, microseconds), so `events --since` compares as text
             try:
                 ts = rfc3339(parse_rfc3339(ts))
@@ -110,8 +110,8 @@ class WorkloadTables(SqliteBase):
             cursor = self.conn.execute(
                 "INSERT INTO events (ts, workload, workload_id, token, level, status, detail) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [ts or self.now(), workload, workload_id, token, level, status,
-                 dumps(scrub(dict(detail or {})))])
+                [ts or self.now(), event.workload, event.workload_id, event.token, event.level,
+                 event.status, dumps(scrub(dict(event.detail)))])
             return int(cursor.lastrowid or 0)
 
     def events(self, *, workload: str | None = None, since: str | None = None,
