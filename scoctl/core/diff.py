@@ -134,10 +134,3 @@ def surplus(targets: Mapping[str, Mapping[str, int]], live: Mapping[Key, int]) -
         if count > want:
             out[(workload, pool)] = count - want
     return out
-
-
-def disruption_allowance(units: int, share: float) -> int:
-    """How many of a workload's `units` one run may remove: the share, rounded up, at least 1."""
-    if units <= 0:
-        return 0
-    return max(1, -(-int(units * share * 1_000_000) // 1_000_000))

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from scoctl.core.diff import disruption_allowance, surplus
+from scoctl.core import disruption
+from scoctl.core.disruption import Blocked, Disruption, Unit
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
 from scoctl.core.model import (
     ExclusionRecord,
@@ -42,6 +43,7 @@ from scoctl.core.model.vocabulary import (
     LABEL_POOL,
     LABEL_WORKLOAD,
     TAG_MANAGED,
+    DisruptionReason,
     InstanceStatus,
     LaunchStatus,
     ServerStatus,
@@ -201,6 +203,7 @@ class Decision:
     orphans: tuple[Orphan, ...] = ()
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    blocked: tuple[Blocked, ...] = ()  # disruptions the budget holds back: nothing changes
 
     @property
     def empty(self) -> bool:
@@ -419,8 +422,8 @@ class _Pass:
                          node=None if slurm_node else self.node_of(inst),
                          slurm_node=slurm_node)
 
-    def decision(self, orphans_seen: Mapping[str, str],
-                 held: Mapping[str, Mapping[str, int]]) -> Decision:
+    def decision(self, orphans_seen: Mapping[str, str], held: Mapping[str, Mapping[str, int]],
+                 blocked: tuple[Blocked, ...]) -> Decision:
         return Decision(
             new_instances=tuple(self.new),
             updates=tuple(InstanceUpdate(k, **v) for k, v in sorted(self.updates.items())),
@@ -430,7 +433,7 @@ class _Pass:
             events=tuple(self.events), dirty=dict(sorted(self.dirty.items())),
             adoptions=tuple(self.adopted), orphans=tuple(self.orphans),
             orphans_seen=orphans_seen,
-            held={w: dict(p) for w, p in sorted(held.items())})
+            held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked)
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -446,8 +449,8 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
     deleting = {d.instance for d in p.deletions if d.instance}
     held = _held(p, deleting)
     _follow_idle(p, deleting)
-    _scale_down(p, held, deleting)
-    return p.decision(seen, held)
+    blocked = _scale_down(p, held, deleting)
+    return p.decision(seen, held, blocked)
 
 
 def _adopted_record(p: _Pass, server: ServerInfo, tags: Mapping[str, str],
@@ -670,40 +673,33 @@ def _follow_idle(p: _Pass, deleting: set[str]) -> None:
             p.update(inst, idle_since=None)
 
 
-def _idle_candidates(p: _Pass, workload: str, pool: str,
-                     deleting: set[str]) -> list[InstanceRecord]:
-    """Ready units of (workload, pool) idle past the idle timeout, longest idle first."""
-    found = []
-    for inst in p.instances.values():
-        if (inst.workload, inst.pool) != (workload, pool) or inst.id in deleting:
-            continue
-        if p.status(inst) != "ready":
-            continue
-        since = p.updates.get(inst.id, {}).get("idle_since", inst.idle_since)
-        if since is None or p.age(since) < p.policy.idle_timeout:
-            continue
-        found.append((since, inst.name, inst))
-    return [inst for _, _, inst in sorted(found)]
-
-
-def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]], deleting: set[str]) -> None:
-    """Units above the plan, idle past the idle timeout, under the disruption budget; a
-    scale-down a crash left half done (draining) finishes first and counts against it."""
-    live = {(w, pool): n for w, pools in held.items() for pool, n in pools.items()}
-    extra = surplus(p.snapshot.targets, live)
-    allowance = {w: disruption_allowance(sum(pools.values()), p.policy.disruption_budget)
-                 for w, pools in held.items()}
+def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]],
+                deleting: set[str]) -> tuple[Blocked, ...]:
+    """A scale-down a crash left half done (draining) finishes first and counts against the
+    disruption budget; then the `empty` disruptions `core.disruption` allows start (the units
+    above the plan, idle past the idle timeout). Returns the ones the budget holds back."""
+    in_flight: list[Disruption] = []
     for inst in sorted(p.instances.values(), key=lambda i: i.name):
-        if p.status(inst) == "draining" and inst.id not in deleting and inst.workload:
-            allowance[inst.workload] = allowance.get(inst.workload, 1) - 1
+        if p.status(inst) == InstanceStatus.DRAINING and inst.id not in deleting and inst.workload:
+            in_flight.append(Disruption(inst.id, inst.name, inst.workload, inst.pool or "",
+                                        DisruptionReason.EMPTY, replace_first=False))
             p.scale_downs.append(p.scale(inst))
-    for (workload, pool), count in sorted(extra.items()):
-        count -= sum(1 for s in p.scale_downs if (s.workload, s.pool) == (workload, pool))
-        for inst in _idle_candidates(p, workload, pool, deleting)[:max(0, count)]:
-            if allowance.get(workload, 0) <= 0:
-                break
-            allowance[workload] -= 1
-            p.update(inst, status="draining")
-            p.scale_downs.append(p.scale(inst))
-            p.event(workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
-                    pool=pool, idle_since=inst.idle_since)
+    ready = [Unit(inst.id, inst.name, inst.workload, inst.pool,
+                  p.updates.get(inst.id, {}).get("idle_since", inst.idle_since))
+             for inst in p.instances.values()
+             if inst.workload and inst.pool and inst.id not in deleting
+             and p.status(inst) == InstanceStatus.READY]
+    candidates = disruption.empty(ready, targets=p.snapshot.targets, held=held,
+                                  in_flight=in_flight, now=p.now,
+                                  idle_timeout=p.policy.idle_timeout)
+    decided = disruption.plan(
+        candidates, in_flight=in_flight,
+        registered={w: sum(pools.values()) for w, pools in held.items()},
+        budgets=(disruption.Budget(p.policy.disruption_budget),))
+    for unit in decided.start:
+        inst = p.instances[unit.server_id]
+        p.update(inst, status=InstanceStatus.DRAINING)
+        p.scale_downs.append(p.scale(inst))
+        p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
+                pool=unit.pool, idle_since=inst.idle_since)
+    return decided.blocked

@@ -1,15 +1,13 @@
-"""The plan/fleet diff (pure): gaining pools, quota clamp, surplus, disruption budget."""
+"""The plan/fleet diff (pure): gaining pools, quota clamp, surplus."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from scoctl.core.diff import (
     clamp_to_headroom,
     diff_plan,
-    disruption_allowance,
     launches_needed,
     surplus,
 )
@@ -50,12 +48,6 @@ def test_the_quota_clamp_shrinks_launches_in_order_and_names_the_limit():
 def test_surplus_is_what_live_units_hold_above_the_plan():
     assert surplus({"w": {"a": 1}}, {("w", "a"): 3, ("w", "b"): 1, ("v", "a"): 0}) == {
         ("w", "a"): 2, ("w", "b"): 1}
-
-
-@pytest.mark.parametrize(("units", "share", "allowed"), [
-    (0, 0.1, 0), (1, 0.1, 1), (10, 0.1, 1), (11, 0.1, 2), (22, 0.5, 11), (30, 0.1, 3)])
-def test_the_disruption_budget_rounds_up_and_allows_at_least_one(units, share, allowed):
-    assert disruption_allowance(units, share) == allowed
 
 
 @given(st.dictionaries(st.sampled_from("abc"), st.integers(0, 20), min_size=1),
