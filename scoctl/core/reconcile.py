@@ -662,7 +662,7 @@ def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
 def _follow_idle(p: _Pass, deleting: set[str]) -> None:
     """`idle_since` follows the facts for every ready unit."""
     for inst in p.instances.values():
-        if inst.id in deleting or p.status(inst) != "ready":
+        if inst.id in deleting or p.status(inst) != InstanceStatus.READY:
             continue
         idle = p.idle(inst)
         if idle is None:
