@@ -7,7 +7,7 @@ adapter (the official client over HTTP, through a generated kubeconfig):
 * list — `KubernetesCluster.pods()` of the pending pods (paged list, raw JSON -> PodInfo);
 * decide — `core.intake.k8s.decide_k8s_intake` over those pods: one claim per workload;
 * claims written — the watch stage's pass over the listed pods (`scoctl.stages.watch.run_pass`
-  with the pods handed in: the other reads, the pure decision, one transaction of `put_claim`
+  with the pods handed in: the other reads, the pure decision, one transaction of `record_claim`
   and status tokens into a fresh SQLite state);
 * watch --once — the same pass end to end, listing the pods itself: the figure, printed as a
   ratio to the aim of issue 16 (1.5 s for 40,000 pods).

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/plan_stage_bench.py [--workloads N] [--pools N] [--runs N]``.
 Builds the fleet of bench/plan_bench.py in a real state file, commits a full plan, then times
 `run_plan` (read claims, plans, fleet and exclusions; decide; commit one generation) after one
-claim changed, and the seed's 42-pod claim from `put_claim` to its committed generation.
+claim changed, and the seed's 42-pod claim from `record_claim` to its committed generation.
 Prints a table, the p99 as a ratio to the 10 s budget of steps 1-8, and one JSON line
 (milliseconds).
 """
@@ -27,6 +27,7 @@ from plan_bench import CONTRACTS, flavors, fleet, make_claim  # noqa: E402
 
 from scoctl.clock import FixedClock  # noqa: E402
 from scoctl.config.schema import Config, LaunchSettings, RankingSource, Region  # noqa: E402
+from scoctl.services.claims import record_claim
 from scoctl.stages.plan import run_plan  # noqa: E402
 from scoctl.state import open_store  # noqa: E402
 
@@ -57,7 +58,7 @@ def main() -> None:
         started = time.perf_counter()
         with store.transaction():
             for c in claims:
-                store.put_claim(c.workload, contract=c.contract, requests=c.requests,
+                record_claim(store, c.workload, contract=c.contract, requests=c.requests,
                                 largest_pod=c.largest_pod, pods=c.pods, source="k8s")
         load_ms = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
@@ -70,7 +71,7 @@ def main() -> None:
             victim = claims[rnd.randrange(len(claims))]
             fresh = make_claim(rnd, victim.workload)
             started = time.perf_counter()
-            store.put_claim(victim.workload, contract=victim.contract, requests=fresh.requests,
+            record_claim(store, victim.workload, contract=victim.contract, requests=fresh.requests,
                             largest_pod=fresh.largest_pod, pods=fresh.pods, source="k8s")
             result = run_plan(config, store, clock)
             times.append((time.perf_counter() - started) * 1000)
@@ -78,7 +79,7 @@ def main() -> None:
         seed = []
         for i in range(args.runs):
             started = time.perf_counter()
-            store.put_claim(f"orders-daily-{i:03d}", contract="T1",
+            record_claim(store, f"orders-daily-{i:03d}", contract="T1",
                             requests={"cpu": 168_000, "memory": 672 * GI},
                             largest_pod={"cpu": 4000, "memory": 16 * GI}, pods=42, source="k8s")
             result = run_plan(config, store, clock)

@@ -16,6 +16,7 @@ import pytest
 from scoctl.core.latency import observe
 from scoctl.core.model import Histogram, LatencySample
 from scoctl.core.model.latency import DECISION, READY
+from scoctl.services.claims import record_claim
 from scoctl.services.metrics import RunSample, StageSample, collect
 from scoctl.state import open_store
 
@@ -40,7 +41,7 @@ def written(tmp_path: Path) -> set[str]:
     """The sample names in a metrics textfile of a state that has seen everything."""
     with open_store(tmp_path / "s.db", create=True) as store:
         store.ensure_workload("web", kind="deployment", source="k8s", contract="T1")
-        store.put_claim("web", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
+        record_claim(store, "web", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
                         pods=1, source="k8s")
         store.save_orphans_seen("region-a", {"srv-1": "2026-01-01T00:00:00Z"})
         store.save_latency({DECISION: observe(Histogram(), 1.2), READY: observe(Histogram(), 30)},

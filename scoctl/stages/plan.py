@@ -32,6 +32,7 @@ from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
 from scoctl.core.model import Claim, NewEvent, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
+from scoctl.services.claims import record_claim
 from scoctl.state import Store, open_store
 
 FILE_SOURCE = "file"
@@ -93,7 +94,7 @@ def record_file_claims(store: Store, claims: Sequence[Claim]) -> list[str]:
     changed = []
     with store.transaction():
         for claim in claims:
-            _, new = store.put_claim(claim.workload, contract=claim.contract,
+            _, new = record_claim(store, claim.workload, contract=claim.contract,
                                      requests=claim.requests, largest_pod=claim.largest_pod,
                                      pods=claim.pods, source=FILE_SOURCE,
                                      tolerates_reclaimable=claim.tolerates_reclaimable)

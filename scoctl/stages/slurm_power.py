@@ -47,6 +47,7 @@ from scoctl.core.slurm_power import (
 from scoctl.core.timefmt import rfc3339
 from scoctl.errors import ApiError, ScoctlError
 from scoctl.host.spool import POWER_KIND, SpoolEvent, discard, pending_events, write_event
+from scoctl.services.claims import record_claim
 from scoctl.state import Store
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def _put_claim(store: Store, workload: str, nodes: Sequence[str],
                shapes: Mapping[str, Mapping[str, int]], contract: str,
                tolerates: bool) -> None:
     requests, largest = nodes_demand(nodes, shapes)
-    store.put_claim(workload, contract=contract, requests=requests, largest_pod=largest,
+    record_claim(store, workload, contract=contract, requests=requests, largest_pod=largest,
                     pods=len(nodes), source="slurm", tolerates_reclaimable=tolerates,
                     nodes=list(nodes))
 

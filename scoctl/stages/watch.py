@@ -47,6 +47,7 @@ from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
+from scoctl.services.claims import record_claim
 from scoctl.services.informer import LIVE_SELECTOR
 from scoctl.services.teardown import TORN_DOWN_KINDS, TeardownResult, teardown_workload
 from scoctl.services.tokens import record_token
@@ -318,7 +319,7 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
         if claim.pods and store.latest_workload(claim.workload) is None:
             store.ensure_workload(claim.workload, kind=claim.kind, source=claim.source,
                                   contract=claim.contract, namespace=claim.namespace)
-        _, changed = store.put_claim(
+        _, changed = record_claim(store,
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
             tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes)

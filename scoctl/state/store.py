@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, Self
 
+from scoctl.core.claims import ClaimWrite
 from scoctl.core.model import (
     ClaimRecord,
     EventRecord,
@@ -146,12 +147,9 @@ class WorkloadState(Protocol):
         """Every claim, by workload."""
         ...
 
-    def put_claim(self, workload: str, *, contract: str, requests: Mapping[str, int],
-                  largest_pod: Mapping[str, int], pods: int, source: str,
-                  tolerates_reclaimable: bool = True,
-                  nodes: Sequence[str] = ()) -> tuple[ClaimRecord, bool]:
-        """Store a claim; a new version only when its demand changed. Returns the stored claim
-        and whether it changed (a "claim delta")."""
+    def save_claim(self, write: ClaimWrite) -> ClaimRecord:
+        """Save a claim as `core.claims.claim_write` decided (a new version, or the stored
+        version's new pod count); returns the stored claim."""
         ...
 
 

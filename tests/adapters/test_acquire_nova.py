@@ -40,6 +40,7 @@ from scoctl.core.quantity import parse_resources
 from scoctl.core.userdata import parse_boot_contract
 from scoctl.host.budget import TokenBudget
 from scoctl.runner.compose import acquire_with_fallback
+from scoctl.services.claims import record_claim
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult
 from scoctl.stages.plan import run_plan
@@ -228,7 +229,7 @@ def test_a_second_acquire_in_a_row_does_not_even_connect(env: Env) -> None:
 
 
 def test_slurm_cloud_nodes_are_one_call_each_named_after_the_node(env: Env) -> None:
-    env.store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "2"}),
+    record_claim(env.store, "hpc", contract="T1", requests=parse_resources({"cpu": "2"}),
                         largest_pod=parse_resources({"cpu": "1"}), pods=2, source="slurm",
                         nodes=["cloud-7", "cloud-8"])
     set_plan(env.store, "hpc", {"tiny.a": 2})
@@ -309,7 +310,7 @@ def test_servers_failing_novas_async_quota_recheck_are_quota_and_get_deleted(env
 def test_no_valid_host_excludes_the_pool_and_the_fallback_launches_in_the_same_run(
     env: Env,
 ) -> None:
-    env.store.put_claim("web", contract="T1",
+    record_claim(env.store, "web", contract="T1",
                         requests=parse_resources({"cpu": "2", "memory": "1Gi"}),
                         largest_pod=parse_resources({"cpu": "500m", "memory": "256Mi"}),
                         pods=4, source="k8s")
@@ -379,7 +380,7 @@ def test_two_concurrent_acquires_share_the_host_wide_token_budget(tmp_path: Path
             config = load_config(config_path)
             with open_store(config.state, create=True) as store:
                 nodes = [f"{name}-{i}" for i in range(10)]
-                store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "10"}),
+                record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "10"}),
                                 largest_pod=parse_resources({"cpu": "1"}), pods=10,
                                 source="slurm", nodes=nodes)
                 set_plan(store, "hpc", {"tiny.a": 10})

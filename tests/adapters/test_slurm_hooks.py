@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from scoctl.core.model import InstanceRecord
+from scoctl.services.claims import record_claim
 from scoctl.state import Store, open_store
 from tests.fixtures.slurm import SCRIPTS, SlurmCluster, free_port_base, wait_for
 from tests.fixtures.users import HookUser, python_for, system_users
@@ -279,7 +280,7 @@ def test_resume_fail_is_spooled_and_the_next_pass_powers_the_node_down_never_dow
     hooked: HookCluster,
 ) -> None:
     with hooked.store() as store:
-        store.put_claim("hpc", contract="T1", requests={"cpu": 2000}, largest_pod={"cpu": 2000},
+        record_claim(store, "hpc", contract="T1", requests={"cpu": 2000}, largest_pod={"cpu": 2000},
                         pods=1, source="slurm", nodes=["test-cloud-2"])
     resumes = hooked.power_log().count("RESUME_PROGRAM")
     hooked.cluster.run("scontrol", "update", "NodeName=test-cloud-2", "State=POWER_UP")

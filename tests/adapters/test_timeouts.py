@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from scoctl.services.claims import record_claim
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.state import open_store
 from tests.fixtures.nova import write_clouds_yaml
@@ -96,7 +97,7 @@ def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path
     assert scoctl(tmp_path, "init").returncode == 0
     assert scoctl(tmp_path, "plan", "--claims", "claims.yaml", "--dry-run").returncode == 0
     with open_store(tmp_path / "s.db") as store:
-        store.put_claim("web", contract="T1", requests={"cpu": 4000, "memory": 2 * 2**30},
+        record_claim(store, "web", contract="T1", requests={"cpu": 4000, "memory": 2 * 2**30},
                         largest_pod={"cpu": 1000, "memory": 2**29}, pods=4, source="file")
 
     result = scoctl(tmp_path, "run", "--once", "--json")

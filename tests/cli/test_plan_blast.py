@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from scoctl.core.quantity import parse_resources
+from scoctl.services.claims import record_claim
 from scoctl.state import open_store
 from tests.fixtures.state import Cli
 from tests.stages.test_plan import write_config
@@ -16,7 +17,7 @@ def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli
                                                                        tmp_path: Path) -> None:
     config = write_config(tmp_path)
     with open_store(tmp_path / "state.db", create=True) as store:
-        store.put_claim("alpha", contract="T1",
+        record_claim(store, "alpha", contract="T1",
                         requests=parse_resources({"cpu": "64", "memory": "256Gi"}),
                         largest_pod=parse_resources({"cpu": "4", "memory": "16Gi"}), pods=16,
                         source="k8s")

@@ -15,6 +15,7 @@ from pathlib import Path
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, NewEvent, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.core.tokens import ALL_STATUSES
+from scoctl.services.claims import record_claim
 from scoctl.services.tokens import record_token
 from scoctl.state import open_store
 
@@ -29,10 +30,10 @@ def seeded_state(path: Path) -> None:
         store.ensure_workload("orders-daily", kind="deployment", source="k8s", contract="T1")
         record_token(store, "orders-daily", "POD_QUEUED")
         store.ensure_workload("train-7", kind="job", source="slurm", contract="T1", job_id="42")
-        store.put_claim("orders-daily", contract="T1", requests={"cpu": 168_000,
+        record_claim(store, "orders-daily", contract="T1", requests={"cpu": 168_000,
                                                                  "memory": 672 * 2**30},
                         largest_pod={"cpu": 4000, "memory": 16 * 2**30}, pods=42, source="k8s")
-        store.put_claim("train-7", contract="T1",
+        record_claim(store, "train-7", contract="T1",
                         requests={"cpu": 500, "memory": 2**30, "nvidia.com/gpu": 2},
                         largest_pod={"cpu": 500, "memory": 2**30, "nvidia.com/gpu": 2}, pods=1,
                         source="slurm")

@@ -24,6 +24,7 @@ from scoctl.clock import SystemClock
 from scoctl.config.schema import Config, load_config
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.model import LeaseRecord
+from scoctl.services.claims import record_claim
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.state.postgresql import PostgresStore
 
@@ -191,7 +192,7 @@ class Fleet:
         """Record a claim of `web` that `units` m1.tiny instances cover exactly (the runners
         plan it: one pod of 1 vCPU and 512 MiB per instance)."""
         pod = {"cpu": 1000, "memory": 512 * 2**20}
-        self.store.put_claim("web", contract="T1", source="file", pods=units,
+        record_claim(self.store, "web", contract="T1", source="file", pods=units,
                              requests={k: v * units for k, v in pod.items()}, largest_pod=pod)
 
     def in_flight(self) -> int:

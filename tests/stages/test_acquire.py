@@ -28,6 +28,7 @@ from scoctl.core.userdata import RECLAIMABLE_TAINT, parse_boot_contract
 from scoctl.errors import NotLeader, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import TokenBudget
 from scoctl.runner.compose import acquire_with_fallback, reconcile_and_release
+from scoctl.services.claims import record_claim
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store, open_store
@@ -294,7 +295,8 @@ def test_servers_failing_the_async_quota_recheck_are_deleted_and_not_excluded(
 def test_no_valid_host_excludes_the_pool_and_the_workload_falls_back_in_the_same_run(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
+    record_claim(store, "web", contract="T1",
+                 requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
                     largest_pod=parse_resources({"cpu": "500m", "memory": "512Mi"}), pods=8,
                     source="k8s")
     run_plan(config, store, clock)
@@ -322,7 +324,8 @@ def test_no_valid_host_excludes_the_pool_and_the_workload_falls_back_in_the_same
 def test_an_excluded_pool_stays_excluded_only_for_the_negative_cache(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
+    record_claim(store, "web", contract="T1",
+                 requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
                     largest_pod=parse_resources({"cpu": "500m", "memory": "512Mi"}), pods=8,
                     source="k8s")
     run_plan(config, store, clock)
@@ -338,7 +341,7 @@ def test_an_excluded_pool_stays_excluded_only_for_the_negative_cache(
 def test_slurm_cloud_nodes_get_one_call_per_node_named_after_it(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "3"}),
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "3"}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=3, source="slurm",
                     nodes=["cloud-1", "cloud-2", "cloud-3"])
     set_plan(store, "hpc", {"small.a": 3})
@@ -365,7 +368,7 @@ def test_slurm_cloud_nodes_get_one_call_per_node_named_after_it(
 def test_a_slurm_claim_launches_only_for_node_names_no_unit_holds(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "2"}),
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "2"}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=2, source="slurm",
                     nodes=["cloud-1", "cloud-2"])
     set_plan(store, "hpc", {"small.a": 1, "medium.a": 2})
@@ -546,7 +549,7 @@ class RecordingSlurm:
 
 
 def slurm_claim(store: Store, nodes: list[str]) -> None:
-    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": str(len(nodes))}),
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": str(len(nodes))}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=len(nodes),
                     source="slurm", nodes=nodes)
 
@@ -625,7 +628,8 @@ def test_a_capacity_fault_on_a_slurm_node_falls_back_without_powering_it_down(
 def test_the_acquire_stage_alone_returns_the_lost_workload_and_replans_nothing(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
+    record_claim(store, "web", contract="T1",
+                 requests=parse_resources({"cpu": "4", "memory": "4Gi"}),
                     largest_pod=parse_resources({"cpu": "500m", "memory": "512Mi"}), pods=8,
                     source="k8s")
     first = run_plan(config, store, clock)

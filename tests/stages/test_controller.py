@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from scoctl.services.claims import record_claim
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.state import Store, open_store
@@ -353,7 +354,7 @@ def test_a_claim_another_process_writes_is_planned_at_the_next_poll(region: Regi
     controller.read_until(lambda one: step(one, "reconcile") is not None)
     with run_lock(region.home / "state.db", wait=10), region.store() as store:
         # another process writes a claim (a claims file, an operator's tool): no plan yet
-        store.put_claim("batch", contract="T1", requests={"cpu": 500, "memory": 64 * 2**20},
+        record_claim(store, "batch", contract="T1", requests={"cpu": 500, "memory": 64 * 2**20},
                         largest_pod={"cpu": 500, "memory": 64 * 2**20}, pods=1, source="slurm")
     one = controller.read_until(planned("batch"), timeout=30)
     assert step(one, "watch")["changed"] == []  # no watch saw it: the poll found it behind

@@ -23,6 +23,7 @@ from scoctl.clock import SystemClock
 from scoctl.config.schema import load_config
 from scoctl.core import controller as decide
 from scoctl.runner.controller import Controller
+from scoctl.services.claims import record_claim
 from scoctl.services.leadership import LeaseKeeper, leadership_for
 from scoctl.state.postgresql import PostgresStore, connect, leases
 from tests.e2e.runners import REGION, write_config
@@ -42,7 +43,7 @@ class Lead:
     reports: list[str] = field(default_factory=list)
 
     def demand(self, units: int) -> None:
-        self.store.put_claim("web", contract="T1", source="file", pods=units,
+        record_claim(self.store, "web", contract="T1", source="file", pods=units,
                              requests={k: v * units for k, v in POD.items()}, largest_pod=POD)
 
     def one_pass(self) -> None:

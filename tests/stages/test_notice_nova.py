@@ -22,6 +22,7 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import LaunchRequest
 from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.core.quantity import parse_resources
+from scoctl.services.claims import record_claim
 from scoctl.state import open_store
 from tests.builders import Systems, one_pass
 from tests.fixtures.nova import NovaBackend
@@ -69,7 +70,7 @@ def test_a_noticed_server_is_replaced_in_another_pool_and_deleted_at_the_deadlin
                                          image=nova_cloud.image, networks="none",
                                          tags=("t:foreign",))).servers[0]
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
-        store.put_claim("web", contract="T1", requests=parse_resources({"cpu": "1"}),
+        record_claim(store, "web", contract="T1", requests=parse_resources({"cpu": "1"}),
                         largest_pod=parse_resources({"cpu": "1"}), pods=1, source="file")
 
         def run() -> None:

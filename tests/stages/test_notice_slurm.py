@@ -23,6 +23,7 @@ from scoctl.core.model import (
 )
 from scoctl.core.model.vocabulary import META_RECLAIM_AT
 from scoctl.core.quantity import parse_resources
+from scoctl.services.claims import record_claim
 from scoctl.stages.notice import NoticeResult, run_notices
 from scoctl.state import Store, open_store
 from tests.builders import Systems, one_pass
@@ -70,7 +71,7 @@ def noticed_slurm_node(cloud: FakeCloud, store: Store, deadline: str) -> ServerI
         name=NODE, flavor="m1.small", image="img-a",
         tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a"),
         metadata={META_RECLAIM_AT: deadline})).servers[0]
-    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
                     nodes=[NODE])
     store.upsert_instance(InstanceRecord(

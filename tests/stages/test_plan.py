@@ -13,6 +13,7 @@ import pytest
 from scoctl.clock import FixedClock
 from scoctl.config.schema import load_config
 from scoctl.errors import ApiError
+from scoctl.services.claims import record_claim
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store, open_store
 
@@ -51,7 +52,7 @@ def write_config(tmp_path: Path, *, ranking: str | None = None, contract: str = 
 
 
 def put(store: Store, name: str, cpu: int, pods: int = 1) -> None:
-    store.put_claim(name, contract="T1", requests={"cpu": cpu * 1000, "memory": cpu * 4 * GI},
+    record_claim(store, name, contract="T1", requests={"cpu": cpu * 1000, "memory": cpu * 4 * GI},
                     largest_pod={"cpu": 4000, "memory": 16 * GI}, pods=pods, source="k8s")
 
 

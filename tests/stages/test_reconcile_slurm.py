@@ -27,6 +27,7 @@ from scoctl.core.model import (
 )
 from scoctl.core.quantity import parse_resources
 from scoctl.runner.compose import reconcile_and_release
+from scoctl.services.claims import record_claim
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.state import Store
 from tests.stages.test_acquire import make_config
@@ -80,7 +81,7 @@ def reconcile(config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 
 
 def claim_node(store: Store) -> None:
-    store.put_claim("hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
                     largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
                     nodes=[NODE])
 

@@ -10,6 +10,7 @@ import pytest
 
 from scoctl.core.model import NewEvent, PlanUnitRecord, PlanWorkloadRecord
 from scoctl.errors import StateError
+from scoctl.services.claims import record_claim
 from scoctl.services.tokens import record_token
 from scoctl.state import SCHEMA_VERSION, open_store
 from scoctl.state.migrations import MIGRATIONS
@@ -94,11 +95,11 @@ def test_secrets_in_event_detail_never_reach_the_state(store):
 def test_a_claim_gets_a_new_version_only_when_its_demand_changes(store):
     demand = {"cpu": 168000, "memory": 672 * 2**30}
     pod = {"cpu": 4000, "memory": 16 * 2**30}
-    c1, changed1 = store.put_claim("orders", contract="T1", requests=demand, largest_pod=pod,
+    c1, changed1 = record_claim(store, "orders", contract="T1", requests=demand, largest_pod=pod,
                                    pods=42, source="k8s")
-    c2, changed2 = store.put_claim("orders", contract="T1", requests=dict(demand),
+    c2, changed2 = record_claim(store, "orders", contract="T1", requests=dict(demand),
                                    largest_pod=dict(pod), pods=42, source="k8s")
-    c3, changed3 = store.put_claim("orders", contract="T1",
+    c3, changed3 = record_claim(store, "orders", contract="T1",
                                    requests={**demand, "cpu": 172000}, largest_pod=pod,
                                    pods=43, source="k8s")
     assert (c1.version, changed1) == (1, True)
@@ -126,7 +127,7 @@ def test_plan_generations_are_monotonic_and_rewrite_only_changed_workloads(store
 def test_a_stage_transaction_rolls_back_whole_on_a_crash(store):
     with pytest.raises(RuntimeError), store.transaction():
         store.commit_plan(ranking="r-1", plans=[_plan("a", 1)], full=True)
-        store.put_claim("a", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
+        record_claim(store, "a", contract="T1", requests={"cpu": 1000}, largest_pod={"cpu": 1000},
                         pods=1, source="k8s")
         raise RuntimeError("crash mid-stage")
     assert store.latest_generation() is None and store.claims() == []

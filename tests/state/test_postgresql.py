@@ -12,6 +12,7 @@ import pytest
 from scoctl.clock import FixedClock
 from scoctl.core.model import LaunchRecord
 from scoctl.errors import NotLeader, StateError, TemporaryError
+from scoctl.services.claims import record_claim
 from scoctl.state.migrations import MIGRATIONS
 from scoctl.state.postgresql import Fencing, PostgresStore, connect, leases
 from scoctl.state.postgresql.dialect import PgConnection
@@ -134,7 +135,7 @@ def test_writers_from_two_connections_queue_behind_the_write_lock(pg_state: PgSt
             order.append("second")
 
     with first.transaction():
-        first.put_claim("a", contract="T1", requests={"cpu": 1}, largest_pod={"cpu": 1},
+        record_claim(first, "a", contract="T1", requests={"cpu": 1}, largest_pod={"cpu": 1},
                         pods=1, source="k8s")
         thread = threading.Thread(target=later)
         thread.start()

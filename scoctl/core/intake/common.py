@@ -69,7 +69,7 @@ class TokenDecision:
 
 @dataclass(frozen=True)
 class ClaimDecision:
-    """A workload's whole normalised demand, as `Store.put_claim` takes it."""
+    """A workload's whole normalised demand, as `services.claims.record_claim` takes it."""
 
     workload: str
     contract: str

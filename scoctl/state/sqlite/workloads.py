@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
+from scoctl.core.claims import ClaimWrite
 from scoctl.core.model import ClaimRecord, EventRecord, NewEvent, TokenRecord, WorkloadRecord
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
@@ -170,36 +171,23 @@ class WorkloadTables(SqliteBase):
                             nodes=tuple(loads(nodes, [])) if nodes != "[]" else ())
                 for w, v, c, req, lp, pods, tol, src, upd, nodes in cursor]
 
-    def put_claim(self, workload: str, *, contract: str, requests: Mapping[str, int],
-                  largest_pod: Mapping[str, int], pods: int, source: str,
-                  tolerates_reclaimable: bool = True,
-                  nodes: Sequence[str] = ()) -> tuple[ClaimRecord, bool]:
-        """Store a claim; a new version only when the normalised demand changed.
-
-        Returns the stored claim and whether this was a change (a "claim delta").
-        """
+    def save_claim(self, write: ClaimWrite) -> ClaimRecord:
+        """Save what `core.claims.claim_write` decided: a new claim version, or the stored
+        version with its new pod count."""
+        c = write.claim
         with self.transaction():
-            old = self.claim(workload)
-            key_new = (dict(sorted(requests.items())), dict(sorted(largest_pod.items())),
-                       contract, tolerates_reclaimable, sorted(nodes))
-            if old is not None:
-                key_old = (dict(sorted(old.requests.items())),
-                           dict(sorted(old.largest_pod.items())), old.contract,
-                           old.tolerates_reclaimable, sorted(old.nodes))
-                if key_old == key_new:
-                    if old.pods != pods:
-                        self.conn.execute("UPDATE claims SET pods = ? WHERE workload = ?",
-                                          [pods, workload])
-                        return self.claim(workload) or old, False
-                    return old, False
-            version = (old.version if old else 0) + 1
-            self.conn.execute(
-                "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
-                "largest_pod, pods, tolerates_reclaimable, source, nodes, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [workload, version, contract, dumps(dict(requests)), dumps(dict(largest_pod)),
-                 pods, int(tolerates_reclaimable), source, dumps(sorted(nodes)), self.now()])
-            stored = self.claim(workload)
+            if not write.delta:
+                self.conn.execute("UPDATE claims SET pods = ? WHERE workload = ?",
+                                  [c.pods, c.workload])
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
+                    "largest_pod, pods, tolerates_reclaimable, source, nodes, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [c.workload, write.version, c.contract, dumps(dict(c.requests)),
+                     dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
+                     c.source, dumps(sorted(c.nodes)), self.now()])
+            stored = self.claim(c.workload)
             assert stored is not None
-            return stored, True
+            return stored
 

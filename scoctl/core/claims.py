@@ -1,0 +1,58 @@
+"""The claim delta (DESIGN §2): when an observed demand is a new claim version.
+
+A claim gets a new version only when its normalised demand changed — requests, largest pod,
+contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for. That
+change wakes the planner. A pod count that changed alone is saved in place (the same version).
+The state saves what this decides; it never compares claims itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scoctl.core.model import ClaimRecord
+
+
+@dataclass(frozen=True)
+class ObservedClaim:
+    """A workload's demand as a stage observed it, before it is stored."""
+
+    workload: str
+    contract: str
+    requests: Mapping[str, int]
+    largest_pod: Mapping[str, int]
+    pods: int
+    source: str
+    tolerates_reclaimable: bool = True
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimWrite:
+    """What to save: `claim` at `version` — a new version (`delta`), or the stored one whose
+    pod count alone changed."""
+
+    claim: ObservedClaim
+    version: int
+    delta: bool
+
+
+def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: str,
+            tolerates: bool, nodes: tuple[str, ...] | list[str]) -> tuple[object, ...]:
+    return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
+            sorted(nodes))
+
+
+def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:
+    """What `observed` changes against the `stored` claim: None when nothing (the same demand
+    and pod count), a write at the stored version when only the pod count moved, else a new
+    version (a claim delta)."""
+    if stored is not None and _demand(
+            stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
+            stored.nodes) == _demand(observed.requests, observed.largest_pod, observed.contract,
+                                     observed.tolerates_reclaimable, observed.nodes):
+        if stored.pods == observed.pods:
+            return None
+        return ClaimWrite(observed, stored.version, delta=False)
+    return ClaimWrite(observed, (stored.version if stored else 0) + 1, delta=True)
