@@ -10,11 +10,23 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from scoctl.config.fields import (
+    OUTSIDE,
+    Spec,
+    default_of,
+    in_file,
+    keys_of,
+    keys_under,
+    read_as,
+    sections_under,
+    setting,
+    spec_of,
+)
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.model import (
     KINDS,
@@ -29,6 +41,7 @@ from scoctl.core.model import (
     is_slug,
     rest_api_version,
 )
+from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.quantity import (
     QuantityError,
     parse_count,
@@ -39,6 +52,7 @@ from scoctl.core.retention import EVENTS_FLOOR
 from scoctl.errors import ConfigError, UsageError
 
 DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
+DEFAULT_CONTRACT = "T1"  # the contract of a workload that names none, and of a config with none
 DEMO_CONFIG_NAME = "demo.yaml"
 Path_ = tuple[str | int, ...]
 MAX_RETENTION = 36500 * 86400.0  # a hundred years: further back than any cutoff can reach
@@ -78,79 +92,86 @@ def parse_duration(value: object, *, most: float = MAX_DURATION) -> float:
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    image: str
-    networks: tuple[str, ...] = ()
-    security_groups: tuple[str, ...] = ()
-    key_name: str | None = None
-    server_group: str | None = None
+    image: str = field(metadata=read_as("string"))
+    networks: tuple[str, ...] = setting((), "names")
+    security_groups: tuple[str, ...] = setting((), "names")
+    key_name: str | None = setting(None, "string")
+    server_group: str | None = setting(None, "string")
 
 
 @dataclass(frozen=True)
 class Region:
-    name: str
-    cloud: str
-    mutating_calls_per_second: int
-    launch: LaunchSettings | None  # None: a what-if config (gate, watch, plan only)
-    clouds_yaml: Path | None = None  # else openstacksdk's search (OS_CLIENT_CONFIG_FILE, ...)
+    name: str = field(metadata=read_as("string"))
+    cloud: str  # the file's default is the region's name
+    mutating_calls_per_second: int = setting(10, "integer", low=1)
+    launch: LaunchSettings | None = None  # None: a what-if config (gate, watch, plan only)
+    # else openstacksdk's search (OS_CLIENT_CONFIG_FILE, ...)
+    clouds_yaml: Path | None = setting(None, "path")
 
 
 @dataclass(frozen=True)
 class RankingSource:
-    id: str | None = None
+    id: str | None = setting(None, "string")
     scores: Mapping[str, float] | None = None
-    file: Path | None = None
-    url: str | None = None
-    max_age: float = 3600.0
+    file: Path | None = setting(None, "path")
+    url: str | None = setting(None, "string")
+    max_age: float = setting(3600.0, "duration")
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    name: str
-    contract: str
-    source: str
-    kind: str = "deployment"
-    namespace: str | None = None
-    account: str | None = None  # Slurm: jobs of this account are this workload's demand
-    partition: str | None = None  # Slurm: jobs in this partition are this workload's demand
-    tolerates_reclaimable: bool = True
+    name: str = field(metadata=read_as("string"))
+    contract: str = setting(DEFAULT_CONTRACT, "string")
+    source: str = setting("k8s", "string")
+    kind: str = "deployment"  # the file's default for a Slurm workload is job
+    namespace: str | None = setting(None, "string")
+    # Slurm: jobs of this account are this workload's demand
+    account: str | None = setting(None, "string")
+    # Slurm: jobs in this partition are this workload's demand
+    partition: str | None = setting(None, "string")
+    tolerates_reclaimable: bool = setting(True, "boolean")
 
 
 @dataclass(frozen=True)
 class KubernetesSettings:
-    kubeconfig: Path | None = None
-    context: str | None = None
-    workload_label: str = "sco/workload"
-    contract_label: str = "sco/contract"
-    gpu_resource: str = "nvidia.com/gpu"
-    namespaces: tuple[str, ...] = ()
+    kubeconfig: Path | None = setting(None, "path")
+    context: str | None = setting(None, "string")
+    workload_label: str = setting("sco/workload", "string")
+    contract_label: str = setting("sco/contract", "string")
+    gpu_resource: str = setting("nvidia.com/gpu", "string")
+    namespaces: tuple[str, ...] = setting((), "names")
 
 
 @dataclass(frozen=True)
 class SlurmSettings:
-    rest_url: str | None = None
-    rest_user: str = "root"
-    rest_token_file: Path | None = None
-    rest_api_version: str | None = None  # e.g. v0.0.40; None: the newest slurmrestd offers
-    gpu_partition: str = "ml"
-    default_partition: str | None = None
-    gres_map: Mapping[str, str] = field(default_factory=lambda: {"gpu": "nvidia.com/gpu"})
-    sinfo: str = "sinfo"
-    squeue: str = "squeue"
-    scontrol: str = "scontrol"
-    sbatch: str = "sbatch"
-    sacct: str = "sacct"
-    timeout: float = 10.0
-    cloud_partitions: tuple[str, ...] = ()
-    poll: float = 5.0  # how often `run --follow` polls squeue / slurmrestd
+    rest_url: str | None = setting(None, "string")
+    rest_user: str = setting("root", "string")
+    rest_token_file: Path | None = setting(None, "path")
+    # e.g. v0.0.40; None: the newest slurmrestd offers
+    rest_api_version: str | None = setting(None, "string")
+    gpu_partition: str = setting("ml", "string")
+    default_partition: str | None = setting(None, "string")
+    gres_map: Mapping[str, str] = field(default_factory=lambda: {"gpu": "nvidia.com/gpu"},
+                                        metadata=read_as("labels"))
+    sinfo: str = setting("sinfo", "string")
+    squeue: str = setting("squeue", "string")
+    scontrol: str = setting("scontrol", "string")
+    sbatch: str = setting("sbatch", "string")
+    sacct: str = setting("sacct", "string")
+    timeout: float = setting(10.0, "duration")
+    cloud_partitions: tuple[str, ...] = setting((), "names")
+    poll: float = setting(5.0, "duration")  # how often `run --follow` polls squeue / slurmrestd
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    join_secret_file: Path | None = None  # static fallback; never logged or stored
-    user_data_template: Path | None = None
-    api_endpoint: str | None = None  # the Kubernetes API nodes join (host:port)
-    ca_cert_hash: str | None = None  # sha256:<hex> of the cluster CA (kubeadm discovery)
-    join_tokens: bool = True  # a short-lived bootstrap token per Kubernetes launch
+    join_secret_file: Path | None = setting(None, "path")  # static fallback; never logged or stored
+    user_data_template: Path | None = setting(None, "path")
+    api_endpoint: str | None = setting(None, "string")  # the Kubernetes API nodes join (host:port)
+    # sha256:<hex> of the cluster CA (kubeadm discovery)
+    ca_cert_hash: str | None = setting(None, "string")
+    # a short-lived bootstrap token per Kubernetes launch
+    join_tokens: bool = setting(True, "boolean")
 
 
 @dataclass(frozen=True)
@@ -158,23 +179,28 @@ class Timeouts:
     """The `timeouts` section in seconds; these defaults are the only ones (the reconciler's
     `Policy` and the parser take them from here)."""
 
-    launch: float = 300.0
-    registration: float = 900.0
-    idle: float = 600.0
-    negative_cache: float = 180.0
-    orphan_grace: float = 1800.0
-    lock_wait: float = 0.0
+    launch: float = setting(300.0, "duration")
+    registration: float = setting(900.0, "duration")
+    idle: float = setting(600.0, "duration")
+    negative_cache: float = setting(180.0, "duration")
+    orphan_grace: float = setting(1800.0, "duration")
+    lock_wait: float = setting(0.0, "duration")
     # an in-flight launch intent no server carries the tag of this long after its call ended
     # (or, after a crash before the call, after it was written) is failed and relaunched
-    launch_settle: float = 30.0
-    api: float = 30.0  # connect and read timeout of every call to Nova and Kubernetes
-    run: float = 600.0  # a pass stops cleanly after this long (exit 1), within `api`
-    retry_budget: float = 60.0  # seconds of retry waits per region and pass, all calls together
-    reconcile_interval: float = 15.0  # `run --follow`: reconcile at least this often
+    launch_settle: float = setting(30.0, "duration")
+    # connect and read timeout of every call to Nova and Kubernetes
+    api: float = setting(30.0, "duration")
+    # a pass stops cleanly after this long (exit 1), within `api`
+    run: float = setting(600.0, "duration")
+    # seconds of retry waits per region and pass, all calls together
+    retry_budget: float = setting(60.0, "duration")
+    # `run --follow`: reconcile at least this often
+    reconcile_interval: float = setting(15.0, "duration")
     # `run --follow`, while reclaimable capacity is held: reconcile (whose server listing shows
     # a `sco:reclaim-at` notice) at least this often; 0: only every reconcile_interval
-    notice_poll: float = 5.0
-    drain_margin: float = 15.0  # before a reclaim deadline: evictions give way to deletions
+    notice_poll: float = setting(5.0, "duration")
+    # before a reclaim deadline: evictions give way to deletions
+    drain_margin: float = setting(15.0, "duration")
 
 
 @dataclass(frozen=True)
@@ -182,22 +208,23 @@ class Retention:
     """The `retention` section in seconds: how long the state keeps events, ended instances
     and settled launches (`core.retention`); these defaults are the only ones."""
 
-    events: float = 30 * 86400.0
-    instances: float = 7 * 86400.0
-    launches: float = 7 * 86400.0
+    events: float = setting(30 * 86400.0, "duration", most=MAX_RETENTION)
+    instances: float = setting(7 * 86400.0, "duration", most=MAX_RETENTION)
+    launches: float = setting(7 * 86400.0, "duration", most=MAX_RETENTION)
 
 
 
 @dataclass(frozen=True)
 class GateSettings:
-    timeout: float = 10.0  # each capacity read of the gate; then `skipped` with a warning
+    # each capacity read of the gate; then `skipped` with a warning
+    timeout: float = setting(10.0, "duration")
 
 
 @dataclass(frozen=True)
 class Lease:
     """The leader lease of each region when several runners share a PostgreSQL state."""
 
-    ttl: float = 15.0
+    ttl: float = setting(15.0, "duration")
 
 
 STATE_SCHEMES = ("postgresql", "postgres")
@@ -210,8 +237,8 @@ def is_url(state: Path | str) -> bool:
 
 @dataclass(frozen=True)
 class Intake:
-    batch_idle: float = 1.0
-    batch_max: float = 5.0
+    batch_idle: float = setting(1.0, "duration")
+    batch_max: float = setting(5.0, "duration")
 
 
 @dataclass(frozen=True)
@@ -228,7 +255,7 @@ class HostHints:
 class Config:
     """A validated config. `path` is where it came from (None for the bundled demo)."""
 
-    path: Path | None
+    path: Path | None = field(metadata=OUTSIDE)
     state: Path | str  # a SQLite file, or a ``postgresql://USER@HOST:PORT/DB`` URL
     regions: tuple[Region, ...]
     flavors: Mapping[str, Flavor]
@@ -236,24 +263,25 @@ class Config:
     contracts: Mapping[str, Contract]
     ranking: RankingSource
     workloads: tuple[WorkloadSpec, ...]
-    depth_premium: float = 0.05
+    depth_premium: float = setting(DEFAULT_DEPTH_PREMIUM, "number", low=0, high=1,
+                                   under="planner")
     node_reserve: Mapping[str, int] = field(default_factory=dict)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
-    spool: Path = Path("/var/spool/scoctl")
-    budget_dir: Path = Path("/run/scoctl")
-    metrics_file: Path | None = None
+    spool: Path = setting(Path("/var/spool/scoctl"), "path")
+    budget_dir: Path = setting(Path("/run/scoctl"), "path")
+    metrics_file: Path | None = setting(None, "path", under="metrics", key="textfile")
     timeouts: Timeouts = field(default_factory=Timeouts)
     retention: Retention = field(default_factory=Retention)
     intake: Intake = field(default_factory=Intake)
     gate: GateSettings = field(default_factory=GateSettings)
     lease: Lease = field(default_factory=Lease)
-    state_password_file: Path | None = None
-    quota_block: Literal["fail", "queue"] = "fail"
-    gc_orphans: bool = False
-    disruption_budget: float = 0.10
-    elastic: bool = True
+    state_password_file: Path | None = setting(None, "path")
+    quota_block: Literal["fail", "queue"] = setting("fail", "string")
+    gc_orphans: bool = setting(False, "boolean")
+    disruption_budget: float = setting(0.10, "number", low=0.0001, high=1)
+    elastic: bool = setting(True, "boolean")
 
     @property
     def source_name(self) -> str:
@@ -311,47 +339,50 @@ class Config:
         return self.slurm.gres_map.get("gpu", self.kubernetes.gpu_resource)
 
 
-TOP_LEVEL = frozenset({
-    "state", "regions", "flavors", "node_reserve", "pools", "contracts", "planner", "ranking",
-    "workloads", "kubernetes", "slurm", "bootstrap", "spool", "budget_dir", "metrics", "timeouts",
-    "intake", "quota_block", "gc_orphans", "disruption_budget", "elastic", "retention", "gate",
-    "lease", "state_password_file",
-})
-
-# Every field the config accepts, by section: "[]" is each item of a list, "*" each value of a
-# mapping whose keys are names (contracts by tier). The parser rejects any other key, and
-# configs/example.yaml documents every one of them (a test walks this table).
-FIELDS: Mapping[tuple[str, ...], frozenset[str]] = {
-    (): TOP_LEVEL,
-    ("regions", "[]"): frozenset({"name", "cloud", "clouds_yaml", "mutating_calls_per_second",
-                                  "launch"}),
-    ("regions", "[]", "launch"): frozenset({"image", "networks", "security_groups", "key_name",
-                                            "server_group"}),
-    ("flavors", "[]"): frozenset({"name", "vcpus", "ram", "accelerators", "allocatable"}),
-    ("pools", "[]"): frozenset({"name", "region", "az", "flavor", "group", "tier", "depth"}),
-    ("contracts", "*"): frozenset({"floor", "pool_cap", "group_cap", "min_pools", "strict"}),
-    ("planner",): frozenset({"depth_premium"}),
-    ("ranking",): frozenset({"id", "scores", "file", "url", "max_age"}),
-    ("workloads", "[]"): frozenset({"name", "contract", "source", "kind", "namespace", "account",
-                                    "partition", "tolerates_reclaimable"}),
-    ("kubernetes",): frozenset({"kubeconfig", "context", "workload_label", "contract_label",
-                                "gpu_resource", "namespaces"}),
-    ("slurm",): frozenset({"rest_url", "rest_user", "rest_token_file", "rest_api_version",
-                           "gpu_partition",
-                           "default_partition", "gres_map", "sinfo", "squeue", "scontrol",
-                           "sbatch", "sacct", "timeout", "cloud_partitions", "poll"}),
-    ("bootstrap",): frozenset({"join_secret_file", "user_data_template", "api_endpoint",
-                               "ca_cert_hash", "join_tokens"}),
-    ("timeouts",): frozenset({"launch", "registration", "idle", "negative_cache",
-                              "orphan_grace", "lock_wait", "launch_settle", "api", "run",
-                              "retry_budget", "reconcile_interval", "notice_poll",
-                              "drain_margin"}),
-    ("retention",): frozenset({"events", "instances", "launches"}),
-    ("gate",): frozenset({"timeout"}),
-    ("intake",): frozenset({"batch_idle", "batch_max"}),
-    ("lease",): frozenset({"ttl"}),
-    ("metrics",): frozenset({"textfile"}),
+# How the file gives each rule of a contract: `Contract` is a core value, so its fields carry
+# no metadata; their defaults are still `Contract`'s own.
+CONTRACT_SPECS: Mapping[str, Spec] = {
+    "floor": Spec("number", low=0, high=1),
+    "pool_cap": Spec("number", low=0.0001, high=1),
+    "group_cap": Spec("number", low=0.0001, high=1),
+    "min_pools": Spec("integer", low=1),
+    "strict": Spec("boolean"),
 }
+
+# The dataclass each section of the file is: "[]" is each item of a list, "*" each value of a
+# mapping whose keys are names (contracts by tier, the key being the contract's name).
+SECTIONS: Mapping[tuple[str, ...], type] = {
+    (): Config,
+    ("regions", "[]"): Region,
+    ("regions", "[]", "launch"): LaunchSettings,
+    ("flavors", "[]"): Flavor,
+    ("pools", "[]"): Pool,
+    ("contracts", "*"): Contract,
+    ("ranking",): RankingSource,
+    ("workloads", "[]"): WorkloadSpec,
+    ("kubernetes",): KubernetesSettings,
+    ("slurm",): SlurmSettings,
+    ("bootstrap",): Bootstrap,
+    ("timeouts",): Timeouts,
+    ("retention",): Retention,
+    ("gate",): GateSettings,
+    ("intake",): Intake,
+    ("lease",): Lease,
+}
+
+
+def _field_table() -> dict[tuple[str, ...], frozenset[str]]:
+    table = {section: keys_of(cls) for section, cls in SECTIONS.items()}
+    table[("contracts", "*")] -= {"name"}  # the contract's key in the mapping
+    table.update({(under,): keys_under(Config, under) for under in sections_under(Config)})
+    return table
+
+
+# Every field the config accepts, by section, read off the dataclasses above. The parser
+# rejects any other key, and configs/example.yaml documents every one of them (a test walks
+# this table).
+FIELDS: Mapping[tuple[str, ...], frozenset[str]] = _field_table()
+TOP_LEVEL = FIELDS[()]
 
 
 class _Reader:
@@ -457,6 +488,56 @@ class _Reader:
         value = self.string(data, path, key)
         return Path(os.path.expanduser(value)) if value else None
 
+    def names(self, data: Mapping[str, Any], path: Path_, key: str) -> tuple[str, ...]:
+        """A list of names (namespaces, partitions, networks ...) as strings."""
+        return tuple(str(item) for item in self.seq(data.get(key), (*path, key)))
+
+    def value(self, data: Mapping[str, Any], path: Path_, key: str, spec: Spec,
+              default: Any) -> Any:
+        """The value at `key` read as `spec` says, `default` when absent; with no default
+        (`MISSING`) the key is required."""
+        if default is MISSING:
+            if data.get(key) is None:
+                raise self.fail((*path, key), "is required")
+            default = None
+        match spec.kind:
+            case "string":
+                return self.string(data, path, key, default=default)
+            case "path":
+                given = self.path_value(data, path, key)
+                return default if given is None else given
+            case "boolean":
+                return self.boolean(data, path, key, default)
+            case "number":
+                return self.number(data, path, key, default, low=spec.low, high=spec.high)
+            case "integer":
+                return self.integer(data, path, key, default, low=int(spec.low or 0))
+            case "duration":
+                return self.duration(data, path, key, default, most=spec.most or MAX_DURATION)
+            case "names":
+                return self.names(data, path, key) or default
+            case "labels":
+                labels = self.mapping(data.get(key), (*path, key))
+                return {str(a): str(b) for a, b in labels.items()} or default
+
+    def settings(self, data: Mapping[str, Any], path: Path_, cls: type,
+                 specs: Mapping[str, Spec] | None = None) -> dict[str, Any]:
+        """Every field of dataclass `cls` that has a `Spec` (its metadata's, or the one in
+        `specs`), read in declaration order with the dataclass's default. A field written
+        `under` another mapping (``planner.depth_premium``) is read from that mapping."""
+        out: dict[str, Any] = {}
+        for attribute in in_file(cls):
+            spec = (specs or {}).get(attribute.name) or spec_of(attribute)
+            if spec is None:
+                continue
+            where, at = data, path
+            if spec.under:
+                at = (*path, spec.under)
+                where = self.mapping(data.get(spec.under), at, allowed=keys_under(cls, spec.under))
+            out[attribute.name] = self.value(where, at, spec.key_of(attribute.name), spec,
+                                             default_of(attribute))
+        return out
+
 
 def _finite_number(value: object) -> bool:
     """An int or a float that is neither NaN nor infinite (bool is not a number here)."""
@@ -465,26 +546,23 @@ def _finite_number(value: object) -> bool:
     return math.isfinite(value) if isinstance(value, float) else abs(value) <= MAX_INTEGER
 
 
-def _rest_api(r: _Reader, data: Mapping[str, Any], path: Path_) -> str | None:
+def _rest_api(r: _Reader, text: str | None) -> str | None:
     """`slurm.rest_api_version`: a data-parser version scoctl reads (v0.0.38 or later)."""
-    text = r.string(data, path, "rest_api_version")
     if text is None:
         return None
     version = rest_api_version(text)
     if version is None or version < OLDEST_REST_API:
-        raise r.fail((*path, "rest_api_version"),
+        raise r.fail(("slurm", "rest_api_version"),
                      f"{text!r}: give a slurmrestd data-parser version v0.0.38 or later "
                      "(e.g. v0.0.40), or leave it out to use the newest the server offers")
     return text.strip()
 
 
-def _ca_cert_hash(r: _Reader, data: Mapping[str, Any]) -> str | None:
+def _check_ca_cert_hash(r: _Reader, text: str | None) -> None:
     """`bootstrap.ca_cert_hash`: what ``kubeadm token create --print-join-command`` prints."""
-    text = r.string(data, ("bootstrap",), "ca_cert_hash")
     if text is not None and not _CA_HASH.match(text):
         raise r.fail(("bootstrap", "ca_cert_hash"),
                      f"{text!r}: give sha256:<64 hex digits> (kubeadm's discovery hash)")
-    return text
 
 
 def _bad_quantity(name: str, value: object) -> bool:
@@ -497,14 +575,11 @@ def _bad_quantity(name: str, value: object) -> bool:
 
 def _region(r: _Reader, raw: Any, path: Path_) -> Region:
     data = r.mapping(raw, path, allowed=FIELDS[("regions", "[]")])
-    name = r.req_string(data, path, "name")
-    calls = r.integer(data, path, "mutating_calls_per_second", 10, low=1)
+    settings = r.settings(data, path, Region)
     return Region(
-        name=name,
-        cloud=r.string(data, path, "cloud", default=name) or name,
-        mutating_calls_per_second=calls,
+        cloud=r.string(data, path, "cloud", default=settings["name"]) or settings["name"],
         launch=_launch(r, data.get("launch"), (*path, "launch")),
-        clouds_yaml=r.path_value(data, path, "clouds_yaml"),
+        **settings,
     )
 
 
@@ -515,15 +590,7 @@ def _launch(r: _Reader, raw: Any, path: Path_) -> LaunchSettings | None:
     launch = r.mapping(raw, path, allowed=FIELDS[("regions", "[]", "launch")])
     if not launch:
         raise r.fail(path, "is empty: give at least the image (or leave launch out)")
-    networks = _names(r, launch, path, "networks")
-    groups = _names(r, launch, path, "security_groups")
-    return LaunchSettings(
-        image=r.req_string(launch, path, "image"),
-        networks=networks,
-        security_groups=groups,
-        key_name=r.string(launch, path, "key_name"),
-        server_group=r.string(launch, path, "server_group"),
-    )
+    return LaunchSettings(**r.settings(launch, path, LaunchSettings))
 
 
 def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Flavor:
@@ -549,23 +616,14 @@ def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Fl
 
 def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
     data = r.mapping(raw, path, allowed=FIELDS[("contracts", "*")])
-    return Contract(
-        name=name,
-        floor=r.number(data, path, "floor", 0.30, low=0, high=1),
-        pool_cap=r.number(data, path, "pool_cap", 0.15, low=0.0001, high=1),
-        group_cap=r.number(data, path, "group_cap", 0.30, low=0.0001, high=1),
-        min_pools=r.integer(data, path, "min_pools", 8, low=1),
-        strict=r.boolean(data, path, "strict", False),
-    )
+    return Contract(name=name, **r.settings(data, path, Contract, CONTRACT_SPECS))
 
 
 def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
     data = r.mapping(raw, path, allowed=FIELDS[("ranking",)])
     # every field's own type first, so a bad value is named before the one-of rule
-    rid = r.string(data, path, "id")
-    file = r.path_value(data, path, "file")
-    url = r.string(data, path, "url")
-    max_age = r.duration(data, path, "max_age", 3600.0)
+    settings = r.settings(data, path, RankingSource)
+    rid, file, url = settings["id"], settings["file"], settings["url"]
     scores = None
     if data.get("scores") is not None:
         scores = {}
@@ -579,31 +637,24 @@ def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
         raise r.fail((*path, "id"), "is required with inline scores")
     if url and not url.startswith(("http://", "https://")):
         raise r.fail((*path, "url"), "must be an http:// or https:// URL")
-    return RankingSource(id=rid, scores=scores, file=file, url=url, max_age=max_age)
+    return RankingSource(scores=scores, **settings)
 
 
 def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract]) -> WorkloadSpec:
     data = r.mapping(raw, path, allowed=FIELDS[("workloads", "[]")])
-    name = r.req_string(data, path, "name")
+    settings = r.settings(data, path, WorkloadSpec)
+    name, contract, source = settings["name"], settings["contract"], settings["source"]
     if not is_slug(name):
         raise r.fail((*path, "name"), f"{name!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
-    contract = r.string(data, path, "contract", default="T1") or "T1"
     if contract not in contracts:
         raise r.fail((*path, "contract"), f"unknown contract {contract!r}")
-    source = r.string(data, path, "source", default="k8s") or "k8s"
     if source not in SOURCES:
         raise r.fail((*path, "source"), f"must be one of {', '.join(SOURCES)}")
-    default_kind = "job" if source == "slurm" else "deployment"
+    default_kind = "job" if source == "slurm" else WorkloadSpec.kind
     kind = r.string(data, path, "kind", default=default_kind) or default_kind
     if kind not in KINDS:
         raise r.fail((*path, "kind"), f"must be one of {', '.join(KINDS)}")
-    return WorkloadSpec(
-        name=name, contract=contract, source=source, kind=kind,
-        namespace=r.string(data, path, "namespace"),
-        account=r.string(data, path, "account"),
-        partition=r.string(data, path, "partition"),
-        tolerates_reclaimable=r.boolean(data, path, "tolerates_reclaimable", True),
-    )
+    return WorkloadSpec(kind=kind, **settings)
 
 
 def _section(r: _Reader, root: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -632,7 +683,7 @@ def _contracts(r: _Reader, root: Mapping[str, Any]) -> dict[str, Contract]:
     raw_contracts = r.mapping(root.get("contracts"), ("contracts",))
     contracts = {str(name): _contract(r, str(name), raw, ("contracts", str(name)))
                  for name, raw in raw_contracts.items()}
-    return contracts or {"T1": Contract(name="T1")}
+    return contracts or {DEFAULT_CONTRACT: Contract(name=DEFAULT_CONTRACT)}
 
 
 def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
@@ -677,70 +728,29 @@ def _workloads(r: _Reader, root: Mapping[str, Any],
     return workloads
 
 
-def _names(r: _Reader, data: Mapping[str, Any], path: Path_, key: str) -> tuple[str, ...]:
-    """A list of names (namespaces, partitions, networks ...) as strings."""
-    return tuple(str(item) for item in r.seq(data.get(key), (*path, key)))
-
-
 def _kubernetes(r: _Reader, root: Mapping[str, Any]) -> KubernetesSettings:
-    k = _section(r, root, "kubernetes")
-    kp: Path_ = ("kubernetes",)
-    return KubernetesSettings(
-        kubeconfig=r.path_value(k, kp, "kubeconfig"),
-        context=r.string(k, kp, "context"),
-        workload_label=r.string(k, kp, "workload_label", default="sco/workload") or "sco/workload",
-        contract_label=r.string(k, kp, "contract_label", default="sco/contract") or "sco/contract",
-        gpu_resource=r.string(k, kp, "gpu_resource", default="nvidia.com/gpu") or "nvidia.com/gpu",
-        namespaces=_names(r, k, kp, "namespaces"),
-    )
+    section = _section(r, root, "kubernetes")
+    return KubernetesSettings(**r.settings(section, ("kubernetes",), KubernetesSettings))
 
 
 def _slurm(r: _Reader, root: Mapping[str, Any]) -> SlurmSettings:
-    s = _section(r, root, "slurm")
-    sp: Path_ = ("slurm",)
-    gres_map = {str(a): str(b) for a, b in r.mapping(s.get("gres_map"), (*sp, "gres_map")).items()}
-
-    def text(key: str, default: str) -> str:
-        return r.string(s, sp, key, default=default) or default
-
-    settings = SlurmSettings(
-        rest_url=r.string(s, sp, "rest_url"),
-        rest_user=text("rest_user", "root"),
-        rest_token_file=r.path_value(s, sp, "rest_token_file"),
-        rest_api_version=_rest_api(r, s, sp),
-        gpu_partition=text("gpu_partition", "ml"),
-        default_partition=r.string(s, sp, "default_partition"),
-        gres_map=gres_map or {"gpu": "nvidia.com/gpu"},
-        sinfo=text("sinfo", "sinfo"),
-        squeue=text("squeue", "squeue"),
-        scontrol=text("scontrol", "scontrol"),
-        sbatch=text("sbatch", "sbatch"),
-        sacct=text("sacct", "sacct"),
-        timeout=r.duration(s, sp, "timeout", 10.0),
-        cloud_partitions=_names(r, s, sp, "cloud_partitions"),
-        poll=r.duration(s, sp, "poll", 5.0),
-    )
-    if settings.poll <= 0:  # a controller timer of 0 would poll in a busy loop
+    settings = r.settings(_section(r, root, "slurm"), ("slurm",), SlurmSettings)
+    settings["rest_api_version"] = _rest_api(r, settings["rest_api_version"])
+    slurm = SlurmSettings(**settings)
+    if slurm.poll <= 0:  # a controller timer of 0 would poll in a busy loop
         raise r.fail(("slurm", "poll"), "must be more than 0s")
-    return settings
+    return slurm
 
 
 def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
-    boot = _section(r, root, "bootstrap")
-    return Bootstrap(
-        join_secret_file=r.path_value(boot, ("bootstrap",), "join_secret_file"),
-        user_data_template=r.path_value(boot, ("bootstrap",), "user_data_template"),
-        api_endpoint=r.string(boot, ("bootstrap",), "api_endpoint"),
-        ca_cert_hash=_ca_cert_hash(r, boot),
-        join_tokens=r.boolean(boot, ("bootstrap",), "join_tokens", True),
-    )
+    section = _section(r, root, "bootstrap")
+    bootstrap = Bootstrap(**r.settings(section, ("bootstrap",), Bootstrap))
+    _check_ca_cert_hash(r, bootstrap.ca_cert_hash)
+    return bootstrap
 
 
 def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
-    t = _section(r, root, "timeouts")
-    defaults = Timeouts()
-    timeouts = Timeouts(**{name: r.duration(t, ("timeouts",), name, getattr(defaults, name))
-                           for name in Timeouts.__dataclass_fields__})
+    timeouts = Timeouts(**r.settings(_section(r, root, "timeouts"), ("timeouts",), Timeouts))
     for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
         if getattr(timeouts, name) <= 0:
             raise r.fail(("timeouts", name), "must be more than 0")
@@ -750,16 +760,14 @@ def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
 
 
 def _gate(r: _Reader, root: Mapping[str, Any]) -> GateSettings:
-    timeout = r.duration(_section(r, root, "gate"), ("gate",), "timeout", 10.0)
-    if timeout <= 0:
+    gate = GateSettings(**r.settings(_section(r, root, "gate"), ("gate",), GateSettings))
+    if gate.timeout <= 0:
         raise r.fail(("gate", "timeout"), "must be more than 0")
-    return GateSettings(timeout=timeout)
+    return gate
 
 
 def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
-    it = _section(r, root, "intake")
-    intake = Intake(batch_idle=r.duration(it, ("intake",), "batch_idle", 1.0),
-                    batch_max=r.duration(it, ("intake",), "batch_max", 5.0))
+    intake = Intake(**r.settings(_section(r, root, "intake"), ("intake",), Intake))
     if intake.batch_max > 10:
         raise r.fail(("intake", "batch_max"), "must be at most 10s (steps 1-8 stay under 10 s)")
     if intake.batch_idle > intake.batch_max:
@@ -767,8 +775,7 @@ def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
     return intake
 
 
-def _quota_block(r: _Reader, root: Mapping[str, Any]) -> Literal["fail", "queue"]:
-    quota_block = r.string(root, (), "quota_block", default="fail") or "fail"
+def _quota_block(r: _Reader, quota_block: str) -> Literal["fail", "queue"]:
     if quota_block == "queue":
         return "queue"
     if quota_block != "fail":
@@ -777,7 +784,7 @@ def _quota_block(r: _Reader, root: Mapping[str, Any]) -> Literal["fail", "queue"
 
 
 def _lease(r: _Reader, root: Mapping[str, Any]) -> Lease:
-    lease = Lease(ttl=r.duration(_section(r, root, "lease"), ("lease",), "ttl", 15.0))
+    lease = Lease(**r.settings(_section(r, root, "lease"), ("lease",), Lease))
     if not 1 <= lease.ttl <= 300:
         raise r.fail(("lease", "ttl"), "must be between 1s and 5m")
     return lease
@@ -786,8 +793,8 @@ def _lease(r: _Reader, root: Mapping[str, Any]) -> Lease:
 def parse_config(doc: Located, *, path: Path | None) -> Config:
     """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
 
-    One small reader per section; they run in the order of the fields below, so the first bad
-    field (in that order) is the one reported.
+    One small reader per section, then the top-level fields in `Config`'s order (`_top_level`);
+    they run in the order below, so the first bad field (in that order) is the one reported.
     """
     r = _Reader(doc)
     root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
@@ -798,7 +805,6 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     flavors = _flavors(r, root, reserve)
     contracts = _contracts(r, root)
     pools = _pools(r, root, regions, flavors)
-    planner = _section(r, root, "planner")
     return Config(
         path=path,
         ranking=_ranking_section(r, root),
@@ -809,24 +815,24 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         timeouts=_timeouts(r, root),
         intake=_intake(r, root),
         gate=_gate(r, root),
-        quota_block=_quota_block(r, root),
-        metrics_file=r.path_value(_section(r, root, "metrics"), ("metrics",), "textfile"),
         state=_state(r, root),
-        state_password_file=r.path_value(root, (), "state_password_file"),
         lease=_lease(r, root),
         regions=regions,
         flavors=flavors,
         pools=pools,
         contracts=contracts,
-        depth_premium=r.number(planner, ("planner",), "depth_premium", 0.05, low=0, high=1),
         node_reserve=reserve,
-        spool=r.path_value(root, (), "spool") or Path("/var/spool/scoctl"),
-        budget_dir=r.path_value(root, (), "budget_dir") or Path("/run/scoctl"),
         retention=_retention(r, root),
-        gc_orphans=r.boolean(root, (), "gc_orphans", False),
-        disruption_budget=r.number(root, (), "disruption_budget", 0.10, low=0.0001, high=1),
-        elastic=r.boolean(root, (), "elastic", True),
+        **_top_level(r, root),
     )
+
+
+def _top_level(r: _Reader, root: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level fields `Config` declares a `Spec` for, with those it keeps in a mapping
+    of their own (``planner.depth_premium``, ``metrics.textfile``)."""
+    settings = r.settings(root, (), Config)
+    settings["quota_block"] = _quota_block(r, settings["quota_block"])
+    return settings
 
 
 def state_location(value: str) -> Path | str:
@@ -858,16 +864,12 @@ def _state(r: _Reader, root: Mapping[str, Any]) -> Path | str:
 
 
 def _retention(r: _Reader, root: Mapping[str, Any]) -> Retention:
-    section = r.mapping(root.get("retention"), ("retention",),
-                        allowed=FIELDS[("retention",)])
-    unset = Retention()
-    kept = {name: r.duration(section, ("retention",), name, getattr(unset, name),
-                             most=MAX_RETENTION)
-            for name in ("events", "instances", "launches")}
-    if kept["events"] < EVENTS_FLOOR:
+    retention = Retention(**r.settings(_section(r, root, "retention"), ("retention",),
+                                       Retention))
+    if retention.events < EVENTS_FLOOR:
         raise r.fail(("retention", "events"),
                      "must be at least 1d (the state always keeps a day of events)")
-    return Retention(**kept)
+    return retention
 
 
 def _unique(r: _Reader, names: list[str], section: str) -> None:

@@ -92,7 +92,7 @@ from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
 EPS = 1e-9
-DEFAULT_DEPTH_PREMIUM = 0.05
+DEFAULT_DEPTH_PREMIUM = 0.05  # the one default of the config's planner.depth_premium (`Config`)
 _UNLIMITED = 1 << 62
 
 _RESOURCE_KEY = tuple[tuple[str, int], ...]
