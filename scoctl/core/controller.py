@@ -28,7 +28,7 @@ notice when it ends. Time is the caller's monotonic clock, passed in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -259,12 +259,6 @@ def plan_unacquired(latest: int | None, acquired: int | None) -> bool:
     runner (a standby, a leader since deposed, ``scoctl plan``) committed it, so no claim looks
     behind here, yet its units are this controller's to launch where it leads."""
     return latest is not None and (acquired is None or latest > acquired)
-
-
-def error_of(errors: Sequence[str], api: str) -> str | None:
-    """The first of a stage's `errors` that names `api` (``nova``, ``kubernetes``,
-    ``slurm``), or None: that API answered."""
-    return next((e for e in errors if api in e.lower()), None)
 
 
 # --- outages -----------------------------------------------------------------------------------

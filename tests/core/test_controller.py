@@ -189,12 +189,17 @@ def test_one_warning_per_outage_and_one_notice_when_it_ends() -> None:
     assert again is None and o.down == {}
 
 
-def test_a_stage_error_is_attributed_to_the_api_it_names() -> None:
-    errors = ["sim-region: Nova: 503 Service Unavailable",
-              "sim-region: Kubernetes nodes unreadable: refused"]
-    assert c.error_of(errors, "nova") == errors[0]
-    assert c.error_of(errors, "kubernetes") == errors[1]
-    assert c.error_of(errors, "slurm") is None
+def test_a_stage_problem_is_attributed_to_the_api_that_failed_not_to_the_words_in_it() -> None:
+    """A Kubernetes failure while deleting a Node is a Kubernetes outage, though its text names
+    neither Kubernetes nor Nova; a Nova failure whose message mentions Kubernetes is Nova's."""
+    from scoctl.core.model.problems import Problem, first_of
+
+    node = Problem("kubernetes", "sim-region", "delete node web-1", "connection refused")
+    nova = Problem("nova", "sim-region", "Nova", "503 (the kubernetes bootstrap waits)")
+    assert first_of([nova, node], "kubernetes") == node
+    assert first_of([nova, node], "nova") == nova
+    assert first_of([nova, node], "slurm") is None
+    assert str(node) == "sim-region: delete node web-1: connection refused"
 
 
 def test_demand_that_leaves_opens_a_window_but_never_holds_an_open_one_back() -> None:

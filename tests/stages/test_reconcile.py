@@ -465,3 +465,22 @@ def test_nova_down_reports_the_region_and_still_tears_down(world: World) -> None
     result = world.reconcile()
     assert result.errors and "Nova" in result.errors[0]
     assert result.torn_down == ("web",)
+
+
+def test_a_kubernetes_failure_in_a_scale_down_is_a_kubernetes_problem_not_novas(
+        world: World) -> None:
+    """The Node's cordon fails (the API server answers 500): the problem names Kubernetes as
+    the API that failed, so the controller counts a Kubernetes outage, whatever its words."""
+    servers = world.launch(1)
+    world.settle()
+    world.register(servers[0])
+    world.reconcile()
+    assert world.status(servers[0].id) == "ready"
+    world.clock.advance(700)  # the plan holds no unit: surplus, idle past the timeout
+    world.k8s.fail_next(10, 500, path_contains=f"/nodes/{servers[0].name}", method="PATCH")
+    result = world.reconcile()
+    world.k8s.clear_faults()
+    [problem] = result.problems
+    assert (problem.api, problem.region) == ("kubernetes", REGION)
+    assert problem.what == f"scale-down of {servers[0].name}"
+    assert "Nova" not in str(problem)
