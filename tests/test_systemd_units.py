@@ -86,3 +86,27 @@ def test_systemd_accepts_the_units(tmp_path: Path) -> None:
     problems = [line for line in (done.stdout + done.stderr).splitlines()
                 if line.strip() and "is not executable" not in line]  # scoctl not installed
     assert problems == [], problems
+
+
+def test_the_shipped_bootstrap_bindings_bind_the_group_scoctls_tokens_carry() -> None:
+    """`configs/kubernetes/bootstrap-bindings.yaml` binds the group that every per-launch
+    bootstrap token names (`core.jointoken.TOKEN_GROUP`) to each role kubeadm binds its own
+    token group to, so a node can join with scoctl's token."""
+    import yaml
+
+    from scoctl.core.jointoken import TOKEN_GROUP
+
+    path = Path(__file__).resolve().parents[1] / "configs/kubernetes/bootstrap-bindings.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    roles = {(d["roleRef"]["kind"], d["roleRef"]["name"]) for d in docs}
+    assert roles == {("ClusterRole", "system:node-bootstrapper"),
+                     ("ClusterRole",
+                      "system:certificates.k8s.io:certificatesigningrequests:nodeclient"),
+                     ("ClusterRole", "kubeadm:get-nodes"),
+                     ("Role", "kubeadm:nodes-kubeadm-config"), ("Role", "kubeadm:kubelet-config")}
+    for doc in docs:
+        assert doc["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": TOKEN_GROUP}], doc["metadata"]["name"]
+        assert (doc["kind"] == "RoleBinding") == (doc["roleRef"]["kind"] == "Role")
+        if doc["kind"] == "RoleBinding":
+            assert doc["metadata"]["namespace"] == "kube-system"
