@@ -50,6 +50,7 @@ from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.runner.compose import (
     Deps,
+    FleetView,
     Pass,
     PassReport,
     Regions,
@@ -449,7 +450,10 @@ class Steps:
             if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
                 found = first_of(problems, api)
                 o.api(api, None if found is None else str(found))
-        view = fleet_view(o.config, o.store)
+        told = next((r.detail for r in one.reports[mark:] if r.name == "notice" and r.detail),
+                    None)
+        view = (FleetView(told["booting"], told["noticed"], told["reclaimable"])
+                if told is not None else fleet_view(o.config, o.store))
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
                                             failed=bool(problems),
