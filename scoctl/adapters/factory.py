@@ -6,6 +6,7 @@ import atexit
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scoctl.config.schema import Config, Region
@@ -23,7 +24,8 @@ def cloud_for(config: Config, region: Region, *,
               deadline: float | None = None) -> Cloud:
     """A Nova adapter for `region` (its clouds.yaml entry); mutating calls call `budget` first.
 
-    A region with `clouds_yaml` reads that file alone; one without it gets openstacksdk's own
+    A region with `clouds_yaml` reads that file and the ``secure.yaml`` beside it alone
+    (`secure_yaml`); one without it gets openstacksdk's own
     search ($OS_CLIENT_CONFIG_FILE, ./clouds.yaml, ~/.config/openstack, /etc/openstack). The
     process environment is never changed, so regions connect in any order.
 
@@ -54,8 +56,8 @@ def nova_connection(config: Config, region: Region) -> Any:
                           file=config.source_name, field=f"regions[{region.name}].clouds_yaml")
     path = region.clouds_yaml.resolve() if region.clouds_yaml is not None else None
     # without its own file, openstacksdk follows OS_* variables: they are part of what it opens
-    where = (str(path), path.stat().st_mtime_ns) if path else tuple(
-        sorted((k, v) for k, v in os.environ.items() if k.startswith("OS_")))
+    where = tuple((str(p), p.stat().st_mtime_ns) for p in (path, secure_yaml(path)) if p) \
+        if path else tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("OS_")))
     signature = (region.cloud, where, config.timeouts.api)
     known = _connections.get(region.name)
     if known is not None and known[0] == signature:
@@ -67,6 +69,15 @@ def nova_connection(config: Config, region: Region) -> Any:
         atexit.register(close_connections)
     _connections[region.name] = (signature, connection)
     return connection
+
+
+def secure_yaml(clouds_yaml: Path | None) -> Path | None:
+    """The ``secure.yaml`` beside a region's own clouds.yaml, when there is one: openstacksdk's
+    convention keeps the entry's secrets (passwords, application credential secrets) there."""
+    if clouds_yaml is None:
+        return None
+    secure = clouds_yaml.with_name("secure.yaml")
+    return secure if secure.is_file() else None
 
 
 def close_connections() -> None:
@@ -90,8 +101,10 @@ def _open_connection(config: Config, region: Region) -> Any:
 
     try:
         if region.clouds_yaml is not None:
+            path = region.clouds_yaml.resolve()
+            secure = secure_yaml(path)
             loader = openstack.config.OpenStackConfig(
-                config_files=[str(region.clouds_yaml.resolve())], secure_files=[],
+                config_files=[str(path)], secure_files=[str(secure)] if secure else [],
                 vendor_files=[], load_envvars=False)
         else:
             loader = openstack.config.OpenStackConfig()

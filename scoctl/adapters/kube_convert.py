@@ -192,7 +192,22 @@ def pod_info(obj: Raw) -> PodInfo:
         tolerations=_tolerations(tolerations) if tolerations else (),
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        created=_created(str(meta.get("creationTimestamp") or "")),
     )
+
+
+def _unix_time(value: str) -> float | None:
+    """An RFC 3339 timestamp of the API as Unix seconds; None when absent or unreadable (a
+    pod without one is still demand: its latency starts at scoctl's first sight)."""
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value).timestamp()
+    except ValueError:
+        return None
+
+
+_created = _shared(_unix_time)  # the pods of one rollout share a creation second
 
 
 def node_info(obj: Raw) -> NodeInfo:

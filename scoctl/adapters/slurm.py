@@ -268,6 +268,7 @@ def job_from_json(item: Mapping[str, Any]) -> SlurmJob:
         gres_per_job=_gres(item.get("tres_per_job"), f"job {job_id} tres_per_job"),
         node_count=_number(item.get("node_count"), f"job {job_id} node_count") or 0,
         nodes=_text(item.get("nodes")),
+        submitted=_number(item.get("submit_time"), f"job {job_id} submit_time") or None,
     )
 
 

@@ -6,6 +6,7 @@ current working directory, as the example config's ``configs/user-data.yaml`` sh
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -302,8 +303,13 @@ class Config:
         if region.launch is not None:
             return region.launch
         index = self.regions.index(region)
+        line = None
+        with contextlib.suppress(ConfigError):  # the region's line: the file is read again
+            if self.path is not None:
+                doc = load_located(read_text(self.path, "config"), str(self.path))
+                line = doc.line(("regions", index, "launch"))
         raise ConfigError("is required to launch instances (scoctl acquire): image, networks, "
-                          "security_groups, ...", file=self.source_name,
+                          "security_groups, ...", file=self.source_name, line=line,
                           field=f"regions[{index}].launch")
 
     def workload(self, name: str) -> WorkloadSpec | None:

@@ -1,12 +1,12 @@
 """Placement latency, pure: when demand was first seen, when its plan was committed, when its
 nodes were all Ready — and the histograms and quantiles those times make (DESIGN §13).
 
-A workload's claim that grows opens a *sighting* at the first sight of its new pending demand
-(the pod watch event, or the pass that read it); a plan of that claim version or a later one
-closes the decision (`scoctl_placement_decision_seconds`); every planned unit Ready closes it
-for good (`scoctl_pending_to_ready_seconds`). A claim that only shrinks opens nothing (no pod
-waits), and a sighting whose nodes are not all Ready after `give_up` seconds is dropped
-unobserved (its plan could not be met: the plan's own events say why).
+A workload's claim that grows opens a *sighting* when its new pending demand began (the pods'
+``creationTimestamp``, the jobs' submit time: `first_sight`); a plan of that claim version or
+a later one closes the decision (`scoctl_placement_decision_seconds`); every planned unit
+Ready closes it for good (`scoctl_pending_to_ready_seconds`). A claim that only shrinks
+opens nothing (no pod waits), and a sighting whose nodes are not all Ready after `give_up`
+seconds is dropped unobserved (its plan could not be met: the plan's own events say why).
 """
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ class LatencyDecision:
     observations: tuple[Observation, ...] = ()
     keep: tuple[Sighting, ...] = ()
     drop: tuple[str, ...] = ()
+
+
+def first_sight(created: Iterable[float], since: float | None, now: float) -> float | None:
+    """When a claim's new demand began: the earliest creation (pod ``creationTimestamp``, job
+    submit time) after `since` — the claim's previous version, which already held the older
+    pods and jobs — never later than `now` (the API server's clock may run ahead of this
+    host's). None when nothing says (the caller falls back on its own sight)."""
+    newer = [t for t in created if since is None or t > since]
+    return min(min(newer), now) if newer else None
 
 
 def sight(existing: Sighting | None, workload: str, version: int, *, grew: bool,

@@ -586,9 +586,11 @@ def _expired(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime,
              b: _Builder) -> list[tuple[str, str]]:
     """Announced notices to forget: past the deadline and the cool-down, outside the horizon
     (stored by an older scoctl) or for a server this region neither tracks nor lists (both
-    ignored with a warning)."""
+    ignored with a warning, unless the flow carried that server's notice: it is gone)."""
     out: list[tuple[str, str]] = []
     cooldown = timedelta(seconds=policy.cooldown)
+    # the servers whose notice the flow carried: its record, this pass's or a stored one
+    handled = {row.server_id for row in snapshot.noticed} | {sid for sid, _ in b.rows}
     for notice in notices.beyond:
         out.append((notice.kind, notice.target))
         b.event(None, "NOTICE_IGNORED", "warning", **{notice.kind: notice.target},
@@ -602,8 +604,9 @@ def _expired(snapshot: NoticeSnapshot, policy: NoticePolicy, now: datetime,
         elif (notice.kind == "server" and notice.target not in instances
               and notice.target not in notices.servers):
             out.append((notice.kind, notice.target))
-            b.event(None, "NOTICE_IGNORED", "warning", server=notice.target,
-                    deadline=notice.deadline, reason="not a server scoctl manages")
+            if notice.target not in handled:  # a notice carried out is done, not ignored
+                b.event(None, "NOTICE_IGNORED", "warning", server=notice.target,
+                        deadline=notice.deadline, reason="not a server scoctl manages")
     return out
 
 

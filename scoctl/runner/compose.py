@@ -40,6 +40,7 @@ from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import JoinTokens
+from scoctl.services.latency import claim_sizes, record_progress, record_sightings
 from scoctl.services.metrics import RunSample, StageSample
 from scoctl.stages.acquire import (
     DEFAULT_POLL_S,
@@ -539,6 +540,13 @@ def pending_of(watched: WatchResult | None) -> dict[str, int]:
     return {name: c.pending for name, c in watched.sources.items() if c.error is None}
 
 
+def progress(deps: Deps) -> None:
+    """Observe the placement latency reached so far: decisions after a plan, Ready fleets
+    after a reconcile (`services.latency`)."""
+    t = deps.config.timeouts
+    record_progress(deps.store, deps.clock.now().timestamp(), give_up=t.launch + t.registration)
+
+
 def run_once(deps: Deps) -> PassReport:
     """One pass of the loop (intake → act → reconcile, and act again when a new reclaim notice
     left workloads to re-plan, so their replacements launch in the same pass); the caller holds
@@ -548,11 +556,16 @@ def run_once(deps: Deps) -> PassReport:
     (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
     """
     one = Pass(deps)
+    sizes = claim_sizes(deps.store)  # the placement latency (DESIGN §13), as the controller's
     watched = one.intake()
-    planned, _ = one.act()
+    if watched is not None:
+        record_sightings(deps.store, watched.changed, sizes, watched.seen,
+                         deps.clock.now().timestamp())
+    planned, _ = one.act(on_planned=lambda: progress(deps))
     _, noticed = one.reconcile()
+    progress(deps)
     if noticed is not None and noticed.replan:  # replace the noticed units in this pass
-        planned, _ = one.act()
+        planned, _ = one.act(on_planned=lambda: progress(deps))
     run = one.report()
     one.record_deadline(run)
     written = write_metrics(deps, run.steps, ok=run.ok,

@@ -416,6 +416,8 @@ class Steps:
             o.api(api, None if found is None else str(found))
         self.pending.update(pending_of(watched))
         changed = watched.changed if watched is not None else []
+        if watched is not None:  # the objects' own times over the watch events' (DESIGN §13)
+            seen = {**seen, **watched.seen}
         record_sightings(o.store, changed, o.sizes, seen, o.clock.now().timestamp())
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(problems), changed=bool(changed),

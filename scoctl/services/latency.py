@@ -1,8 +1,9 @@
 """Placement latency (DESIGN §13): read the sightings, plans and instances → `core.latency`
 decides → record the histograms, the recent samples and what is still open.
 
-`record_sightings` runs after an intake with the claims it changed and when their demand was
-first seen; `record_progress` after a plan or a reconcile. Both are one transaction each; a
+`record_sightings` runs after an intake with the claims it changed and when their demand
+began; `record_progress` after a plan or a reconcile — in every driver (``run --once``,
+``--interval`` and the controller). Both are one transaction each; a
 crash between an intake and its sighting loses one observation, never any demand.
 """
 
@@ -22,8 +23,9 @@ def claim_sizes(store: Store) -> dict[str, int]:
 
 def record_sightings(store: Store, changed: Collection[str], sizes: MutableMapping[str, int],
                      seen: Mapping[str, float], now: float) -> list[Sighting]:
-    """Open (or extend) the sightings of the `changed` claims that grew; `seen` holds the first
-    sight of each workload's new demand (else `now`, the pass that read it). Updates `sizes`."""
+    """Open (or extend) the sightings of the `changed` claims that grew; `seen` holds when each
+    workload's new demand began (`WatchResult.seen`: its pods' creation, its jobs' submission;
+    else `now`, the pass that read it). Updates `sizes`."""
     if not changed:
         return []
     with store.transaction():

@@ -40,9 +40,11 @@ from scoctl.core.intake.slurm import (
     parse_sco_comment,
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
+from scoctl.core.latency import first_sight
 from scoctl.core.model import FinishedJob, NewEvent, PodInfo, WorkloadRecord
 from scoctl.core.model.problems import Problem
 from scoctl.core.model.vocabulary import LABEL_MANAGED
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
@@ -94,6 +96,8 @@ class WatchResult:
     spool_events: int = 0
     spool_tokens: int = 0
     changed: list[str] = field(default_factory=list)  # workloads whose claim got a new version
+    seen: dict[str, float] = field(default_factory=dict)  # changed → when its new demand began
+    # (the earliest pod creation / job submission since its previous claim version, if known)
     teardowns: list[TeardownResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -314,11 +318,12 @@ def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
 
 
 def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: SourceCounts,
-                   result: WatchResult) -> None:
+                   result: WatchResult, now: float) -> None:
     for claim in claims:
         if claim.pods and store.latest_workload(claim.workload) is None:
             store.ensure_workload(claim.workload, kind=claim.kind, source=claim.source,
                                   contract=claim.contract, namespace=claim.namespace)
+        before = store.claim(claim.workload)
         _, changed = record_claim(store,
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
@@ -327,6 +332,10 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
         if changed:
             counts.claims_changed += 1
             result.changed.append(claim.workload)
+            since = parse_rfc3339(before.updated).timestamp() if before is not None else None
+            began = first_sight(claim.created, since, now)
+            if began is not None:
+                result.seen[claim.workload] = began
 
 
 def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: SourceCounts,
@@ -347,10 +356,10 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
 
 
 def _record(store: Store, decision: IntakeDecision, counts: SourceCounts, result: WatchResult,
-            pending: _Pending) -> None:
+            pending: _Pending, now: float) -> None:
     counts.workloads = decision.workloads
     result.warnings.extend(decision.warnings)
-    _record_claims(store, decision.claims, counts, result)
+    _record_claims(store, decision.claims, counts, result, now)
     _record_tokens(store, decision.tokens, counts, pending)
 
 
@@ -453,6 +462,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
                  if slurm_read is not None and scheduler is not None else {})
 
     pending = _Pending()
+    now = clock.now().timestamp()
     with store.transaction():
         result.spool_tokens = _ingest_spool(config, store, events, pending,
                                             slurm_watched="slurm" in sources)
@@ -462,7 +472,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
             snap = K8sSnapshot(**{**k8s_read.__dict__, "workloads": states,
                                   "claims": _claimed(store, "k8s")})
             _record(store, decide_k8s_intake(snap, k8s_policy(config)), result.sources["k8s"],
-                    result, pending)
+                    result, pending, now)
             states = _states(store)
         if slurm_read is not None:
             tracked = tuple(_state(w) for w in store.workloads(active_only=True)
@@ -474,7 +484,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
                                    workloads=states, tracked=tracked, known_jobs=known,
                                    claims=_claimed(store, "slurm"))
             _record(store, decide_slurm_intake(snap_s, slurm_policy(config)),
-                    result.sources["slurm"], result, pending)
+                    result.sources["slurm"], result, pending, now)
             _record_job_ends(store, listed, accounted, result.sources["slurm"], pending,
                              _default_contract(config))
     for event in events:  # only after the commit: a crash re-ingests, never loses

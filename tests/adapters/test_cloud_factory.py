@@ -90,3 +90,27 @@ def test_a_clouds_yaml_without_the_cloud_names_the_region_field(
     with pytest.raises(ConfigError, match="clouds.yaml not found"):
         cloud_for(missing, missing.regions[0])
     assert "OS_CLIENT_CONFIG_FILE" not in os.environ
+
+
+def test_a_regions_own_clouds_yaml_takes_its_secrets_from_the_secure_yaml_beside_it(
+        nova_emulator: NovaEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 14: openstacksdk's convention keeps the secrets of clouds.yaml in a
+    secure.yaml beside it; a region's own clouds_yaml ignored it (the token never came)."""
+    monkeypatch.delenv("OS_CLIENT_CONFIG_FILE", raising=False)
+    project = _project(nova_emulator, 4)
+    (tmp_path / "clouds.yaml").write_text(
+        "clouds:\n  alpha:\n    auth_type: admin_token\n"
+        f"    auth: {{endpoint: {nova_emulator.url}}}\n    region_name: RegionOne\n",
+        encoding="utf-8")
+    (tmp_path / "secure.yaml").write_text(
+        f'clouds:\n  alpha:\n    auth: {{token: "admin:{project}"}}\n', encoding="utf-8")
+    (tmp_path / "secure.yaml").chmod(0o600)
+    config = load_config(_config(tmp_path, f"""
+  - {{name: region-a, cloud: alpha, clouds_yaml: {tmp_path / 'clouds.yaml'},
+     launch: {{image: {IMAGE_ID}, networks: [none]}}}}
+"""))
+    cloud = cloud_for(config, config.regions[0])
+    try:
+        assert cloud.headroom().instances == 4
+    finally:
+        cloud.connection.close()  # type: ignore[attr-defined]

@@ -35,3 +35,13 @@ def test_a_container_value_that_cannot_be_hashed_is_converted_unshared():
     pod = pod_info(raw)
     assert pod.containers[0].restart_policy == {"odd": "value"}
     assert pod_info(raw).containers == pod.containers
+
+
+def test_a_pods_creation_timestamp_is_read_and_an_unreadable_one_is_unknown():
+    raw = copy.deepcopy(_pods(1)[0])
+    raw["metadata"]["creationTimestamp"] = "2026-01-01T00:00:30Z"  # type: ignore[index]
+    assert pod_info(raw).created == 1767225630.0
+    raw["metadata"]["creationTimestamp"] = "yesterday"  # type: ignore[index]
+    assert pod_info(raw).created is None
+    del raw["metadata"]["creationTimestamp"]  # type: ignore[attr-defined]
+    assert pod_info(raw).created is None

@@ -237,6 +237,7 @@ def test_submitted_jobs_show_up_with_their_pending_reason(
     hog = slurm_cluster.sbatch(
         "-p", "cpu", "-x", "big-cpu-1", "-c", "4", "-J", "scoctl-hog", "--wrap", "sleep 300"
     )
+    before = int(time.time())  # Slurm's submit_time is whole seconds
     waiting = slurm_cluster.sbatch(
         "-p",
         "cpu",
@@ -264,6 +265,7 @@ def test_submitted_jobs_show_up_with_their_pending_reason(
         "--wrap",
         "true",
     )
+    after = time.time()
     try:
 
         def squeue_reason() -> str:
@@ -286,6 +288,7 @@ def test_submitted_jobs_show_up_with_their_pending_reason(
         )
         assert (job.cpus, job.memory_per_node_mb, job.memory_per_cpu_mb) == (2, 100, None)
         assert (job.node_count, job.nodes) == (1, "")
+        assert job.submitted is not None and before <= job.submitted <= after  # its latency
         assert jobs[hog].nodes == "local1"
         assert jobs[gpu].gres_per_node == (Gres("gpu", "fake", 1),)
         assert jobs[gpu].memory_per_cpu_mb == 300
@@ -301,6 +304,7 @@ def test_submitted_jobs_show_up_with_their_pending_reason(
             "from scoctl tests",
             2,
         )
+        assert rest_job.submitted == job.submitted
         assert {hog, waiting, gpu} <= {j.job_id for j in rest.jobs()}
         assert rest.job(99_999_999) is None
         assert cli.job(99_999_999) is None

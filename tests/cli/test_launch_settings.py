@@ -66,3 +66,16 @@ def test_acquire_and_config_check_name_the_missing_launch_field(
         assert len(result.stderr.strip().splitlines()) == 1
     with open_store(tmp_path / "state.db") as store:
         assert store.events() == [] and store.launches() == []
+
+
+def test_the_missing_launch_field_names_the_config_file_and_the_regions_line(
+        cli, tmp_path: Path, k8s_kubeconfig: Path) -> None:
+    """Issue 28 item 14: ``regions[].launch`` errors named no line, unlike every other field."""
+    config = what_if_config(tmp_path, k8s_kubeconfig)
+    line = config.read_text().splitlines().index("  - {name: region-a}") + 1
+    check = cli("--config", str(config), "config", "check")
+    assert check.code == 2
+    assert f"{config}:{line}: regions[0].launch: is required" in check.stderr
+    open_store(tmp_path / "state.db", create=True).close()
+    result = cli("--config", str(config), "acquire")
+    assert result.code == 2 and f"{config}:{line}: regions[0].launch" in result.stderr

@@ -85,3 +85,19 @@ def test_a_bad_state_url_is_exit_2_naming_the_field_and_never_the_password(
     assert "hunter2" not in result.stderr
     option = cli("--state", state, "status")
     assert option.code == 2 and "--state" in option.stderr and "hunter2" not in option.stderr
+
+
+def test_a_password_file_others_may_read_is_refused_as_libpq_refuses_it(
+        cli: Cli, config: Path, pg_state: PgState) -> None:
+    """Issue 28 item 14: a ``state_password_file`` at 0644 was accepted; libpq ignores a
+    password file that its group or the world may read, and so does scoctl (exit 2)."""
+    assert cli("--config", str(config), "init").code == 0
+    pg_state.password_file.chmod(0o644)
+    try:
+        result = cli("--config", str(config), "status")
+    finally:
+        pg_state.password_file.chmod(0o600)
+    assert result.code == 2, result.stderr
+    assert "state_password_file" in result.stderr and "0644" in result.stderr
+    assert "chmod 600" in result.stderr
+    assert cli("--config", str(config), "status").code == 0

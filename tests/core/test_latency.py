@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from scoctl.core.latency import (
     all_ready,
     cumulative,
+    first_sight,
     observe,
     progress,
     quantile,
@@ -75,3 +76,12 @@ def test_quantiles_by_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert quantile(values, 0.5) == 50.0 and quantile(values, 0.99) == 99.0
     assert quantile([], 0.5) is None and quantile([3.0], 0.99) == 3.0
+
+
+def test_new_demand_begins_at_the_earliest_pod_made_since_the_claims_previous_version() -> None:
+    # pods at 100 and 130 were in the previous version (written at 140); 150 and 160 are new
+    assert first_sight([100.0, 130.0, 160.0, 150.0], since=140.0, now=170.0) == 150.0
+    assert first_sight([100.0, 130.0], since=None, now=170.0) == 100.0  # a first claim
+    assert first_sight([100.0], since=140.0, now=170.0) is None  # nothing says: own sight
+    assert first_sight([], since=None, now=170.0) is None
+    assert first_sight([175.0], since=None, now=170.0) == 170.0  # the API server runs ahead

@@ -367,3 +367,20 @@ def test_a_far_future_reclaim_time_is_ignored_with_one_warning_however_many_pass
     assert world.detail("NOTICE_IGNORED")["server"] == inst.id
     assert "RECLAIM_NOTICED" not in world.tokens()
     assert len([r for r in caplog.records if "notice horizon" in r.getMessage()]) == 1
+
+
+def test_a_handled_spooled_notice_is_never_reported_as_ignored(world: World) -> None:
+    """Issue 28 item 14: a server notice scoctl carried out (deleted at the deadline) came back
+    as ``NOTICE_IGNORED`` "not a server scoctl manages" on the passes after."""
+    inst = serving(world)
+    announce(world.config, world.config.state, world.clock, server=inst.id, pool=None,
+             at="+30s", reason="lease ends")
+    world.run()
+    world.clock.advance(31)
+    world.run()
+    assert world.detail("INSTANCE_RECLAIMED")["server"] == inst.id
+    for _ in range(3):
+        world.nova.settle()
+        world.clock.advance(20)
+        world.run()
+    assert "NOTICE_IGNORED" not in world.tokens()

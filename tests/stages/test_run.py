@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.adapters.nova import NovaCloud
 from scoctl.clock import FixedClock
+from scoctl.core.timefmt import rfc3339
 from scoctl.errors import TemporaryError
 from scoctl.host.lock import run_lock
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
@@ -21,6 +23,7 @@ from tests.fixtures.state import Cli
 from tests.stages.test_reconcile import REGION, emulator_cloud, make_config  # noqa: F401
 
 PODS = 6
+CREATED_BEFORE = 30.0  # the pods were created this long before the first pass
 
 
 @pytest.fixture
@@ -30,12 +33,14 @@ def loop(tmp_path: Path, emulator_cloud: NovaCloud, k8s_emulator: K8sEmulator,  
     store = open_store(tmp_path / "state.db", clock=clock, create=True)
     cluster = KubernetesCluster(str(k8s_kubeconfig), "scoctl-sim")
     systems = Systems(cluster=cluster, clouds={REGION: emulator_cloud}, sources=("k8s",))
+    created = rfc3339(clock.now() - timedelta(seconds=CREATED_BEFORE))
     for i in range(PODS):
-        k8s_emulator.add(make_pod(f"web-{i}", cpu="500m", memory="128Mi",
-                                  labels={"sco/workload": "web"},
-                                  tolerations=[{"key": "reclaimable", "operator": "Equal",
-                                                "value": "true", "effect": "NoSchedule"}],
-                                  unschedulable="0/0 nodes are available"))
+        pod = make_pod(f"web-{i}", cpu="500m", memory="128Mi", labels={"sco/workload": "web"},
+                       tolerations=[{"key": "reclaimable", "operator": "Equal",
+                                     "value": "true", "effect": "NoSchedule"}],
+                       unschedulable="0/0 nodes are available")
+        pod["metadata"]["creationTimestamp"] = created
+        k8s_emulator.add(pod)
     try:
         yield store, systems, clock, tmp_path
     finally:
@@ -80,6 +85,34 @@ def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_u
     assert f'scoctl_cloud_calls_total{{outcome="ok",region="{REGION}"}}' in text
     assert "scoctl_last_success_timestamp_seconds" in text
     assert "scoctl_claim_pods 6" in text
+
+
+def test_a_timer_pass_records_latency_from_the_pods_creation_not_from_its_own_sight(
+    loop: tuple[Store, Systems, FixedClock, Path], nova_emulator: NovaEmulator,
+    k8s_emulator: K8sEmulator,
+) -> None:
+    """``run --once`` (no controller) records both histograms, each sample starting at the
+    pods' creationTimestamp: the "decision p99" alert works for timer users too."""
+    store, systems, clock, tmp = loop
+    config = make_config(tmp, metrics="{textfile: " + str(tmp / "scoctl.prom") + "}")
+    assert one_pass(config, store, clock, systems, acquire_watch=0).exit_code == 0
+    decided = store.latency_samples("placement_decision")
+    assert [(s.workload, s.seconds) for s in decided] == [("web", CREATED_BEFORE)]
+    assert "scoctl_placement_decision_seconds_count 1" in (tmp / "scoctl.prom").read_text()
+    nova_emulator.settle()
+    for server in systems.clouds[REGION].servers(tags=["sco:managed"]):  # type: ignore
+        inst = store.instance(server.id)
+        assert inst is not None
+        k8s_emulator.add(make_node(server.name, provider_id=f"openstack:///{server.id}",
+                                   labels={"sco/managed": "true", "sco/workload": "web",
+                                           "sco/pool": inst.pool or ""},
+                                   taints=[{"key": "reclaimable", "value": "true",
+                                            "effect": "NoSchedule"}]))
+    clock.advance(12)
+    assert one_pass(config, store, clock, systems, acquire_watch=0).exit_code == 0
+    ready = store.latency_samples("pending_to_ready")
+    assert [(s.workload, s.seconds) for s in ready] == [("web", CREATED_BEFORE + 12)]
+    assert "scoctl_pending_to_ready_seconds_count 1" in (tmp / "scoctl.prom").read_text()
 
 
 def test_a_failed_stage_is_named_the_others_still_run_and_the_exit_code_is_1(

@@ -81,6 +81,7 @@ class ClaimDecision:
     tolerates_reclaimable: bool = True
     namespace: str | None = None
     nodes: tuple[str, ...] = ()
+    created: tuple[float, ...] = ()  # when each pod / job of the demand was made (Unix s)
 
 
 @dataclass(frozen=True)

@@ -457,7 +457,8 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 workload=slug, contract=w.contract, kind=w.kind, source="k8s",
                 requests={k: v for k, v in w.requests.items() if v},
                 largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
-                tolerates_reclaimable=w.tolerates, namespace=w.namespace))
+                tolerates_reclaimable=w.tolerates, namespace=w.namespace,
+                created=tuple(p.created for p in w.demand if p.created is not None)))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,

@@ -197,6 +197,7 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
     counts: dict[str, int] = {}
     held: dict[str, set[str]] = {}
     contracts: dict[str, str] = {}
+    submitted: dict[str, list[float]] = {}
     warnings: list[str] = []
     tokens: list[TokenDecision] = []
     discovered: dict[str, SlurmJob] = {}
@@ -235,10 +236,13 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
         counts[slug] = counts.get(slug, 0) + count
         held.setdefault(slug, set()).update(names)
         contracts.setdefault(slug, contract)
+        if job.submitted is not None:
+            submitted.setdefault(slug, []).append(job.submitted)
 
     claims = [ClaimDecision(workload=slug, contract=contracts[slug], kind="job", source="slurm",
                             requests=sums[slug], largest_pod=largest[slug], pods=counts[slug],
-                            nodes=tuple(sorted(held[slug])))
+                            nodes=tuple(sorted(held[slug])),
+                            created=tuple(submitted.get(slug, ())))
               for slug in sorted(sums)]
     for slug in sorted(snap.claims - set(sums)):
         claims.append(ClaimDecision(workload=slug, contract=policy.default_contract, kind="job",

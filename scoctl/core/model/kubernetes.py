@@ -88,6 +88,7 @@ class PodInfo:
     tolerations: tuple[Toleration, ...] = ()
     deleting: bool = False  # metadata.deletionTimestamp is set
     resource_version: str = ""
+    created: float | None = None  # metadata.creationTimestamp, Unix seconds (None: unknown)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if the pod has one."""

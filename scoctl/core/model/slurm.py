@@ -84,6 +84,7 @@ class SlurmJob:
     gres_per_job: tuple[Gres, ...] = ()
     node_count: int = 0
     nodes: str = ""
+    submitted: float | None = None  # submit_time, Unix seconds (None: not reported)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self, cast
@@ -61,6 +62,25 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
 
 
+def read_password_file(path: Path) -> str:
+    """The password `path` holds; StateError (exit 2) when it cannot be read, or when it is
+    not a regular file or its group or others may read it (libpq ignores such a password
+    file, ``~/.pgpass`` or ``PGPASSFILE``, for the same reason)."""
+    try:
+        # non-blocking: a FIFO put there must not hang the runner before its type is seen
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode) or mode & (stat.S_IRWXG | stat.S_IRWXO):
+                what = "not a regular file" if not stat.S_ISREG(mode) else (
+                    f"mode {stat.S_IMODE(mode):04o}: its group or others may read it")
+                raise StateError(f"state_password_file {path}: {what}; as libpq, scoctl uses "
+                                 f"only a file its owner alone can read (chmod 600 {path})")
+            return handle.read().decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"state_password_file {path}: cannot read it: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from exc
+
+
 def connect(url: str, *, password_file: Path | None = None,
             application: str = "scoctl") -> psycopg.Connection[Any]:
     """An autocommit connection to the state database; StateError (exit 2) for a URL with a
@@ -71,11 +91,7 @@ def connect(url: str, *, password_file: Path | None = None,
                          "state_password_file, never in the config")
     extra: dict[str, Any] = {}
     if password_file is not None:
-        try:
-            extra["password"] = Path(password_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise StateError(f"state_password_file {password_file}: cannot read it: "
-                             f"{exc.strerror or exc}") from exc
+        extra["password"] = read_password_file(Path(password_file))
     try:
         # the application name says who holds a session (pg_stat_activity): host and pid
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
