@@ -32,8 +32,12 @@ Order
     a workload may take (``depth_left``).
 
 Depth
-    `Pool.depth` counts instances beyond the ones that already exist. A workload's current units
-    (live and in-flight instances) need no depth; units beyond them consume it. Committed and
+    A reclaimable pool's `Pool.depth` counts instances beyond the ones that already exist. A
+    committed pool's depth is the reserved instances it holds, shared by every workload: the
+    units that already exist in it, whichever workload holds them, are taken from it first
+    (`initial_depth`), so that no generation plans more units there than it holds. A
+    workload's current units (live and in-flight instances) need no more depth; units beyond
+    them consume it. Committed and
     reclaimable depth are handed out in (contract tier, slug) order (`planning_order`); the
     units of plans kept from a previous generation keep consuming theirs. Units a plan drops
     give no depth back in the same run (the instances still exist until reconcile removes them).
@@ -988,7 +992,7 @@ def plan_all(
         replan = seen
     else:  # set algebra, not a Python loop: an incremental run touches few workloads
         replan = (seen & set(only)) | (seen - previous.keys())
-    depth_left = {p.name: p.depth for p in ctx.pools}
+    depth_left = initial_depth(ctx.pools, current_by_workload)
     empty: Mapping[str, int] = {}
     if promised is None:
         for claim in ordered:
@@ -1014,6 +1018,20 @@ def plan_all(
                          slug in explain_set, prune=True)
         _consume(depth_left, plan, current)
         out[slug] = plan
+    return out
+
+
+def initial_depth(pools: Iterable[Pool],
+                  current_by_workload: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The new units (beyond each workload's current units) each pool can give before any
+    plan takes some: a reclaimable pool its `Pool.depth`; a committed pool its depth less the
+    units every workload already holds in it (its reserved instances are shared by all)."""
+    out = {p.name: p.depth for p in pools}
+    committed = {p.name for p in pools if p.tier == "committed"}
+    for units in current_by_workload.values():
+        for pool, n in units.items():
+            if pool in committed and n > 0:
+                out[pool] -= n
     return out
 
 

@@ -344,6 +344,27 @@ def test_committed_depth_goes_to_the_higher_tier_first():
     assert plans["aaa"].units() == {} and not plans["aaa"].feasible
 
 
+def test_committed_depth_is_the_reserved_instances_whoever_holds_them():
+    # issue 28 item 8: a workload holding both reserved units of row-h.res (depth 2) planned
+    # 4 there once a notice excluded row-e.res, and another workload got 2 more on top
+    pools = [make_pool("c4.xlarge.row-e.res", tier="committed", group="row-e", depth=4),
+             make_pool("c4.xlarge.row-h.res", tier="committed", group="row-h", depth=2),
+             make_pool("c4.xlarge.row-a.spot", group="row-a", depth=40)]
+    scores = {p.name: 0.5 for p in pools}
+    floor = Contract("T1", floor=0.9, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    current = {"web": {"c4.xlarge.row-h.res": 2}, "api": {}}
+    claims = [make_claim("web", pods=16), make_claim("api", pods=8)]
+    plans = plan_all(claims, {"T1": floor}, pools, FLAVORS, scores, current,
+                     excluded={"c4.xlarge.row-e.res"})
+    assert sum(p.units().get("c4.xlarge.row-h.res", 0) for p in plans.values()) == 2
+    assert plans["web"].units()["c4.xlarge.row-h.res"] == 2  # web's current units stay
+    assert "c4.xlarge.row-h.res" not in plans["api"].units()
+    assert any(r.startswith("floor shortfall") for r in plans["api"].reasons)
+    again = plan_all(claims, {"T1": floor}, pools, FLAVORS, scores, current,
+                     excluded={"c4.xlarge.row-e.res"}, only={"api"}, previous=plans)
+    assert again == plans
+
+
 def test_an_incremental_replan_keeps_the_other_plans_and_their_depth():
     pools = [make_pool("spot0", depth=3)]
     claims = [make_claim("a", pods=8), make_claim("b", pods=4)]
