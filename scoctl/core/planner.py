@@ -43,8 +43,10 @@ Depth
     give no depth back in the same run (the instances still exist until reconcile removes them).
 
 Fill (per workload)
-    (a) keep current units in pools that are still eligible; trim a pool above the pool cap to the
-    cap, and a group above the group cap worst-keyed pool first. (b) floor: committed units best
+    (a) keep current units in pools that are still eligible (an excluded pool — a notice, a
+    capacity fault — keeps its current units and takes no new ones); trim a pool above the pool
+    cap to the cap, and a group above the group cap worst-keyed pool first. (b) floor: committed
+    units best
     key first until committed coverage reaches the floor or committed depth runs out. (c)
     reclaimable units, each to the best-keyed pool within its pool cap, group cap and depth; while
     fewer than ``min_pools`` pools hold reclaimable units only pools holding none are candidates;
@@ -232,22 +234,26 @@ class _Entry(NamedTuple):
 
 
 class _Order:
-    """The eligible pools of one workload shape, best key first, split by tier."""
+    """The eligible pools of one workload shape, best key first, split by tier. An excluded
+    pool is in `by_name` only: it keeps a workload's current units and takes no new ones
+    (DESIGN §14: a notice excludes the pool for new units)."""
 
-    __slots__ = ("by_name", "committed", "reclaimable", "ranked", "_ranked_of", "flavors",
-                 "has_committed", "has_reclaimable", "columns")
+    __slots__ = ("by_name", "excluded", "committed", "reclaimable", "ranked", "_ranked_of",
+                 "flavors", "has_committed", "has_reclaimable", "columns")
 
-    def __init__(self, entries: list[_Entry]) -> None:
+    def __init__(self, entries: list[_Entry], excluded: frozenset[str]) -> None:
         self.by_name = {e.name: e for e in entries}
-        self.committed = [e for e in entries if e.tier == "committed"]
+        self.excluded = excluded
+        new = [e for e in entries if e.name not in excluded]  # pools that may take new units
+        self.committed = [e for e in new if e.tier == "committed"]
         # Reclaimable pools per flavor, best key first: a flavor whose one unit is above the
         # pool cap is skipped as a whole instead of pool by pool.
         self.reclaimable: dict[str, list[_Entry]] = {}
-        for e in entries:
+        for e in new:
             if e.tier == "reclaimable":
                 self.reclaimable.setdefault(e.flavor, []).append(e)
         # the same pools in one list, best key first (what merging the flavors' lists gives)
-        self.ranked = [e for e in entries if e.tier == "reclaimable"]
+        self.ranked = [e for e in new if e.tier == "reclaimable"]
         self._ranked_of: dict[frozenset[str], list[_Entry]] = {}  # `ranked` of some flavors
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
@@ -294,9 +300,10 @@ class _Context:
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
         self._score = {name: float(value) for name, value in scores.items()}
-        # pools any workload could use, in name order (the tie-break of the key)
-        self._usable = [p for p in self.pools if p.name not in self.excluded
-                        and p.name in self._score and p.flavor in self.alloc]
+        # pools any workload could use (the excluded ones for their current units only), in
+        # name order (the tie-break of the key)
+        self._usable = [p for p in self.pools
+                        if p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
 
@@ -323,7 +330,8 @@ class _Context:
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
         eligible = [p for p in self._usable
                     if p.flavor in good and (tolerates or p.tier == "committed")]
-        max_depth = max((p.depth for p in eligible), default=0)
+        # the key scales depth by the pools that may take new units
+        max_depth = max((p.depth for p in eligible if p.name not in self.excluded), default=0)
         score = self._score
         premium = self.depth_premium
         keys = {p.name: pool_key(score[p.name], p.depth, max_depth, premium) for p in eligible}
@@ -333,7 +341,7 @@ class _Context:
             _Entry(p.name, p.tier, p.group, p.flavor, p.depth, score[p.name], keys[p.name], rank)
             for rank, p in enumerate(keyed)
         ]
-        found = _Order(entries)
+        found = _Order(entries, self.excluded)
         self._orders[cache_key] = found
         return found
 
@@ -744,7 +752,9 @@ def _explain(
             continue
         n = fill.held.get(name, 0)
         left = max(fill.depth_left.get(name, e.depth), 0)
-        if e.tier == "committed":
+        if name in fill.order.excluded:
+            reason = "excluded: keeps its current units, takes no new ones" if n else "excluded"
+        elif e.tier == "committed":
             if fill.depth_room(e) <= 0:
                 reason = "no committed depth left" if n == 0 else "committed depth exhausted"
             elif n == 0:
@@ -804,7 +814,7 @@ def _result(
     feasible = True
     if total < 1 - EPS:
         feasible = False
-        if not by_name:
+        if not (fill.order.has_committed or fill.order.has_reclaimable or fill.held):
             reasons.append(_no_eligible_pool(ctx, claim))
         elif contract.strict:
             reasons.append(

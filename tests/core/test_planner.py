@@ -311,13 +311,28 @@ def test_a_tightened_pool_cap_trims_units_and_places_them_elsewhere():
     assert result.units() == {"spot0": 2, "spot1": 2, "spot2": 2}
 
 
-def test_current_units_in_an_excluded_pool_are_dropped_and_explained():
+def test_an_excluded_pool_keeps_its_current_units_and_takes_no_new_ones():
+    # issue 28 item 9: a notice on 1 of 4 units of a pool dropped the 3 others; DESIGN §14
+    # excludes the pool for new units only (the noticed unit is not current: not live)
     pools = [make_pool("spot0", group="g0"), make_pool("spot1", group="g1")]
-    result = plan(make_claim(pods=4), LOOSE, pools, current={"spot0": 1},
+    scores = {"spot0": 0.9, "spot1": 0.5}
+    result = plan(make_claim(pods=16), LOOSE, pools, scores, current={"spot0": 3},
                   excluded=frozenset({"spot0"}), explain=True)
-    assert result.units() == {"spot1": 1}
-    assert ("spot0", "1 current units dropped: excluded") in [
-        (line.pool, line.reason) for line in result.explain]
+    assert result.units() == {"spot0": 3, "spot1": 1}  # the replacement goes elsewhere
+    assert ("spot0", 3, "excluded: keeps its current units, takes no new ones") in [
+        (line.pool, line.units, line.reason) for line in result.explain]
+    # grown, the claim still gets nothing new from the excluded pool
+    grown = plan(make_claim(pods=32), LOOSE, pools, scores, current={"spot0": 3, "spot1": 1},
+                 excluded=frozenset({"spot0"}))
+    assert grown.units() == {"spot0": 3, "spot1": 5}
+    # shrunk, its units are given back like any other's
+    shrunk = plan(make_claim(pods=8), LOOSE, pools, scores, current={"spot0": 3, "spot1": 1},
+                  excluded=frozenset({"spot0"}), explain=True)
+    assert sum(shrunk.units().values()) == 2
+    never = plan(make_claim(pods=4), LOOSE, pools, scores, excluded=frozenset({"spot0"}),
+                 explain=True)
+    assert never.units() == {"spot1": 1}
+    assert ("spot0", 0, "excluded") in [(x.pool, x.units, x.reason) for x in never.explain]
 
 
 # --------------------------------------------------------------------------- plan_all

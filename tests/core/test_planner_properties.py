@@ -106,10 +106,12 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 # --------------------------------------------------------------------------- the invariants
 
 
-def _eligible(s: Scenario, pool: Pool) -> bool:
+def _eligible(s: Scenario, pool: Pool, *, keeping: bool = False) -> bool:
+    """The pool may take new units of the claim (with `keeping`: may keep current ones, which
+    an excluded pool does, DESIGN §14)."""
     flavor = FLAVORS[pool.flavor]
     return (
-        pool.name not in s.excluded
+        (keeping or pool.name not in s.excluded)
         and pool.name in s.scores
         and (s.claim.tolerates_reclaimable or pool.tier == "committed")
         and fits(s.claim.largest_pod, flavor_allocatable(flavor))
@@ -135,10 +137,11 @@ def check_invariants(s: Scenario, plan: WorkloadPlan) -> None:
     assert math.isclose(plan.committed_coverage, committed, abs_tol=1e-12)
     covered = total >= 1 - EPS
 
-    # 3: eligible pools only; depth respected.
+    # 3: eligible pools only (an excluded one keeps at most its current units); depth respected.
     for p in plan.pools:
         pool = by_name[p.pool]
-        assert p.units > 0 and _eligible(s, pool), p
+        assert p.units > 0 and _eligible(s, pool, keeping=True), p
+        assert _eligible(s, pool) or p.units <= s.current.get(p.pool, 0), p
         assert _room(s, pool, p.units) >= 0 or p.units <= s.current.get(p.pool, 0), p
         assert p.tier == pool.tier and p.group == pool.group
         assert math.isclose(p.share, p.coverage / max(plan.coverage, 1.0), abs_tol=1e-12)
