@@ -287,10 +287,12 @@ def events_quota_block(events: Iterable[EventInfo]) -> str | None:
 
 
 def deployment_available(deployment: DeploymentInfo) -> bool:
-    """Available=True and every desired replica available."""
+    """Available=True and every desired replica available — and some replica desired: the API
+    calls a Deployment scaled to 0 Available, yet nothing of it runs."""
     cond = next((c for c in deployment.conditions if c.type == "Available"), None)
     return (
-        cond is not None
+        deployment.replicas > 0
+        and cond is not None
         and cond.status == "True"
         and deployment.available_replicas >= deployment.replicas
     )

@@ -32,15 +32,21 @@ Order
     a workload may take (``depth_left``).
 
 Depth
-    `Pool.depth` counts instances beyond the ones that already exist. A workload's current units
-    (live and in-flight instances) need no depth; units beyond them consume it. Committed and
+    A reclaimable pool's `Pool.depth` counts instances beyond the ones that already exist. A
+    committed pool's depth is the reserved instances it holds, shared by every workload: the
+    units that already exist in it, whichever workload holds them, are taken from it first
+    (`initial_depth`), so that no generation plans more units there than it holds. A
+    workload's current units (live and in-flight instances) need no more depth; units beyond
+    them consume it. Committed and
     reclaimable depth are handed out in (contract tier, slug) order (`planning_order`); the
     units of plans kept from a previous generation keep consuming theirs. Units a plan drops
     give no depth back in the same run (the instances still exist until reconcile removes them).
 
 Fill (per workload)
-    (a) keep current units in pools that are still eligible; trim a pool above the pool cap to the
-    cap, and a group above the group cap worst-keyed pool first. (b) floor: committed units best
+    (a) keep current units in pools that are still eligible (an excluded pool — a notice, a
+    capacity fault — keeps its current units and takes no new ones); trim a pool above the pool
+    cap to the cap, and a group above the group cap worst-keyed pool first. (b) floor: committed
+    units best
     key first until committed coverage reaches the floor or committed depth runs out. (c)
     reclaimable units, each to the best-keyed pool within its pool cap, group cap and depth; while
     fewer than ``min_pools`` pools hold reclaimable units only pools holding none are candidates;
@@ -228,22 +234,26 @@ class _Entry(NamedTuple):
 
 
 class _Order:
-    """The eligible pools of one workload shape, best key first, split by tier."""
+    """The eligible pools of one workload shape, best key first, split by tier. An excluded
+    pool is in `by_name` only: it keeps a workload's current units and takes no new ones
+    (DESIGN §14: a notice excludes the pool for new units)."""
 
-    __slots__ = ("by_name", "committed", "reclaimable", "ranked", "_ranked_of", "flavors",
-                 "has_committed", "has_reclaimable", "columns")
+    __slots__ = ("by_name", "excluded", "committed", "reclaimable", "ranked", "_ranked_of",
+                 "flavors", "has_committed", "has_reclaimable", "columns")
 
-    def __init__(self, entries: list[_Entry]) -> None:
+    def __init__(self, entries: list[_Entry], excluded: frozenset[str]) -> None:
         self.by_name = {e.name: e for e in entries}
-        self.committed = [e for e in entries if e.tier == "committed"]
+        self.excluded = excluded
+        new = [e for e in entries if e.name not in excluded]  # pools that may take new units
+        self.committed = [e for e in new if e.tier == "committed"]
         # Reclaimable pools per flavor, best key first: a flavor whose one unit is above the
         # pool cap is skipped as a whole instead of pool by pool.
         self.reclaimable: dict[str, list[_Entry]] = {}
-        for e in entries:
+        for e in new:
             if e.tier == "reclaimable":
                 self.reclaimable.setdefault(e.flavor, []).append(e)
         # the same pools in one list, best key first (what merging the flavors' lists gives)
-        self.ranked = [e for e in entries if e.tier == "reclaimable"]
+        self.ranked = [e for e in new if e.tier == "reclaimable"]
         self._ranked_of: dict[frozenset[str], list[_Entry]] = {}  # `ranked` of some flavors
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
@@ -290,9 +300,10 @@ class _Context:
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
         self._score = {name: float(value) for name, value in scores.items()}
-        # pools any workload could use, in name order (the tie-break of the key)
-        self._usable = [p for p in self.pools if p.name not in self.excluded
-                        and p.name in self._score and p.flavor in self.alloc]
+        # pools any workload could use (the excluded ones for their current units only), in
+        # name order (the tie-break of the key)
+        self._usable = [p for p in self.pools
+                        if p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
 
@@ -319,7 +330,8 @@ class _Context:
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
         eligible = [p for p in self._usable
                     if p.flavor in good and (tolerates or p.tier == "committed")]
-        max_depth = max((p.depth for p in eligible), default=0)
+        # the key scales depth by the pools that may take new units
+        max_depth = max((p.depth for p in eligible if p.name not in self.excluded), default=0)
         score = self._score
         premium = self.depth_premium
         keys = {p.name: pool_key(score[p.name], p.depth, max_depth, premium) for p in eligible}
@@ -329,7 +341,7 @@ class _Context:
             _Entry(p.name, p.tier, p.group, p.flavor, p.depth, score[p.name], keys[p.name], rank)
             for rank, p in enumerate(keyed)
         ]
-        found = _Order(entries)
+        found = _Order(entries, self.excluded)
         self._orders[cache_key] = found
         return found
 
@@ -740,7 +752,9 @@ def _explain(
             continue
         n = fill.held.get(name, 0)
         left = max(fill.depth_left.get(name, e.depth), 0)
-        if e.tier == "committed":
+        if name in fill.order.excluded:
+            reason = "excluded: keeps its current units, takes no new ones" if n else "excluded"
+        elif e.tier == "committed":
             if fill.depth_room(e) <= 0:
                 reason = "no committed depth left" if n == 0 else "committed depth exhausted"
             elif n == 0:
@@ -800,7 +814,7 @@ def _result(
     feasible = True
     if total < 1 - EPS:
         feasible = False
-        if not by_name:
+        if not (fill.order.has_committed or fill.order.has_reclaimable or fill.held):
             reasons.append(_no_eligible_pool(ctx, claim))
         elif contract.strict:
             reasons.append(
@@ -988,7 +1002,7 @@ def plan_all(
         replan = seen
     else:  # set algebra, not a Python loop: an incremental run touches few workloads
         replan = (seen & set(only)) | (seen - previous.keys())
-    depth_left = {p.name: p.depth for p in ctx.pools}
+    depth_left = initial_depth(ctx.pools, current_by_workload)
     empty: Mapping[str, int] = {}
     if promised is None:
         for claim in ordered:
@@ -1014,6 +1028,20 @@ def plan_all(
                          slug in explain_set, prune=True)
         _consume(depth_left, plan, current)
         out[slug] = plan
+    return out
+
+
+def initial_depth(pools: Iterable[Pool],
+                  current_by_workload: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The new units (beyond each workload's current units) each pool can give before any
+    plan takes some: a reclaimable pool its `Pool.depth`; a committed pool its depth less the
+    units every workload already holds in it (its reserved instances are shared by all)."""
+    out = {p.name: p.depth for p in pools}
+    committed = {p.name for p in pools if p.tier == "committed"}
+    for units in current_by_workload.values():
+        for pool, n in units.items():
+            if pool in committed and n > 0:
+                out[pool] -= n
     return out
 
 

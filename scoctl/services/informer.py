@@ -9,19 +9,21 @@ cache lives here.
 `CachedCluster` is the `Cluster` the controller hands to the stages: node and pod reads come
 from the caches once they have synced (so a pass lists no pods and no nodes: the intake cost
 follows demand, not the fleet), everything else — and `pods_on_node`, the fresh look a
-scale-down takes before it drains — goes to the API.
+scale-down takes before it drains, and the bootstrap token calls (`BootstrapTokens`: reconcile
+prunes the join tokens through it, DESIGN §11) — goes to the API.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from scoctl.adapters.bootstrap import BootstrapTokens
 from scoctl.core.model import NodeEvent, PodEvent
 from scoctl.core.model.vocabulary import LABEL_MANAGED
-from scoctl.errors import ApiError
+from scoctl.errors import ApiError, PermanentError
 
 if TYPE_CHECKING:
     from scoctl.adapters.cluster import Cluster, ManagedKind
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         PodInfo,
         ReplicaSetInfo,
         ResourceQuotaInfo,
+        TokenSecret,
     )
 
 E = TypeVar("E")
@@ -119,7 +122,8 @@ def _changed(before: NodeInfo | None, after: NodeInfo | None) -> bool:
 
 
 class CachedCluster:
-    """A `Cluster` whose node and pod reads come from watch caches once they synced."""
+    """A `Cluster` (and `BootstrapTokens`) whose node and pod reads come from watch caches
+    once they synced."""
 
     def __init__(self, cluster: Cluster, pods: Callable[[], list[PodInfo] | None],
                  nodes: Callable[[], list[NodeInfo] | None]) -> None:
@@ -215,6 +219,23 @@ class CachedCluster:
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""
         return self.cluster.delete_node(node)
+
+    def create_bootstrap_token(self, manifest: Mapping[str, Any]) -> None:
+        """See `BootstrapTokens.create_bootstrap_token`."""
+        self._tokens().create_bootstrap_token(manifest)
+
+    def bootstrap_tokens(self) -> list[TokenSecret]:
+        """See `BootstrapTokens.bootstrap_tokens`."""
+        return self._tokens().bootstrap_tokens()
+
+    def delete_bootstrap_token(self, name: str) -> bool:
+        """See `BootstrapTokens.delete_bootstrap_token`."""
+        return self._tokens().delete_bootstrap_token(name)
+
+    def _tokens(self) -> BootstrapTokens:
+        if not isinstance(self.cluster, BootstrapTokens):
+            raise PermanentError("this Kubernetes adapter cannot hold bootstrap tokens")
+        return self.cluster
 
     def close(self) -> None:
         """The wrapped cluster is closed by whoever opened it."""

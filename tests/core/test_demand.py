@@ -310,3 +310,6 @@ def test_a_deployment_is_available_when_every_replica_is() -> None:
     assert not deployment_available(DeploymentInfo("d", "ml", replicas=2, available_replicas=1,
                                                    conditions=(available,)))
     assert not deployment_available(DeploymentInfo("d", "ml", replicas=0))
+    # issue 28 item 10: Kubernetes reports a Deployment scaled to 0 as Available; it runs nothing
+    assert not deployment_available(DeploymentInfo("d", "ml", replicas=0, available_replicas=0,
+                                                   conditions=(available,)))

@@ -395,7 +395,29 @@ def test_available_initialising_and_settled() -> None:
         assert tokens(decide((make_pod("b", cpu="64"),), workloads=state(status))) == []
 
 
-def test_a_token_is_only_emitted_when_it_is_news() -> None:
+def test_a_deployment_scaled_to_zero_is_not_running() -> None:
+    # issue 28 item 10: 0 desired replicas, Available=True, no pods: nothing runs
+    assert tokens(decide((), deployments=(deployment(replicas=0),))) == []
+
+
+def test_a_running_workload_whose_replicas_grow_is_watched_again() -> None:
+    # issue 28 item 10: scaled from 2 to 44 replicas, 42 pods pending: queued again
+    ready = tuple(make_pod(f"r{i}", node="n1", phase="Running", ready=True) for i in range(2))
+    waiting = tuple(make_pod(f"p{i}") for i in range(42))
+    grown = decide((*ready, *waiting), deployments=(deployment(replicas=44, available=2),),
+                   workloads=state("running", "DEPLOYMENT_AVAILABLE"))
+    [token] = grown.tokens
+    assert (token.token, token.detail["pods"]) == ("POD_QUEUED", 42)
+    # all desired replicas available: settled, one pod pending (a rolling update) is no news
+    steady = decide((*ready, waiting[0]), deployments=(deployment(replicas=2, available=2),),
+                    workloads=state("running", "DEPLOYMENT_AVAILABLE"))
+    assert tokens(steady) == []
+    # an inactive workload is never watched again, whatever its Deployment wants
+    ended = decide(waiting, deployments=(deployment(replicas=44, available=2),),
+                   workloads=state("failed", "POD_SCHEDULING_FAILED"))
+    assert tokens(ended) == []
+
+
     assert tokens(decide((make_pod("a"),), workloads=state("queued", "POD_QUEUED"))) == []
     assert tokens(decide((make_pod("a"),), workloads=state("preparing", "POD_INITIALIZING"))) \
         == ["POD_QUEUED"]

@@ -311,13 +311,28 @@ def test_a_tightened_pool_cap_trims_units_and_places_them_elsewhere():
     assert result.units() == {"spot0": 2, "spot1": 2, "spot2": 2}
 
 
-def test_current_units_in_an_excluded_pool_are_dropped_and_explained():
+def test_an_excluded_pool_keeps_its_current_units_and_takes_no_new_ones():
+    # issue 28 item 9: a notice on 1 of 4 units of a pool dropped the 3 others; DESIGN §14
+    # excludes the pool for new units only (the noticed unit is not current: not live)
     pools = [make_pool("spot0", group="g0"), make_pool("spot1", group="g1")]
-    result = plan(make_claim(pods=4), LOOSE, pools, current={"spot0": 1},
+    scores = {"spot0": 0.9, "spot1": 0.5}
+    result = plan(make_claim(pods=16), LOOSE, pools, scores, current={"spot0": 3},
                   excluded=frozenset({"spot0"}), explain=True)
-    assert result.units() == {"spot1": 1}
-    assert ("spot0", "1 current units dropped: excluded") in [
-        (line.pool, line.reason) for line in result.explain]
+    assert result.units() == {"spot0": 3, "spot1": 1}  # the replacement goes elsewhere
+    assert ("spot0", 3, "excluded: keeps its current units, takes no new ones") in [
+        (line.pool, line.units, line.reason) for line in result.explain]
+    # grown, the claim still gets nothing new from the excluded pool
+    grown = plan(make_claim(pods=32), LOOSE, pools, scores, current={"spot0": 3, "spot1": 1},
+                 excluded=frozenset({"spot0"}))
+    assert grown.units() == {"spot0": 3, "spot1": 5}
+    # shrunk, its units are given back like any other's
+    shrunk = plan(make_claim(pods=8), LOOSE, pools, scores, current={"spot0": 3, "spot1": 1},
+                  excluded=frozenset({"spot0"}), explain=True)
+    assert sum(shrunk.units().values()) == 2
+    never = plan(make_claim(pods=4), LOOSE, pools, scores, excluded=frozenset({"spot0"}),
+                 explain=True)
+    assert never.units() == {"spot1": 1}
+    assert ("spot0", 0, "excluded") in [(x.pool, x.units, x.reason) for x in never.explain]
 
 
 # --------------------------------------------------------------------------- plan_all
@@ -342,6 +357,27 @@ def test_committed_depth_goes_to_the_higher_tier_first():
     assert list(plans) == ["zzz", "aaa"]
     assert plans["zzz"].units() == {"res": 1} and plans["zzz"].feasible
     assert plans["aaa"].units() == {} and not plans["aaa"].feasible
+
+
+def test_committed_depth_is_the_reserved_instances_whoever_holds_them():
+    # issue 28 item 8: a workload holding both reserved units of row-h.res (depth 2) planned
+    # 4 there once a notice excluded row-e.res, and another workload got 2 more on top
+    pools = [make_pool("c4.xlarge.row-e.res", tier="committed", group="row-e", depth=4),
+             make_pool("c4.xlarge.row-h.res", tier="committed", group="row-h", depth=2),
+             make_pool("c4.xlarge.row-a.spot", group="row-a", depth=40)]
+    scores = {p.name: 0.5 for p in pools}
+    floor = Contract("T1", floor=0.9, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    current = {"web": {"c4.xlarge.row-h.res": 2}, "api": {}}
+    claims = [make_claim("web", pods=16), make_claim("api", pods=8)]
+    plans = plan_all(claims, {"T1": floor}, pools, FLAVORS, scores, current,
+                     excluded={"c4.xlarge.row-e.res"})
+    assert sum(p.units().get("c4.xlarge.row-h.res", 0) for p in plans.values()) == 2
+    assert plans["web"].units()["c4.xlarge.row-h.res"] == 2  # web's current units stay
+    assert "c4.xlarge.row-h.res" not in plans["api"].units()
+    assert any(r.startswith("floor shortfall") for r in plans["api"].reasons)
+    again = plan_all(claims, {"T1": floor}, pools, FLAVORS, scores, current,
+                     excluded={"c4.xlarge.row-e.res"}, only={"api"}, previous=plans)
+    assert again == plans
 
 
 def test_an_incremental_replan_keeps_the_other_plans_and_their_depth():

@@ -13,6 +13,7 @@ from scoctl.core.planner import (
     EPS,
     WorkloadPlan,
     coverage,
+    initial_depth,
     plan_all,
     plan_workload,
     planning_order,
@@ -105,10 +106,12 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 # --------------------------------------------------------------------------- the invariants
 
 
-def _eligible(s: Scenario, pool: Pool) -> bool:
+def _eligible(s: Scenario, pool: Pool, *, keeping: bool = False) -> bool:
+    """The pool may take new units of the claim (with `keeping`: may keep current ones, which
+    an excluded pool does, DESIGN §14)."""
     flavor = FLAVORS[pool.flavor]
     return (
-        pool.name not in s.excluded
+        (keeping or pool.name not in s.excluded)
         and pool.name in s.scores
         and (s.claim.tolerates_reclaimable or pool.tier == "committed")
         and fits(s.claim.largest_pod, flavor_allocatable(flavor))
@@ -134,10 +137,11 @@ def check_invariants(s: Scenario, plan: WorkloadPlan) -> None:
     assert math.isclose(plan.committed_coverage, committed, abs_tol=1e-12)
     covered = total >= 1 - EPS
 
-    # 3: eligible pools only; depth respected.
+    # 3: eligible pools only (an excluded one keeps at most its current units); depth respected.
     for p in plan.pools:
         pool = by_name[p.pool]
-        assert p.units > 0 and _eligible(s, pool), p
+        assert p.units > 0 and _eligible(s, pool, keeping=True), p
+        assert _eligible(s, pool) or p.units <= s.current.get(p.pool, 0), p
         assert _room(s, pool, p.units) >= 0 or p.units <= s.current.get(p.pool, 0), p
         assert p.tier == pool.tier and p.group == pool.group
         assert math.isclose(p.share, p.coverage / max(plan.coverage, 1.0), abs_tol=1e-12)
@@ -333,8 +337,9 @@ def test_plans_share_pool_depth_in_tier_then_slug_order(fleet, data) -> None:
         new = sum(max(plans[c.workload].units().get(pool.name, 0)
                       - current[c.workload].get(pool.name, 0), 0) for c in claim_list)
         assert new <= pool.depth, pool.name
-    # each workload's plan is what it gets alone with the depth its predecessors left
-    depth_left = {p.name: p.depth for p in pools}
+    # each workload's plan is what it gets alone with the depth its predecessors left (a
+    # committed pool's less the units every workload holds there)
+    depth_left = initial_depth(pools, current)
     for claim in planning_order(claim_list):
         alone = plan_workload(claim, contract_map[claim.contract], pools, FLAVORS, scores,
                               current[claim.workload], depth_left)
@@ -373,3 +378,42 @@ def test_with_ample_depth_any_one_replan_agrees_with_a_full_replan(fleet, data) 
                for c in claim_list]
     incremental = _plan_all(fleet, changed, only={target.workload}, previous=full)
     assert incremental == _plan_all(fleet, changed)
+
+
+@settings(max_examples=200)
+@given(fleets(), st.data())
+def test_no_generation_ever_holds_more_committed_units_than_the_pools_depth(fleet, data) -> None:
+    """Generations over a fleet that acquires each plan: claims grow and shrink, notices
+    exclude pools (and take the noticed unit away), some generations are incremental. A
+    committed pool's depth is the reserved instances it holds, shared by every workload: the
+    units all plans give it never exceed it (issue 28 item 8)."""
+    pools, scores, contract_map, claim_list, _ = fleet
+    names = [p.name for p in pools]
+    claims_now = list(claim_list)
+    current: dict[str, dict[str, int]] = {}  # the fleet holds what the last generation planned
+    excluded: set[str] = set()
+    plans: dict[str, WorkloadPlan] | None = None
+    for _ in range(data.draw(st.integers(2, 5), label="generations")):
+        changed: set[str] = set()
+        if plans and data.draw(st.booleans(), label="a notice"):
+            noticed = data.draw(st.sampled_from(names), label="noticed pool")
+            excluded.add(noticed)
+            holders = sorted(w for w, units in current.items() if units.get(noticed))
+            if holders:
+                slug = data.draw(st.sampled_from(holders), label="noticed workload")
+                current[slug] = dict(current[slug], **{noticed: current[slug][noticed] - 1})
+                changed.add(slug)
+        if data.draw(st.booleans(), label="a claim changes"):
+            target = data.draw(st.sampled_from(claims_now), label="changed claim")
+            claims_now = [data.draw(claims(c.workload, c.contract)) if c is target else c
+                          for c in claims_now]
+            changed.add(target.workload)
+        incremental = plans is not None and data.draw(st.booleans(), label="incremental")
+        plans = plan_all(claims_now, contract_map, pools, FLAVORS, scores, current,
+                         excluded=excluded, only=changed if incremental else None,
+                         previous=plans if incremental else None)
+        for pool in pools:
+            if pool.tier == "committed":
+                held = sum(plan.units().get(pool.name, 0) for plan in plans.values())
+                assert held <= pool.depth, (pool.name, {w: p.units() for w, p in plans.items()})
+        current = {slug: plan.units() for slug, plan in plans.items()}  # acquired

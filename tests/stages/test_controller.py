@@ -360,3 +360,31 @@ def test_a_claim_another_process_writes_is_planned_at_the_next_poll(region: Regi
     assert step(one, "watch")["changed"] == []  # no watch saw it: the poll found it behind
     code, err = controller.stop()
     assert code == 0, err
+
+
+def test_the_controller_deletes_the_join_tokens_of_registered_nodes(region: Region) -> None:
+    # issue 28 item 7: reconcile under the controller got the cached cluster, which had no
+    # token calls, so tokens were never pruned (each stayed valid for its 20 minutes)
+    controller = region.follow()
+    controller.read_until(lambda one: step(one, "reconcile") is not None)
+    web_pods(region.k8s, 2)
+    controller.read_until(lambda one: (step(one, "acquire") or {}).get("launched", 0) > 0)
+    assert region.k8s.objects("Secret", "kube-system"), "no bootstrap token was made"
+    servers = [s for s in region.nova.servers_summary() if "sco:workload=web" in s["tags"]]
+    assert servers
+    for server in servers:  # each node registers, as kubelet does
+        region.k8s.add(ke.make_node(
+            server["name"], cpu="1", memory="512Mi", taints=[RECLAIMABLE],
+            provider_id=f"openstack:///{server['id']}",
+            labels={"sco/managed": "true", "sco/workload": "web", "sco/pool": "tiny.a",
+                    "sco/instance": server["id"]}))
+    deadline = time.monotonic() + 45  # a managed node's arrival asks for a reconcile
+    while region.k8s.objects("Secret", "kube-system"):
+        assert time.monotonic() < deadline, region.k8s.objects("Secret", "kube-system")
+        controller.read_until(lambda one: step(one, "reconcile") is not None)
+    code, err = controller.stop()
+    assert code == 0, err
+    with region.store() as store:
+        deleted = [e.detail["reason"] for e in store.events()
+                   if e.token == "JOIN_TOKEN_DELETED"]
+    assert deleted and set(deleted) == {"nodes registered"}

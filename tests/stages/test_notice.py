@@ -384,3 +384,30 @@ def test_a_handled_spooled_notice_is_never_reported_as_ignored(world: World) -> 
         world.clock.advance(20)
         world.run()
     assert "NOTICE_IGNORED" not in world.tokens()
+
+
+def test_a_notice_on_one_unit_keeps_the_healthy_units_of_its_pool(world: World) -> None:
+    # issue 28 item 9: a notice on 1 of 4 units of a pool dropped the 3 others from the plan
+    # ("current units dropped: excluded"); the pool is excluded for new units only
+    for i in range(3):  # one whole m1.small each: web needs 4 units
+        world.k8s.add(make_pod(f"big-{i}", "shop", cpu="1", memory="900Mi",
+                               labels={"sco/workload": "web"}, tolerations=TOLERATE,
+                               unschedulable="0/0 nodes are available"))
+    world.run()
+    world.register()
+    world.run()
+    units = world.instances("small.a")
+    assert len(units) == 4 and {i.status for i in units} == {"ready"}
+    noticed = units[0]
+    world.notice(noticed.id, 60)
+    world.run()
+    assert {e.pool for e in world.store.exclusions()} == {"small.a"}
+    plan = {p.pool: p.units for p in world.store.plans()["web"].pools}
+    assert plan == {"small.a": 3, "small.b": 1}  # one replacement, elsewhere
+    world.register()
+    world.clock.advance(10)
+    world.run()
+    world.run()
+    healthy = {i.id: i.status for i in world.instances("small.a") if i.id != noticed.id}
+    assert healthy == {i.id: "ready" for i in units[1:]}  # none scaled down
+    assert len(world.instances("small.b")) == 1

@@ -193,6 +193,39 @@ def test_k8s_flow_pending_queued_preparing_running(
     assert wstore.active_workload("orders-daily").status == "running"  # type: ignore[union-attr]
 
 
+def test_a_running_deployment_scaled_up_is_queued_again_and_one_scaled_to_zero_never_runs(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, config: Config,
+        wstore: Store) -> None:
+    # issue 28 item 10: a settled workload was never watched again (42 pods pending later gave
+    # no POD_QUEUED), and a Deployment with 0 desired replicas was marked running
+    nodes(k8s_emulator)
+    _, rs = orders(k8s_emulator, 2)
+    for i in range(2):
+        k8s_emulator.bind_pod("shop", f"orders-daily-5d8f7c9b4-{i:05d}", f"sco-{i}")
+    make_available(k8s_emulator, "orders-daily", 2)
+    once(config, wstore, k8s_cluster)
+    assert wstore.active_workload("orders-daily").status == "running"  # type: ignore[union-attr]
+
+    def scale(dep: dict[str, Any]) -> None:
+        dep["spec"]["replicas"] = 44  # status still says 2 available
+    k8s_emulator.update("Deployment", "shop", "orders-daily", scale)
+    k8s_emulator.add_many(ke.pods_for(rs, 42, unschedulable=BUSY, start=2))
+    once(config, wstore, k8s_cluster)
+    assert wstore.active_workload("orders-daily").status == "queued"  # type: ignore[union-attr]
+    assert tokens(wstore)[-1] == "POD_QUEUED"
+    assert wstore.events(workload="orders-daily")[-1].detail["pods"] == 42
+    claim = wstore.claim("orders-daily")
+    assert claim is not None and claim.pods == 44
+
+    idle = k8s_emulator.add(ke.make_deployment("idle", "shop", replicas=0, managed=True,
+                                               labels={"sco/workload": "idle"}))
+    make_available(k8s_emulator, idle["metadata"]["name"], 0)
+    once(config, wstore, k8s_cluster)
+    assert wstore.active_workload("idle") is None or \
+        wstore.active_workload("idle").status != "running"  # type: ignore[union-attr]
+    assert "DEPLOYMENT_AVAILABLE" not in tokens(wstore, "idle")
+
+
 def test_over_capacity_found_at_run_time_fails_and_tears_down(
         k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
         k8s_kubeconfig: Path, wstore: Store) -> None:

@@ -12,7 +12,9 @@ Kubernetes (DESIGN §2-§3, DD-0018 §4b):
   per distinct container set) summed per workload into one claim, with the largest pod as the
   envelope;
 * backstop, first match wins per watched workload (settled ones, running or inactive, are no
-  longer watched): a quota block of a Deployment / InferenceService predictor →
+  longer watched — except a running one whose desired replicas grew: its Deployments want more
+  replicas than are available while its pods wait for capacity): a quota block of a
+  Deployment / InferenceService predictor →
   ``POD_QUOTA_EXCEEDED_FAILED`` and teardown (with ``quota_block: queue`` a block whose request
   alone fits the quota's limit stays ``POD_QUEUED``); a Job's quota block → ``POD_CREATION_BLOCKED``
   (log only); an unschedulable pod no node and (elastic) no pool flavor could ever hold →
@@ -445,7 +447,9 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         w = found[slug]
         current = snap.workloads.get(slug)
         token = None
-        if current is None or not current.settled:  # settled workloads are no longer watched
+        # settled workloads are no longer watched, unless a running one grew
+        if current is None or not current.settled or _grown(w, current, objects,
+                                                             configured=slug in rules):
             token = _k8s_token(w, current, snap, policy, objects, holds,
                                configured=slug in rules)
             if token is not None:
@@ -471,6 +475,17 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                                     largest_pod={}, pods=0))
     return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
                           workloads=len(found))
+
+
+def _grown(w: _K8sWorkload, state: WorkloadState, objects: _Objects, *,
+           configured: bool) -> bool:
+    """A running workload whose desired replicas grew (a scale-up): its pods wait for capacity
+    and one of its Deployments wants more replicas than it has available. A rolling update
+    whose replicas are all available is no news."""
+    if state.status != "running" or not w.waiting:
+        return False
+    deployments, _, _ = _objects_of(w, objects, configured)
+    return any(d.replicas > d.available_replicas for d in deployments)
 
 
 def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
