@@ -406,7 +406,7 @@ class Pass:
         except ApiError as exc:
             log.warning("%s failed: %s", name, exc)
             self.reports.append(StepReport(name, time.perf_counter() - t0, False,
-                                           (Problem.of(exc, api=api, what=name),)))
+                                           (Problem.of(exc, api=api),)))
             return None
         self.reports.append(StepReport(name, time.perf_counter() - t0, not problems,
                                        tuple(problems), detail=detail, result=result))
