@@ -124,6 +124,14 @@ class BatchScheduler(Protocol):
         """
         ...
 
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        """``scontrol update NodeName=<name> NodeAddr=<address> NodeHostname=<hostname>``: how
+        slurmctld reaches a CLOUD node whose server just came up, without DNS. Raises
+        `SchedulerFailed` when Slurm refuses (unknown node, a value it rejects), or
+        `SchedulerNotFound` / `SchedulerTimeout`.
+        """
+        ...
+
     def requeue(self, job_id: int) -> None:
         """``scontrol requeue <job_id>``: the job goes back to pending (its node is about to be
         reclaimed). Raises `SchedulerFailed` when Slurm refuses (unknown or finished job, a job

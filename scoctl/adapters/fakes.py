@@ -6,7 +6,9 @@
 `max_count` to the headroom when at least `min_count` fits and raises `QuotaExceeded` otherwise;
 ERROR servers count against the quota until deleted; list views carry no fault, `server(id)`
 does. Servers start in BUILD and settle (ACTIVE, or ERROR for an injected NoValidHost or quota
-recheck failure) on the next read, so a stage that polls sees them change without any sleep.
+recheck failure) on the next read, so a stage that polls sees them change without any sleep;
+an ACTIVE server launched on a network (not ``none``) has an address (127.0.0.2, ...:
+loopback-looking, never routed to).
 
 It records every call (`calls`, `requests`), spends `spend_token` before every mutating attempt
 like the Nova adapter, and injects faults: `fail_next(method, error)`, `no_valid_host(...)`,
@@ -49,6 +51,7 @@ class _FakeServer:
     vcpus: int
     doom: tuple[int, str] | None = None  # (fault code, message) applied when it settles
     user_data: str | None = None
+    address: str | None = None  # given once it is ACTIVE
 
 
 @dataclass
@@ -159,15 +162,18 @@ class FakeCloud:
         reservation = f"r-{next(self._ids):08d}"
         servers = []
         for index in range(count):
+            serial = next(self._ids)
+            address = None if request.networks == "none" else \
+                f"127.0.{serial // 250 % 256}.{2 + serial % 250}"
             info = ServerInfo(
-                id=f"srv-{next(self._ids):06d}",
+                id=f"srv-{serial:06d}",
                 name=f"{request.name}-{index + 1}" if count > 1 else request.name,
                 status=ServerStatus.BUILD, tags=frozenset(request.tags),
                 metadata=dict(request.metadata),
                 flavor=flavor.name, az=request.az or "nova", reservation_id=reservation)
             self._servers[info.id] = _FakeServer(info=info, ram_mb=flavor.ram_mb,
                                                  vcpus=flavor.vcpus, doom=doom,
-                                                 user_data=user_data)
+                                                 user_data=user_data, address=address)
             servers.append(info)
         return LaunchResult(reservation_id=reservation, servers=tuple(servers))
 
@@ -234,7 +240,8 @@ class FakeCloud:
             if server.info.status != ServerStatus.BUILD:
                 continue
             if server.doom is None:
-                server.info = replace(server.info, status=ServerStatus.ACTIVE)
+                server.info = replace(server.info, status=ServerStatus.ACTIVE,
+                                      address=server.address)
             else:
                 code, message = server.doom
                 server.info = replace(server.info, status=ServerStatus.ERROR, fault_code=code,

@@ -24,6 +24,7 @@ user_data and tokens never reach a log or an error message.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -131,6 +132,25 @@ def server_status(raw: object) -> ServerStatus:
     return NOVA_STATUSES.get(str(raw or "").upper(), ServerStatus.OTHER)
 
 
+def fixed_ipv4(addresses: object) -> str | None:
+    """A server's address from Nova's ``addresses`` map (network name → entries): the first
+    fixed IPv4 entry of the first network that has one, in the map's order (Nova lists the
+    networks in the order they were attached). Floating and IPv6 entries are skipped; an entry
+    without ``OS-EXT-IPS:type`` counts as fixed. None before Nova allocated one."""
+    if not isinstance(addresses, Mapping):
+        return None
+    for entries in addresses.values():
+        for entry in entries if isinstance(entries, list) else ():
+            if not isinstance(entry, Mapping) or entry.get("OS-EXT-IPS:type",
+                                                           "fixed") != "fixed":
+                continue
+            try:
+                return str(ipaddress.IPv4Address(str(entry.get("addr", ""))))
+            except ValueError:
+                continue
+    return None
+
+
 def _server_info(server: Any) -> ServerInfo:
     fault = server.fault or {}
     flavor = server.flavor or {}
@@ -147,6 +167,7 @@ def _server_info(server: Any) -> ServerInfo:
         fault_message=fault.get("message"),
         created=str(server.created_at or ""),
         reservation_id=server.reservation_id,
+        address=fixed_ipv4(server.addresses),
     )
 
 
@@ -167,6 +188,7 @@ def _server_info_json(server: Mapping[str, Any]) -> ServerInfo:
         fault_message=fault.get("message"),
         created=str(server.get("created") or ""),
         reservation_id=server.get("OS-EXT-SRV-ATTR:reservation_id"),
+        address=fixed_ipv4(server.get("addresses")),
     )
 
 

@@ -422,6 +422,11 @@ class SlurmCli:
             argv.append(f"Reason={reason}")
         self.run(argv)
 
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        """See `BatchScheduler.set_node_address`."""
+        self.run([self.scontrol, "update", f"NodeName={name}", f"NodeAddr={address}",
+                  f"NodeHostname={hostname}"])
+
     def requeue(self, job_id: int) -> None:
         """See `BatchScheduler.requeue`."""
         self.run([self.scontrol, "requeue", str(int(job_id))])
@@ -615,6 +620,10 @@ class SlurmRest:
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         """See `BatchScheduler.update_node` (through ``scontrol``, whatever the version)."""
         self.cli.update_node(name, state=state, reason=reason)
+
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        """See `BatchScheduler.set_node_address` (through ``scontrol``, as `update_node`)."""
+        self.cli.set_node_address(name, address=address, hostname=hostname)
 
     def requeue(self, job_id: int) -> None:
         """See `BatchScheduler.requeue` (through ``scontrol``, as `update_node`)."""

@@ -99,6 +99,8 @@ def result_json(result: ReconcileResult, notices: NoticeResult | None = None,
             "orphans": [{"server": o.server_id, "name": o.name, "first_seen": o.first_seen,
                          "workload": o.workload, "delete": o.delete} for o in d.orphans],
             "held": {w: dict(p) for w, p in d.held.items()},
+            "node_addresses": [{"node": a.node, "address": a.address, "hostname": a.hostname}
+                               for a in d.addresses],
             "deleted": list(r.deleted), "scaled_down": list(r.scaled_down),
             "kept": list(r.kept),
         })

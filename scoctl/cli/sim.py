@@ -35,7 +35,9 @@ def up(
 ) -> None:
     """Start the simulated region: the Kubernetes API emulator, the Nova emulator and the node
     agent, detached, seeded from the scenario. Writes DIR/kubeconfig, DIR/clouds.yaml (entry
-    `scoctl-sim`) and DIR/join-token. Running it again on a running region changes nothing.
+    `scoctl-sim`) and DIR/join-token. Running it again on a running region changes nothing;
+    a process of it found dead (its PID gone) is started again on its port, from its seed, and
+    the live ones are left alone.
 
     \b
     Example:
@@ -66,6 +68,8 @@ def up(
     if state.already_running:
         render.line(f"the simulated region in {path} is already running (started "
                     f"{state.started_at})")
+    elif state.restarted:
+        render.line(f"restarted {', '.join(state.restarted)} in the simulated region in {path}")
     else:
         render.line(f"simulated region up in {state.start_seconds:.2f} s")
     _show(state.as_json())

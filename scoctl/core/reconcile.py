@@ -7,7 +7,8 @@ and how many non-DaemonSet pods each holds, the Slurm nodes, the state's instanc
 launches (a server untracked is adopted only when its `sco:launch` names one of them, else it
 is an orphan), the plan targets — and returns a `Decision`:
 instance rows to add (adoptions) or change, launch intents to settle, servers to delete (and
-why), scale-downs to carry out, pools to exclude, events, workloads to re-plan and orphans.
+why), scale-downs to carry out, pools to exclude, events, workloads to re-plan, orphans, and
+the addresses to give Slurm nodes whose servers just turned ACTIVE.
 
 No I/O, no clock, no logging: time comes in as `now`. Every change is a transition, so a
 second `decide` over the world the first one produced returns an empty decision (a second
@@ -168,6 +169,17 @@ class ScaleDown:
 
 
 @dataclass(frozen=True)
+class NodeAddress:
+    """Tell Slurm how to reach CLOUD node `node` now that its server is ACTIVE: the server's
+    `address` as NodeAddr and its name as NodeHostname (Nova names the guest after it), so
+    slurmctld needs no DNS for it."""
+
+    node: str
+    address: str
+    hostname: str
+
+
+@dataclass(frozen=True)
 class Event:
     workload: str | None
     token: str
@@ -204,13 +216,14 @@ class Decision:
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     blocked: tuple[Blocked, ...] = ()  # disruptions the budget holds back: nothing changes
+    addresses: tuple[NodeAddress, ...] = ()
 
     @property
     def empty(self) -> bool:
         """True when nothing would change (orphans only reported, not new)."""
         return not (self.new_instances or self.updates or self.launch_updates
                     or self.deletions or self.scale_downs or self.exclusions or self.events
-                    or self.dirty)
+                    or self.dirty or self.addresses)
 
 
 def server_tags(server: ServerInfo) -> dict[str, str]:
@@ -327,6 +340,7 @@ class _Pass:
         self.dirty: dict[str, str] = {}
         self.adopted: list[str] = []
         self.orphans: list[Orphan] = []
+        self.addresses: list[NodeAddress] = []
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -433,7 +447,8 @@ class _Pass:
             events=tuple(self.events), dirty=dict(sorted(self.dirty.items())),
             adoptions=tuple(self.adopted), orphans=tuple(self.orphans),
             orphans_seen=orphans_seen,
-            held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked)
+            held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
+            addresses=tuple(self.addresses))
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -541,7 +556,7 @@ def _track(p: _Pass, inst: InstanceRecord, server: ServerInfo | None) -> None:
     elif server.status == ServerStatus.BUILD:
         _track_build(p, inst)
     elif server.status == ServerStatus.ACTIVE:
-        _track_active(p, inst)
+        _track_active(p, inst, server)
     # SHUTOFF, REBOOT, ...: nothing scoctl decides on
 
 
@@ -600,17 +615,20 @@ def _track_build(p: _Pass, inst: InstanceRecord) -> None:
                  fault=f"still BUILD after {timeout:g}s")
 
 
-def _track_active(p: _Pass, inst: InstanceRecord) -> None:
+def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
     """ACTIVE: active, then ready once its node is up — or deleted after the registration
-    timeout when the node never came."""
+    timeout when the node never came. A Slurm node whose server turns ACTIVE (and is not up
+    yet) is given the server's address, once: the transition happens once."""
     active_at = inst.active_at or p.stamp
     status = inst.status
+    up = p.ready(inst)
     if status in (InstanceStatus.REQUESTED, InstanceStatus.BUILDING):
         p.update(inst, status=InstanceStatus.ACTIVE, active_at=active_at)
         status = InstanceStatus.ACTIVE
+        if inst.node_name and server.address and not up:
+            p.addresses.append(NodeAddress(inst.node_name, server.address, server.name))
     if status != InstanceStatus.ACTIVE:
         return
-    up = p.ready(inst)
     timeout = p.policy.registration_timeout
     if up:
         p.update(inst, status=InstanceStatus.READY, ready_at=p.stamp, active_at=active_at)

@@ -17,6 +17,9 @@ suite: any difference between the two is a bug here. Modelled (Nova 26 "Zed", mi
 * the conductor's timeline per request: scheduling (NoValidHost buries every instance of the
   request in "cell0": ERROR, fault 500, shown on GET by id but not in list views), then the
   quota recheck (over quota: every instance ERROR with fault 413), then BUILD -> ACTIVE;
+* `addresses`: once scheduled, a server has one fixed IPv4 per network it attached (the listed
+  ones; the first for ``auto``; none for ``none``), on loopback-looking values 127.0.0.2,
+  127.0.0.3, ... that no test routes traffic to;
 * DELETE: the server shows `DELETED` (and still counts) for a moment, then is gone;
 * list filters tags / tags-any / not-tags / not-tags-any / reservation_id / status / name
   (regex), pagination (limit, marker, servers_links), `GET /servers/{id}/tags`;
@@ -44,6 +47,7 @@ import base64
 import binascii
 import copy
 import heapq
+import ipaddress
 import itertools
 import json
 import os
@@ -192,6 +196,8 @@ class _Server:
     in_cell0: bool = False
     fault: Json | None = None
     launched_at: str | None = None
+    networks: list[str] = field(default_factory=list)  # names, attached once it spawns
+    addresses: dict[str, list[Json]] = field(default_factory=dict)
 
 
 @dataclass
@@ -309,6 +315,7 @@ class NovaEmulator:
         self._servers: dict[str, _Server] = {}
         self._events: list[tuple[float, int, str, str, _Request | None]] = []
         self._counter = itertools.count(1)
+        self._addresses = itertools.count(2)  # 127.0.0.2 on: never routed anywhere but here
         self._injections: list[_Injection] = []
         self._nvh_flavors: set[str] = set()
         self._nvh_azs: set[str] = set()
@@ -504,7 +511,28 @@ class NovaEmulator:
             server.materialised = True
             server.task_state = "spawning"
             server.updated = stamp
+            server.addresses = {name: [self._fixed_ip()] for name in server.networks}
         self._schedule("recheck", "recheck", request, base=due)
+
+    def _fixed_ip(self) -> Json:
+        """One port's entry in a server's ``addresses``, as Nova shows it: a loopback-looking
+        fixed IPv4 (127.0.0.2, 127.0.0.3, ...: nothing but this host answers there)."""
+        address = ipaddress.IPv4Address("127.0.0.0") + next(self._addresses)
+        mac = "fa:16:3e:" + ":".join(f"{self._rng.randrange(256):02x}" for _ in range(3))
+        return {"version": 4, "addr": str(address), "OS-EXT-IPS:type": "fixed",
+                "OS-EXT-IPS-MAC:mac_addr": mac}
+
+    def _attached(self, networks: object) -> list[str]:
+        """The networks a create request attaches, by name: the listed ones (ports and fixed
+        IPs the emulator does not model are left out), the first one for ``auto`` or when the
+        request names none (Nova before 2.37), none for ``none``."""
+        by_id = {str(n["id"]): str(n["name"]) for n in self._networks}
+        if isinstance(networks, list):
+            return [by_id[str(net["uuid"])] for net in networks
+                    if isinstance(net, dict) and str(net.get("uuid")) in by_id]
+        if networks == "none" or not self._networks:
+            return []
+        return [str(self._networks[0]["name"])]
 
     def _place(self, request: _Request, count: int) -> str | None:
         if request.flavor.id in self._nvh_flavors:
@@ -876,7 +904,8 @@ class NovaEmulator:
             "image": {"id": server.image, "links": [
                 {"rel": "bookmark", "href": f"{ctx.host}/images/{server.image}"}]},
             "flavor": flavor, "created": server.created, "updated": server.updated,
-            "addresses": {}, "accessIPv4": "", "accessIPv6": "", "links": links,
+            "addresses": copy.deepcopy(server.addresses), "accessIPv4": "", "accessIPv6": "",
+            "links": links,
             "OS-DCF:diskConfig": "MANUAL",
             "OS-EXT-AZ:availability_zone": server.az, "config_drive": "",
             "key_name": server.key_name, "OS-SRV-USG:launched_at": server.launched_at,
@@ -1052,7 +1081,8 @@ class NovaEmulator:
                 reservation_id=reservation_id, launch_index=index, seq=next(self._counter),
                 requested_az=az, tags=list(dict.fromkeys(spec.get("tags") or [])),
                 metadata=metadata, user_data=spec.get("user_data"), key_name=key_name,
-                security_groups=groups, created=stamp, updated=stamp)
+                security_groups=groups, created=stamp, updated=stamp,
+                networks=self._attached(networks))
             request.servers.append(server)
             self._servers[server.id] = server
         self._schedule("schedule", "schedule", request)

@@ -14,7 +14,10 @@ One folder (default ``./.scoctl-sim``) holds everything of one simulated region:
 The processes run detached (their own session) so that `scoctl sim up` returns; `down` sends
 SIGTERM to each recorded PID, then SIGKILL after a timeout, and checks that the PID still runs
 one of scoctl's sim modules before signalling it (a PID may have been reused since).
-`up` on a running region returns it unchanged; on a half-running one it refuses (run `down`).
+`up` on a running region returns it unchanged; on one with a process dead (its PID gone) it
+starts that one again, on its old port, from the seed or settings it was first started with
+(the emulators keep their objects in memory only: a restarted one has its seed's), and leaves
+the live ones alone.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from scoctl.config.schema import Config
 from scoctl.errors import ApiError, ScoctlError, UsageError
@@ -82,6 +86,7 @@ class SimState:
     start_seconds: float | None = None
     scenario: str | None = None
     already_running: bool = False
+    restarted: tuple[str, ...] = ()  # the processes this `up` started again
 
     @property
     def running(self) -> bool:
@@ -97,7 +102,7 @@ class SimState:
 
     def as_json(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "running": self.running,
-                "already_running": self.already_running,
+                "already_running": self.already_running, "restarted": list(self.restarted),
                 "components": [c.as_json() for c in self.components],
                 "k8s_url": self.k8s_url, "nova_url": self.nova_url,
                 "kubeconfig": str(self.kubeconfig), "clouds_yaml": str(self.clouds_yaml),
@@ -278,8 +283,10 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
     """Start the Kubernetes emulator, the Nova emulator and the node agent, seeded from
     `scenario` (flavors and AZs from `config`). Idempotent on a running region.
 
-    Raises UsageError when the region is half running, SimError when a process fails to start
-    (whatever was started is stopped again).
+    A region with some processes dead has those restarted (`_restart`).
+
+    Raises UsageError when the region is half running and cannot be restarted (its files are
+    gone), SimError when a process fails to start (whatever was started is stopped again).
     """
     directory.mkdir(parents=True, exist_ok=True)
     with _locked(directory):
@@ -288,10 +295,7 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
             if current.running and len(current.components) == len(COMPONENTS):
                 return replace(current, already_running=True)
             if any(c.alive for c in current.components):
-                dead = ", ".join(c.name for c in current.components if not c.alive)
-                raise UsageError(f"the simulated region in {directory} is half running "
-                                 f"({dead or 'a component'} stopped): run `scoctl sim down "
-                                 f"--dir {directory}` first")
+                return _restart(directory, current, timeout)
         _clean(directory)
         started = time.monotonic()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -301,12 +305,8 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
         _write(nova_seed_file, json.dumps(nova_seed(scenario, config)))
         pids: dict[str, int] = {}
         try:
-            pids["k8s"] = _spawn(directory, "k8s", [
-                "--port", "0", "--ready-file", str(directory / "k8s.ready"),
-                "--seed", str(k8s_seed), "--token", K8S_TOKEN])
-            pids["nova"] = _spawn(directory, "nova", [
-                "--port", "0", "--ready-file", str(directory / "nova.ready"),
-                "--seed-file", str(nova_seed_file)])
+            pids["k8s"] = _spawn(directory, "k8s", _args(directory, "k8s"))
+            pids["nova"] = _spawn(directory, "nova", _args(directory, "nova"))
             deadline = time.monotonic() + timeout
             k8s_url = str(json.loads(_wait_ready(directory, "k8s", pids["k8s"],
                                                  deadline))["url"])
@@ -320,9 +320,7 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
             settings = agent_settings(scenario, config, k8s_url=k8s_url, nova_url=nova_url,
                                       k8s_token=K8S_TOKEN)
             _write(directory / "agent.json", json.dumps(settings, indent=2))
-            pids["agent"] = _spawn(directory, "agent", [
-                "--settings", str(directory / "agent.json"),
-                "--ready-file", str(directory / "agent.ready")])
+            pids["agent"] = _spawn(directory, "agent", _args(directory, "agent"))
             _wait_ready(directory, "agent", pids["agent"], deadline)
         except BaseException:
             for name in reversed(list(pids)):
@@ -337,6 +335,54 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
     state = read_state(directory)
     assert state is not None
     return state
+
+
+def _args(directory: Path, name: str, port: int = 0) -> list[str]:
+    """The command line of one process, from the files `up` wrote (its seed, or the agent's
+    settings): the same for its first start (port 0: the OS picks) and a restart."""
+    ready = ["--ready-file", str(directory / f"{name}.ready")]
+    if name == "k8s":
+        return ["--port", str(port), *ready, "--seed", str(directory / "k8s-seed.json"),
+                "--token", K8S_TOKEN]
+    if name == "nova":
+        return ["--port", str(port), *ready, "--seed-file", str(directory / "nova-seed.json")]
+    return ["--settings", str(directory / "agent.json"), *ready]
+
+
+def _restart(directory: Path, current: SimState, timeout: float) -> SimState:
+    """Start again each process of the region whose PID is gone, on the port it served (the
+    kubeconfig, clouds.yaml and the agent keep their URLs), from its seed or settings; the
+    live ones are left alone. Raises UsageError when the files it needs are gone, SimError
+    when a restarted process does not come up (that one is stopped again)."""
+    alive = {c.name for c in current.components if c.alive}
+    dead = [name for name in COMPONENTS if name not in alive]
+    info: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    ports = {name: urlsplit(str(info.get(f"{name}_url") or "")).port for name in ("k8s", "nova")}
+    needed = {"k8s": "k8s-seed.json", "nova": "nova-seed.json", "agent": "agent.json"}
+    missing = [needed[n] for n in dead if not (directory / needed[n]).is_file()]
+    if missing or any(ports.get(n, 1) is None for n in dead):
+        raise UsageError(f"the simulated region in {directory} is half running "
+                         f"({', '.join(dead)} stopped) and cannot be restarted "
+                         f"({', '.join(missing) or STATE_FILE} gone): run `scoctl sim down "
+                         f"--dir {directory}` first")
+    deadline = time.monotonic() + timeout
+    pids = dict(info.get("pids") or {})
+    for name in dead:
+        for suffix in (".ready", ".ready.tmp", ".ready.part"):
+            (directory / f"{name}{suffix}").unlink(missing_ok=True)
+        pid = _spawn(directory, name, _args(directory, name, ports.get(name) or 0))
+        try:
+            _wait_ready(directory, name, pid, deadline)
+        except BaseException:
+            stop_pid(pid, MODULES[name], 5.0)
+            raise
+        pids[name] = pid
+    _write(directory / STATE_FILE, json.dumps({**info, "pids": pids}, indent=2))
+    state = read_state(directory)
+    assert state is not None
+    return replace(state, restarted=tuple(dead))
 
 
 def _clean(directory: Path) -> None:

@@ -4,9 +4,10 @@ read: per region, the servers tagged ``sco:managed`` (ERROR ones, and tracked on
 misses, read by id: list views may omit faults), the Kubernetes nodes and the pods on them, the
 Slurm nodes, the state's instances and launch intents, the plan targets · decide:
 `scoctl.core.reconcile.decide` (pure) · record: the decision in one transaction (adoptions,
-state changes, exclusions, events, workloads to re-plan) · act: deletes and scale-downs through
-the region's token budget, each outcome recorded as it lands; then the teardown of failed
-deployment / inference workloads through the watch stage's one teardown path.
+state changes, exclusions, events, workloads to re-plan) · act: the addresses of Slurm nodes
+whose servers turned ACTIVE, then deletes and scale-downs through the region's token budget,
+each outcome recorded as it lands; then the teardown of failed deployment / inference
+workloads through the watch stage's one teardown path.
 
 Slurm CLOUD nodes this pass powers down (a failed launch, a scale-down) are returned in
 `released`: their demand leaves the claims when the composer hands them to the Slurm power stage
@@ -37,6 +38,7 @@ from scoctl.core.reconcile import (
     SLURM_POWERED_OFF,
     Decision,
     Deletion,
+    NodeAddress,
     Policy,
     ScaleDown,
     Snapshot,
@@ -267,6 +269,17 @@ class _Region:
             self._note("slurm", f"power down Slurm node {node}", exc)
         self.released.append(NodeRelease(node, reason))
 
+    def set_address(self, target: NodeAddress) -> None:
+        """Give a Slurm node its server's address (a failure leaves slurmctld to DNS, or to
+        the address slurmd registers from with ``cloud_reg_addrs``)."""
+        if self.scheduler is None:
+            return
+        try:
+            self.scheduler.set_node_address(target.node, address=target.address,
+                                            hostname=target.hostname)
+        except ApiError as exc:
+            self._note("slurm", f"set the address of Slurm node {target.node}", exc)
+
     def deletion(self, removal: Deletion) -> bool:
         if removal.node and self.cluster is not None:
             try:
@@ -340,6 +353,8 @@ class _Region:
             return RegionOutcome(self.region.name, decision, problems=tuple(self.problems),
                                  servers=snapshot.servers)
         self.record(decision)
+        for target in decision.addresses:
+            self.set_address(target)
         deleted: list[str] = []
         for removal in decision.deletions:
             if self.deletion(removal) and removal.server_id:

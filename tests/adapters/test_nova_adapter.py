@@ -7,13 +7,14 @@ on one backend and fails on the other is an emulator bug.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import threading
 
 import pytest
 
 from scoctl.core.model import Headroom, LaunchRequest, LaunchResult, ServerInfo
 from scoctl.errors import ConfigError, InsufficientCapacity, QuotaExceeded
-from tests.fixtures.nova import NovaBackend
+from tests.fixtures.nova import NEUTRON_PROJECT, NovaBackend
 
 pytestmark = pytest.mark.nova
 
@@ -89,6 +90,27 @@ def test_one_call_creates_n_servers_with_index_names_tags_metadata_and_user_data
         assert server.flavor == "m1.tiny"
         raw = nova_cloud.connection.compute.get_server(server.id)
         assert base64.b64decode(raw.user_data).decode() == USER_DATA
+
+
+@pytest.mark.parametrize("nova_project", [NEUTRON_PROJECT])
+def test_an_active_server_on_a_network_has_its_fixed_ipv4_and_one_on_none_has_no_address(
+    nova_cloud: NovaBackend,
+) -> None:
+    cloud = nova_cloud.cloud
+    cloud.launch(request(nova_cloud, "addr-net", networks=(nova_cloud.network,),
+                         tags=("t:addr",)))
+    cloud.launch(request(nova_cloud, "addr-none", tags=("t:addr",)))
+
+    servers = {s.name: s for s in wait_settled(nova_cloud, "t:addr", 2)}
+    assert {s.status for s in servers.values()} == {"ACTIVE"}
+    address = servers["addr-net"].address
+    assert address is not None and ipaddress.ip_address(address).version == 4
+    raw = nova_cloud.connection.compute.get_server(servers["addr-net"].id)
+    [entries] = raw.addresses.values()
+    assert address in [e["addr"] for e in entries if e.get("OS-EXT-IPS:type") == "fixed"]
+    assert servers["addr-none"].address is None
+    full = cloud.server(servers["addr-net"].id)
+    assert full is not None and full.address == address
 
 
 def test_servers_are_found_by_all_tags_or_any_tag(nova_cloud: NovaBackend) -> None:

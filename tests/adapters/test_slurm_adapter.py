@@ -385,6 +385,40 @@ def test_update_node_drains_and_resumes_a_node(cli: SlurmCli, rest: SlurmRest) -
         cli.update_node("no-such-node", state="RESUME")
 
 
+def node_line(slurm_cluster: SlurmCluster, name: str) -> dict[str, str]:
+    """``scontrol show node -o NAME`` as its key=value fields."""
+    out = subprocess.run(["scontrol", "show", "node", "-o", name], env=slurm_cluster.env,
+                         capture_output=True, text=True, check=True).stdout
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("adapter", ["cli", "rest"])
+def test_set_node_address_gives_a_cloud_node_its_server_address(
+    slurm_cluster: SlurmCluster, cli: SlurmCli, rest: SlurmRest, adapter: str,
+) -> None:
+    scheduler: BatchScheduler = cli if adapter == "cli" else rest
+    before = node_line(slurm_cluster, "test-cloud-1")
+    assert "CLOUD" in before["State"]
+    try:
+        scheduler.set_node_address("test-cloud-1", address="127.0.0.42",
+                                   hostname="test-cloud-1-srv")
+        after = node_line(slurm_cluster, "test-cloud-1")
+        assert (after["NodeAddr"], after["NodeHostName"]) == ("127.0.0.42", "test-cloud-1-srv")
+        listed = json.loads(subprocess.run(["sinfo", "--json"], env=slurm_cluster.env,
+                                           capture_output=True, text=True, check=True).stdout)
+        [shown] = [n for n in listed["nodes"] if n["name"] == "test-cloud-1"]
+        assert (shown["address"], shown["hostname"]) == ("127.0.0.42", "test-cloud-1-srv")
+    finally:
+        cli.set_node_address("test-cloud-1", address=before["NodeAddr"],
+                             hostname=before["NodeHostName"])
+    restored = node_line(slurm_cluster, "test-cloud-1")
+    assert (restored["NodeAddr"], restored["NodeHostName"]) == (before["NodeAddr"],
+                                                                before["NodeHostName"])
+    with pytest.raises(SchedulerFailed):
+        cli.set_node_address("no-such-node", address="127.0.0.42", hostname="x")
+
+
 @pytest.mark.slurm
 def test_gate_core_on_real_sinfo(cli: SlurmCli) -> None:
     ml = cli.nodes("ml")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, LaunchRecord, NodeInfo, ServerInfo, SlurmNode, Taint
-from scoctl.core.reconcile import Decision, Policy, Snapshot, decide
+from scoctl.core.reconcile import Decision, NodeAddress, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # the config's defaults (timeouts: launch 5m, launch_settle 30s, registration 15m, idle 10m,
@@ -179,6 +179,39 @@ def test_slurm_node_up_makes_instance_ready_and_powered_down_does_not() -> None:
     d = decide(snap(servers=(make_server("a", name="gpu-1"),), instances=(inst,),
                     slurm_nodes=(booting,)), POLICY, NOW)
     assert "status" not in fields(d, "a")
+
+
+def test_a_slurm_server_turning_active_names_its_address_for_its_node_once() -> None:
+    inst = make_instance("a", status="building", active=None, node_name="gpu-1",
+                         name="sco-hpc-a")
+    server = replace(make_server("a", name="sco-hpc-a"), address="127.0.0.5")
+    booting = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle",
+                        flags=frozenset({"CLOUD", "POWERING_UP"}))
+
+    d = decide(snap(servers=(server,), instances=(inst,), slurm_nodes=(booting,)), POLICY, NOW)
+
+    assert d.addresses == (NodeAddress(node="gpu-1", address="127.0.0.5",
+                                       hostname="sco-hpc-a"),)
+    assert fields(d, "a")["status"] == "active"
+    active = replace(inst, status="active", active_at=rfc3339(NOW))
+    again = decide(snap(servers=(server,), instances=(active,), slurm_nodes=(booting,)),
+                   POLICY, NOW)
+    assert again.addresses == () and again.empty
+
+
+def test_no_address_is_set_without_a_node_name_an_address_or_when_the_node_is_up() -> None:
+    server = replace(make_server("a", name="gpu-1"), address="127.0.0.5")
+    k8s = make_instance("a", status="building", active=None)
+    no_address = make_instance("a", status="building", active=None, node_name="gpu-1")
+    up = SlurmNode(name="gpu-1", cpus=8, memory_mb=1000, state="idle", flags=frozenset({"CLOUD"}))
+
+    assert decide(snap(servers=(server,), instances=(k8s,)), POLICY, NOW).addresses == ()
+    assert decide(snap(servers=(replace(server, address=None),), instances=(no_address,),
+                       slurm_nodes=(up,)), POLICY, NOW).addresses == ()
+    registered = decide(snap(servers=(server,), instances=(no_address,), slurm_nodes=(up,)),
+                        POLICY, NOW)
+    assert registered.addresses == ()  # slurmd registered already: it gave its own address
+    assert fields(registered, "a")["status"] == "ready"
 
 
 def test_launch_timeout_deletes_a_server_still_building() -> None:

@@ -310,6 +310,39 @@ def test_up_twice_is_idempotent_and_down_stops_every_process_by_pid(tmp_path):
         kill_leftovers(first.pids)
 
 
+@pytest.mark.parametrize("killed", ["nova", "k8s"])
+def test_up_restarts_one_killed_emulator_on_its_port_and_leaves_the_live_ones(tmp_path, killed):
+    first = start_sim(tmp_path)
+    before = {c["name"]: int(c["pid"]) for c in first.state["components"]}
+    seen = list(before.values())
+    try:
+        os.kill(before[killed], signal.SIGKILL)
+        wait_for(lambda: pid_alive(before[killed]), lambda alive: not alive)
+
+        again = run_scoctl(tmp_path, "sim", "up", "--json")
+
+        assert again.returncode == 0, again.stderr
+        state = json.loads(again.stdout)
+        after = {c["name"]: int(c["pid"]) for c in state["components"]}
+        seen.extend(after.values())
+        assert state["running"] is True and state["restarted"] == [killed]
+        assert after[killed] != before[killed] and pid_alive(after[killed])
+        assert {n: p for n, p in after.items() if n != killed} == \
+            {n: p for n, p in before.items() if n != killed}
+        assert (state["k8s_url"], state["nova_url"]) == (first.state["k8s_url"],
+                                                         first.state["nova_url"])
+        # served again on its old port, from the seed it was first started with
+        if killed == "nova":
+            assert {f.name for f in first.cloud().flavors()} == {
+                f["name"] for f in json.loads((first.directory / "nova-seed.json").read_text(
+                    encoding="utf-8"))["flavors"]}
+        else:
+            assert len(first.core().list_namespaced_pod("shop").items) == 42
+    finally:
+        run_scoctl(tmp_path, "sim", "down")
+        kill_leftovers(seen)
+
+
 def test_sim_down_without_a_region_is_a_no_op(tmp_path):
     result = run_scoctl(tmp_path, "sim", "down")
     assert result.returncode == 0

@@ -59,6 +59,9 @@ class RecordingSlurm:
         if state == "DRAIN":
             self.flags |= {"DRAIN"}
 
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        self.calls.append(("address", name, address, hostname))
+
     def requeue(self, job_id: int) -> None:
         self.calls.append(("requeue", str(job_id)))
         self.running.remove(job_id)

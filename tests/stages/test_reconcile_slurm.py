@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scoctl.adapters.batch import SchedulerFailed
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock, rfc3339
 from scoctl.config.schema import Config
@@ -36,10 +37,13 @@ NODE = "cloud-1"
 
 
 class RecordingSlurm:
-    """Slurm's CLOUD node `NODE` (powering up) plus every `update_node` call."""
+    """Slurm's CLOUD node `NODE` (powering up) plus every `update_node` and
+    `set_node_address` call (`refuse` makes the latter fail)."""
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, str]] = []
+        self.addresses: list[tuple[str, str, str]] = []
+        self.refuse: SchedulerFailed | None = None
         self.flags = frozenset({"CLOUD", "POWERING_UP"})
 
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
@@ -59,6 +63,11 @@ class RecordingSlurm:
         self.updates.append((name, state))
         if state == "POWER_DOWN_FORCE":
             self.flags = frozenset({"CLOUD", "POWERED_DOWN"})
+
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        self.addresses.append((name, address, hostname))
 
 
 @pytest.fixture
@@ -191,3 +200,50 @@ def test_the_reconcile_stage_alone_powers_the_node_down_and_returns_it_for_its_c
     assert slurm.updates == [(NODE, "POWER_DOWN_FORCE")]
     assert result.released == (NodeRelease(NODE, "scale-down"),)
     assert claimed(store) == (NODE,)  # the Slurm power stage drops it, not reconcile
+
+
+def building_slurm_unit(store: Store, fake: FakeCloud) -> str:
+    """A server launched for NODE on a network, recorded as building."""
+    [server] = fake.launch(LaunchRequest(
+        name="sco-hpc-small-a", flavor="m1.small", image="img-a", networks=("private",),
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a", "sco:gen=1",
+              "sco:launch=l-00000000000d"))).servers
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name=server.name, region="region-a", workload="hpc", pool="small.a",
+        generation=1, launch_id="l-00000000000d", status="building", created=store.now(),
+        updated=store.now(), node_name=NODE))
+    return server.id
+
+
+def test_a_slurm_server_turning_active_gives_its_node_the_servers_address_once(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    server_id = building_slurm_unit(store, fake)
+    slurm = RecordingSlurm()
+
+    result = reconcile(config, store, clock, fake, slurm)
+
+    server = fake.server(server_id)
+    assert server is not None and server.address is not None
+    assert slurm.addresses == [(NODE, server.address, "sco-hpc-small-a")]
+    assert result.errors == () and slurm.updates == []
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "active"
+    again = reconcile(config, store, clock, fake, slurm)
+    assert not again.changed and len(slurm.addresses) == 1
+
+
+def test_a_node_address_slurm_refuses_is_a_slurm_problem_and_the_unit_goes_on(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    server_id = building_slurm_unit(store, fake)
+    slurm = RecordingSlurm()
+    slurm.refuse = SchedulerFailed("scontrol exited 1: Invalid node name specified")
+
+    result = reconcile(config, store, clock, fake, slurm)
+
+    [problem] = result.problems
+    assert problem.api == "slurm" and problem.region == "region-a"
+    assert NODE in problem.what and "Invalid node name" in problem.error
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "active"

@@ -28,10 +28,12 @@ from tests.stages.test_acquire import make_config
 
 
 class Slurm:
-    """Two CLOUD nodes of partition `cloud` (2 CPUs, 1000 MB) and every `update_node` call."""
+    """Two CLOUD nodes of partition `cloud` (2 CPUs, 1000 MB) and every `update_node` and
+    `set_node_address` call."""
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, str]] = []
+        self.addresses: list[tuple[str, str, str]] = []
         self.down = False
 
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
@@ -52,6 +54,9 @@ class Slurm:
 
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         self.updates.append((name, state))
+
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        self.addresses.append((name, address, hostname))
 
 
 @pytest.fixture

@@ -47,7 +47,8 @@ class Headroom:
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """One server. `fault_*` is set for ERROR servers read by id (list views may omit it)."""
+    """One server. `fault_*` is set for ERROR servers read by id (list views may omit it).
+    `address` is its fixed IPv4 address (the adapter's rule picks one), None until it has one."""
 
     id: str
     name: str
@@ -60,6 +61,7 @@ class ServerInfo:
     fault_message: str | None = None
     created: str = ""
     reservation_id: str | None = None
+    address: str | None = None
 
     def fault_error(self) -> type[ScoctlError] | None:
         """The domain error an ERROR server stands for: quota (413) or capacity; else None."""
