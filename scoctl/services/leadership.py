@@ -16,7 +16,8 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -111,8 +112,9 @@ class LocalLeadership:
 class LeaseKeeper:
     """PostgreSQL: this runner's leases, renewed from a thread every ``ttl / 3``."""
 
-    def __init__(self, db: Coordination, ttl: float, holder: str | None = None) -> None:
-        self.db, self.ttl = db, ttl
+    def __init__(self, db: Coordination, ttl: float, holder: str | None = None, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.db, self.ttl, self.monotonic = db, ttl, monotonic
         self.holder = holder or holder_name()
         self.fencing = Fencing(self.holder)
         self.current: dict[str, LeaseRecord] = {}  # what the last decision per region saw
@@ -137,6 +139,7 @@ class LeaseKeeper:
             self._thread.start()
 
     def _decide(self, region: str) -> None:
+        sent = self.monotonic()  # the database's new expiry is ttl after a moment past this
         try:
             decision = self.db.take(region, self.holder, self.terms.get(region), self.ttl)
         except ApiError as exc:
@@ -148,7 +151,9 @@ class LeaseKeeper:
             if decision.elected:
                 log.info("leading %s (term %d)", region, decision.lease.generation)
             self.terms[region] = decision.lease.generation
+            self.fencing.deadlines[region] = sent + self.ttl
         elif self.terms.pop(region, None) is not None:
+            self.fencing.deadlines.pop(region, None)
             log.warning("lost the lead of %s to %s", region, decision.lease.holder)
 
     def _renew(self) -> None:
@@ -166,7 +171,9 @@ class LeaseKeeper:
         return self.ttl / 6 if following else self.ttl / 3
 
     def leads(self, region: str) -> bool:
-        return region in self.terms
+        """A term in `region` whose renewal is not overdue: a keeper that cannot reach the
+        database (a restart) stops leading when its last renewal runs out, on its own clock."""
+        return region in self.terms and self.monotonic() < self.fencing.deadlines.get(region, 0)
 
     def require(self, regions: Iterable[str]) -> None:
         wanted = list(regions)

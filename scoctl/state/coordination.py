@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 @dataclass
 class Fencing:
     """Who this runner is and the term it leads in each region (kept by its lease keeper):
-    what a shared store's launch intents and deletes are checked against."""
+    what a shared store's launch intents and deletes are checked against. `deadlines[region]`
+    is when that term ends at the latest on this host's monotonic clock (the last renewal's
+    send time + ttl: the database's expiry is never earlier)."""
 
     holder: str
     terms: dict[str, int] = field(default_factory=dict)
+    deadlines: dict[str, float] = field(default_factory=dict)
 
 
 class Coordination(Protocol):
