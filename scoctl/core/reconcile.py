@@ -110,7 +110,9 @@ class Snapshot:
     names Slurm nodes that Slurm's SuspendProgram or ResumeFailProgram handed back.
     `orphans_seen[server id]` is when an orphan (a server whose `sco:launch` names no launch in
     `launches`) was first seen. `tiers[pool]` is
-    ``committed`` or ``reclaimable``.
+    ``committed`` or ``reclaimable``. `intents_held`: another runner's launch call may still
+    be in flight (this runner took the region less than the longest call ago, DESIGN §15), so
+    no intent is failed yet.
     """
 
     region: str
@@ -124,6 +126,7 @@ class Snapshot:
     targets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
+    intents_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -506,7 +509,7 @@ def _settle_intents(p: _Pass, adopted: set[str]) -> None:
             p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id,
                                                               LaunchStatus.RECORDED)
             continue
-        if not intent_lapsed(launch, p.now, settle):
+        if p.snapshot.intents_held or not intent_lapsed(launch, p.now, settle):
             continue
         update, event = lapsed_intent(launch, settle)
         p.launch_updates[launch.launch_id] = update

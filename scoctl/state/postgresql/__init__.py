@@ -264,6 +264,12 @@ class PostgresStore(SqliteStore):
         with self.pg.guard():
             return leases.read_leases(self.pg.raw)
 
+    def check_fence(self, region: str) -> None:
+        """Inside a write transaction: NotLeader unless this runner still leads `region`
+        (a store nobody fenced checks nothing)."""
+        assert self._depth, "the fence is checked inside the transaction it guards"
+        self._fence(region)
+
     def _fence(self, region: str) -> None:
         if self.fencing is not None:
             with self.pg.guard():
