@@ -235,11 +235,13 @@ class _Region:
             self.count("delete_error")
             self._note("nova", f"delete {name}", exc)
             return False
-        if instance is None:
-            self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info",
-                                             {"server": server_id, "name": name, "reason": reason}))
-            return True
-        self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
+        with self.store.transaction():
+            check_fence(self.store, self.region.name)  # a record after a call (DESIGN §15)
+            if instance is None:
+                self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info", {
+                    "server": server_id, "name": name, "reason": reason}))
+                return True
+            self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
         try:
             after = self.cloud.server(server_id)
             self.count("read")

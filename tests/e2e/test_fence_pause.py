@@ -92,3 +92,56 @@ def test_a_leader_paused_at_its_launch_call_is_deposed_and_never_launches_after_
     [failed] = [x for x in fleet.store.launches() if x.launch_id == intent.launch_id]
     assert failed.status == LaunchStatus.FAILED  # its record was fenced: not overwritten
     assert old.alive() and standby.alive()
+
+
+def late_create(fleet: Fleet, launch_id: str, count: int) -> None:
+    """Servers carrying `launch_id`'s tags appear at Nova now: a create call of the deposed
+    leader that Nova carried out long after it was sent (held in a proxy, a retransmission)."""
+    import httpx
+
+    from scoctl.sim.nova_emulator import IMAGE_ID
+
+    tags = ["sco:managed", "sco:workload=web", "sco:pool=tiny.p0", "sco:gen=1",
+            f"sco:launch={launch_id}"]
+    answer = httpx.post(f"{fleet.emulator.url}/servers", timeout=10, headers={
+        "X-Auth-Token": f"admin:{fleet.project}", "OpenStack-API-Version": "compute 2.52"},
+        json={"server": {"name": f"sco-web-{launch_id}", "flavorRef": "1", "imageRef": IMAGE_ID,
+                         "networks": "none", "min_count": count, "max_count": count,
+                         "availability_zone": "nova", "tags": tags,
+                         "return_reservation_id": True}})
+    assert answer.status_code == 202, answer.text
+
+
+def test_servers_of_a_failed_intent_that_appear_later_are_removed_as_surplus(
+        fleet: Fleet) -> None:
+    from scoctl.clock import SystemClock
+    from scoctl.core.model import LaunchRecord
+    from scoctl.core.timefmt import rfc3339
+
+    fleet.set_units(2)
+    controller = fleet.start()
+    wait_until(fleet.servers, lambda n: n == 2, timeout=60)
+    now = rfc3339(SystemClock().now())
+    lost = LaunchRecord(launch_id="l-0000deadbeef", region="region-a", workload="web",
+                        pool="tiny.p0", generation=1, count=2, status=LaunchStatus.INTENT,
+                        created=now, updated=now)
+    fleet.store.add_launch(lost)  # a deposed leader's intent, failed by its successor
+    fleet.store.update_launch(lost.launch_id, status=LaunchStatus.FAILED, error="lapsed")
+
+    late_create(fleet, lost.launch_id, 2)
+    assert fleet.servers() == 4
+    wait_until(fleet.servers, lambda n: n == 2, timeout=60)  # back to the plan
+    events = fleet.store.events()
+    late = [e for e in events if e.token == "LATE_LAUNCH_ADOPTED"]
+    assert [e.detail["launch"] for e in late] == [lost.launch_id]
+    assert fleet.planned() == 2
+    time.sleep(3)
+    assert fleet.servers() == 2
+    removed = {i.id for i in fleet.store.instances(include_deleted=True)
+               if i.launch_id == lost.launch_id}
+    assert len(removed) == 2  # adopted, then deleted: the units launched again were kept
+    scaled = [e for e in events if e.token == "INSTANCE_SCALE_DOWN"]
+    assert {e.detail["server"] for e in fleet.store.events()
+            if e.token == "INSTANCE_SCALE_DOWN"} == removed
+    assert all(e.detail["reason"] == "late" for e in scaled)
+    assert controller.alive()
