@@ -39,7 +39,8 @@ def cloud_for(config: Config, region: Region, *,
     if deadline is None:
         deadline = time.monotonic() + config.timeouts.run
     retry = RetryPolicy(budget=RetryBudget(config.timeouts.retry_budget, deadline=deadline))
-    return NovaCloud(nova_connection(config, region), retry=retry, spend_token=budget)
+    return NovaCloud(nova_connection(config, region), retry=retry, spend_token=budget,
+                     api_timeout=config.timeouts.api)
 
 
 # One openstacksdk Connection per region per process (`run --interval` and the controller

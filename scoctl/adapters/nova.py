@@ -10,7 +10,10 @@ SDK and keystoneauth exceptions are mapped once, here:
     turned away before any work
 
 Reads and writes go through a `RetryPolicy`; writes (create, delete) call `spend_token` before
-every mutating attempt so the caller's mutating-call budget pays for retries too. A launch is
+every mutating attempt so the caller's mutating-call budget pays for retries too, then, just
+before the request is sent, ask `retry.call_time_left`: within a caller's `calls_until` bound
+(a runner's lease) an attempt that could not end in time is never sent, and the others get a
+timeout that ends by it. A launch is
 ONE multi-create POST (`return_reservation_id`), then a read of that reservation's servers.
 Only a definite refusal (429) is retried as it is. After a failure that may have reached Nova
 (any 5xx, 503 included — a gateway may answer it while Nova does the work —, a timeout, a reset)
@@ -33,7 +36,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from scoctl.adapters.cloud import MAX_METADATA_VALUE, check_tags, encode_user_data
-from scoctl.adapters.retry import RetryPolicy
+from scoctl.adapters.retry import RetryPolicy, call_time_left
 from scoctl.core.model import FlavorInfo, Headroom, LaunchRequest, LaunchResult, ServerInfo
 from scoctl.core.model.vocabulary import ServerStatus
 from scoctl.errors import (
@@ -206,10 +209,12 @@ class NovaCloud:
         *,
         retry: RetryPolicy | None = None,
         spend_token: Callable[[], None] | None = None,
+        api_timeout: float | None = None,
     ) -> None:
         self._conn = connection
         self._retry = retry or RetryPolicy()
         self._spend = spend_token
+        self._api_timeout = api_timeout  # the session's timeout (`timeouts.api`), if known
         self._flavors: list[FlavorInfo] | None = None
         self._names: dict[tuple[str, str], str] = {}
 
@@ -238,6 +243,13 @@ class NovaCloud:
         return self._conn
 
     # ------------------------------------------------------------------ plumbing
+
+    def _before_write(self) -> dict[str, float]:
+        """Spend a token, then (just before sending) the timeout the attempt may take."""
+        if self._spend is not None:
+            self._spend()
+        left = call_time_left(self._api_timeout)
+        return {} if left is None else {"timeout": left}
 
     def _call(self, fn: Callable[[], T], *, mutating: bool = False) -> T:
         def attempt() -> T:
@@ -346,9 +358,18 @@ class NovaCloud:
     # ------------------------------------------------------------------ writes
 
     def delete(self, server_id: str) -> None:
-        """Delete a server (gone already is fine). Raises TemporaryError, PermanentError."""
-        self._call(lambda: self._conn.compute.delete_server(server_id, ignore_missing=True),
-                   mutating=True)
+        """Delete a server (gone already is fine). Raises TemporaryError (DeadlineExceeded:
+        not sent), PermanentError."""
+        from openstack import exceptions as sdk
+
+        def attempt() -> None:
+            bound = self._before_write()
+            try:
+                self._raw("DELETE", f"/servers/{server_id}", CREATE_MICROVERSION, **bound)
+            except sdk.NotFoundException:
+                return
+
+        self._call(attempt)
         log.info("deleted server %s", server_id)
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
@@ -369,10 +390,9 @@ class NovaCloud:
                 if found:
                     return LaunchResult(reservation_id=found[0].reservation_id or "",
                                         servers=self._ordered(found, request.name), adopted=True)
-            if self._spend is not None:
-                self._spend()
+            bound = self._before_write()
             try:
-                answer = self._raw("POST", "/servers", CREATE_MICROVERSION, json=body)
+                answer = self._raw("POST", "/servers", CREATE_MICROVERSION, json=body, **bound)
             except Exception as exc:
                 mapped = map_error(exc)
                 if mapped is None:

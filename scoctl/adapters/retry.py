@@ -15,21 +15,59 @@ would overdraw it, the error is raised instead (a persistent 429 with Retry-Afte
 budget once, not 15 s per call) — and the pass's deadline, after which no attempt starts
 (`DeadlineExceeded`: nothing is sent).
 
+A caller may also bound the calls it makes (`calls_until`): a runner's mutating calls must end
+before its lease does (DESIGN §15). Inside, every attempt first asks `call_time_left`, just
+before it is sent: `DeadlineExceeded` (nothing sent) when too little is left, else the seconds
+the attempt may take (the adapter's timeout for it).
+
 `sleep`, `rng` and the budget's clock are injected, so tests assert the exact waits and never
 sleep.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from scoctl.errors import DeadlineExceeded, TemporaryError
 
 T = TypeVar("T")
+
+MIN_CALL_S = 0.5  # an attempt with less time than this left is not sent at all
+_calls_until: ContextVar[float | None] = ContextVar("scoctl_calls_until", default=None)
+
+
+@contextlib.contextmanager
+def calls_until(deadline: float | None) -> Iterator[None]:
+    """Within the block, every call attempt must end by `deadline` (`time.monotonic`; None:
+    no bound); a nested bound never extends an outer one."""
+    outer = _calls_until.get()
+    bound = deadline if outer is None else outer if deadline is None else min(outer, deadline)
+    token = _calls_until.set(bound)
+    try:
+        yield
+    finally:
+        _calls_until.reset(token)
+
+
+def call_time_left(limit: float | None = None, *,
+                   clock: Callable[[], float] = time.monotonic) -> float | None:
+    """Seconds the attempt about to be sent may take: at most `limit`, and within the caller's
+    bound (`calls_until`); None when neither bounds it. Raises DeadlineExceeded (send nothing)
+    when less than `MIN_CALL_S` is left."""
+    deadline = _calls_until.get()
+    if deadline is None:
+        return limit
+    left = deadline - clock()
+    if left < MIN_CALL_S:
+        raise DeadlineExceeded(f"the caller's deadline is {max(left, 0):.1f} s away (its "
+                               "lease ends): call not made")
+    return left if limit is None else min(limit, left)
 
 
 class RetryBudget:
@@ -112,6 +150,8 @@ class RetryPolicy:
                 before_attempt()
             try:
                 return fn()
+            except DeadlineExceeded:
+                raise  # nothing was sent, and waiting only brings the deadline nearer
             except TemporaryError as error:
                 if attempt >= self.max_attempts:
                     raise

@@ -2,7 +2,8 @@
 through one decision — candidates per reason, then the budget, then replace-before-remove.
 
 A rule per reason turns what the caller read into candidate `Disruption`s (today: `empty`, the
-idle scale-down of DESIGN §7). `plan` runs them, in the order the rules gave them, through the
+idle scale-down of DESIGN §7, and `late`, the units of a launch that was failed before its
+servers appeared). `plan` runs them, in the order the rules gave them, through the
 one budget function, `allowed`, and returns a `DisruptionPlan`: the disruptions to start now and
 those blocked, each with the `Budget` that blocked it. Each `Disruption` says whether its
 replacement must be ready before it is removed (`replace_first`); the stages act on that.
@@ -33,6 +34,7 @@ REPLACE_FIRST: Mapping[DisruptionReason, bool] = {
     DisruptionReason.REBALANCED: True,
     DisruptionReason.UNHEALTHY: True,
     DisruptionReason.NOTICED: True,
+    DisruptionReason.LATE: False,  # surplus by definition: its units were launched again
 }
 
 
@@ -186,4 +188,24 @@ def empty(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
         count -= sum(1 for d in in_flight if (d.workload, d.pool) == key)
         out.extend(disruption(unit, DisruptionReason.EMPTY)
                    for _, _, unit in sorted(idle.get(key, []), key=_oldest)[:max(0, count)])
+    return tuple(out)
+
+
+def late(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
+         held: Mapping[str, Mapping[str, int]],
+         in_flight: Sequence[Disruption]) -> tuple[Disruption, ...]:
+    """`late` (DESIGN §15): live units of a launch that was failed before its servers appeared
+    (a deposed leader's call carried out late; the launch's units were launched again), in the
+    (workload, pool)s that hold more units (`held`) than the plan (`targets`) wants: at once,
+    idle or not, at most that surplus less the (workload, pool)'s disruptions in flight; by
+    (workload, pool), then name."""
+    live = {(w, pool): n for w, pools in held.items() for pool, n in pools.items()}
+    found: dict[tuple[str, str], list[Unit]] = {}
+    for unit in units:
+        found.setdefault((unit.workload, unit.pool), []).append(unit)
+    out: list[Disruption] = []
+    for key, count in sorted(surplus(targets, live).items()):
+        count -= sum(1 for d in in_flight if (d.workload, d.pool) == key)
+        out.extend(disruption(unit, DisruptionReason.LATE)
+                   for unit in sorted(found.get(key, []), key=lambda u: u.name)[:max(0, count)])
     return tuple(out)

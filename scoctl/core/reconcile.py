@@ -111,7 +111,9 @@ class Snapshot:
     names Slurm nodes that Slurm's SuspendProgram or ResumeFailProgram handed back.
     `orphans_seen[server id]` is when an orphan (a server whose `sco:launch` names no launch in
     `launches`) was first seen. `tiers[pool]` is
-    ``committed`` or ``reclaimable``.
+    ``committed`` or ``reclaimable``. `intents_held`: another runner's launch call may still
+    be in flight (this runner took the region less than the longest call ago, DESIGN §15), so
+    no intent is failed yet.
     """
 
     region: str
@@ -125,6 +127,7 @@ class Snapshot:
     targets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
+    intents_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -501,6 +504,12 @@ def _adopt(p: _Pass) -> set[str]:
         if launch.launch_id not in adopted:
             adopted.add(launch.launch_id)
             p.adopted.append(launch.launch_id)
+            if launch.status == LaunchStatus.FAILED:
+                # failed before its servers appeared, its units launched again: the launch
+                # stays failed, and its units are surplus (`_scale_down`, reason `late`)
+                p.event(workload, "LATE_LAUNCH_ADOPTED", "warning", launch=launch.launch_id,
+                        pool=launch.pool)
+                continue
             if launch.status != LaunchStatus.RECORDED:
                 p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id,
                                                                   LaunchStatus.RECORDED)
@@ -521,7 +530,7 @@ def _settle_intents(p: _Pass, adopted: set[str]) -> None:
             p.launch_updates[launch.launch_id] = LaunchUpdate(launch.launch_id,
                                                               LaunchStatus.RECORDED)
             continue
-        if not intent_lapsed(launch, p.now, settle):
+        if p.snapshot.intents_held or not intent_lapsed(launch, p.now, settle):
             continue
         update, event = lapsed_intent(launch, settle)
         p.launch_updates[launch.launch_id] = update
@@ -665,6 +674,12 @@ def _orphans(p: _Pass) -> dict[str, str]:
     return seen
 
 
+def _failed_launch(p: _Pass, inst: InstanceRecord) -> bool:
+    """`inst` is a unit of a launch failed before its servers appeared (`_adopt`)."""
+    launch = p.launches.get(inst.launch_id or "")
+    return launch is not None and launch.status == LaunchStatus.FAILED
+
+
 def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
     """Live units per workload and pool after this pass's changes."""
     held: dict[str, dict[str, int]] = {}
@@ -707,15 +722,28 @@ def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]],
              for inst in p.instances.values()
              if inst.workload and inst.pool and inst.id not in deleting
              and p.status(inst) == InstanceStatus.READY]
-    candidates = disruption.empty(ready, targets=p.snapshot.targets, held=held,
-                                  in_flight=in_flight, now=p.now,
-                                  idle_timeout=p.policy.idle_timeout)
+    late = [Unit(inst.id, inst.name, inst.workload, inst.pool)
+            for inst in p.instances.values()
+            if inst.workload and inst.pool and inst.id not in deleting
+            and p.status(inst) in LIVE and _failed_launch(p, inst)]
+    candidates = disruption.late(late, targets=p.snapshot.targets, held=held,
+                                 in_flight=in_flight)
+    chosen = {c.server_id for c in candidates}
+    candidates += disruption.empty(
+        [u for u in ready if u.server_id not in chosen], targets=p.snapshot.targets,
+        held=held, in_flight=[*in_flight, *candidates], now=p.now,
+        idle_timeout=p.policy.idle_timeout)
     decided = disruption.plan(
         candidates, in_flight=in_flight,
         registered={w: sum(pools.values()) for w, pools in held.items()},
         budgets=(disruption.Budget(p.policy.disruption_budget),))
     for unit in decided.start:
         inst = p.instances[unit.server_id]
+        if p.status(inst) != InstanceStatus.READY:  # never joined: nothing to drain
+            p.delete(inst, "late launch: above the plan")
+            p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
+                    pool=unit.pool, reason=unit.reason)
+            continue
         p.update(inst, status=InstanceStatus.DRAINING)
         p.scale_downs.append(p.scale(inst))
         p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,

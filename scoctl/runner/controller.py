@@ -45,7 +45,7 @@ from scoctl.core.demand import demand_shape, is_provisionable, workload_of
 from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
-from scoctl.errors import LockHeld, NotLeader, ScoctlError
+from scoctl.errors import LockHeld, NotLeader, ScoctlError, TemporaryError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.runner.compose import (
@@ -78,6 +78,7 @@ log = logging.getLogger(__name__)
 TICK_S = 0.2  # the longest the loop sleeps before it looks at the signals again
 MAX_STEPS = 6  # steps per pass: intake → act → reconcile → act again when it asks, …
 LOCK_RETRY_S = 1.0
+STATE_RETRY_S = (0.5, 10.0)  # back-off while the state's database is unreachable: first, most
 
 
 def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
@@ -128,6 +129,7 @@ class Controller:
         self.sizes = claim_sizes(store)
         self.lock_retry_at = 0.0
         self.lock_busy = False  # the last pass found the lock held (reported once per streak)
+        self.state_retry = 0.0  # the back-off of a state outage (0: the state answers)
         self.passes = 0
 
     # -- caches ----------------------------------------------------------------------------
@@ -291,10 +293,26 @@ class Controller:
             self.lock_busy = True
             self.lock_retry_at = self.clock.monotonic() + LOCK_RETRY_S
             return
+        except TemporaryError as exc:  # the state's database is gone (a restart): reconnect
+            self._state_lost(exc)
+            return
+        if self.state_retry:
+            self.report("state: reachable again")
+        self.state_retry = 0.0
         self.lock_busy = False
         self.passes += 1
         self.notifier.status(f"pass {self.passes}: {'ok' if report.ok else 'degraded'}")
         self.on_pass(report)
+
+    def _state_lost(self, exc: TemporaryError) -> None:
+        """Try the next pass after a back-off (doubling, bounded): the store opens a new
+        connection then. The lease keeper renews on its own connection; until it has, this
+        controller leads nothing (`Leadership.leads`)."""
+        if not self.state_retry:
+            self.report(f"{exc}; passes wait for the state")
+        first, most = STATE_RETRY_S
+        self.state_retry = min(most, self.state_retry * 2 or first)
+        self.lock_retry_at = self.clock.monotonic() + self.state_retry
 
     def _record_outages(self) -> None:
         events, self.outage_events = self.outage_events, []

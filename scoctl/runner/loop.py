@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
-from scoctl.errors import EXIT_OK, LockHeld
+from scoctl.errors import EXIT_OK, LockHeld, TemporaryError
 from scoctl.runner.compose import Deps, PassReport, Regions, run_once, sources_in_use
 from scoctl.runner.serve import connected
 from scoctl.runner.signals import EXIT_INTERRUPTED, Signals
@@ -65,7 +65,7 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
                             config, store, clock, regions=regions, cluster=cluster,
                             scheduler=scheduler, sources=sources, leads=leadership.leads,
                             teardown=teardown, region=region, deadline=deadline))
-                except LockHeld as exc:
+                except (LockHeld, TemporaryError) as exc:  # TemporaryError: the state is gone
                     if not period:
                         raise
                     on_skip(f"{exc}; skipping this pass")

@@ -16,11 +16,13 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from scoctl.config.schema import Config, Region
+from scoctl.adapters.retry import RetryPolicy, calls_until
+from scoctl.config.schema import Config, Region, Timeouts
 from scoctl.core.model import (
     FlavorInfo,
     Headroom,
@@ -35,6 +37,7 @@ from scoctl.state.coordination import (
     Fencing,
     coordination_for,
     fence,
+    lease_deadline,
     record_delete,
     shared_budget,
 )
@@ -111,8 +114,10 @@ class LocalLeadership:
 class LeaseKeeper:
     """PostgreSQL: this runner's leases, renewed from a thread every ``ttl / 3``."""
 
-    def __init__(self, db: Coordination, ttl: float, holder: str | None = None) -> None:
-        self.db, self.ttl = db, ttl
+    def __init__(self, db: Coordination, ttl: float, holder: str | None = None, *,
+                 grace: float = 0.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.db, self.ttl, self.grace, self.monotonic = db, ttl, grace, monotonic
         self.holder = holder or holder_name()
         self.fencing = Fencing(self.holder)
         self.current: dict[str, LeaseRecord] = {}  # what the last decision per region saw
@@ -137,6 +142,7 @@ class LeaseKeeper:
             self._thread.start()
 
     def _decide(self, region: str) -> None:
+        sent = self.monotonic()  # the database's new expiry is ttl after a moment past this
         try:
             decision = self.db.take(region, self.holder, self.terms.get(region), self.ttl)
         except ApiError as exc:
@@ -147,8 +153,14 @@ class LeaseKeeper:
         if decision.leads:
             if decision.elected:
                 log.info("leading %s (term %d)", region, decision.lease.generation)
+                previous = decision.previous
+                if previous is not None and previous.holder != self.holder:
+                    # its lease has expired by now; a call it began may take `grace` more
+                    self.fencing.held[region] = self.monotonic() + self.grace
             self.terms[region] = decision.lease.generation
+            self.fencing.deadlines[region] = sent + self.ttl
         elif self.terms.pop(region, None) is not None:
+            self.fencing.deadlines.pop(region, None)
             log.warning("lost the lead of %s to %s", region, decision.lease.holder)
 
     def _renew(self) -> None:
@@ -166,7 +178,9 @@ class LeaseKeeper:
         return self.ttl / 6 if following else self.ttl / 3
 
     def leads(self, region: str) -> bool:
-        return region in self.terms
+        """A term in `region` whose renewal is not overdue: a keeper that cannot reach the
+        database (a restart) stops leading when its last renewal runs out, on its own clock."""
+        return region in self.terms and self.monotonic() < self.fencing.deadlines.get(region, 0)
 
     def require(self, regions: Iterable[str]) -> None:
         wanted = list(regions)
@@ -196,12 +210,20 @@ class LeaseKeeper:
         self.db.close()
 
 
+def longest_call(timeouts: Timeouts) -> float:
+    """The longest a mutating call, with its retries, may take: every attempt up to
+    `timeouts.api`, and the waits between them within `timeouts.retry_budget`."""
+    return timeouts.api * RetryPolicy().max_attempts + timeouts.retry_budget
+
+
 def leadership_for(config: Config, state: Path | str | None = None) -> Leadership:
-    """The leadership of this runner over `state` (default: the config's)."""
+    """The leadership of this runner over `state` (default: the config's). Taking a region
+    from another runner, it fails none of its launch intents for `longest_call`: a call that
+    runner began before its lease ran out may still create servers."""
     db = coordination_for(state or config.state, config.state_password_file)
     if db is None:
         return LocalLeadership()
-    return LeaseKeeper(db, config.lease.ttl)
+    return LeaseKeeper(db, config.lease.ttl, grace=longest_call(config.timeouts))
 
 
 def budget_for(config: Config, region: Region) -> Budget:
@@ -218,8 +240,11 @@ def budget_for(config: Config, region: Region) -> Budget:
 
 class FencedCloud:
     """A region's `Cloud` whose deletes are recorded, fenced, before the call: a deposed
-    leader's delete fails (NotLeader) and never reaches Nova. Launches need no wrapper: their
-    intent, fenced the same way, is committed before the call."""
+    leader's delete fails (NotLeader) and never reaches Nova; launches have their intent,
+    fenced the same way, committed before the call. Both, and every retry of them, must also
+    end before this runner's lease does, on its own monotonic clock (`retry.calls_until`): a
+    runner paused between its fenced write and the call sends nothing once it resumes past
+    its lease."""
 
     def __init__(self, inner: Cloud, region: str, store: Store) -> None:
         self.inner, self.region, self.store = inner, region, store
@@ -231,7 +256,8 @@ class FencedCloud:
         return self.inner.headroom()
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        return self.inner.launch(request)
+        with calls_until(lease_deadline(self.store, self.region)):
+            return self.inner.launch(request)
 
     def servers(self, tags: Iterable[str] = (), any_tags: Iterable[str] = (),
                 reservation_id: str | None = None) -> list[ServerInfo]:
@@ -242,4 +268,5 @@ class FencedCloud:
 
     def delete(self, server_id: str) -> None:
         record_delete(self.store, self.region, server_id)
-        self.inner.delete(server_id)
+        with calls_until(lease_deadline(self.store, self.region)):
+            self.inner.delete(server_id)

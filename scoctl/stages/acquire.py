@@ -26,7 +26,9 @@ cloud call is made at all.
 Test hook: the environment variable ``SCOCTL_CRASH_AT`` set to ``after-intent`` (the intent is
 committed, the call not made) or ``after-call`` (the call returned, nothing recorded) makes the
 process kill itself with SIGKILL at that point, so the crash-safety tests can kill a real
-``scoctl acquire`` exactly there. Never set it in production.
+``scoctl acquire`` exactly there; ``SCOCTL_PAUSE_AT`` naming a point makes it stop itself there
+once (SIGSTOP, as a VM pause would: every thread, its lease renewals too) until the test sends
+SIGCONT. Never set them in production.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import logging
 import os
 import secrets
 import signal
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Protocol
@@ -79,10 +82,12 @@ from scoctl.host.budget import Budget
 from scoctl.secrets import remember
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.state import Store
+from scoctl.state.coordination import check_fence, intents_held
 
 log = logging.getLogger(__name__)
 
 CRASH_ENV = "SCOCTL_CRASH_AT"
+PAUSE_ENV = "SCOCTL_PAUSE_AT"
 DEFAULT_WATCH_S = 15.0
 DEFAULT_POLL_S = 1.0
 TAG_CHUNK = 25  # launch tags per `tags-any` poll query (keeps the URL short)
@@ -243,9 +248,13 @@ class _Collected:
 
 
 def crash_point(name: str) -> None:
-    """Test hook: SIGKILL this process when ``SCOCTL_CRASH_AT`` names this point."""
+    """Test hook: SIGKILL this process when ``SCOCTL_CRASH_AT`` names this point; SIGSTOP it,
+    the first time only, when ``SCOCTL_PAUSE_AT`` does."""
     if os.environ.get(CRASH_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(PAUSE_ENV) == name:
+        del os.environ[PAUSE_ENV]
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def new_launch_id() -> str:
@@ -377,6 +386,16 @@ class _Region:
         return self.region.name
 
 
+@contextmanager
+def _fenced(reg: _Region) -> Iterator[None]:
+    """One transaction that writes only while this runner still leads the region (NotLeader
+    otherwise, nothing written): every record after a call is fenced, as the intent before it
+    (DESIGN §15), so a deposed leader never overwrites what the new one decided."""
+    with reg.store.transaction():
+        check_fence(reg.store, reg.name)
+        yield
+
+
 # --------------------------------------------------------------------------- snapshot + decide
 
 
@@ -404,7 +423,7 @@ def _fit(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchPlan]:
     kept, short = clamp_to_headroom(launches, reg.run.config.flavors, reg.cloud.headroom())
     reg.run.out.shortfalls.extend(short)
     if short and not reg.run.dry_run:
-        with reg.store.transaction():
+        with _fenced(reg):
             for s in short:
                 reg.store.append_event(NewEvent(s.workload, "QUOTA_SHORTFALL", "warning", {
                     "pool": s.pool, "wanted": s.wanted, "allowed": s.allowed,
@@ -496,7 +515,7 @@ def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
                           fault=message, quota=True, launch=base.launch_id, servers=0,
                           now=reg.run.clock.now(),
                           negative_cache=reg.run.config.timeouts.negative_cache)
-    with reg.store.transaction():
+    with _fenced(reg):
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
         reg.store.append_event(NewEvent(plan.workload, verdict.token, "warning",
                                         dict(verdict.detail)))
@@ -510,7 +529,7 @@ def _refused(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
              message: str) -> LaunchOutcome:
     """Nova refused the call for good (a 400, a bad image): the launch failed."""
     reg.run.boot.tokens.revoke(base.launch_id)
-    with reg.store.transaction():
+    with _fenced(reg):
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
         reg.store.append_event(NewEvent(plan.workload, "LAUNCH_FAILED", "error", {
             "pool": plan.pool, "launch": base.launch_id, "message": message}))
@@ -524,7 +543,7 @@ def _refused_for_now(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
     so its units are free for the next acquire. A Slurm node stays in its claim: the next
     acquire launches it again."""
     reg.run.boot.tokens.revoke(base.launch_id)
-    with reg.store.transaction():
+    with _fenced(reg):
         reg.store.update_launch(base.launch_id, status=LaunchStatus.FAILED, error=message)
         reg.store.append_event(NewEvent(plan.workload, "LAUNCH_REFUSED", "warning", {
             "pool": plan.pool, "launch": base.launch_id, "message": message,
@@ -540,7 +559,8 @@ def _unsure(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
         found = []
     if found:
         return _record(reg, plan, base.launch_id, found, found[0].reservation_id, adopted=True)
-    reg.store.update_launch(base.launch_id, status=LaunchStatus.INTENT, error=message)
+    with _fenced(reg):
+        reg.store.update_launch(base.launch_id, status=LaunchStatus.INTENT, error=message)
     reg.run.out.problems.append(Problem("nova", reg.region.name, f"{plan.workload}/{plan.pool}",
                                         f"{message} (left in flight)"))
     return replace(base, status=LaunchStatus.INTENT, error=message)
@@ -556,7 +576,7 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
     """Write the servers as instances and the launch as recorded, in one transaction."""
     store, now = reg.store, reg.run.now()
     ordered = sorted(servers, key=lambda s: s.name)
-    with store.transaction():
+    with _fenced(reg):
         for index, server in enumerate(ordered):
             node = plan.node_names[index] if index < len(plan.node_names) else None
             store.upsert_instance(InstanceRecord(
@@ -592,10 +612,12 @@ def _adopt_intents(reg: _Region) -> None:
     intents = [launch for launch in reg.store.launches(status=IN_FLIGHT_LAUNCHES)
                if launch.region == reg.name]
     settle = reg.run.config.timeouts.launch_settle
+    # another runner's call may still be in flight: fail none yet (DESIGN §15)
+    held = intents_held(reg.store, reg.name, reg.run.clock.monotonic())
     for launch in intents:
         found = reg.cloud.servers(tags=[tag(TAG_LAUNCH, launch.launch_id)])
         if not found:
-            if intent_lapsed(launch, reg.run.clock.now(), settle):
+            if not held and intent_lapsed(launch, reg.run.clock.now(), settle):
                 _fail_lapsed(reg, launch, settle)
             continue
         pool = reg.pools.get(launch.pool)
@@ -610,7 +632,7 @@ def _adopt_intents(reg: _Region) -> None:
 def _fail_lapsed(reg: _Region, launch: LaunchRecord, settle: float) -> None:
     """Record a lapsed intent as failed (`core.reconcile.lapsed_intent`)."""
     update, event = lapsed_intent(launch, settle)
-    with reg.store.transaction():
+    with _fenced(reg):
         reg.store.update_launch(update.launch_id, status=update.status, error=update.error)
         reg.store.append_event(NewEvent(event.workload, event.token, event.level,
                                         dict(event.detail)))
@@ -680,7 +702,7 @@ def _poll(reg: _Region, launch_ids: list[str]) -> dict[str, ServerInfo]:
 
 def _sync_statuses(reg: _Region, servers: Mapping[str, ServerInfo]) -> None:
     now = reg.run.now()
-    with reg.store.transaction():
+    with _fenced(reg):
         for server in servers.values():
             known = reg.store.instance(server.id)
             status = NOVA_STATUS.get(server.status, InstanceStatus.ACTIVE)
@@ -711,7 +733,7 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
             fault=fault_text(first), quota=is_quota_fault(first), launch=launch_id,
             servers=len(failed), now=reg.run.clock.now(),
             negative_cache=reg.run.config.timeouts.negative_cache)
-        with reg.store.transaction():
+        with _fenced(reg):
             for server in failed:
                 reg.store.update_instance(InstanceUpdate(server.id, status=InstanceStatus.ERROR,
                                                          fault=verdict.fault))
@@ -747,7 +769,8 @@ def _delete(reg: _Region, server_id: str) -> None:
         # Left in `error`: reconcile deletes it on its next pass.
         log.warning("could not delete ERROR server %s: %s", server_id, exc)
         return
-    reg.store.update_instance(InstanceUpdate(server_id, status=InstanceStatus.DELETING))
+    with _fenced(reg):
+        reg.store.update_instance(InstanceUpdate(server_id, status=InstanceStatus.DELETING))
 
 
 def _launch_of(server: ServerInfo) -> str:

@@ -51,6 +51,7 @@ from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
 from scoctl.state import Store
+from scoctl.state.coordination import check_fence, intents_held
 
 if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
@@ -196,13 +197,15 @@ class _Region:
             k8s_nodes=k8s_nodes, busy_pods=busy, slurm_nodes=slurm_nodes,
             suspended=store.suspended_nodes(), targets=_targets(plans),
             tiers={p.name: p.tier for p in config.pools},
-            orphans_seen=store.orphans_seen(self.region.name))
+            orphans_seen=store.orphans_seen(self.region.name),
+            intents_held=intents_held(store, self.region.name, self.clock.monotonic()))
 
     # -- record ----------------------------------------------------------------------------
 
     def record(self, decision: Decision) -> None:
         store = self.store
         with store.transaction():
+            check_fence(store, self.region.name)  # what a deposed leader saw is not recorded
             for inst in decision.new_instances:
                 store.upsert_instance(inst)
             for update in decision.updates:
@@ -234,11 +237,13 @@ class _Region:
             self.count("delete_error")
             self._note("nova", f"delete {name}", exc)
             return False
-        if instance is None:
-            self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info",
-                                             {"server": server_id, "name": name, "reason": reason}))
-            return True
-        self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
+        with self.store.transaction():
+            check_fence(self.store, self.region.name)  # a record after a call (DESIGN §15)
+            if instance is None:
+                self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info", {
+                    "server": server_id, "name": name, "reason": reason}))
+                return True
+            self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETING))
         try:
             after = self.cloud.server(server_id)
             self.count("read")

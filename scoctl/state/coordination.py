@@ -24,10 +24,16 @@ if TYPE_CHECKING:
 @dataclass
 class Fencing:
     """Who this runner is and the term it leads in each region (kept by its lease keeper):
-    what a shared store's launch intents and deletes are checked against."""
+    what a shared store's launch intents and deletes are checked against. `deadlines[region]`
+    is when that term ends at the latest on this host's monotonic clock (the last renewal's
+    send time + ttl: the database's expiry is never earlier). `held[region]`: until when (the
+    same clock) a launch call of the runner this one took `region` from may still be in flight:
+    no launch intent is failed there before then."""
 
     holder: str
     terms: dict[str, int] = field(default_factory=dict)
+    deadlines: dict[str, float] = field(default_factory=dict)
+    held: dict[str, float] = field(default_factory=dict)
 
 
 class Coordination(Protocol):
@@ -109,6 +115,33 @@ def leases_of(store: Store) -> list[LeaseRecord]:
     """Every region's lease in `store` (none in a SQLite state: one host leads everything)."""
     shared = _shared(store)
     return shared.leases() if shared is not None else []
+
+
+def lease_deadline(store: Store, region: str) -> float | None:
+    """When this runner's term in `region` ends at the latest (`time.monotonic`): its mutating
+    calls there must end by then. None when nothing bounds them (SQLite, an unfenced store);
+    0.0 when it holds no term there."""
+    shared = _shared(store)
+    if shared is None or shared.fencing is None:
+        return None
+    return shared.fencing.deadlines.get(region, 0.0)
+
+
+def intents_held(store: Store, region: str, now: float) -> bool:
+    """At `now` (`time.monotonic`), a launch call of the runner this one took `region` from
+    may still be in flight, so no launch intent may be failed there yet."""
+    shared = _shared(store)
+    if shared is None or shared.fencing is None:
+        return False
+    return now < shared.fencing.held.get(region, 0.0)
+
+
+def check_fence(store: Store, region: str) -> None:
+    """Inside the caller's transaction: this runner still leads `region`, or NotLeader (the
+    transaction writes nothing). A no-op for SQLite, whose fence is its run lock."""
+    shared = _shared(store)
+    if shared is not None:
+        shared.check_fence(region)
 
 
 def record_delete(store: Store, region: str, server_id: str) -> None:

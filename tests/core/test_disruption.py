@@ -137,10 +137,10 @@ def test_a_reclaim_notice_is_never_held_back_but_counts_against_budgets_naming_n
     assert ids(decided.start) == ["a", "b", "c", "d"]
 
 
-def test_every_reason_but_empty_and_underutilized_is_replaced_first() -> None:
+def test_every_reason_but_empty_underutilized_and_late_is_replaced_first() -> None:
     assert set(REPLACE_FIRST) == set(DisruptionReason)
     assert {r for r, first in REPLACE_FIRST.items() if not first} == {
-        EMPTY, DisruptionReason.UNDERUTILIZED}
+        EMPTY, DisruptionReason.UNDERUTILIZED, DisruptionReason.LATE}
     assert make_disruption("a", NOTICED).replace_first
 
 

@@ -322,8 +322,27 @@ def test_a_server_showing_up_after_its_intent_failed_is_adopted_not_an_orphan() 
     late = make_server("s1", launch="l-aaaaaaaaaaaa")
     d = decide(snap(servers=(late,), launches=(failed,)), POLICY, NOW)
     assert [i.id for i in d.new_instances] == ["s1"] and d.orphans == ()
-    assert [(u.launch_id, u.status) for u in d.launch_updates] == [("l-aaaaaaaaaaaa",
-                                                                    "recorded")]
+    # the launch stays failed (its units were launched again): its servers are late
+    assert d.launch_updates == () and tokens(d) == ["LATE_LAUNCH_ADOPTED"]
+    assert d.deletions == ()  # within the plan (10 wanted): kept
+
+
+def test_late_servers_above_the_plan_are_deleted_within_the_disruption_budget() -> None:
+    failed = make_launch("l-aaaaaaaaaaaa", created=60, status="failed")
+    late = tuple(make_server(f"late{i}", launch="l-aaaaaaaaaaaa") for i in range(2))
+    kept = tuple(make_instance(f"k{i}", status="active") for i in range(2))
+    servers = late + tuple(make_server(f"k{i}") for i in range(2))
+    targets = {"web": {"p-spot": 2}}
+    first = decide(snap(servers=servers, instances=kept, launches=(failed,), targets=targets),
+                   POLICY, NOW)
+    assert tokens(first).count("LATE_LAUNCH_ADOPTED") == 1
+    # 10 % of 4 units, rounded up: one at a time, and only the late ones
+    assert [(x.server_id, x.reason) for x in first.deletions] == [
+        ("late0", "late launch: above the plan")]
+    adopted = tuple(first.new_instances)
+    second = decide(snap(servers=servers[1:], instances=kept + adopted[1:],
+                         launches=(failed,), targets=targets), POLICY, NOW)
+    assert [x.server_id for x in second.deletions] == ["late1"]
 
 
 def test_failed_slurm_intent_powers_its_node_down_never_deletes_a_server() -> None:

@@ -55,10 +55,12 @@ def wait_until(read: Callable[[], T], done: Callable[[T], bool], timeout: float,
 
 
 def write_config(directory: Path, *, url: str, password_file: Path, nova_url: str,
-                 project: str, ttl: float, interval_dir: Path, follow: bool = False) -> Path:
+                 project: str, ttl: float, interval_dir: Path, follow: bool = False,
+                 timeouts: str = "") -> Path:
     """One runner's config: the shared database, its own budget_dir and spool; a controller's
     (`follow`) also polls every 0.2 s (its periodic intake sees the claims the test writes
-    into the state), reconciles every second and writes its own metrics textfile."""
+    into the state), reconciles every second and writes its own metrics textfile. `timeouts`:
+    more `timeouts` fields, as YAML flow mapping items (``"api: 2s, launch_settle: 5s"``)."""
     clouds = directory / "clouds.yaml"
     clouds.write_text(
         "clouds:\n  failover:\n    auth_type: admin_token\n"
@@ -67,8 +69,10 @@ def write_config(directory: Path, *, url: str, password_file: Path, nova_url: st
     pools = "".join(
         f"  - {{name: {name}, region: {REGION}, az: nova, flavor: m1.tiny, group: g{i}, "
         f"tier: reclaimable, depth: 1000}}\n" for i, name in enumerate(POOLS))
-    controller = (f"slurm: {{poll: 0.2s}}\ntimeouts: {{reconcile_interval: 1s}}\n"
-                  f"metrics: {{textfile: {interval_dir / 'scoctl.prom'}}}\n") if follow else ""
+    more = f", {timeouts}" if timeouts else ""
+    controller = (f"slurm: {{poll: 0.2s}}\ntimeouts: {{reconcile_interval: 1s{more}}}\n"
+                  f"metrics: {{textfile: {interval_dir / 'scoctl.prom'}}}\n") if follow else (
+        f"timeouts: {{{timeouts}}}\n" if timeouts else "")
     config = directory / "config.yaml"
     config.write_text(f"""{controller}
 state: {url}
@@ -133,6 +137,7 @@ class Fleet:
     ttl: float
     interval: float = 0.2
     mode: str = "interval"  # one of MODES
+    timeouts: str = ""  # more `timeouts` fields for every runner (`write_config`)
     runners: list[Runner] = field(default_factory=list)
     _count: int = 0
 
@@ -147,17 +152,19 @@ class Fleet:
                                         password_file=self.password_file,
                                         nova_url=self.emulator.url, project=self.project,
                                         ttl=self.ttl, interval_dir=directory,
-                                        follow=self.mode == "follow"))
+                                        follow=self.mode == "follow",
+                                        timeouts=self.timeouts))
 
-    def start(self) -> Runner:
-        """A new runner process (a new host, as far as the others can tell)."""
+    def start(self, hooks: dict[str, str] | None = None) -> Runner:
+        """A new runner process (a new host, as far as the others can tell); `hooks`: more
+        environment (a test hook such as ``SCOCTL_PAUSE_AT``)."""
         self._count += 1
         name = f"r{self._count}"
         directory = self.root / name
         config = self.config_for(directory)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SCOCTL_", "SLURM_", "KUBECONFIG", "PG"))}
-        env.update(PYTHONPATH=str(REPO), HOME=str(directory))
+        env.update(PYTHONPATH=str(REPO), HOME=str(directory), **(hooks or {}))
         log = directory / "run.log"
         how = ["--follow"] if self.mode == "follow" else ["--interval", f"{self.interval}s"]
         with log.open("wb") as out:

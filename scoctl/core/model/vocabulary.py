@@ -59,6 +59,7 @@ class DisruptionReason(StrEnum):
     REBALANCED = "rebalanced"
     UNHEALTHY = "unhealthy"
     NOTICED = "noticed"
+    LATE = "late"  # a unit of a launch failed before its servers appeared: above the plan
 
 
 # Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones

@@ -179,17 +179,22 @@ class PostgresStore(SqliteStore):
         except BaseException:
             raw.close()
             raise
-        store = cls(PgConnection(raw), url, clock or SystemClock())
+        # a lost connection (a PostgreSQL restart) is opened again on next use (`dialect`)
+        conn = PgConnection(raw, shown=shown,
+                            reopen=lambda: connect(url, password_file=password_file))
+        store = cls(conn, url, clock or SystemClock())
         if version < len(PG_MIGRATIONS):
             store.migrated_from = version
         return store
 
     def _migrate(self, current: int) -> None:
-        run_pg_migrations(self.pg.raw, current)
-        self.pg.refresh_catalog()
+        with self.pg.guard():
+            run_pg_migrations(self.pg.raw, current)
+            self.pg.refresh_catalog()
 
     def schema_version(self) -> int:
-        return _schema_version(self.pg.raw)
+        with self.pg.guard():
+            return _schema_version(self.pg.raw)
 
     def close(self) -> None:
         self.pg.close()
@@ -200,7 +205,8 @@ class PostgresStore(SqliteStore):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Self]:
         """One write transaction, behind the write lock; re-entrant; rolls back on any
-        exception (a lost connection too: TemporaryError)."""
+        exception (a lost connection too: TemporaryError, and the next transaction opens a new
+        one — never this one, whose statements were lost with it)."""
         if self._depth:
             self._depth += 1
             try:
@@ -208,9 +214,11 @@ class PostgresStore(SqliteStore):
             finally:
                 self._depth -= 1
             return
-        raw = self.pg.raw
+        with self.pg.guard():
+            raw = self.pg.raw
         try:
             raw.execute("BEGIN")
+            self.pg.pinned = True
             raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
         except psycopg.OperationalError as exc:
             self._rollback()
@@ -228,17 +236,20 @@ class PostgresStore(SqliteStore):
         except psycopg.OperationalError as exc:
             raise TemporaryError(f"state {self.shown}: commit failed: "
                                  f"{scrub(str(exc)).strip()}") from None
+        finally:
+            self.pg.pinned = False
 
     def _rollback(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self.pg.raw.execute("ROLLBACK")
+        self.pg.pinned = False
 
     # -- retention (dialect-specific: the day-before-newest floor, no rowid) ------------------
 
     def prune_events(self, before: str, limit: int) -> int:
         """Delete up to `limit` of the oldest events older than `before` and than a day before
         the newest event (the schema's trigger enforces both); returns how many went."""
-        with self.transaction():
+        with self.transaction(), self.pg.guard():
             raw = self.pg.raw
             raw.execute("INSERT INTO events_prune (only_row, before) VALUES (1, %s) "
                         "ON CONFLICT (only_row) DO UPDATE SET before = EXCLUDED.before",
@@ -255,7 +266,7 @@ class PostgresStore(SqliteStore):
             return 0
         key = ", ".join(self.pg.catalog.keys[table])
         marks = ", ".join(["%s"] * len(statuses))
-        with self.transaction():
+        with self.transaction(), self.pg.guard():
             cursor = self.pg.raw.execute(
                 f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
                 f"WHERE status IN ({marks}) AND updated < %s ORDER BY updated LIMIT %s)",
@@ -266,12 +277,20 @@ class PostgresStore(SqliteStore):
 
     def leases(self) -> list[LeaseRecord]:
         """Every region's lease (who leads it, in which term, until when)."""
-        return leases.read_leases(self.pg.raw)
+        with self.pg.guard():
+            return leases.read_leases(self.pg.raw)
+
+    def check_fence(self, region: str) -> None:
+        """Inside a write transaction: NotLeader unless this runner still leads `region`
+        (a store nobody fenced checks nothing)."""
+        assert self._depth, "the fence is checked inside the transaction it guards"
+        self._fence(region)
 
     def _fence(self, region: str) -> None:
         if self.fencing is not None:
-            leases.check_fence(self.pg.raw, region, self.fencing.holder,
-                               self.fencing.terms.get(region))
+            with self.pg.guard():
+                leases.check_fence(self.pg.raw, region, self.fencing.holder,
+                                   self.fencing.terms.get(region))
 
     def add_launch(self, launch: LaunchRecord) -> None:
         """Record a launch intent, fenced: NotLeader (nothing written) once this runner's
@@ -282,7 +301,7 @@ class PostgresStore(SqliteStore):
 
     def record_delete(self, region: str, server_id: str) -> None:
         """Record, fenced, that this runner is about to delete `server_id` in `region`."""
-        with self.transaction():
+        with self.transaction(), self.pg.guard():
             self._fence(region)
             if self.fencing is None:
                 return

@@ -17,17 +17,26 @@ opens, so the translation never holds a second copy of the schema. Any other SQL
 construct (a PRAGMA, ``INSERT OR ROLLBACK`` …) is refused with a message saying so: a new query
 in that dialect needs an override in `scoctl.state.postgresql`, and the tests that run the
 state suite on both backends find it.
+
+A lost connection (a PostgreSQL restart: ``AdminShutdown``, "the connection is closed") is
+mapped here, once, to `TemporaryError` (`PgConnection.guard`): the caller retries on its next
+tick, and the next statement outside a transaction opens a new connection (`reopen`). Inside a
+transaction it never does: the statements before the loss were rolled back with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+
+from scoctl.errors import TemporaryError
+from scoctl.secrets import scrub
 
 _OR = re.compile(r"^\s*INSERT\s+OR\s+(\w+)\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE | re.DOTALL)
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(", re.IGNORECASE)
@@ -116,11 +125,37 @@ class PgCursor:
 
 
 class PgConnection:
-    """The part of `sqlite3.Connection` the SQLite table groups use, over psycopg 3."""
+    """The part of `sqlite3.Connection` the SQLite table groups use, over psycopg 3.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.raw = conn
+    `reopen` opens a new connection when the last one was lost; `shown` names the database
+    in messages (never a password); `pinned` (set by the store's transaction) forbids it."""
+
+    def __init__(self, conn: psycopg.Connection[Any], *,
+                 reopen: Callable[[], psycopg.Connection[Any]] | None = None,
+                 shown: str = "") -> None:
+        self._raw = conn
+        self._reopen = reopen
+        self.shown = shown
+        self.pinned = False
         self.catalog = Catalog.read(conn)
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        """The live connection: a new one when the last was lost, outside a transaction
+        (TemporaryError when the database cannot be reached yet)."""
+        if (self._raw.closed or self._raw.broken) and self._reopen is not None \
+                and not self.pinned:
+            self._raw.close()
+            self._raw = self._reopen()
+        return self._raw
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """psycopg's errors of a lost or unusable connection as TemporaryError."""
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise TemporaryError(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
 
     def refresh_catalog(self) -> None:
         """Re-read keys and identity columns (after a migration created tables)."""
@@ -133,8 +168,9 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         text, returning = self.translate(sql, bool(params))
-        cur = self.raw.execute(text, list(params) if params else None)
-        rows = cur.fetchall() if cur.description is not None else []
+        with self.guard():
+            cur = self.raw.execute(text, list(params) if params else None)
+            rows = cur.fetchall() if cur.description is not None else []
         lastrowid = int(rows[0][0]) if returning and rows else None
         return PgCursor([] if returning else rows, lastrowid, cur.rowcount,
                         None if returning else cur.description)
@@ -146,11 +182,11 @@ class PgConnection:
         text, returning = self.translate(sql)
         if returning:
             text = text.rsplit(" RETURNING ", 1)[0]
-        with self.raw.cursor() as cur:
+        with self.guard(), self.raw.cursor() as cur:
             cur.executemany(text, batch)
 
     def close(self) -> None:
-        self.raw.close()
+        self._raw.close()
 
 
 class PgTable:
@@ -168,10 +204,11 @@ class PgTable:
         key = self.conn.catalog.keys.get(self.name, (pk,) if isinstance(pk, str) else pk)
         others = [c for c in row if c not in key]
         sets = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in others)
-        self.conn.raw.execute(
-            f"INSERT INTO {self.name} ({', '.join(row)}) "
-            f"VALUES ({', '.join(['%s'] * len(row))}) ON CONFLICT ({', '.join(key)}) "
-            + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING"), list(row.values()))
+        with self.conn.guard():
+            self.conn.raw.execute(
+                f"INSERT INTO {self.name} ({', '.join(row)}) "
+                f"VALUES ({', '.join(['%s'] * len(row))}) ON CONFLICT ({', '.join(key)}) "
+                + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING"), list(row.values()))
 
 
 class PgDatabase:
@@ -182,7 +219,7 @@ class PgDatabase:
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[dict[str, Any]]:
         text = self.conn.translate(sql, bool(params))[0]
-        with self.conn.raw.cursor(row_factory=dict_row) as cur:
+        with self.conn.guard(), self.conn.raw.cursor(row_factory=dict_row) as cur:
             cur.execute(text, list(params) if params else None)
             rows = cur.fetchall()
         return iter(rows)
