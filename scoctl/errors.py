@@ -9,7 +9,8 @@
     └── ApiError                 an outside API failed after bounded retries, exit 1
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
         │   ├── Refused          a create turned away before any work (429 to the last attempt)
-        │   └── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
+        │   ├── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
+        │   └── StateUnavailable the state's database cannot be reached now (a restart)
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -107,6 +108,11 @@ class TemporaryError(ApiError):
     def __init__(self, message: str, delay: float | None = None) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class StateUnavailable(TemporaryError):
+    """The state's database cannot be reached now (restarting, the connection lost): the
+    runner reconnects with back-off. Counted as a ``state`` outage, never as a cloud's."""
 
 
 class Refused(TemporaryError):

@@ -37,7 +37,7 @@ from scoctl.core import controller as schedule
 from scoctl.core.model import NewEvent
 from scoctl.core.model.problems import Api, Problem
 from scoctl.core.reconcile import BOOTING, LIVE
-from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError
+from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError, StateUnavailable
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.services.latency import claim_sizes, record_progress, record_sightings
@@ -405,8 +405,9 @@ class Pass:
             result, problems, detail = body()
         except ApiError as exc:
             log.warning("%s failed: %s", name, exc)
+            failed: Api = "state" if isinstance(exc, StateUnavailable) else api
             self.reports.append(StepReport(name, time.perf_counter() - t0, False,
-                                           (Problem.of(exc, api=api),)))
+                                           (Problem.of(exc, api=failed),)))
             return None
         self.reports.append(StepReport(name, time.perf_counter() - t0, not problems,
                                        tuple(problems), detail=detail, result=result))

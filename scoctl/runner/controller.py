@@ -428,10 +428,7 @@ class Steps:
         mark = len(one.reports)
         watched = one.intake(sources, live_pods=o.live_pods())
         problems = problems_of(one.reports[mark:])
-        for name in sources:
-            api: Api = "kubernetes" if name == "k8s" else "slurm"
-            found = first_of(problems, api)
-            o.api(api, None if found is None else str(found))
+        self.heard(problems, ["kubernetes" if name == "k8s" else "slurm" for name in sources])
         self.pending.update(pending_of(watched))
         changed = watched.changed if watched is not None else []
         if watched is not None:  # the objects' own times over the watch events' (DESIGN §13)
@@ -449,11 +446,9 @@ class Steps:
         problems = problems_of(one.reports[mark:])
         if planned is not None:
             self.plan_seconds = planned.seconds
-        nova = first_of(problems, "nova")
-        if acquired is None:
-            o.api("nova", None if nova is None else str(nova))
-        elif acquired.problems or acquired.launches:  # no launch, no call: no news about Nova
-            o.api("nova", None if nova is None else str(nova))
+        # no launch, no call: no news about Nova
+        self.heard(problems, ["nova"] if acquired is None or acquired.problems
+                   or acquired.launches else [])
         if acquired is not None and planned is not None:
             self.acquired = planned.generation
         o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
@@ -466,10 +461,10 @@ class Steps:
         mark = len(one.reports)
         one.reconcile()
         problems = problems_of(one.reports[mark:])
-        for api in ("nova", "kubernetes", "slurm"):
-            if api == "nova" or (o.cached if api == "kubernetes" else o.scheduler):
-                found = first_of(problems, api)
-                o.api(api, None if found is None else str(found))
+        apis: list[Api] = ["nova"]
+        apis += ["kubernetes"] if o.cached else []
+        apis += ["slurm"] if o.scheduler else []
+        self.heard(problems, apis)
         told = next((r.detail for r in one.reports[mark:] if r.name == "notice" and r.detail),
                     None)
         view = (FleetView(told["booting"], told["noticed"], told["reclaimable"])
@@ -480,6 +475,18 @@ class Steps:
                                             booting=view.booting or view.noticed,
                                             replan=bool(o.store.dirty()),
                                             reclaimable=view.reclaimable)
+
+    def heard(self, problems: Sequence[Problem], apis: Sequence[Api]) -> None:
+        """Fold what a step learnt of `apis` into the outages: each API a problem names is
+        down; the others answered — unless the state itself failed, which cut the step short
+        before they were asked (no news of them then). The state is always heard of."""
+        o = self.owner
+        state = first_of(problems, "state")
+        o.api("state", None if state is None else str(state))
+        for api in apis:
+            found = first_of(problems, api)
+            if found is not None or state is None:
+                o.api(api, None if found is None else str(found))
 
     def plan_unacquired(self) -> bool:
         """A plan generation another runner committed that no acquire here has run after."""

@@ -7,6 +7,7 @@ stages always printed (``region: what: error``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +35,6 @@ class Problem:
         return cls(api, region, what, str(exc))
 
 
-def first_of(problems: tuple[Problem, ...] | list[Problem], api: Api) -> Problem | None:
+def first_of(problems: Iterable[Problem], api: Api) -> Problem | None:
     """The first of `problems` that `api` caused, or None: that API answered."""
     return next((p for p in problems if p.api == api), None)

@@ -36,7 +36,7 @@ import psycopg
 
 from scoctl.clock import Clock, SystemClock
 from scoctl.core.model import LaunchRecord, LeaseRecord
-from scoctl.errors import StateError, TemporaryError
+from scoctl.errors import StateError, StateUnavailable
 from scoctl.secrets import scrub
 from scoctl.state.coordination import Fencing
 from scoctl.state.postgresql import leases
@@ -98,7 +98,7 @@ def connect(url: str, *, password_file: Path | None = None,
                                application_name=f"{application} {socket.gethostname()}:"
                                                 f"{os.getpid()}", **extra)
     except psycopg.Error as exc:
-        raise TemporaryError(f"state {shown}: cannot connect: "
+        raise StateUnavailable(f"state {shown}: cannot connect: "
                              f"{scrub(str(exc)).strip()}") from None
     conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
     conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
@@ -222,7 +222,7 @@ class PostgresStore(SqliteStore):
             raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
         except psycopg.OperationalError as exc:
             self._rollback()
-            raise TemporaryError(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
+            raise StateUnavailable(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
         self._depth = 1
         try:
             yield self
@@ -234,7 +234,7 @@ class PostgresStore(SqliteStore):
         try:
             raw.execute("COMMIT")
         except psycopg.OperationalError as exc:
-            raise TemporaryError(f"state {self.shown}: commit failed: "
+            raise StateUnavailable(f"state {self.shown}: commit failed: "
                                  f"{scrub(str(exc)).strip()}") from None
         finally:
             self.pg.pinned = False

@@ -18,7 +18,7 @@ import psycopg
 
 from scoctl.core.lease import LeaseDecision
 from scoctl.core.model import LeaseRecord
-from scoctl.errors import TemporaryError
+from scoctl.errors import StateUnavailable
 from scoctl.secrets import scrub
 from scoctl.state.postgresql import connect, display_url, leases
 
@@ -47,7 +47,7 @@ class PgCoordination:
                 if self._conn is not None:
                     self._conn.close()
                 self._conn = None  # reconnect on the next call
-                raise TemporaryError(f"state {display_url(self.url)}: "
+                raise StateUnavailable(f"state {display_url(self.url)}: "
                                      f"{scrub(str(exc)).strip()}") from None
 
     def take(self, region: str, holder: str, mine: int | None, ttl: float) -> LeaseDecision:

@@ -35,7 +35,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from scoctl.errors import TemporaryError
+from scoctl.errors import StateUnavailable
 from scoctl.secrets import scrub
 
 _OR = re.compile(r"^\s*INSERT\s+OR\s+(\w+)\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE | re.DOTALL)
@@ -155,7 +155,7 @@ class PgConnection:
         try:
             yield
         except psycopg.OperationalError as exc:
-            raise TemporaryError(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
+            raise StateUnavailable(f"state {self.shown}: {scrub(str(exc)).strip()}") from None
 
     def refresh_catalog(self) -> None:
         """Re-read keys and identity columns (after a migration created tables)."""
