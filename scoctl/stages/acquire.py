@@ -422,12 +422,15 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
         slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
     files, settings = reg.run.boot, reg.run.config.bootstrap
+    slurm_node = bool(plan.node_names)
     secret = None if reg.run.dry_run else files.tokens.credential(
-        launch_id, plan.workload, slurm_node=bool(plan.node_names))
-    secret = secret or files.secret()
+        launch_id, plan.workload, slurm_node=slurm_node)
+    # each node gets only what it uses: slurmd joins by its node name, so a Slurm CLOUD node
+    # carries no Kubernetes join secret, endpoint or CA hash
+    secret = None if slurm_node else secret or files.secret()
     user_data = render_user_data(files.template(), contract, secret,
-                                 join_endpoint=settings.api_endpoint,
-                                 join_ca_hash=settings.ca_cert_hash)
+                                 join_endpoint=None if slurm_node else settings.api_endpoint,
+                                 join_ca_hash=None if slurm_node else settings.ca_cert_hash)
     tags = launch_tags(plan, launch_id)
     check_tags(tags)
     launch = reg.run.config.launch_settings(reg.region)
