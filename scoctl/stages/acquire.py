@@ -37,7 +37,6 @@ import secrets
 import signal
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from typing import Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
@@ -280,20 +279,6 @@ def networks_of(launch: LaunchSettings) -> Networks:
     return tuple(nets)
 
 
-def user_data_template(config: Config) -> str:
-    """The configured template (bootstrap.user_data_template), else the packaged one."""
-    path = config.bootstrap.user_data_template
-    if path is None:
-        return resources.files("scoctl.data").joinpath("user-data.yaml").read_text("utf-8")
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("cannot read the user-data template: "
-                          f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
-                          file=config.source_name,
-                          field="bootstrap.user_data_template") from exc
-
-
 def join_secret(config: Config) -> str | None:
     """The join secret, read at render time; a missing file means none (with a warning)."""
     path = config.bootstrap.join_secret_file
@@ -322,7 +307,7 @@ class BootFiles:
 
     def template(self) -> str:
         if self._template is None:
-            self._template = user_data_template(self.config)
+            self._template = self.config.user_data_template()
         return self._template
 
     def secret(self) -> str | None:
