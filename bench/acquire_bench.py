@@ -53,6 +53,7 @@ pools:
 {pool_lines}ranking: {{id: r-bench, scores: {{tiny.p00: 0.5}}}}
 workloads:
   - {{name: bench, contract: T1, source: k8s}}
+bootstrap: {{api_endpoint: '127.0.0.1:6443', ca_cert_hash: 'sha256:{"ab" * 32}'}}
 """)
     return config
 

@@ -65,6 +65,7 @@ pools: [{{name: c4.2xlarge.az1.spot, region: region-a, az: az1, flavor: c4.2xlar
          group: row-a, tier: reclaimable, depth: 100000}}]
 ranking: {{id: r-1, scores: {{c4.2xlarge.az1.spot: 0.9}}}}
 kubernetes: {{kubeconfig: {kubeconfig}, context: scoctl-sim}}
+bootstrap: {{api_endpoint: '127.0.0.1:6443', ca_cert_hash: 'sha256:{"ab" * 32}'}}
 """, encoding="utf-8")
     return load_config(path)
 

@@ -146,6 +146,7 @@ def write_config(directory: Path, kubeconfig: Path, rnd: random.Random) -> Path:
         "  T3: {floor: 0.0, pool_cap: 0.50, group_cap: 1.0, min_pools: 2}",
         "ranking:", "  id: r-karpenter", "  scores:", *scores,
         f"kubernetes: {{kubeconfig: {kubeconfig}, context: scoctl-sim}}",
+        f"bootstrap: {{api_endpoint: '127.0.0.1:6443', ca_cert_hash: 'sha256:{'ab' * 32}'}}",
     ]) + "\n", encoding="utf-8")
     return path
 

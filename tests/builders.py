@@ -21,10 +21,19 @@ if TYPE_CHECKING:
     from scoctl.config.schema import Config
     from scoctl.core.model import Source
 
+# What a config that serves Kubernetes with the bundled user-data template must give
+# (`bootstrap.api_endpoint` / `bootstrap.ca_cert_hash`, DESIGN §11): the API a node's kubeadm
+# join reaches and the CA hash its discovery checks. Tests never run kubeadm: any well-formed
+# pair will do.
+JOIN_ENDPOINT = "127.0.0.1:6443"
+JOIN_CA_HASH = "sha256:" + "ab" * 32
+JOIN_FIELDS = f"api_endpoint: '{JOIN_ENDPOINT}', ca_cert_hash: '{JOIN_CA_HASH}'"
+BOOTSTRAP = f"bootstrap: {{{JOIN_FIELDS}}}\n"
 
-def nova_config(tmp_path: Path, cloud: str, *, extra: str = "") -> Path:
+
+def nova_config(tmp_path: Path, cloud: str, *, extra: str = "", bootstrap: str = "") -> Path:
     """One region on the `cloud` entry of tmp_path/clouds.yaml, one m1.tiny pool, workload
-    `web`; `extra` is appended YAML."""
+    `web`; `extra` is appended YAML, `bootstrap` more fields of the `bootstrap` mapping."""
     path = tmp_path / "config.yaml"
     path.write_text(textwrap.dedent(f"""\
         state: {tmp_path / "state.db"}
@@ -42,6 +51,7 @@ def nova_config(tmp_path: Path, cloud: str, *, extra: str = "") -> Path:
         ranking: {{id: r-1, scores: {{tiny.a: 0.5}}}}
         workloads:
           - {{name: web, contract: T1, source: k8s}}
+        bootstrap: {{{JOIN_FIELDS}{", " + bootstrap if bootstrap else ""}}}
         """) + extra, encoding="utf-8")
     return path
 

@@ -50,6 +50,7 @@ from scoctl.core.quantity import (
     parse_resources,
 )
 from scoctl.core.retention import EVENTS_FLOOR
+from scoctl.core.userdata import JOIN_PLACEHOLDERS, placeholders
 from scoctl.errors import ConfigError, UsageError
 
 DEFAULT_CONFIG = Path("/etc/scoctl/config.yaml")
@@ -337,6 +338,21 @@ class Config:
                 or self.slurm.cloud_partitions or hints.slurm_client):
             out.append("slurm")
         return tuple(out)
+
+    @property
+    def serves_kubernetes(self) -> bool:
+        """The config alone says scoctl launches Kubernetes nodes: it names the cluster
+        (`sources()` without host hints has k8s) or a workload has source k8s (the default)."""
+        return "k8s" in self.sources() or any(w.source == "k8s" for w in self.workloads)
+
+    def user_data_template(self) -> str:
+        """The text of `bootstrap.user_data_template`, else the bundled template; ConfigError
+        naming the field when it cannot be read."""
+        try:
+            return _template_text(self.bootstrap.user_data_template)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(_unreadable(exc), file=self.source_name,
+                              field="bootstrap.user_data_template") from exc
 
     @property
     def slurm_gpu_resource(self) -> str:
@@ -755,6 +771,49 @@ def _bootstrap(r: _Reader, root: Mapping[str, Any]) -> Bootstrap:
     return bootstrap
 
 
+def _template_text(path: Path | None) -> str:
+    if path is None:
+        from importlib import resources  # only a launch or a config lacking join fields
+
+        return resources.files("scoctl.data").joinpath("user-data.yaml").read_text("utf-8")
+    return path.read_text(encoding="utf-8")
+
+
+def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    return ("cannot read the user-data template: "
+            f"{getattr(exc, 'strerror', None) or 'not UTF-8'}")
+
+
+JOIN_FIELD_HINTS = {
+    "api_endpoint": "the host:port of the Kubernetes API the nodes join",
+    "ca_cert_hash": "the sha256:<hex> of the cluster CA that "
+                    "`kubeadm token create --print-join-command` prints",
+}
+
+
+def _joinable(r: _Reader, config: Config) -> None:
+    """A config that serves Kubernetes (`Config.serves_kubernetes`) gives each field its
+    user-data template hands the node's ``kubeadm join`` (`JOIN_PLACEHOLDERS`), else every
+    Kubernetes node it launches fails to join; the template is read only when one is missing."""
+    if not config.serves_kubernetes:
+        return
+    missing = [(name, placeholder) for name, placeholder in JOIN_PLACEHOLDERS.items()
+               if getattr(config.bootstrap, name) is None]
+    if not missing:
+        return
+    try:
+        used = placeholders(_template_text(config.bootstrap.user_data_template))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise r.fail(("bootstrap", "user_data_template"), _unreadable(exc)) from exc
+    for name, placeholder in missing:
+        if placeholder in used:
+            raise r.fail(("bootstrap", name), (
+                "is required: the config serves Kubernetes (kubernetes.kubeconfig or "
+                "kubernetes.context is set, or a workload has source k8s) and the user-data "
+                f"template hands ${placeholder} to the node's kubeadm join; give "
+                f"{JOIN_FIELD_HINTS[name]} (or a user_data_template without ${placeholder})"))
+
+
 def _timeouts(r: _Reader, root: Mapping[str, Any]) -> Timeouts:
     timeouts = Timeouts(**r.settings(_section(r, root, "timeouts"), ("timeouts",), Timeouts))
     for name in ("api", "run"):  # 0 would mean "no time at all", not "no limit"
@@ -800,7 +859,8 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
 
     One small reader per section, then the top-level fields in `Config`'s order (`_top_level`);
-    they run in the order below, so the first bad field (in that order) is the one reported.
+    they run in the order below, so the first bad field (in that order) is the one reported;
+    then the checks across sections (`_joinable`).
     """
     r = _Reader(doc)
     root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
@@ -811,7 +871,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     flavors = _flavors(r, root, reserve)
     contracts = _contracts(r, root)
     pools = _pools(r, root, regions, flavors)
-    return Config(
+    config = Config(
         path=path,
         ranking=_ranking_section(r, root),
         workloads=_workloads(r, root, contracts),
@@ -831,6 +891,8 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         retention=_retention(r, root),
         **_top_level(r, root),
     )
+    _joinable(r, config)  # across sections: once every field is read
+    return config
 
 
 def _top_level(r: _Reader, root: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ learning a template language. Variables:
 * ``$slurm_node_name`` / ``$slurm_features``: for Slurm CLOUD nodes (empty otherwise)
 * ``$workload``, ``$contract``, ``$pool``, ``$generation``, ``$reclaimable``, ``$launch``
 * ``$join_secret``: the join credential — a short-lived bootstrap token per Kubernetes launch
-  (`core.jointoken`), else the secret read from ``bootstrap.join_secret_file``. It is in the
+  (`core.jointoken`), else the secret read from ``bootstrap.join_secret_file``; empty for a
+  Slurm CLOUD node, as are the two below (slurmd joins by its node name). It is in the
   rendered text only: never logged, never stored (`redacted` gives a copy safe to print).
 * ``$join_endpoint`` / ``$join_ca_hash``: the Kubernetes API the node joins and the CA hash
   kubeadm's discovery checks (``bootstrap.api_endpoint`` / ``bootstrap.ca_cert_hash``)
@@ -35,6 +36,9 @@ from scoctl.errors import ConfigError
 NOVA_USER_DATA_LIMIT = 65535
 RECLAIMABLE_TAINT = "reclaimable=true:NoSchedule"
 LABEL_PREFIX = "sco/"
+# The placeholder that hands a Kubernetes node each of kubeadm's discovery settings, by the
+# `bootstrap` field that fills it: a template that uses one needs that field
+JOIN_PLACEHOLDERS = {"api_endpoint": "join_endpoint", "ca_cert_hash": "join_ca_hash"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,11 @@ def template_variables(contract: BootContract, join_secret: str | None, *,
         "join_endpoint": join_endpoint or "",
         "join_ca_hash": join_ca_hash or "",
     }
+
+
+def placeholders(template: str) -> frozenset[str]:
+    """The ``$name`` / ``${name}`` placeholders `template` uses (``$$name`` is a literal)."""
+    return frozenset(Template(template).get_identifiers())
 
 
 def render_user_data(template: str, contract: BootContract, join_secret: str | None, *,

@@ -40,7 +40,6 @@ import signal
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from typing import Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
@@ -289,20 +288,6 @@ def networks_of(launch: LaunchSettings) -> Networks:
     return tuple(nets)
 
 
-def user_data_template(config: Config) -> str:
-    """The configured template (bootstrap.user_data_template), else the packaged one."""
-    path = config.bootstrap.user_data_template
-    if path is None:
-        return resources.files("scoctl.data").joinpath("user-data.yaml").read_text("utf-8")
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("cannot read the user-data template: "
-                          f"{getattr(exc, 'strerror', None) or 'not UTF-8'}",
-                          file=config.source_name,
-                          field="bootstrap.user_data_template") from exc
-
-
 def join_secret(config: Config) -> str | None:
     """The join secret, read at render time; a missing file means none (with a warning)."""
     path = config.bootstrap.join_secret_file
@@ -331,7 +316,7 @@ class BootFiles:
 
     def template(self) -> str:
         if self._template is None:
-            self._template = user_data_template(self.config)
+            self._template = self.config.user_data_template()
         return self._template
 
     def secret(self) -> str | None:
@@ -441,12 +426,15 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
         slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
     files, settings = reg.run.boot, reg.run.config.bootstrap
+    slurm_node = bool(plan.node_names)
     secret = None if reg.run.dry_run else files.tokens.credential(
-        launch_id, plan.workload, slurm_node=bool(plan.node_names))
-    secret = secret or files.secret()
+        launch_id, plan.workload, slurm_node=slurm_node)
+    # each node gets only what it uses: slurmd joins by its node name, so a Slurm CLOUD node
+    # carries no Kubernetes join secret, endpoint or CA hash
+    secret = None if slurm_node else secret or files.secret()
     user_data = render_user_data(files.template(), contract, secret,
-                                 join_endpoint=settings.api_endpoint,
-                                 join_ca_hash=settings.ca_cert_hash)
+                                 join_endpoint=None if slurm_node else settings.api_endpoint,
+                                 join_ca_hash=None if slurm_node else settings.ca_cert_hash)
     tags = launch_tags(plan, launch_id)
     check_tags(tags)
     launch = reg.run.config.launch_settings(reg.region)

@@ -45,7 +45,7 @@ from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.stages.acquire import AcquireResult
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store, open_store
-from tests.builders import held_units
+from tests.builders import JOIN_FIELDS, held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 pytestmark = pytest.mark.nova
@@ -89,7 +89,7 @@ ranking: {{id: r-1, scores: {{big.a: 0.99, small.a: 0.6, tiny.a: 0.5, tiny.res: 
 workloads:
   - {{name: web, contract: T1, source: k8s}}
   - {{name: hpc, contract: T1, source: slurm}}
-bootstrap: {{join_secret_file: {tmp / "join-token"}}}
+bootstrap: {{join_secret_file: {tmp / "join-token"}, {JOIN_FIELDS}}}
 """)
     return path
 

@@ -21,6 +21,7 @@ import pytest
 from scoctl.services.claims import record_claim
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.state import open_store
+from tests.builders import BOOTSTRAP
 from tests.fixtures.nova import write_clouds_yaml
 from tests.fixtures.silent import SilentServer
 
@@ -56,7 +57,7 @@ contracts: {{T1: {{floor: 0, pool_cap: 1.0, group_cap: 1.0, min_pools: 2}}}}
 ranking: {{id: r-1, scores: {{tiny.a: 0.5, tiny.b: 0.4}}}}
 workloads: [{{name: web, contract: T1, source: k8s}}]
 timeouts: {timeouts}
-""" + extra)
+{BOOTSTRAP}""" + extra)
     (tmp / "claims.yaml").write_text(
         "claims:\n  - {workload: web, requests: {cpu: 4, memory: 2Gi}, "
         "largest_pod: {cpu: 1, memory: 512Mi}, pods: 4}\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node
 from scoctl.state import open_store
+from tests.builders import BOOTSTRAP
 
 
 def what_if_config(tmp_path: Path, kubeconfig: Path) -> Path:
@@ -30,7 +31,7 @@ ranking: {{id: r-1, scores: {{c16.az1.spot: 0.9}}}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
 kubernetes: {{kubeconfig: {kubeconfig}}}
-""", encoding="utf-8")
+{BOOTSTRAP}""", encoding="utf-8")
     return path
 
 

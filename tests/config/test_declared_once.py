@@ -28,6 +28,7 @@ from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import Contract
 from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM
 from scoctl.errors import ConfigError
+from tests.builders import BOOTSTRAP, JOIN_CA_HASH, JOIN_ENDPOINT
 
 SMALLEST = """\
 regions: [{name: r1}]
@@ -40,7 +41,9 @@ workloads: [{name: w1}]
 
 
 def smallest(extra: str = "") -> Config:
-    return parse_config(load_located(SMALLEST + extra, "c.yaml"), path=None)
+    # w1 serves Kubernetes (source k8s by default), so the bundled user-data template needs
+    # the two join fields: the only settings the smallest config must give
+    return parse_config(load_located(SMALLEST + extra + BOOTSTRAP, "c.yaml"), path=None)
 
 
 def test_a_config_that_sets_nothing_gets_every_dataclass_default():
@@ -48,8 +51,11 @@ def test_a_config_that_sets_nothing_gets_every_dataclass_default():
     sections = {"timeouts": Timeouts, "retention": Retention, "intake": Intake,
                 "gate": GateSettings, "lease": Lease, "kubernetes": KubernetesSettings,
                 "slurm": SlurmSettings, "bootstrap": Bootstrap}
+    given = {"bootstrap": {"api_endpoint": JOIN_ENDPOINT, "ca_cert_hash": JOIN_CA_HASH}}
     for section, settings in sections.items():
-        assert getattr(config, section) == settings(), section
+        assert getattr(config, section) == settings(**given.get(section, {})), section
+    slurm_only = SMALLEST.replace("{name: w1}", "{name: w1, source: slurm}")
+    assert parse_config(load_located(slurm_only, "c.yaml"), path=None).bootstrap == Bootstrap()
     assert config.contracts["T1"] == Contract(name="T1")
     assert config.workloads == (WorkloadSpec(name="w1"),)
     defaults = {f.name: default_of(f) for f in dataclasses.fields(Config) if spec_of(f)}

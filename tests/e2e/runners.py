@@ -27,6 +27,7 @@ from scoctl.core.model import LeaseRecord
 from scoctl.services.claims import record_claim
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from scoctl.state.postgresql import PostgresStore
+from tests.builders import BOOTSTRAP
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "region-a"
@@ -94,7 +95,7 @@ contracts:
   T1: {{floor: 0, pool_cap: 1.0, group_cap: 1.0, min_pools: 1, strict: false}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
-""")
+{BOOTSTRAP}""")
     return config
 
 

@@ -32,6 +32,7 @@ from scoctl.adapters.nova import NovaCloud
 from scoctl.core.model import ServerInfo
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID
+from tests.builders import JOIN_FIELDS
 from tests.fixtures.nova import RealNova, write_clouds_yaml
 from tests.fixtures.postgres import PgState
 
@@ -141,7 +142,7 @@ contracts:
   T1: {{floor: 0, pool_cap: 1.0, group_cap: 1.0, min_pools: 1}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
-bootstrap: {{join_secret_file: {root / "join-token"}}}
+bootstrap: {{join_secret_file: {root / "join-token"}, {JOIN_FIELDS}}}
 """)
     import openstack.config
     import openstack.connection

@@ -32,7 +32,7 @@ from scoctl.services.claims import record_claim
 from scoctl.stages.acquire import AcquireResult, run_acquire
 from scoctl.stages.plan import run_plan
 from scoctl.state import Store, open_store
-from tests.builders import held_units
+from tests.builders import JOIN_CA_HASH, JOIN_ENDPOINT, JOIN_FIELDS, held_units
 from tests.fixtures.state import StateProbe
 
 SECRET = "join-token-s3cr3t-value"
@@ -71,7 +71,7 @@ ranking: {{id: r-1, scores: {{big.a: 0.99, medium.a: 0.6, small.a: 0.5, res.a: 0
 workloads:
   - {{name: web, contract: T1, source: k8s}}
   - {{name: hpc, contract: T1, source: slurm}}
-bootstrap: {{join_secret_file: {tmp}/join-token}}
+bootstrap: {{join_secret_file: {tmp}/join-token, {JOIN_FIELDS}}}
 timeouts: {{negative_cache: 3m}}
 """
     (tmp / "join-token").write_text(SECRET + "\n")
@@ -363,6 +363,32 @@ def test_slurm_cloud_nodes_get_one_call_per_node_named_after_it(
     assert result.calls == 3
     fake.calls.clear()
     assert acquire(config, store, clock, fake).launches == () and fake.calls == []
+
+
+def test_a_slurm_cloud_node_boots_without_the_kubernetes_join_credentials(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    # slurmd needs its node name, never kubeadm's secret, endpoint or CA hash
+    record_claim(store, "hpc", contract="T1", requests=parse_resources({"cpu": "1"}),
+                 largest_pod=parse_resources({"cpu": "1"}), pods=1, source="slurm",
+                 nodes=["cloud-1"])
+    set_plan(store, "hpc", {"small.a": 1})
+    set_plan(store, "web", {"medium.a": 1})
+
+    acquire(config, store, clock, fake)
+
+    by_name = {request.name.split("-")[0]: request.user_data or ""
+               for request in fake.launch_calls()}
+    assert sorted(by_name) == ["cloud", "sco"]
+    slurm, kubernetes = by_name["cloud"], by_name["sco"]
+    assert "NODE_NAME=cloud-1\n" in slurm
+    assert SECRET not in slurm and JOIN_ENDPOINT not in slurm and JOIN_CA_HASH not in slurm
+    assert ("SCO_JOIN_ENDPOINT=\n" in slurm and "SCO_JOIN_CA_HASH=\n" in slurm
+            and "SCO_JOIN_TOKEN=\n" in slurm)
+    # the Kubernetes launch of the same run still gets all three
+    assert f"SCO_JOIN_TOKEN={SECRET}\n" in kubernetes
+    assert f"SCO_JOIN_ENDPOINT={JOIN_ENDPOINT}\n" in kubernetes
+    assert f"SCO_JOIN_CA_HASH={JOIN_CA_HASH}\n" in kubernetes
 
 
 def test_a_slurm_claim_launches_only_for_node_names_no_unit_holds(

@@ -80,7 +80,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     write_clouds_yaml(tmp_path, "crash-test", emulator.url, "crash-project")
     (tmp_path / "join-token").write_text(SECRET)
     config = nova_config(tmp_path, "crash-test",
-                         extra=f"bootstrap: {{join_secret_file: {tmp_path / 'join-token'}}}\n")
+                         bootstrap=f"join_secret_file: {tmp_path / 'join-token'}")
     with open_store(tmp_path / "state.db", create=True) as store:
         store.commit_plan(ranking="r-1", full=False, plans=[PlanWorkloadRecord(
             workload="web", generation=0, claim_version=1, contract="T1", ranking="r-1",

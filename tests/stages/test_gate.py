@@ -14,6 +14,7 @@ from scoctl.core.tokens import map_token
 from scoctl.services.tokens import record_token
 from scoctl.sim.k8s_emulator import make_node
 from scoctl.state import open_store
+from tests.builders import JOIN_FIELDS
 
 BIN = Path(sys.executable).parent
 
@@ -41,6 +42,7 @@ def gate_config(tmp_path: Path, *, sinfo: str = "sinfo", kubeconfig: Path | None
         workloads:
           - {{name: train-7, contract: T1, source: slurm}}
         kubernetes: {{kubeconfig: {kubeconfig or tmp_path / "no-kubeconfig"}}}
+        bootstrap: {{{JOIN_FIELDS}}}
         slurm: {{gpu_partition: ml, sinfo: {sinfo}, timeout: 2s}}
         """))
     return path

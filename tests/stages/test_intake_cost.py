@@ -21,6 +21,7 @@ from scoctl.services.informer import Informer
 from scoctl.sim import k8s_emulator as ke
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
+from tests.builders import BOOTSTRAP
 
 pytestmark = pytest.mark.k8s
 
@@ -58,7 +59,7 @@ pools: [{{name: c4.xlarge.az1.spot, region: region-a, az: az1, flavor: c4.xlarge
          group: row-a, tier: reclaimable, depth: 4000}}]
 ranking: {{id: r-1, scores: {{c4.xlarge.az1.spot: 0.9}}}}
 kubernetes: {{kubeconfig: {kubeconfig}, context: scoctl-sim}}
-""", encoding="utf-8")
+{BOOTSTRAP}""", encoding="utf-8")
     return load_config(path)
 
 

@@ -26,7 +26,7 @@ from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.notice import announce, run_notices
 from scoctl.state import Store, open_store
-from tests.builders import Systems, one_pass
+from tests.builders import BOOTSTRAP, Systems, one_pass
 from tests.stages.test_reconcile import REGION, emulator_cloud  # noqa: F401
 
 PODS = 4
@@ -59,7 +59,7 @@ ranking: {{id: r-1, scores: {{small.a: 0.9, small.b: 0.5}}}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
 timeouts: {{drain_margin: 15s, negative_cache: 3m}}
-"""
+{BOOTSTRAP}"""
     (tmp / "config.yaml").write_text(text, encoding="utf-8")
     return parse_config(load_located(text, str(tmp / "config.yaml")), path=tmp / "config.yaml")
 

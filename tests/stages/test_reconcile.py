@@ -30,7 +30,7 @@ from scoctl.sim.k8s_emulator import K8sEmulator, make_deployment, make_node, mak
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
 from scoctl.stages.reconcile import ReconcileResult, run_reconcile
 from scoctl.state import Store
-from tests.builders import held_units
+from tests.builders import BOOTSTRAP, held_units
 from tests.fixtures.nova import NovaBackend, write_clouds_yaml
 
 REGION = "region-a"
@@ -59,7 +59,7 @@ contracts:
 ranking: {{id: r-1, scores: {{tiny.spot: 0.9, big.spot: 0.5}}}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
-{lines}"""
+{BOOTSTRAP}{lines}"""
     (tmp / "config.yaml").write_text(text, encoding="utf-8")
     return parse_config(load_located(text, str(tmp / "config.yaml")), path=tmp / "config.yaml")
 

@@ -11,6 +11,7 @@ from scoctl.config.schema import Config, HostHints, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.host.discovery import host_hints
 from scoctl.stages.watch import available_sources, resolve_sources
+from tests.builders import BOOTSTRAP
 
 
 def config_of(tmp: Path, extra: str) -> Config:
@@ -24,7 +25,7 @@ pools:
   - {{name: small.spot, region: r1, az: az1, flavor: small, group: g1, tier: reclaimable,
      depth: 4}}
 ranking: {{id: r-1, scores: {{small.spot: 0.9}}}}
-{extra}
+{BOOTSTRAP}{extra}
 """
     return parse_config(load_located(text, str(tmp / "config.yaml")), path=tmp / "config.yaml")
 

@@ -29,6 +29,7 @@ from scoctl.sim.k8s_emulator import K8sEmulator
 from scoctl.stages.notice import ingest_spool
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
+from tests.builders import BOOTSTRAP
 from tests.fixtures.state import Cli
 
 TS = "2026-01-01T00:00:00.000000Z"
@@ -52,7 +53,7 @@ contracts:
 ranking: {{id: r-1, scores: {{c16.az1.spot: 0.9}}}}
 workloads:
   - {{name: web, contract: T1, source: k8s}}
-{extra}""", encoding="utf-8")
+{BOOTSTRAP}{extra}""", encoding="utf-8")
     return path
 
 

@@ -28,6 +28,7 @@ from scoctl.sim.k8s_emulator import K8sEmulator, StatusError
 from scoctl.stages import watch as watch_stage
 from scoctl.stages.watch import Follower, WatchResult, run_pass
 from scoctl.state import Store, open_store
+from tests.builders import BOOTSTRAP
 
 pytestmark = pytest.mark.k8s
 
@@ -68,7 +69,7 @@ kubernetes: {{kubeconfig: {kubeconfig}, context: scoctl-sim}}
 intake: {{batch_idle: {idle}, batch_max: {longest}}}
 quota_block: {quota_block}
 elastic: {str(elastic).lower()}
-""", encoding="utf-8")
+{BOOTSTRAP}""", encoding="utf-8")
     return path
 
 
