@@ -306,7 +306,10 @@ class _Region:
         if self.cluster is not None and unit.node:
             try:
                 self.cluster.cordon(unit.node)
-                busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
+                # a pod already Terminating (an earlier pass's drain) is no new work: the
+                # drain below waits for it
+                busy = busy_pods([p for p in self.cluster.pods_on_node(unit.node)
+                                  if not p.deleting], {unit.node})
                 if busy.get(unit.node, 0):
                     self.cluster.uncordon(unit.node)
                     self.store.update_instance(InstanceUpdate(
@@ -315,7 +318,9 @@ class _Region:
                                                      {"server": unit.server_id, "name": unit.name,
                                                       "reason": "pods landed on the node"}))
                     return "kept"
-                self.cluster.drain(unit.node)
+                # evicted pods terminate for up to their grace period: the server is deleted
+                # only once they are gone (a TemporaryError otherwise: tried again next pass)
+                self.cluster.drain(unit.node, timeout=self.config.timeouts.drain)
                 self.cluster.delete_node(unit.node)
             except ApiError as exc:
                 self._note("kubernetes", f"scale-down of {unit.name}", exc)
