@@ -19,6 +19,10 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   an RV replays what happened after it, ``""``/``"0"`` sends synthetic ADDED events first, a
   compacted RV gets the apiserver's ``ERROR`` event with a 410 ``Expired`` Status, and
   ``timeoutSeconds`` ends the stream; objects moving in or out of a selector are ADDED/DELETED;
+* the node lifecycle controller's taints: ``node.kubernetes.io/unschedulable:NoSchedule`` on a
+  cordoned Node, ``node.kubernetes.io/not-ready`` (Ready=False) or ``…/unreachable``
+  (Ready=Unknown) with NoSchedule and NoExecute, written as the controller's own update
+  (`lifecycle_taints`; NoExecute evicts nothing here);
 * graceful pod deletion: a delete or an eviction leaves the pod Terminating
   (``deletionTimestamp``, ``deletionGracePeriodSeconds``; an eviction adds
   ``DisruptionTarget=True/EvictionByEvictionAPI``) for its grace period (the DeleteOptions'
@@ -1010,10 +1014,13 @@ class K8sEmulator:
         state.objects[key] = body
         state.sorted_keys = None
         self._record(rt, "ADDED", body, None)
+        if rt.kind == "Node":
+            self._node_lifecycle(key[1])  # answers with the writer's own version
         return body
 
     def _replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
-                 *, expect_rv: str | None = None, terminating: bool = False) -> Obj:
+                 *, expect_rv: str | None = None, terminating: bool = False,
+                 controller: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1051,6 +1058,8 @@ class K8sEmulator:
         meta["resourceVersion"] = str(self._rv)
         state.objects[key] = body
         self._record(rt, "MODIFIED", body, current)
+        if rt.kind == "Node" and not controller:
+            self._node_lifecycle(name)  # answers with the writer's own version
         return body
 
     def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str) -> Obj:
@@ -1126,6 +1135,29 @@ class K8sEmulator:
                         body["metadata"].pop("resourceVersion", None)
                         self._replace(other, okey[0], okey[1], body)
         return final
+
+    # -- the node lifecycle controller (call with self._cond held)
+
+    def _node_lifecycle(self, name: str) -> Obj:
+        """Write the taints the node lifecycle controller keeps in step with a Node, as its own
+        update after the one that changed the Node (so the writer's answer does not show them
+        yet, and a watch sees a second MODIFIED); returns the Node as stored."""
+        rt = _BY_NAME["Node"]
+        node = self._get(rt, "", name)
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        managed = [t for t in taints if t.get("key") in LIFECYCLE_TAINTS]
+        have = {(t.get("key"), t.get("effect")): t for t in managed}
+        want = [have.get((t["key"], t["effect"]), t) for t in lifecycle_taints(node)]
+        if sorted((t["key"], t["effect"]) for t in want) == sorted(have):
+            return node
+        body = _clone(node)
+        rest = [t for t in taints if t.get("key") not in LIFECYCLE_TAINTS]
+        if rest or want:
+            body.setdefault("spec", {})["taints"] = rest + want
+        else:
+            body.get("spec", {}).pop("taints", None)
+        body["metadata"].pop("resourceVersion", None)
+        return self._replace(rt, "", name, body, controller=True)
 
     # -- graceful deletion (call with self._cond held)
 
@@ -1328,6 +1360,32 @@ def _condition(type_: str, status: str, reason: str = "", message: str = "") -> 
         out["reason"] = reason
     if message:
         out["message"] = message
+    return out
+
+
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+LIFECYCLE_TAINTS = frozenset({TAINT_UNSCHEDULABLE, TAINT_NOT_READY, TAINT_UNREACHABLE})
+
+
+def lifecycle_taints(node: Mapping[str, Any]) -> list[Obj]:
+    """The taints the node lifecycle controller wants on a Node
+    (pkg/controller/nodelifecycle/node_lifecycle_controller.go): `doNoScheduleTaintingPass`
+    maps Ready=False to ``node.kubernetes.io/not-ready`` and Ready=Unknown to
+    ``node.kubernetes.io/unreachable`` (NoSchedule) and adds ``node.kubernetes.io/unschedulable``
+    (NoSchedule) while ``spec.unschedulable``; `doNoExecuteTaintingPass` adds the not-ready or
+    unreachable taint with NoExecute (and its ``timeAdded``). Taint keys from
+    k8s.io/api/core/v1/well_known_taints.go."""
+    out: list[Obj] = []
+    ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), None)
+    key = {"False": TAINT_NOT_READY, "Unknown": TAINT_UNREACHABLE}.get(str(ready))
+    if key is not None:
+        out += [{"key": key, "effect": "NoSchedule"},
+                {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
+    if (node.get("spec") or {}).get("unschedulable"):
+        out.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"})
     return out
 
 
