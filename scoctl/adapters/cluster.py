@@ -159,9 +159,9 @@ class Cluster(Protocol):
         ends after `timeout` seconds, or a little after the longest grace period of the pods
         waited for. Returns the evicted ``namespace/name``s. The node should be cordoned first.
 
-        Raises TemporaryError when some eviction was refused (after trying all) or pods are
-        still terminating when the wait ends (the node is not empty: do not delete its server),
-        PermanentError.
+        Raises StillTerminating (a TemporaryError) when pods are still terminating as the wait
+        ends (the node is not empty: do not delete its server), TemporaryError when some
+        eviction was refused (after trying all), PermanentError.
         """
         ...
 

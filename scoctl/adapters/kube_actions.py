@@ -16,7 +16,7 @@ from scoctl.adapters.kube_convert import (
 from scoctl.adapters.kube_reads import KSERVE_GROUP, KSERVE_PLURAL, KSERVE_VERSION, ClusterReads
 from scoctl.core.demand import must_move
 from scoctl.core.model.vocabulary import LABEL_MANAGED
-from scoctl.errors import PermanentError, TemporaryError
+from scoctl.errors import PermanentError, StillTerminating, TemporaryError
 
 # A drain polls the node's pods this often while its evicted pods terminate (kubectl drain:
 # every second), and waits this long past their grace period (the kubelet kills the
@@ -126,9 +126,10 @@ class ClusterActions(ClusterReads):
                                  f"{', '.join(refused)} (evicted {len(evicted)})")
         left, waited = self._wait_gone(node, waiting, timeout)
         if left:
-            raise TemporaryError(
+            raise StillTerminating(
                 f"drain of node {node}: {len(left)} pod(s) still terminating after "
-                f"{waited:.0f} s ({', '.join(sorted(left))}); the node is not empty yet")
+                f"{waited:.0f} s ({', '.join(sorted(left))}); the node is not empty yet",
+                tuple(sorted(left)), waited)
         return evicted
 
     def _wait_gone(self, node: str, waiting: dict[str, str], timeout: float

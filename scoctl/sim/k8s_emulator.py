@@ -1161,8 +1161,8 @@ class K8sEmulator:
 
     # -- graceful deletion (call with self._cond held)
 
-    def _delete_pod(self, ns: str, name: str, grace: int | None, *, evicted: bool = False,
-                    uid: str | None = None) -> Obj:
+    def _delete_pod(self, ns: str, name: str, grace: int | None, *, evicted: bool = False
+                    ) -> Obj:
         """Delete a pod as kube-apiserver does: gracefully (Terminating: ``deletionTimestamp``
         and ``deletionGracePeriodSeconds`` set, listed and watched as MODIFIED) unless its grace
         period is 0, a second delete only shortening it; an eviction first adds the condition
@@ -1170,8 +1170,6 @@ class K8sEmulator:
         ``gracePeriodSeconds`` (None: the pod's own). Returns the pod as left (or as deleted)."""
         rt = _BY_NAME["Pod"]
         current = self._get(rt, ns, name)
-        if uid and uid != current["metadata"].get("uid"):
-            return current
         body = _clone(current)
         meta = body["metadata"]
         changed = False
