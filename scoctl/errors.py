@@ -10,7 +10,8 @@
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
         │   ├── Refused          a create turned away before any work (429 to the last attempt)
         │   ├── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
-        │   └── StateUnavailable the state's database cannot be reached now (a restart)
+        │   ├── StateUnavailable the state's database cannot be reached now (a restart)
+        │   └── StillTerminating a drain's evicted pods outlived its wait: the node is not empty
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -122,6 +123,17 @@ class Refused(TemporaryError):
     plain `TemporaryError`)."""
 class DeadlineExceeded(TemporaryError):
     """The pass ran out of time (`timeouts.run`): the call was not made (nothing was sent)."""
+
+
+class StillTerminating(TemporaryError):
+    """A drain's wait ended with evicted pods still Terminating on the node (`pods`, as
+    ``namespace/name``, after `waited` seconds). The API answered: no outage, but the node is
+    not empty, so its server must not be deleted yet."""
+
+    def __init__(self, message: str, pods: tuple[str, ...], waited: float) -> None:
+        super().__init__(message)
+        self.pods = pods
+        self.waited = waited
 
 
 class PermanentError(ApiError):

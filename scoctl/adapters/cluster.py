@@ -152,11 +152,16 @@ class Cluster(Protocol):
         """
         ...
 
-    def drain(self, node: str) -> list[str]:
-        """Evict every pod on the node except DaemonSet, mirror and finished pods; returns the
-        evicted ``namespace/name``s. The node should be cordoned first.
+    def drain(self, node: str, *, timeout: float) -> list[str]:
+        """Evict every pod on the node except DaemonSet, mirror and finished pods, then wait
+        until none of them (nor a pod already being deleted there) is left, as ``kubectl
+        drain`` does: an evicted pod stays Terminating for up to its grace period. The wait
+        ends after `timeout` seconds, or a little after the longest grace period of the pods
+        waited for. Returns the evicted ``namespace/name``s. The node should be cordoned first.
 
-        Raises TemporaryError when some eviction was refused (after trying all), PermanentError.
+        Raises StillTerminating (a TemporaryError) when pods are still terminating as the wait
+        ends (the node is not empty: do not delete its server), TemporaryError when some
+        eviction was refused (after trying all), PermanentError.
         """
         ...
 

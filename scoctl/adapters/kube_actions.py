@@ -3,6 +3,7 @@ uncordon, evict, delete pods, drain and delete nodes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,14 @@ from scoctl.adapters.kube_convert import (
 from scoctl.adapters.kube_reads import KSERVE_GROUP, KSERVE_PLURAL, KSERVE_VERSION, ClusterReads
 from scoctl.core.demand import must_move
 from scoctl.core.model.vocabulary import LABEL_MANAGED
-from scoctl.errors import PermanentError, TemporaryError
+from scoctl.errors import PermanentError, StillTerminating, TemporaryError
+
+# A drain polls the node's pods this often while its evicted pods terminate (kubectl drain:
+# every second), and waits this long past their grace period (the kubelet kills the
+# containers at its end, then the API deletes the pod) before it calls the node still busy.
+DRAIN_POLL_S = 0.25
+DRAIN_SLACK_S = 5.0
+DEFAULT_GRACE_S = 30  # a pod without terminationGracePeriodSeconds (the API's default)
 
 
 class ClusterActions(ClusterReads):
@@ -95,22 +103,53 @@ class ClusterActions(ClusterReads):
 
         return self._unless_gone(f"delete pod {namespace}/{name}", delete)
 
-    def drain(self, node: str) -> list[str]:
+    def drain(self, node: str, *, timeout: float) -> list[str]:
         """See `Cluster.drain`."""
         evicted: list[str] = []
         refused: list[str] = []
+        waiting: dict[str, str] = {}  # namespace/name → uid of the pods whose end is awaited
         for pod in self.pods_on_node(node):
             if not must_move(pod):
                 continue
+            key = f"{pod.namespace}/{pod.name}"
+            if pod.deleting:  # on its way already: no second eviction, but awaited too
+                waiting[key] = pod.uid
+                continue
             try:
                 if self.evict(pod.namespace, pod.name):
-                    evicted.append(f"{pod.namespace}/{pod.name}")
+                    evicted.append(key)
+                    waiting[key] = pod.uid
             except TemporaryError:
-                refused.append(f"{pod.namespace}/{pod.name}")
+                refused.append(key)
         if refused:
             raise TemporaryError(f"drain of node {node}: eviction refused for "
                                  f"{', '.join(refused)} (evicted {len(evicted)})")
+        left, waited = self._wait_gone(node, waiting, timeout)
+        if left:
+            raise StillTerminating(
+                f"drain of node {node}: {len(left)} pod(s) still terminating after "
+                f"{waited:.0f} s ({', '.join(sorted(left))}); the node is not empty yet",
+                tuple(sorted(left)), waited)
         return evicted
+
+    def _wait_gone(self, node: str, waiting: dict[str, str], timeout: float
+                   ) -> tuple[list[str], float]:
+        """Poll the node's pods until none of `waiting` is left (by uid: a pod recreated under
+        the same name is another pod), for at most `timeout` seconds or the longest grace
+        period among them plus `DRAIN_SLACK_S`. Returns what is left and the seconds waited."""
+        start = time.monotonic()
+        bound: float | None = None
+        while True:
+            pods = [p for p in self.pods_on_node(node)
+                    if waiting.get(f"{p.namespace}/{p.name}") == p.uid]
+            if bound is None:  # the grace periods as the deletions set them
+                bound = min(timeout, DRAIN_SLACK_S + max(
+                    (DEFAULT_GRACE_S if p.grace_seconds is None else p.grace_seconds
+                     for p in pods), default=0))
+            waited = time.monotonic() - start
+            if not pods or waited >= bound:
+                return [f"{p.namespace}/{p.name}" for p in pods], waited
+            time.sleep(min(DRAIN_POLL_S, bound - waited))
 
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""

@@ -193,7 +193,15 @@ def pod_info(obj: Raw) -> PodInfo:
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         created=_created(str(meta.get("creationTimestamp") or "")),
+        grace_seconds=_grace_seconds(meta, spec),
     )
+
+
+def _grace_seconds(meta: Raw, spec: Raw) -> int | None:
+    value = meta.get("deletionGracePeriodSeconds")
+    if value is None:
+        value = spec.get("terminationGracePeriodSeconds")
+    return None if value is None else int(value)
 
 
 def _unix_time(value: str) -> float | None:

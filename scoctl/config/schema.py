@@ -203,6 +203,9 @@ class Timeouts:
     notice_poll: float = setting(5.0, "duration")
     # before a reclaim deadline: evictions give way to deletions
     drain_margin: float = setting(15.0, "duration")
+    # a scale-down's drain waits at most this long for its evicted pods to terminate (their
+    # grace periods bound it too); pods still there: the server is not deleted this pass
+    drain: float = setting(120.0, "duration")
 
 
 @dataclass(frozen=True)

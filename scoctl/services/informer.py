@@ -207,9 +207,9 @@ class CachedCluster:
         """See `Cluster.evict`."""
         return self.cluster.evict(namespace, name)
 
-    def drain(self, node: str) -> list[str]:
+    def drain(self, node: str, *, timeout: float) -> list[str]:
         """See `Cluster.drain`."""
-        return self.cluster.drain(node)
+        return self.cluster.drain(node, timeout=timeout)
 
     def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
                    ) -> bool:

@@ -19,6 +19,16 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   an RV replays what happened after it, ``""``/``"0"`` sends synthetic ADDED events first, a
   compacted RV gets the apiserver's ``ERROR`` event with a 410 ``Expired`` Status, and
   ``timeoutSeconds`` ends the stream; objects moving in or out of a selector are ADDED/DELETED;
+* the node lifecycle controller's taints: ``node.kubernetes.io/unschedulable:NoSchedule`` on a
+  cordoned Node, ``node.kubernetes.io/not-ready`` (Ready=False) or ``…/unreachable``
+  (Ready=Unknown) with NoSchedule and NoExecute, written as the controller's own update
+  (`lifecycle_taints`; NoExecute evicts nothing here);
+* graceful pod deletion: a delete or an eviction leaves the pod Terminating
+  (``deletionTimestamp``, ``deletionGracePeriodSeconds``; an eviction adds
+  ``DisruptionTarget=True/EvictionByEvictionAPI``) for its grace period (the DeleteOptions'
+  ``gracePeriodSeconds``, else ``terminationGracePeriodSeconds``, default 30; 0, unbound and
+  finished pods go at once), times ``grace_scale`` (1; less in the simulated region), then
+  deletes it as the kubelet would; the test-side `K8sEmulator.delete` is a forced deletion;
 * create (``generateName``), replace (optimistic concurrency: 409 on a stale resourceVersion),
   patch (JSON merge patch, strategic merge patch for the simple cases: lists of containers,
   conditions, taints merged by key; JSON patch), delete with propagation (Background/Foreground
@@ -54,7 +64,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -134,6 +144,9 @@ _QUANTITY_MAPS = frozenset({"requests", "limits", "allocatable", "capacity", "ha
                             "overhead"})
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+# pkg/apis/core/v1/defaults.go `SetDefaults_PodSpec` (v1.DefaultTerminationGracePeriodSeconds)
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
+_DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds")
 
 
 # --- errors and small helpers --------------------------------------------------------------------
@@ -667,7 +680,9 @@ class K8sEmulator:
     """An in-process Kubernetes API server on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_history: int = 200_000,
-                 token: str = "scoctl-sim") -> None:
+                 token: str = "scoctl-sim", grace_scale: float = 1.0) -> None:
+        if grace_scale <= 0:
+            raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
         self._port = port
         self.token = token
@@ -683,6 +698,10 @@ class K8sEmulator:
         self._conns: set[socket.socket] = set()
         self._uid_counter = 0
         self._gen_counter = 0
+        # a Terminating pod goes after its grace period times this (the kubelet's part)
+        self.grace_scale = grace_scale
+        self._terminating: dict[tuple[str, str], tuple[float, str]] = {}  # → (due, uid)
+        self._reaper: threading.Thread | None = None
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
@@ -707,6 +726,9 @@ class K8sEmulator:
                                         kwargs={"poll_interval": 0.1},
                                         name="k8s-emulator", daemon=True)
         self._thread.start()
+        self._reaper = threading.Thread(target=self._reap_forever, name="k8s-emulator-kubelet",
+                                        daemon=True)
+        self._reaper.start()
         return self
 
     def stop(self) -> None:
@@ -724,8 +746,11 @@ class K8sEmulator:
                 pass
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._reaper is not None:
+            self._reaper.join(timeout=5)
         self._server = None
         self._thread = None
+        self._reaper = None
 
     def __enter__(self) -> K8sEmulator:
         return self.start()
@@ -829,7 +854,8 @@ class K8sEmulator:
 
     def delete(self, kind: str, namespace: str | None, name: str,
                propagation: str | None = None) -> Obj:
-        """Delete a stored object (with the API's propagation rules); returns it."""
+        """Delete a stored object at once (with the API's propagation rules; a pod as by
+        ``kubectl delete --force --grace-period=0``); returns it."""
         rt = resource_type(kind)
         with self._cond:
             return self._delete(rt, namespace or "", name, propagation)
@@ -988,10 +1014,13 @@ class K8sEmulator:
         state.objects[key] = body
         state.sorted_keys = None
         self._record(rt, "ADDED", body, None)
+        if rt.kind == "Node":
+            self._node_lifecycle(key[1])  # answers with the writer's own version
         return body
 
     def _replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
-                 *, expect_rv: str | None = None) -> Obj:
+                 *, expect_rv: str | None = None, terminating: bool = False,
+                 controller: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1014,6 +1043,12 @@ class K8sEmulator:
         body["kind"] = rt.kind
         for keep in ("uid", "creationTimestamp"):
             meta[keep] = cmeta.get(keep)
+        if not terminating:  # an update never sets nor clears a deletion (rest.BeforeUpdate)
+            for keep in _DELETION_FIELDS:
+                if keep in cmeta:
+                    meta[keep] = cmeta[keep]
+                else:
+                    meta.pop(keep, None)
         if "generation" in cmeta:
             spec_changed = body.get("spec") != current.get("spec")
             meta["generation"] = int(cmeta["generation"]) + (1 if spec_changed else 0)
@@ -1023,6 +1058,8 @@ class K8sEmulator:
         meta["resourceVersion"] = str(self._rv)
         state.objects[key] = body
         self._record(rt, "MODIFIED", body, current)
+        if rt.kind == "Node" and not controller:
+            self._node_lifecycle(name)  # answers with the writer's own version
         return body
 
     def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str) -> Obj:
@@ -1066,6 +1103,8 @@ class K8sEmulator:
         if propagation is None:
             propagation = "Orphan" if rt.kind == "Job" else "Background"
         del state.objects[key]
+        if rt.kind == "Pod":
+            self._terminating.pop(key, None)
         state.sorted_keys = None
         self._rv += 1
         final: Obj = _clone(current)
@@ -1096,6 +1135,101 @@ class K8sEmulator:
                         body["metadata"].pop("resourceVersion", None)
                         self._replace(other, okey[0], okey[1], body)
         return final
+
+    # -- the node lifecycle controller (call with self._cond held)
+
+    def _node_lifecycle(self, name: str) -> Obj:
+        """Write the taints the node lifecycle controller keeps in step with a Node, as its own
+        update after the one that changed the Node (so the writer's answer does not show them
+        yet, and a watch sees a second MODIFIED); returns the Node as stored."""
+        rt = _BY_NAME["Node"]
+        node = self._get(rt, "", name)
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        managed = [t for t in taints if t.get("key") in LIFECYCLE_TAINTS]
+        have = {(t.get("key"), t.get("effect")): t for t in managed}
+        want = [have.get((t["key"], t["effect"]), t) for t in lifecycle_taints(node)]
+        if sorted((t["key"], t["effect"]) for t in want) == sorted(have):
+            return node
+        body = _clone(node)
+        rest = [t for t in taints if t.get("key") not in LIFECYCLE_TAINTS]
+        if rest or want:
+            body.setdefault("spec", {})["taints"] = rest + want
+        else:
+            body.get("spec", {}).pop("taints", None)
+        body["metadata"].pop("resourceVersion", None)
+        return self._replace(rt, "", name, body, controller=True)
+
+    # -- graceful deletion (call with self._cond held)
+
+    def _delete_pod(self, ns: str, name: str, grace: int | None, *, evicted: bool = False
+                    ) -> Obj:
+        """Delete a pod as kube-apiserver does: gracefully (Terminating: ``deletionTimestamp``
+        and ``deletionGracePeriodSeconds`` set, listed and watched as MODIFIED) unless its grace
+        period is 0, a second delete only shortening it; an eviction first adds the condition
+        ``DisruptionTarget=True/EvictionByEvictionAPI``. `grace` is the DeleteOptions'
+        ``gracePeriodSeconds`` (None: the pod's own). Returns the pod as left (or as deleted)."""
+        rt = _BY_NAME["Pod"]
+        current = self._get(rt, ns, name)
+        body = _clone(current)
+        meta = body["metadata"]
+        changed = False
+        if evicted:  # eviction.go addConditionAndDeletePod
+            status = body.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or []
+                                    if c.get("type") != "DisruptionTarget"] + [
+                _condition("DisruptionTarget", "True", "EvictionByEvictionAPI",
+                           "Eviction API: evicting")]
+            changed = True
+        period = _grace_period(body, grace)
+        now = datetime.now(UTC)
+        if meta.get("deletionTimestamp"):  # rest.BeforeDelete on an object being deleted
+            pending = meta.get("deletionGracePeriodSeconds")
+            if not pending or period == 0:
+                return self._delete(rt, ns, name, None)
+            if grace is not None and period < int(pending):
+                meta["deletionTimestamp"] = _rfc3339(
+                    _parse_time(str(meta["deletionTimestamp"])) - timedelta(seconds=int(pending))
+                    + timedelta(seconds=period))
+                meta["deletionGracePeriodSeconds"] = period
+                self._schedule_reap(ns, name, str(meta.get("uid")), period)
+                changed = True
+        elif period == 0:
+            return self._delete(rt, ns, name, None)
+        else:
+            meta["deletionTimestamp"] = _rfc3339(now + timedelta(seconds=period))
+            meta["deletionGracePeriodSeconds"] = period
+            self._schedule_reap(ns, name, str(meta.get("uid")), period)
+            changed = True
+        if not changed:
+            return current
+        meta.pop("resourceVersion", None)
+        return self._replace(rt, ns, name, body, terminating=True)
+
+    def _schedule_reap(self, ns: str, name: str, uid: str, period: int) -> None:
+        due = time.monotonic() + period * self.grace_scale
+        self._terminating[(ns, name)] = (due, uid)
+        self._cond.notify_all()
+
+    def _reap(self) -> float | None:
+        """Delete the Terminating pods whose (scaled) grace period is over, as the kubelet does
+        once their containers stopped; returns the seconds until the next is due."""
+        now = time.monotonic()
+        rt = _BY_NAME["Pod"]
+        for key, (due, uid) in sorted(self._terminating.items(), key=lambda kv: kv[1][0]):
+            if due > now:
+                break
+            current = self._types[rt].objects.get(key)
+            if current is not None and current["metadata"].get("uid") == uid:
+                self._delete(rt, key[0], key[1], None)
+            else:
+                self._terminating.pop(key, None)
+        return min((due - now for due, _ in self._terminating.values()), default=None)
+
+    def _reap_forever(self) -> None:
+        with self._cond:
+            while not self._stopping:
+                left = self._reap()
+                self._cond.wait(1.0 if left is None else min(max(left, 0.0), 1.0))
 
     # -- list / watch internals
 
@@ -1227,6 +1361,62 @@ def _condition(type_: str, status: str, reason: str = "", message: str = "") -> 
     return out
 
 
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+LIFECYCLE_TAINTS = frozenset({TAINT_UNSCHEDULABLE, TAINT_NOT_READY, TAINT_UNREACHABLE})
+
+
+def lifecycle_taints(node: Mapping[str, Any]) -> list[Obj]:
+    """The taints the node lifecycle controller wants on a Node
+    (pkg/controller/nodelifecycle/node_lifecycle_controller.go): `doNoScheduleTaintingPass`
+    maps Ready=False to ``node.kubernetes.io/not-ready`` and Ready=Unknown to
+    ``node.kubernetes.io/unreachable`` (NoSchedule) and adds ``node.kubernetes.io/unschedulable``
+    (NoSchedule) while ``spec.unschedulable``; `doNoExecuteTaintingPass` adds the not-ready or
+    unreachable taint with NoExecute (and its ``timeAdded``). Taint keys from
+    k8s.io/api/core/v1/well_known_taints.go."""
+    out: list[Obj] = []
+    ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), None)
+    key = {"False": TAINT_NOT_READY, "Unknown": TAINT_UNREACHABLE}.get(str(ready))
+    if key is not None:
+        out += [{"key": key, "effect": "NoSchedule"},
+                {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
+    if (node.get("spec") or {}).get("unschedulable"):
+        out.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"})
+    return out
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _grace_option(value: Any) -> int | None:
+    """DeleteOptions' ``gracePeriodSeconds`` (a query parameter or a body field)."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise StatusError(400, "BadRequest", f"invalid gracePeriodSeconds {value!r}") from exc
+
+
+def _grace_period(pod: Mapping[str, Any], grace: int | None) -> int:
+    """The grace period a pod delete gets (pkg/registry/core/pod/strategy.go
+    `podStrategy.CheckGracefulDelete`): the options' or the pod's
+    ``terminationGracePeriodSeconds``; 0 for a pod not bound to a node or finished; a negative
+    one becomes 1."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    period = grace if grace is not None else int(spec.get("terminationGracePeriodSeconds") or 0)
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        period = 0
+    return 1 if period < 0 else period
+
+
 def _error_event(code: int, reason: str, message: str) -> Obj:
     return {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
                                         "status": "Failure", "message": message,
@@ -1285,6 +1475,8 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
         body.setdefault("type", "Opaque")
     if rt.kind == "Pod":
         body["spec"].setdefault("restartPolicy", "Always")
+        body["spec"].setdefault("terminationGracePeriodSeconds",
+                                DEFAULT_TERMINATION_GRACE_SECONDS)
         body["spec"].setdefault("schedulerName", "default-scheduler")
         body.setdefault("status", {}).setdefault("phase", "Pending")
     elif rt.kind == "Namespace":
@@ -1299,6 +1491,8 @@ def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
     """Refuse an eviction its pod's PodDisruptionBudget does not allow (429), or that two
     budgets govern (500), as the eviction subresource does. Call with ``emu._cond`` held."""
     pod = emu._get(resource_type("Pod"), ns, name)
+    if pod["metadata"].get("deletionTimestamp"):  # eviction.go canIgnorePDB
+        return
     pdb_type = resource_type("PodDisruptionBudget")
     budgets = [b for (b_ns, _), b in sorted(emu._types[pdb_type].objects.items())
                if b_ns == ns and selector_matches((b.get("spec") or {}).get("selector"),
@@ -1505,9 +1699,11 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "eviction":
             if method != "POST":
                 raise StatusError(405, "MethodNotAllowed", "eviction supports POST only")
+            options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
             with emu._cond:  # the budget is checked and spent in one step
                 check_budget(emu, ns or "", name)
-                emu._delete(rt, ns or "", name, None)
+                emu._delete_pod(ns or "", name, _grace_option(options.get("gracePeriodSeconds")),
+                                evicted=True)
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201})
             return
@@ -1546,7 +1742,13 @@ class _Handler(BaseHTTPRequestHandler):
                                 f"in precondition: {want}, {field_name} in object meta: "
                                 f"{cmeta.get(field_name)}",
                                 {"name": name, "group": rt.group, "kind": rt.plural})
-                final = emu._delete(rt, ns or "", name, propagation)
+                if rt.kind == "Pod":
+                    grace = query.get("gracePeriodSeconds")
+                    if isinstance(body, dict) and body.get("gracePeriodSeconds") is not None:
+                        grace = body["gracePeriodSeconds"]
+                    final = emu._delete_pod(ns or "", name, _grace_option(grace))
+                else:
+                    final = emu._delete(rt, ns or "", name, propagation)
             if rt.kind == "Pod" or rt.group == "serving.kserve.io":
                 self._send(200, final)
             else:
@@ -2005,8 +2207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ready-file", help="write {url, pid} here (atomically) when listening")
     parser.add_argument("--seed", help="a JSON file {\"objects\": [...]} to load first")
     parser.add_argument("--token", default="scoctl-sim")
+    parser.add_argument("--grace-scale", type=float, default=1.0,
+                        help="a Terminating pod goes after its grace period times this (> 0)")
     args = parser.parse_args(argv)
-    emu = K8sEmulator(args.host, args.port, token=args.token)
+    emu = K8sEmulator(args.host, args.port, token=args.token, grace_scale=args.grace_scale)
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
             for obj in json.load(fh).get("objects", []):

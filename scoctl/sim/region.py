@@ -46,6 +46,9 @@ from scoctl.sim.scenario import Scenario, agent_settings, kubernetes_objects, no
 DEFAULT_DIR = Path(".scoctl-sim")
 CLOUD_NAME = "scoctl-sim"
 K8S_TOKEN = "scoctl-sim"
+# an evicted or deleted pod stays Terminating for its grace period times this (30 s → 3 s), as
+# the simulated region runs its clocks fast
+GRACE_SCALE = 0.1
 STATE_FILE = "sim.json"
 MODULES = {"k8s": "scoctl.sim.k8s_emulator", "nova": "scoctl.sim.nova_emulator",
            "agent": "scoctl.sim.agent"}
@@ -343,7 +346,7 @@ def _args(directory: Path, name: str, port: int = 0) -> list[str]:
     ready = ["--ready-file", str(directory / f"{name}.ready")]
     if name == "k8s":
         return ["--port", str(port), *ready, "--seed", str(directory / "k8s-seed.json"),
-                "--token", K8S_TOKEN]
+                "--token", K8S_TOKEN, "--grace-scale", str(GRACE_SCALE)]
     if name == "nova":
         return ["--port", str(port), *ready, "--seed-file", str(directory / "nova-seed.json")]
     return ["--settings", str(directory / "agent.json"), *ready]

@@ -46,7 +46,7 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.core.slurm_power import POWER_DOWN
-from scoctl.errors import ApiError, NotLeader, ScoctlError
+from scoctl.errors import ApiError, NotLeader, ScoctlError, StillTerminating
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
@@ -300,13 +300,17 @@ class _Region:
         return done
 
     def scale_down(self, unit: ScaleDown) -> str:
-        """cordon → check idle again → drain → delete Node → delete server; 'kept' if busy."""
+        """cordon → check idle again → drain → delete Node → delete server; 'kept' if busy,
+        'waiting' while its evicted pods still terminate (`DRAIN_TIMED_OUT`)."""
         if unit.slurm_node:
             return self._scale_down_slurm(unit)
         if self.cluster is not None and unit.node:
             try:
                 self.cluster.cordon(unit.node)
-                busy = busy_pods(self.cluster.pods_on_node(unit.node), {unit.node})
+                # a pod already Terminating (an earlier pass's drain) is no new work: the
+                # drain below waits for it
+                busy = busy_pods([p for p in self.cluster.pods_on_node(unit.node)
+                                  if not p.deleting], {unit.node})
                 if busy.get(unit.node, 0):
                     self.cluster.uncordon(unit.node)
                     self.store.update_instance(InstanceUpdate(
@@ -315,8 +319,17 @@ class _Region:
                                                      {"server": unit.server_id, "name": unit.name,
                                                       "reason": "pods landed on the node"}))
                     return "kept"
-                self.cluster.drain(unit.node)
+                # evicted pods terminate for up to their grace period: the server is deleted
+                # only once they are gone
+                self.cluster.drain(unit.node, timeout=self.config.timeouts.drain)
                 self.cluster.delete_node(unit.node)
+            except StillTerminating as exc:  # the unit stays draining: the next pass waits on
+                log.warning("reconcile %s: scale-down of %s: %s", self.region.name, unit.name,
+                            exc)
+                self.store.append_event(NewEvent(unit.workload, "DRAIN_TIMED_OUT", "warning", {
+                    "server": unit.server_id, "name": unit.name, "node": unit.node,
+                    "pods": list(exc.pods), "waited_seconds": round(exc.waited, 1)}))
+                return "waiting"
             except ApiError as exc:
                 self._note("kubernetes", f"scale-down of {unit.name}", exc)
                 return "error"

@@ -262,7 +262,7 @@ def test_cordon_drain_and_delete_a_node(
     assert k8s_cluster.nodes()[0].unschedulable is True
     assert sorted(p.name for p in k8s_cluster.pods_on_node("n1")) == [
         "app", "done", "fluentd-n1"]
-    assert k8s_cluster.drain("n1") == ["shop/app"]
+    assert k8s_cluster.drain("n1", timeout=60) == ["shop/app"]  # and waits until it is gone
     assert sorted(p.name for p in k8s_cluster.pods_on_node("n1")) == ["done", "fluentd-n1"]
     assert any("/eviction" in r for r in emu.requests)
     k8s_cluster.uncordon("n1")

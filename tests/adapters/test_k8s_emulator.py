@@ -377,7 +377,9 @@ def test_cordon_by_patch_and_eviction(k8s_emulator: K8sEmulator, k8s_api: Any) -
     core.create_namespaced_pod_eviction("p", "default", {
         "apiVersion": "policy/v1", "kind": "Eviction",
         "metadata": {"name": "p", "namespace": "default"}})
-    assert core.list_namespaced_pod("default").items == []
+    # Terminating for its grace period (tests/adapters/test_k8s_emulator_graceful.py)
+    [pod] = core.list_namespaced_pod("default").items
+    assert pod.metadata.deletion_timestamp is not None
 
 
 def test_delete_propagation_follows_owner_references(

@@ -6,6 +6,7 @@ and an injected clock, so that deadlines pass without sleeping.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -154,6 +155,7 @@ def serving(world: World) -> InstanceRecord:
 
 def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_deletes(
         world: World) -> None:
+    world.k8s.grace_scale = 0.05  # an evicted pod's 30 s take 1.5 s: seen Terminating below
     inst = serving(world)
     deadline = world.notice(inst.id, 60)
     world.run()
@@ -181,6 +183,8 @@ def test_a_notice_replans_launches_elsewhere_in_the_same_pass_then_drains_and_de
     assert ready["replacement"] == replacement.id and ready["before_deadline"] is True
     evictions = [r for r in world.k8s.requests if r.endswith("/eviction")]
     assert len(evictions) == PODS
+    assert len(terminating(world, node_name(inst))) == PODS  # evicted, not gone yet
+    terminated(world)  # their (scaled) grace periods end
     world.clock.advance(5)
     world.run()  # empty now: deleted 40 s before the deadline
     gone = world.store.instance(inst.id)
@@ -210,6 +214,20 @@ def on_node(world: World, name: str) -> list[str]:
             if p["spec"].get("nodeName") == name]
 
 
+def terminating(world: World, name: str) -> list[str]:
+    return [p["metadata"]["name"] for p in world.k8s.objects("Pod")
+            if p["spec"].get("nodeName") == name and p["metadata"].get("deletionTimestamp")]
+
+
+def terminated(world: World) -> None:
+    """Wait, in the emulator's real time, until every pod being deleted is gone (its grace
+    period, scaled down by the fixture, is over)."""
+    deadline = time.monotonic() + 10
+    while any(p["metadata"].get("deletionTimestamp") for p in world.k8s.objects("Pod")):
+        assert time.monotonic() < deadline, "pods still Terminating after 10 s"
+        time.sleep(0.05)
+
+
 def test_a_refused_eviction_is_retried_within_the_pass(world: World) -> None:
     drain_ready(world)
     world.k8s.fail_next(PODS, 429, path_contains="/eviction")  # the budget says "not yet"
@@ -221,13 +239,20 @@ def test_a_refused_eviction_is_retried_within_the_pass(world: World) -> None:
 def test_evictions_refused_for_good_give_way_to_deletions_at_deadline_minus_margin(
         world: World) -> None:
     inst = drain_ready(world)
+    world.k8s.grace_scale = 0.2  # a deletion's 7 s take 1.4 s: seen Terminating below
     world.k8s.fail_next(10_000, 429, path_contains="/eviction")
     notice = world.run().step("notice")
     assert notice is not None and notice.result.regions[0].refused == PODS
     assert world.clock.slept == [0.5] * 6 and len(on_node(world, node_name(inst))) == PODS
     world.clock.advance(24)  # deadline − 15 s: evictions give way to deletions
     world.run()
-    assert "DRAIN_FORCED" in world.tokens() and on_node(world, node_name(inst)) == []
+    assert "DRAIN_FORCED" in world.tokens()
+    # deleted within half the margin, each Terminating for that long
+    assert sorted(terminating(world, node_name(inst))) == sorted(on_node(world, node_name(inst)))
+    assert {p["metadata"]["deletionGracePeriodSeconds"] for p in world.k8s.objects("Pod")
+            if p["spec"].get("nodeName") == node_name(inst)} == {7}
+    terminated(world)
+    assert on_node(world, node_name(inst)) == []
     world.k8s.clear_faults()
     world.clock.advance(1)
     world.run()

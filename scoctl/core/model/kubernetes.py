@@ -89,6 +89,9 @@ class PodInfo:
     deleting: bool = False  # metadata.deletionTimestamp is set
     resource_version: str = ""
     created: float | None = None  # metadata.creationTimestamp, Unix seconds (None: unknown)
+    # seconds a delete gives the pod to stop: metadata.deletionGracePeriodSeconds once it is
+    # being deleted, else spec.terminationGracePeriodSeconds (None: not given)
+    grace_seconds: int | None = None
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if the pod has one."""
