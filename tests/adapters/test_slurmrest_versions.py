@@ -45,17 +45,21 @@ NODES = [
     SlurmNode(name="local1", cpus=4, memory_mb=4000, gres=(Gres("gpu", "fake", 2),),
               partitions=("cpu", "ml"), state="mixed"),
 ]
+SUBMITTED = 1796119000  # every recorded job's submit_time, in each version's shape
 JOBS = [
     SlurmJob(job_id=101, name="train", state="PENDING", reason="Resources", partition="cpu",
              account="ml-team", user="root", comment="sco:workload=train-1", cpus=2,
-             memory_per_cpu_mb=512, gres_per_node=(Gres("gpu", None, 1),), node_count=1),
+             memory_per_cpu_mb=512, gres_per_node=(Gres("gpu", None, 1),), node_count=1,
+             submitted=SUBMITTED),
     SlurmJob(job_id=102, name="hog", state="RUNNING", reason="None", partition="cpu",
-             user="root", cpus=1, memory_per_node_mb=100, node_count=1, nodes="local1"),
+             user="root", cpus=1, memory_per_node_mb=100, node_count=1, nodes="local1",
+             submitted=SUBMITTED),
     SlurmJob(job_id=103, name="gone", state="COMPLETING", reason="None", partition="cpu",
-             user="root", cpus=1, memory_per_node_mb=100, node_count=1, nodes="local1"),
+             user="root", cpus=1, memory_per_node_mb=100, node_count=1, nodes="local1",
+             submitted=SUBMITTED),
     SlurmJob(job_id=104, name="boot", state="CONFIGURING", reason="None", partition="ml",
              user="root", cpus=32, gres_per_node=(Gres("gpu", "a100", 4),), node_count=1,
-             nodes="gpu-a100-1"),
+             nodes="gpu-a100-1", submitted=SUBMITTED),
 ]
 
 

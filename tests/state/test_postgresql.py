@@ -103,6 +103,7 @@ def test_a_wrong_password_is_a_temporary_error_that_never_shows_it(pg_state: PgS
                                                                    tmp_path) -> None:
     wrong = tmp_path / "wrong"
     wrong.write_text("not-the-password\n")
+    wrong.chmod(0o600)  # a file libpq would read: the password, not the mode, is wrong
     with pytest.raises(TemporaryError, match="cannot connect") as err:
         PostgresStore.open_url(pg_state.url, password_file=wrong)
     assert "not-the-password" not in str(err.value)
