@@ -23,6 +23,21 @@ class Ranking:
     stale: bool = False
 
 
+MAX_SCORE = 1e9  # scores are compared with each other and with a small depth premium
+
+
+def score_problem(score: object) -> str | None:
+    """What is wrong with a pool score, or None: a score is a finite number within
+    ±`MAX_SCORE` (beyond it the planner's depth premium, 0.05, is lost to rounding). The one
+    rule for a ranking file, a ranking URL's answer and a config's own scores."""
+    if (isinstance(score, bool) or not isinstance(score, int | float)
+            or not math.isfinite(score)):
+        return f"must be a finite number, not {score!r}"
+    if abs(score) > MAX_SCORE:
+        return f"must be between -{MAX_SCORE:g} and {MAX_SCORE:g}, not {score!r}"
+    return None
+
+
 def parse_ranking(data: Any, source: str, *, default_id: str | None = None) -> Ranking:
     """Validate a ranking document ``{"id": ..., "scores": {pool: number}}`` (pure)."""
     if not isinstance(data, Mapping):
@@ -35,9 +50,8 @@ def parse_ranking(data: Any, source: str, *, default_id: str | None = None) -> R
         raise ConfigError("missing or empty scores", file=source, field="scores")
     out: dict[str, float] = {}
     for pool, score in scores.items():
-        if (isinstance(score, bool) or not isinstance(score, int | float)
-                or not math.isfinite(score)):
-            raise ConfigError(f"score must be a finite number, not {score!r}", file=source,
-                              field=f"scores.{pool}")
+        wrong = score_problem(score)
+        if wrong is not None:
+            raise ConfigError(f"score {wrong}", file=source, field=f"scores.{pool}")
         out[str(pool)] = float(score)
     return Ranking(id=rid, scores=out, source=source)

@@ -28,6 +28,7 @@ from scoctl.config.fields import (
     setting,
     spec_of,
 )
+from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.model import (
     KINDS,
@@ -653,8 +654,9 @@ def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
     if data.get("scores") is not None:
         scores = {}
         for key, value in r.mapping(data["scores"], (*path, "scores")).items():
-            if not _finite_number(value):
-                raise r.fail((*path, "scores", str(key)), f"must be a finite number, not {value!r}")
+            wrong = score_problem(value)
+            if wrong is not None:
+                raise r.fail((*path, "scores", str(key)), wrong)
             scores[str(key)] = float(value)
     if sum(x is not None for x in (scores, file, url)) != 1:
         raise r.fail(path, "give exactly one of scores, file or url")

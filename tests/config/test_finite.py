@@ -106,8 +106,8 @@ def test_json_files_refuse_nan_and_infinity_which_json_does_not_have(tmp_path, c
     assert caught.value.file == str(path) and constant.lstrip("-") in str(caught.value)
 
 
-@pytest.mark.parametrize("score", [".nan", ".inf", "-.inf"])
-def test_a_ranking_file_refuses_a_non_finite_score(tmp_path, score):
+@pytest.mark.parametrize("score", [".nan", ".inf", "-.inf", "9.223372036854776e+18", "-2e9"])
+def test_a_ranking_file_refuses_a_non_finite_or_absurd_score(tmp_path, score):
     from scoctl.config.ranking import parse_ranking
 
     path = tmp_path / "ranking.yaml"
@@ -115,6 +115,13 @@ def test_a_ranking_file_refuses_a_non_finite_score(tmp_path, score):
     with pytest.raises(ConfigError) as caught:
         parse_ranking(load_data_file(path, "ranking"), str(path))
     assert caught.value.field == "scores.p"
+
+
+def test_a_ranking_score_at_the_bound_is_a_score() -> None:
+    from scoctl.config.ranking import MAX_SCORE, parse_ranking
+
+    assert parse_ranking({"id": "r-1", "scores": {"p": -MAX_SCORE, "q": 0.91}}, "r").scores == {
+        "p": -MAX_SCORE, "q": 0.91}
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, "nan", "inf", "1e400"])

@@ -214,3 +214,13 @@ def test_a_spool_event_with_any_one_value_changed_parses_or_names_where(data):
 def test_the_unchanged_documents_parse():
     assert isinstance(parse_config(load_located(yaml_text(EXAMPLE), "c.yaml"), path=None), Config)
     assert parse_event(Path("/s/e.json"), json.dumps(EVENT).encode()).token == "SLURM_JOB_STATUS"
+
+
+def test_a_config_ranking_score_beyond_the_bound_is_named() -> None:
+    """The case this file's mutation test found: a score of 2**63 in the config's own ranking
+    was taken (a ranking file already refused NaN and infinity, the config only those)."""
+    pool = next(iter(EXAMPLE["ranking"]["scores"]))
+    text = yaml_text(replaced(EXAMPLE, ("ranking", "scores", pool), 9.223372036854776e18))
+    with pytest.raises(ConfigError) as caught:
+        parse_config(load_located(text, "c.yaml"), path=None)
+    assert caught.value.file == "c.yaml" and caught.value.field == f"ranking.scores.{pool}"
