@@ -429,7 +429,7 @@ def _carry(b: _Builder, inst: InstanceRecord, row: NoticedRecord, notice: Notice
                 name=inst.name, pool=inst.pool, deadline=row.deadline)
     b.exclude(row)  # a no-op while the exclusion holds; back if someone lifted it
     if server.status == ServerStatus.ERROR:
-        _remove(b, inst, row, "error", left=0)
+        _remove(b, inst, row, InstanceStatus.ERROR, left=0)  # why: the server went ERROR
         return
     if inst.node_name and b.snapshot.slurm_nodes is not None:
         left = _drain_slurm(b, inst, row, deadline)

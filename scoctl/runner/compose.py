@@ -24,6 +24,7 @@ reconcile on what Nova says) — but the pass is reported as failed and its exit
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -386,6 +387,7 @@ class Pass:
         self.deps = deps
         self.reports: list[StepReport] = []
         self.started = time.perf_counter()
+        self.view: FleetView | None = None  # the fleet after this pass's last notice step
 
     def past_deadline(self) -> bool:
         return self.deps.deadline is not None and time.monotonic() >= self.deps.deadline
@@ -467,6 +469,7 @@ class Pass:
         """reconcile, then the notice stage on reconcile's own server listing (DESIGN §14):
         a new notice leaves its workloads to re-plan (`NoticeResult.replan`)."""
         d = self.deps
+        self.view = None
 
         def reconcile() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
             result = reconcile_and_release(
@@ -482,10 +485,9 @@ class Pass:
                 d.config, d.store, d.clock, reconciled, region=d.region,
                 connect=d.regions.cloud, cluster=d.cluster, scheduler=d.scheduler,
                 leads=d.leads)
-            view = fleet_view(d.config, d.store)
+            self.view = fleet_view(d.config, d.store)
             return result, result.problems, {"replan": bool(result.replan),
-                                             "booting": view.booting, "noticed": view.noticed,
-                                             "reclaimable": view.reclaimable}
+                                             **dataclasses.asdict(self.view)}
 
         noticed: NoticeResult | None = self.stage("notice", notice, api="nova")
         return reconciled, noticed

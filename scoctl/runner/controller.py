@@ -50,7 +50,6 @@ from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.runner.compose import (
     Deps,
-    FleetView,
     Pass,
     PassReport,
     Regions,
@@ -465,10 +464,7 @@ class Steps:
         apis += ["kubernetes"] if o.cached else []
         apis += ["slurm"] if o.scheduler else []
         self.heard(problems, apis)
-        told = next((r.detail for r in one.reports[mark:] if r.name == "notice" and r.detail),
-                    None)
-        view = (FleetView(told["booting"], told["noticed"], told["reclaimable"])
-                if told is not None else fleet_view(o.config, o.store))
+        view = one.view if one.view is not None else fleet_view(o.config, o.store)
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
                                             failed=bool(problems),

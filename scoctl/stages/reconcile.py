@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock
@@ -62,6 +63,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCALE_DOWN_REASON = "scale-down: idle and not in the plan"
+
+
+class ScaleDownOutcome(Enum):
+    """How one scale-down ended this pass."""
+
+    DELETED = auto()  # the server is deleted (or being deleted)
+    KEPT = auto()  # pods landed on it meanwhile: back in service
+    WAITING = auto()  # its evicted pods still terminate: the next pass goes on
+    FAILED = auto()  # a call failed (a problem says which): the next pass goes on
 
 
 @dataclass(frozen=True)
@@ -299,9 +309,9 @@ class _Region:
             self.power_down(removal.slurm_node, f"scoctl: {removal.reason}")
         return done
 
-    def scale_down(self, unit: ScaleDown) -> str:
-        """cordon → check idle again → drain → delete Node → delete server; 'kept' if busy,
-        'waiting' while its evicted pods still terminate (`DRAIN_TIMED_OUT`)."""
+    def scale_down(self, unit: ScaleDown) -> ScaleDownOutcome:
+        """cordon → check idle again → drain → delete Node → delete server; KEPT if busy,
+        WAITING while its evicted pods still terminate (`DRAIN_TIMED_OUT`)."""
         if unit.slurm_node:
             return self._scale_down_slurm(unit)
         if self.cluster is not None and unit.node:
@@ -318,7 +328,7 @@ class _Region:
                     self.store.append_event(NewEvent(unit.workload, "SCALE_DOWN_CANCELLED", "info",
                                                      {"server": unit.server_id, "name": unit.name,
                                                       "reason": "pods landed on the node"}))
-                    return "kept"
+                    return ScaleDownOutcome.KEPT
                 # evicted pods terminate for up to their grace period: the server is deleted
                 # only once they are gone
                 self.cluster.drain(unit.node, timeout=self.config.timeouts.drain)
@@ -329,27 +339,27 @@ class _Region:
                 self.store.append_event(NewEvent(unit.workload, "DRAIN_TIMED_OUT", "warning", {
                     "server": unit.server_id, "name": unit.name, "node": unit.node,
                     "pods": list(exc.pods), "waited_seconds": round(exc.waited, 1)}))
-                return "waiting"
+                return ScaleDownOutcome.WAITING
             except ApiError as exc:
                 self._note("kubernetes", f"scale-down of {unit.name}", exc)
-                return "error"
+                return ScaleDownOutcome.FAILED
         ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
                                 unit.name)
-        return "deleted" if ok else "error"
+        return ScaleDownOutcome.DELETED if ok else ScaleDownOutcome.FAILED
 
-    def _scale_down_slurm(self, unit: ScaleDown) -> str:
+    def _scale_down_slurm(self, unit: ScaleDown) -> ScaleDownOutcome:
         assert unit.slurm_node is not None
         if self.scheduler is not None:
             try:
                 fresh = {n.name: n for n in self.scheduler.nodes()}
             except ApiError as exc:
                 self._note("slurm", f"scale-down of {unit.name}", exc)
-                return "error"
+                return ScaleDownOutcome.FAILED
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
                 self.store.update_instance(InstanceUpdate(
                     unit.instance, status=InstanceStatus.READY, idle_since=None))
-                return "kept"
+                return ScaleDownOutcome.KEPT
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)
             if node is not None and not node.flags & SLURM_POWERED_OFF:
@@ -358,11 +368,11 @@ class _Region:
                                                reason="scoctl: scale-down")
                 except ApiError as exc:
                     self._note("slurm", f"power down Slurm node {unit.slurm_node}", exc)
-                    return "error"
+                    return ScaleDownOutcome.FAILED
             self.released.append(NodeRelease(unit.slurm_node, "scale-down"))
         ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
                                 unit.name)
-        return "deleted" if ok else "error"
+        return ScaleDownOutcome.DELETED if ok else ScaleDownOutcome.FAILED
 
     def run(self) -> RegionOutcome:
         snapshot = self.snapshot()
@@ -381,8 +391,10 @@ class _Region:
         kept: list[str] = []
         for unit in decision.scale_downs:
             outcome = self.scale_down(unit)
-            (scaled if outcome == "deleted" else kept if outcome == "kept" else []).append(
-                unit.name)
+            if outcome is ScaleDownOutcome.DELETED:
+                scaled.append(unit.name)
+            elif outcome is ScaleDownOutcome.KEPT:
+                kept.append(unit.name)
         return RegionOutcome(self.region.name, decision, tuple(deleted), tuple(scaled),
                              tuple(kept), tuple(self.problems), tuple(self.released),
                              servers=snapshot.servers)

@@ -74,7 +74,8 @@ class FleetTables(SqliteBase):
             where.append("workload = ?")
             params.append(workload)
         if not include_deleted:
-            where.append("status != 'deleted'")
+            where.append("status != ?")
+            params.append(InstanceStatus.DELETED.value)
         sql = "SELECT * FROM instances" + (f" WHERE {' AND '.join(where)}" if where else "")
         return [_instance(r) for r in self.db.query(sql + " ORDER BY workload, pool, name", params)]
 
