@@ -100,8 +100,12 @@ def connect(url: str, *, password_file: Path | None = None,
     except psycopg.Error as exc:
         raise StateUnavailable(f"state {shown}: cannot connect: "
                              f"{scrub(str(exc)).strip()}") from None
-    conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
-    conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
+    try:
+        conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
+    except psycopg.OperationalError as exc:  # the server went away just after it let us in
+        conn.close()
+        raise StateUnavailable(f"state {shown}: {scrub(str(exc)).strip()}") from None
     return conn
 
 
@@ -172,6 +176,9 @@ class PostgresStore(SqliteStore):
                                  f"{len(PG_MIGRATIONS)}; run `scoctl init` to migrate it")
             if version < len(PG_MIGRATIONS):
                 run_pg_migrations(raw, version)
+        except psycopg.OperationalError as exc:  # lost on the way (a restart): try again later
+            raw.close()
+            raise StateUnavailable(f"state {shown}: {scrub(str(exc)).strip()}") from None
         except psycopg.Error as exc:
             raw.close()
             raise StateError(f"state {shown}: not a usable scoctl state "
@@ -180,8 +187,12 @@ class PostgresStore(SqliteStore):
             raw.close()
             raise
         # a lost connection (a PostgreSQL restart) is opened again on next use (`dialect`)
-        conn = PgConnection(raw, shown=shown,
-                            reopen=lambda: connect(url, password_file=password_file))
+        try:
+            conn = PgConnection(raw, shown=shown,
+                                reopen=lambda: connect(url, password_file=password_file))
+        except BaseException:
+            raw.close()
+            raise
         store = cls(conn, url, clock or SystemClock())
         if version < len(PG_MIGRATIONS):
             store.migrated_from = version

@@ -137,7 +137,8 @@ class PgConnection:
         self._reopen = reopen
         self.shown = shown
         self.pinned = False
-        self.catalog = Catalog.read(conn)
+        with self.guard():  # a restart between connect and this read is StateUnavailable
+            self.catalog = Catalog.read(conn)
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
