@@ -10,6 +10,7 @@
         ├── TemporaryError       retry on the next tick (timeouts, 5xx, 429/503)
         │   ├── Refused          a create turned away before any work (429 to the last attempt)
         │   ├── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
+        │   ├── Unanswered       no answer within timeouts.api (or not sent: the API stalls)
         │   ├── StateUnavailable the state's database cannot be reached now (a restart)
         │   └── StillTerminating a drain's evicted pods outlived its wait: the node is not empty
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
@@ -123,6 +124,18 @@ class Refused(TemporaryError):
     plain `TemporaryError`)."""
 class DeadlineExceeded(TemporaryError):
     """The pass ran out of time (`timeouts.run`): the call was not made (nothing was sent)."""
+
+
+class Unanswered(TemporaryError):
+    """A call got no answer within `timeouts.api` (the API is stalled: paused, overloaded, a
+    dead link), or — `sent` False — was not made at all because another call to the same API
+    had just gone unanswered (`adapters.guard`). Never retried in the same pass: the API is
+    reported unavailable at once and the rest of the pass goes on without it. A call that was
+    sent may still have reached the API (a create may have happened)."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class StillTerminating(TemporaryError):

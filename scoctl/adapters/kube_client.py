@@ -6,6 +6,10 @@ Configuration: an explicit kubeconfig path and context, else ``$KUBECONFIG``, el
 
 Errors are mapped once, here: `ApiException` 429/5xx/409/410 and urllib3/socket failures become
 `TemporaryError`; other refusals (400/401/403/404/422) and unreadable objects `PermanentError`.
+A connect or read timeout (no answer within `timeouts.api`) is `Unanswered`, and trips the
+client's `Guard` (`adapters.guard`): its other calls fail at once until the API answers again —
+a list, or the informer's watch, is the probe —, so a stalled API server costs a pass one
+timeout, not one per call.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn, Self, TypeVar
 
+from scoctl.adapters.guard import Guard
 from scoctl.core.quantity import QuantityError
-from scoctl.errors import ConfigError, PermanentError, TemporaryError
+from scoctl.errors import ConfigError, PermanentError, TemporaryError, Unanswered
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +117,7 @@ class KubeClient:
                               file=os.path.expanduser(path) if path else None,
                               field="kubernetes.kubeconfig" if path else where) from exc
         self.host = str(cfg.host)
+        self.guard = Guard("Kubernetes API")
         cfg.retries = _retries_without_timeouts()
         self._api: Any = client.ApiClient(cfg)
         self._core: Any = client.CoreV1Api(self._api)
@@ -133,7 +139,14 @@ class KubeClient:
 
     def _raise(self, exc: BaseException, doing: str) -> NoReturn:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import MaxRetryError
+        from urllib3.exceptions import TimeoutError as TimeoutFailure
 
+        reason = exc.reason if isinstance(exc, MaxRetryError) else exc
+        if isinstance(reason, TimeoutFailure | TimeoutError):
+            unanswered = Unanswered(f"Kubernetes API {doing}: no answer in time: {reason}")
+            self.guard.trip(unanswered)
+            raise unanswered from exc
         if isinstance(exc, ApiException):
             status = int(exc.status or 0)
             message = _status_message(exc)
@@ -147,24 +160,39 @@ class KubeClient:
 
     def _call(self, doing: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         kwargs.setdefault("_request_timeout", self._timeout)
+        self.guard.check()
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except api_errors() as exc:
+            self._answered(exc)
             self._raise(exc, doing)
+        self.guard.answered()
+        return out
+
+    def _answered(self, exc: BaseException) -> None:
+        """The API itself refused (an HTTP status): it is not stalled."""
+        from kubernetes.client.exceptions import ApiException
+
+        if isinstance(exc, ApiException) and exc.status:
+            self.guard.answered()
 
     def _or_gone(self, doing: str, call: Callable[[], T]) -> T | None:
         """`call()`, with None for a 404 (the object is gone, or its CRD not installed) and
         every other failure mapped as `_call` maps it."""
         from kubernetes.client.exceptions import ApiException
 
+        self.guard.check()
         try:
-            return call()
+            out = call()
         except ApiException as exc:
+            self._answered(exc)
             if exc.status == 404:
                 return None
             self._raise(exc, doing)
         except api_errors() as exc:
             self._raise(exc, doing)
+        self.guard.answered()
+        return out
 
     def _unless_gone(self, doing: str, fn: Callable[..., Any], *args: Any,
                      **kwargs: Any) -> bool:
@@ -194,11 +222,13 @@ class KubeClient:
                     page = self._read_json(fn, *args, limit=self.page_size, _continue=cont,
                                            **kwargs)
                 except ApiException as exc:
+                    self._answered(exc)
                     if exc.status == 410 and cont:
                         break
                     self._raise(exc, doing)
                 except api_errors() as exc:
                     self._raise(exc, doing)
+                self.guard.answered()  # a list is the probe: no check before it
                 items.extend(page.get("items") or ())
                 meta = page.get("metadata") or {}
                 cont = meta.get("continue") or None
@@ -251,6 +281,7 @@ class KubeClient:
                                         allow_watch_bookmarks=True,
                                         _request_timeout=(self._timeout[0], left + 10),
                                         **selectors):
+                    self.guard.answered()
                     raw = ev.get("raw_object") or {}
                     kind = ev.get("type")
                     new_rv = str((raw.get("metadata") or {}).get("resourceVersion") or rv)

@@ -5,6 +5,7 @@ SDK and keystoneauth exceptions are mapped once, here:
     403 "Quota exceeded ..." and 413      -> QuotaExceeded
     429, 503                              -> TemporaryError(delay=Retry-After)
     other 5xx, connection failures        -> TemporaryError
+    no answer within timeouts.api         -> Unanswered (a TemporaryError never retried)
     other 4xx, other SDK errors           -> PermanentError
     a launch every attempt of which was   -> Refused (a TemporaryError: nothing was created)
     turned away before any work
@@ -46,6 +47,7 @@ from scoctl.errors import (
     Refused,
     ScoctlError,
     TemporaryError,
+    Unanswered,
 )
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,8 @@ def map_error(exc: BaseException) -> ScoctlError | None:
         if status is None or status >= 500:
             return TemporaryError(f"Nova answered {status}: {message}")
         return PermanentError(f"Nova answered {status}: {message}")
+    if isinstance(exc, ka.ConnectTimeout):  # keystoneauth's name for a connect or read timeout
+        return Unanswered(f"Nova did not answer in time: {exc}")
     if isinstance(exc, ka.ConnectionError | ka.RetriableConnectionFailure):
         return TemporaryError(f"Nova unreachable: {type(exc).__name__}")
     if isinstance(exc, ka.HttpError):

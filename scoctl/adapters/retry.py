@@ -1,6 +1,8 @@
 """A bounded retry policy for outside API calls.
 
-Only `TemporaryError` is retried. A `delay` on the error (from `Retry-After`) is honoured: the
+Only `TemporaryError` is retried, and not `Unanswered`: a call that got no answer within
+`timeouts.api` is reported at once (the API stalls; `adapters.guard` keeps the rest of the pass
+from waiting on it again). A `delay` on the error (from `Retry-After`) is honoured: the
 wait is never shorter, plus a uniform draw between 0 and `retry_after_jitter` so that callers
 told the same Retry-After (several launches, several scoctl processes) do not all come back in
 the same instant. Otherwise the wait is exponential backoff with full jitter (a uniform draw
@@ -34,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from scoctl.errors import DeadlineExceeded, TemporaryError
+from scoctl.errors import DeadlineExceeded, TemporaryError, Unanswered
 
 T = TypeVar("T")
 
@@ -152,6 +154,8 @@ class RetryPolicy:
                 return fn()
             except DeadlineExceeded:
                 raise  # nothing was sent, and waiting only brings the deadline nearer
+            except Unanswered:
+                raise  # the API stalls: another timeouts.api of waiting helps no one
             except TemporaryError as error:
                 if attempt >= self.max_attempts:
                     raise

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from scoctl.adapters.counting import CallCounter, CountingCloud
+from scoctl.adapters.guard import Guard, GuardedCloud, cloud_guard
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as schedule
@@ -85,17 +86,22 @@ class Regions:
     and ``--interval`` take a fresh one each pass, its Nova calls bound to the pass's deadline.
 
     Clouds come from `clouds` (by region name), else `connect(config, region, budget)`, else
-    the config's clouds.yaml entry spending the region's budget."""
+    the config's clouds.yaml entry spending the region's budget. Each passes its region's
+    `Guard` (`adapters.guard`): once a call to a region goes unanswered, the region's other
+    calls fail at once, and the other regions go on; `probe` (the controller): a thread of
+    the guard's own looks for the region's answer."""
 
     def __init__(self, *, clouds: Mapping[str, Cloud] | None = None,
                  connect: CloudFactory | None = None, budget: BudgetFactory | None = None,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, probe: bool = False) -> None:
         self.given = dict(clouds or {})
         self._connect, self._budget = connect, budget or default_budget
         self.deadline = deadline
         self.counter = CallCounter()
         self.budgets: dict[str, Budget] = {}
         self.clouds: dict[str, Cloud] = {}
+        self.guards: dict[str, Guard] = {}
+        self._probe = probe
         self._counted: dict[tuple[str, str], int] = {}
         self._spent: dict[str, int] = {}
 
@@ -116,8 +122,20 @@ class Regions:
                     from scoctl.adapters.factory import cloud_for
 
                     given = cloud_for(config, region, budget=spend, deadline=self.deadline)
-            self.clouds[region.name] = CountingCloud(given, region.name, self.counter)
+            counted = CountingCloud(given, region.name, self.counter)
+            guard = cloud_guard(region.name, counted, probe=self._probe)
+            self.guards[region.name] = guard
+            self.clouds[region.name] = GuardedCloud(counted, guard)
         return self.clouds[region.name]
+
+    def stalled(self) -> dict[str, str]:
+        """The regions whose Nova stalls now, with the unanswered call's error."""
+        return {name: why for name, guard in self.guards.items()
+                if (why := guard.stalled) is not None}
+
+    def recoveries(self) -> int:
+        """How many regional stalls have ended (grows when a region answers again)."""
+        return sum(guard.cleared for guard in self.guards.values())
 
     def usage(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
         """The calls (by region and outcome) and tokens (by region) spent since last asked."""
@@ -132,11 +150,17 @@ class Regions:
     def close(self) -> None:
         """Close the clouds this connected (given ones are the caller's); a reload connects
         again with the new config."""
+        for guard in self.guards.values():
+            guard.close()
         for name, cloud in self.clouds.items():
-            close = getattr(getattr(cloud, "inner", cloud), "close", None)
+            inner: Any = cloud
+            while hasattr(inner, "inner"):  # the guard's, then the counter's
+                inner = inner.inner
+            close = getattr(inner, "close", None)
             if name not in self.given and callable(close):
                 close()
         self.clouds.clear()
+        self.guards.clear()
         self.budgets.clear()
 
 

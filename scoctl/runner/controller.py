@@ -130,6 +130,7 @@ class Controller:
         self.lock_busy = False  # the last pass found the lock held (reported once per streak)
         self.state_retry = 0.0  # the back-off of a state outage (0: the state answers)
         self.passes = 0
+        self.recovered = 0  # stalls ended so far (`_answered_again`)
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -238,6 +239,7 @@ class Controller:
                     signals.reload.clear()
                     self.reload()
                 self.follow_lead()
+                self._answered_again()
                 self._idle(signals)
                 now = self.clock.monotonic()
                 if not signals.stop and now >= self.lock_retry_at and decide.next_step(
@@ -252,6 +254,24 @@ class Controller:
                 self.informer.stop()
             self.steps.close()
         return 0
+
+    def stalled(self) -> dict[str, str]:
+        """What stalls now (`adapters.guard`): ``nova`` per region (``nova:REGION``) and the
+        Kubernetes API, with the unanswered call's error."""
+        out = {f"nova:{name}": why for name, why in self.steps.regions.stalled().items()}
+        guard = getattr(self.cluster, "guard", None)
+        if guard is not None and (why := guard.stalled) is not None:
+            out["kubernetes"] = why
+        return out
+
+    def _answered_again(self) -> None:
+        """A stalled region or API answered its guard's probe (or the informer's watch): act
+        and reconcile at once, so what waited on it is not left to the next timer."""
+        guard = getattr(self.cluster, "guard", None)
+        seen = self.steps.regions.recoveries() + (guard.cleared if guard is not None else 0)
+        if seen != self.recovered:
+            self.recovered = seen
+            self.schedule = decide.reconcile_wanted(decide.leader_gained(self.schedule))
 
     def _idle(self, signals: Signals) -> None:
         """Wait for events until a step is due (at most TICK_S), and list the spool when due."""
@@ -377,7 +397,7 @@ class Steps:
                  budget: Callable[[Config, Region], Budget] | None) -> None:
         self.owner = owner
         self.teardown = teardown
-        self.regions = Regions(clouds=clouds, budget=budget)
+        self.regions = Regions(clouds=clouds, budget=budget, probe=True)
         self.last: dict[str, StepReport] = {}  # each stage's latest report, for the metrics
         self.pending: dict[str, int] = {}
         self.plan_seconds: float | None = None
@@ -451,7 +471,7 @@ class Steps:
         if acquired is not None and planned is not None:
             self.acquired = planned.generation
         o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
-                                      failed=bool(problems),
+                                      failed=self.failed(problems),
                                       launched=acquired is not None and acquired.launched > 0,
                                       replan=acquired is not None and bool(o.store.dirty()))
 
@@ -467,10 +487,20 @@ class Steps:
         view = one.view if one.view is not None else fleet_view(o.config, o.store)
         self.progress()
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
-                                            failed=bool(problems),
+                                            failed=self.failed(problems),
                                             booting=view.booting or view.noticed,
                                             replan=bool(o.store.dirty()),
                                             reclaimable=view.reclaimable)
+
+    def failed(self, problems: Sequence[Problem]) -> bool:
+        """Whether a step failed so that it must be retried with back-off: problems of a
+        region or API that stalls do not count — its guard probes it and the controller acts
+        again once it answers (`Controller._answered_again`) —, so one stalled region never
+        slows the retries of the others."""
+        stalled = self.owner.stalled()
+        return any(not (f"nova:{p.region}" in stalled if p.api == "nova" else
+                        p.api == "kubernetes" and "kubernetes" in stalled)
+                   for p in problems)
 
     def heard(self, problems: Sequence[Problem], apis: Sequence[Api]) -> None:
         """Fold what a step learnt of `apis` into the outages: each API a problem names is
@@ -479,8 +509,13 @@ class Steps:
         o = self.owner
         state = first_of(problems, "state")
         o.api("state", None if state is None else str(state))
+        stalled = o.stalled()
         for api in apis:
             found = first_of(problems, api)
+            if found is None:  # no news of a region that stalls is not its recovery
+                held = next((why for key, why in sorted(stalled.items())
+                             if key.split(":")[0] == api), None)
+                found = None if held is None else Problem(api, None, "", held)
             if found is not None or state is None:
                 o.api(api, None if found is None else str(found))
 
