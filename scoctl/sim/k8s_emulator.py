@@ -30,10 +30,20 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   finished pods go at once), times ``grace_scale`` (1; less in the simulated region), then
   deletes it as the kubelet would; the test-side `K8sEmulator.delete` is a forced deletion;
 * create (``generateName``), replace (optimistic concurrency: 409 on a stale resourceVersion),
-  patch (JSON merge patch, strategic merge patch for the simple cases: lists of containers,
-  conditions, taints merged by key; JSON patch), delete with propagation (Background/Foreground
+  patch (JSON merge patch, strategic merge patch with each field's patch strategy; JSON
+  patch), delete with propagation (Background/Foreground
   cascade through ownerReferences, Orphan, and the batch/v1 default of Orphan);
-* Status error bodies (400, 404, 409, 410, 422; injected 429/500/503);
+* authentication and RBAC (`scoctl.sim.k8s_auth`): bearer tokens (`tokens`, default scoctl's
+  ServiceAccount `SCOCTL_TOKEN` and the admin's `ADMIN_TOKEN`; none or unknown: 401), every
+  request of a user outside ``system:masters`` authorized by the stored ClusterRoles, Roles and
+  bindings (rbac.authorization.k8s.io/v1; 403 with upstream's message); `authorized` counts
+  what RBAC allowed; the ``/_sim/`` control API is the simulator's own, not the Kubernetes API,
+  and takes no token;
+* ``/status`` apart from the main resource (`prepare_update`); list pages from the first page's
+  snapshot; a restart (``start`` after ``stop``, or a new process: versions start from the
+  clock) expires the watches from before;
+* Status error bodies (400, 401, 403, 404, 409, 410, 422; 500 for a handler's bug; injected
+  429/500/503);
 * strict objects: required fields checked and every quantity a string, so that the client 37.x
   pydantic models deserialize everything served.
 
