@@ -30,10 +30,20 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   finished pods go at once), times ``grace_scale`` (1; less in the simulated region), then
   deletes it as the kubelet would; the test-side `K8sEmulator.delete` is a forced deletion;
 * create (``generateName``), replace (optimistic concurrency: 409 on a stale resourceVersion),
-  patch (JSON merge patch, strategic merge patch for the simple cases: lists of containers,
-  conditions, taints merged by key; JSON patch), delete with propagation (Background/Foreground
+  patch (JSON merge patch, strategic merge patch with each field's patch strategy; JSON
+  patch), delete with propagation (Background/Foreground
   cascade through ownerReferences, Orphan, and the batch/v1 default of Orphan);
-* Status error bodies (400, 404, 409, 410, 422; injected 429/500/503);
+* authentication and RBAC (`scoctl.sim.k8s_auth`): bearer tokens (`tokens`, default scoctl's
+  ServiceAccount `SCOCTL_TOKEN` and the admin's `ADMIN_TOKEN`; none or unknown: 401), every
+  request of a user outside ``system:masters`` authorized by the stored ClusterRoles, Roles and
+  bindings (rbac.authorization.k8s.io/v1; 403 with upstream's message); `authorized` counts
+  what RBAC allowed; the ``/_sim/`` control API is the simulator's own, not the Kubernetes API,
+  and takes no token;
+* ``/status`` apart from the main resource (`prepare_update`); list pages from the first page's
+  snapshot; a restart (``start`` after ``stop``, or a new process: versions start from the
+  clock) expires the watches from before;
+* Status error bodies (400, 401, 403, 404, 409, 410, 422; 500 for a handler's bug; injected
+  429/500/503);
 * strict objects: required fields checked and every quantity a string, so that the client 37.x
   pydantic models deserialize everything served.
 
@@ -70,6 +80,19 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from scoctl.core.syntax import split_top_level
+from scoctl.sim.k8s_auth import (
+    ADMIN,
+    PRIVILEGED_GROUP,
+    RBAC_GROUP,
+    SCOCTL,
+    Attributes,
+    User,
+    authenticate,
+    authorize,
+    forbidden_message,
+    policy_of,
+    request_attributes,
+)
 
 Obj = dict[str, Any]
 
@@ -104,6 +127,7 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",)),
     ResourceType("", "v1", "events", "Event", True),
     ResourceType("", "v1", "secrets", "Secret", True),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
@@ -111,7 +135,12 @@ TYPES: tuple[ResourceType, ...] = (
                  ("status",)),
     ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
                  ("status",)),
+    ResourceType(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", False),
+    ResourceType(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    ResourceType(RBAC_GROUP, "v1", "roles", "Role", True),
+    ResourceType(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True),
 )
+_RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 _BY_PATH = {(t.group, t.version, t.plural): t for t in TYPES}
 _BY_NAME: dict[str, ResourceType] = {}
 for _t in TYPES:
@@ -332,41 +361,77 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-_MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "ports":
-               "containerPort", "volumes": "name", "volumeMounts": "mountPath", "conditions":
-               "type", "taints": "key", "tolerations": "key", "ownerReferences": "uid",
-               "imagePullSecrets": "name", "schedulingGates": "name"}
+# The lists a strategic merge patch merges, with their patchMergeKey, from the struct tags of
+# k8s.io/api core/v1, apps/v1, batch/v1, policy/v1 and apimachinery's ObjectMeta (types.go:
+# ``patchStrategy:"merge" patchMergeKey:"…"``); every other list (``taints``, ``tolerations``,
+# ``containerStatuses``, ``args``, …) has no strategy and is replaced whole.
+_MERGE_KEYS = {"containers": "name", "initContainers": "name", "ephemeralContainers": "name",
+               "env": "name", "ports": "containerPort", "volumes": "name",
+               "volumeMounts": "mountPath", "volumeDevices": "devicePath",
+               "conditions": "type", "ownerReferences": "uid", "imagePullSecrets": "name",
+               "schedulingGates": "name", "resourceClaims": "name", "hostAliases": "ip",
+               "podIPs": "ip", "addresses": "type"}
+# lists of scalars with ``patchStrategy:"merge"``: a patch adds its values (a set union)
+_MERGE_SCALARS = frozenset({"finalizers", "podCIDRs"})
+_DELETE_FROM = "$deleteFromPrimitiveList/"
+_ORDER = "$setElementOrder/"
 
 
 def strategic_merge_patch(target: Any, patch: Any, key: str = "") -> Any:
-    """Strategic merge patch for the simple cases: maps merged recursively, lists of objects with
-    a known merge key (``containers`` by name, ``conditions`` by type, …) merged element-wise,
-    ``$patch: delete`` on such an element removes it, other lists replaced."""
+    """Strategic merge patch (apimachinery ``strategicpatch.StrategicMergePatch``) with each
+    field's patch strategy from the API types (`_MERGE_KEYS`, `_MERGE_SCALARS`): maps merge
+    recursively, ``null`` deletes a key; a list with a merge key merges element-wise by it
+    (``$patch: delete`` on an element removes it, an element ``{"$patch": "replace"}`` makes
+    the patch's elements the whole list); a mergeable list of scalars gets the patch's values
+    added (``$deleteFromPrimitiveList/<field>`` removes values); every other list is replaced;
+    ``$patch: replace`` on a map replaces it, ``$patch: delete`` removes it;
+    ``$setElementOrder/<field>`` and ``$retainKeys`` directives are accepted (order and
+    retention are not modelled)."""
     if isinstance(patch, dict):
-        if patch.get("$patch") == "replace":
-            return {k: v for k, v in patch.items() if k != "$patch"}
+        directive = patch.get("$patch")
+        if directive == "replace":
+            return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        if directive not in (None, "merge"):
+            raise ValueError(f"unknown patch directive {directive!r} in a map")
         out = dict(target) if isinstance(target, dict) else {}
         for k, value in patch.items():
+            if k.startswith(_DELETE_FROM):
+                name = k[len(_DELETE_FROM):]
+                if not isinstance(value, list):
+                    raise ValueError(f"{k} must be a list")
+                if isinstance(out.get(name), list):
+                    out[name] = [v for v in out[name] if v not in value]
+                continue
             if k.startswith("$"):
                 continue
-            if value is None:
+            if value is None or (isinstance(value, dict) and value.get("$patch") == "delete"):
                 out.pop(k, None)
             else:
                 out[k] = strategic_merge_patch(out.get(k), value, k)
         return out
-    if isinstance(patch, list) and key in _MERGE_KEYS and isinstance(target, list) and all(
-        isinstance(e, dict) for e in patch
-    ):
+    if isinstance(patch, list) and key in _MERGE_SCALARS:
+        result = list(target) if isinstance(target, list) else []
+        result += [v for v in patch if v not in result]
+        return result
+    if isinstance(patch, list) and key in _MERGE_KEYS:
+        if not all(isinstance(e, dict) for e in patch):
+            raise ValueError(f"{key}: the elements of a list merged by "
+                             f"{_MERGE_KEYS[key]!r} must be objects")
         mkey = _MERGE_KEYS[key]
-        result = [dict(e) for e in target]
+        if any(e.get("$patch") == "replace" for e in patch):
+            return [{k: copy.deepcopy(v) for k, v in e.items() if not k.startswith("$")}
+                    for e in patch if e.get("$patch") != "replace"]
+        result = [dict(e) for e in target] if isinstance(target, list) else []
         for element in patch:
+            if mkey not in element:
+                raise ValueError(f"{key}: an element has no merge key {mkey!r}")
             idx = next((i for i, e in enumerate(result)
                         if isinstance(e, dict) and e.get(mkey) == element.get(mkey)), None)
             if element.get("$patch") == "delete":
                 if idx is not None:
                     result.pop(idx)
             elif idx is None:
-                result.append({k: v for k, v in element.items() if not k.startswith("$")})
+                result.append(strategic_merge_patch({}, element, ""))
             else:
                 result[idx] = strategic_merge_patch(result[idx], element, "")
         return result
@@ -500,6 +565,10 @@ def validate(rt: ResourceType, obj: Obj) -> None:
     if not isinstance(name, str) or not name:
         causes.append(("metadata.name", "Required value: name or generateName is required"))
         name = ""
+    elif rt.kind in _RBAC_KINDS:  # ValidateRBACName: a path segment name (``:`` allowed)
+        if name in (".", "..") or "/" in name or "%" in name:
+            causes.append(("metadata.name", f"Invalid value: {name!r}: may not contain '/' "
+                                            "or '%' and may not be '.' or '..'"))
     elif len(name) > 253 or not _NAME.match(name):
         causes.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 "
                                         "subdomain must consist of lower case alphanumeric "
@@ -676,22 +745,40 @@ class _TypeState:
     floor: int = 0  # watching from an RV below this gets 410 Expired
 
 
+SNAPSHOTS = 16  # list snapshots kept for their continue tokens
+SCOCTL_TOKEN = "scoctl-sim"
+ADMIN_TOKEN = "scoctl-sim-admin"
+DEFAULT_TOKENS: Mapping[str, User] = {SCOCTL_TOKEN: SCOCTL, ADMIN_TOKEN: ADMIN}
+
+
 class K8sEmulator:
     """An in-process Kubernetes API server on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_history: int = 200_000,
-                 token: str = "scoctl-sim", grace_scale: float = 1.0) -> None:
+                 tokens: Mapping[str, User] | None = None, grace_scale: float = 1.0,
+                 initial_rv: int | None = None) -> None:
         if grace_scale <= 0:
             raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
         self._port = port
-        self.token = token
+        # bearer token → user (a static token file); requests without one of them get 401
+        self.tokens: dict[str, User] = dict(tokens if tokens is not None else DEFAULT_TOKENS)
+        # (user, verb, group, resource[/sub], namespace) of every request authorized by RBAC
+        # (not by the privileged group): what a role is measured against
+        self.authorized: collections.Counter[tuple[str, str, str, str, str]] = (
+            collections.Counter())
         self.max_history = max_history
         self._cond = threading.Condition()
-        self._rv = 1000
+        # etcd's revision survives an apiserver restart; this emulator keeps nothing, so a new
+        # process starts from the clock (µs since the epoch): above every version an earlier
+        # process on this port handed out, unless it made a million writes a second
+        self._rv = int(time.time() * 1_000_000) if initial_rv is None else initial_rv
+        self._snapshots: collections.OrderedDict[tuple[str, int], tuple[
+            list[tuple[str, str]], dict[tuple[str, str], Obj]]] = collections.OrderedDict()
         self._types = {t: _TypeState(floor=self._rv) for t in TYPES}
         self._watch_epoch = 0
         self._stopping = False
+        self._served = False
         self._faults: list[_Fault] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -709,8 +796,15 @@ class K8sEmulator:
     # -- lifecycle
 
     def start(self) -> K8sEmulator:
-        """Bind and serve in a daemon thread; returns self."""
+        """Bind and serve in a daemon thread; returns self.
+
+        Starting again after `stop` is an apiserver restart: its watch cache begins at the
+        current revision (cacher.go), so a watch or a continue token from before gets 410
+        Expired and the client re-lists; versions go on from where they were."""
         emulator = self
+        if self._served:
+            self.compact()
+        self._served = True
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -769,12 +863,17 @@ class K8sEmulator:
         """``http://127.0.0.1:<port>``."""
         return f"http://{self._host}:{self.port}"
 
-    def kubeconfig(self, context: str = "scoctl-sim", namespace: str = "default") -> str:
-        """A kubeconfig (YAML is a superset of JSON, so it is written as JSON) for this server."""
+    def kubeconfig(self, context: str = "scoctl-sim", namespace: str = "default", *,
+                   user: User = SCOCTL) -> str:
+        """A kubeconfig (YAML is a superset of JSON, so it is written as JSON) for this server,
+        with the bearer token of `user` (scoctl's ServiceAccount; `ADMIN` for set-up)."""
+        token = next((t for t, u in self.tokens.items() if u == user), None)
+        if token is None:
+            raise KeyError(f"the emulator has no token for {user.name!r}")
         return json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": context,
             "clusters": [{"name": context, "cluster": {"server": self.url}}],
-            "users": [{"name": context, "user": {"token": self.token}}],
+            "users": [{"name": context, "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context,
                                                        "namespace": namespace}}],
         }, indent=2)
@@ -928,6 +1027,8 @@ class K8sEmulator:
                 state.history.clear()
                 state.history_rvs.clear()
                 state.floor = self._rv
+                for snap in [k for k in self._snapshots if k[0] == rt.plural]:
+                    del self._snapshots[snap]
             self._cond.notify_all()
             return self._rv
 
@@ -1062,7 +1163,8 @@ class K8sEmulator:
             self._node_lifecycle(name)  # answers with the writer's own version
         return body
 
-    def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str) -> Obj:
+    def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str,
+               sub: str | None = None) -> Obj:
         current = self._get(rt, ns, name)
         try:
             if content_type.startswith("application/json-patch+json"):
@@ -1090,6 +1192,10 @@ class K8sEmulator:
             raise StatusError(422, "Invalid", "the patch did not produce an object")
         expect = patch.get("metadata", {}).get("resourceVersion") if isinstance(
             patch, dict) else None
+        if not isinstance(body.get("metadata", {}), dict):
+            raise StatusError(422, "Invalid", "the patch made metadata something other than "
+                                              "an object")
+        body = prepare_update(rt, current, body, sub)
         body.setdefault("metadata", {})
         body["metadata"].pop("resourceVersion", None)
         return self._replace(rt, ns, name, body, expect_rv=expect)
@@ -1235,23 +1341,31 @@ class K8sEmulator:
 
     def _list(self, rt: ResourceType, flt: _Filter, limit: int | None,
               cont: str | None) -> Obj:
+        """One page of a list. Every page of one list comes from the snapshot its first page
+        was read at and reports that list's resourceVersion (etcd3/store.go GetList reads the
+        continuation at the token's revision); a token whose revision was compacted, or whose
+        snapshot this emulator no longer keeps (the last `SNAPSHOTS`), gets 410 Expired."""
         with self._cond:
             start: tuple[str, str] | None = None
             if cont:
                 try:
                     token = json.loads(base64.urlsafe_b64decode(cont.encode()))
-                    snapshot, start = int(token["rv"]), (token["start"][0], token["start"][1])
+                    rv, start = int(token["rv"]), (str(token["start"][0]), str(token["start"][1]))
                 except (ValueError, KeyError, TypeError, IndexError) as exc:
                     raise StatusError(400, "BadRequest",
                                       "continue key is not valid: invalid token") from exc
-                if snapshot < self._types[rt].floor:
+                held = self._snapshots.get((rt.plural, rv))
+                if rv < self._types[rt].floor or held is None:
                     raise StatusError(
                         410, "Expired", "The provided continue parameter is too old to display a "
                         "consistent list result. You can start a new list without the continue "
                         "parameter.")
-            keys = self._keys(rt)
+                self._snapshots.move_to_end((rt.plural, rv))
+                keys, objects = held
+            else:
+                rv = self._rv
+                keys, objects = self._keys(rt), self._types[rt].objects
             index = bisect.bisect_right(keys, start) if start is not None else 0
-            objects = self._types[rt].objects
             items: list[Obj] = []
             next_key: tuple[str, str] | None = None
             while index < len(keys):
@@ -1265,7 +1379,12 @@ class K8sEmulator:
                     if limit and len(items) >= limit:
                         next_key = key
                         break
-            rv = self._rv
+            if next_key is not None and index < len(keys) and not cont:
+                # the stored objects are replaced on a write, never changed in place: a
+                # shallow copy of the map is the snapshot
+                self._snapshots[(rt.plural, rv)] = (keys, dict(objects))
+                while len(self._snapshots) > SNAPSHOTS:
+                    self._snapshots.popitem(last=False)
         meta: Obj = {"resourceVersion": str(rv)}
         if next_key is not None and index < len(keys):
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(
@@ -1329,6 +1448,28 @@ class K8sEmulator:
                         "metadata": {"resourceVersion": str(max(position, current_rv))}}}
                 return
             yield None
+
+    # -- authentication and authorization
+
+    def _authorize(self, header: str | None, attrs: Attributes) -> User:
+        """The request's user, when its bearer token is known (else 401 Unauthorized) and RBAC
+        allows the request (else 403 Forbidden, with upstream's message); see k8s_auth."""
+        user = authenticate(header, self.tokens)
+        if user is None:  # authentication.go: unauthorized(), no anonymous requests
+            raise StatusError(401, "Unauthorized", "Unauthorized")
+        with self._cond:
+            policy = policy_of(obj for rt in TYPES if rt.kind in _RBAC_KINDS
+                               for obj in self._types[rt].objects.values())
+            allowed = authorize(policy, user, attrs)
+            if allowed and attrs.resource_request and PRIVILEGED_GROUP not in user.groups:
+                self.authorized[(user.name, attrs.verb, attrs.group, attrs.combined_resource,
+                                 attrs.namespace)] += 1
+        if not allowed:
+            details: Obj = {"group": attrs.group, "kind": attrs.resource}
+            if attrs.name:
+                details["name"] = attrs.name
+            raise StatusError(403, "Forbidden", forbidden_message(user, attrs), details)
+        return user
 
     # -- HTTP dispatch
 
@@ -1415,6 +1556,67 @@ def _grace_period(pod: Mapping[str, Any], grace: int | None) -> int:
     if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
         period = 0
     return 1 if period < 0 else period
+
+
+# ObjectMeta fields a status update cannot change (metav1.ResetObjectMetaForStatus)
+_STATUS_KEEPS_META = ("deletionTimestamp", "generation", "labels", "annotations", "finalizers",
+                      "ownerReferences")
+
+
+def prepare_update(rt: ResourceType, current: Mapping[str, Any], body: Obj,
+                   sub: str | None) -> Obj:
+    """What an update through the API stores, for a type with a ``status`` subresource: on the
+    main resource the status stays as stored (e.g. pkg/registry/core/pod/strategy.go
+    ``podStrategy.PrepareForUpdate``: ``newPod.Status = oldPod.Status``); on ``/status`` only
+    the status changes (``podStatusStrategy.PrepareForUpdate``: ``newPod.Spec = oldPod.Spec``
+    and ``metav1.ResetObjectMetaForStatus``). Other types store the body as sent."""
+    if "status" not in rt.subresources:
+        return body
+    out = dict(body)
+    if sub == "status":
+        for key in set(out) | set(current):
+            if key in ("status", "metadata", "apiVersion", "kind"):
+                continue
+            if key in current:
+                out[key] = _clone(current[key])
+            else:
+                out.pop(key, None)
+        meta = dict(out.get("metadata") or {})
+        cmeta = current.get("metadata") or {}
+        for key in _STATUS_KEEPS_META:
+            if key in cmeta:
+                meta[key] = _clone(cmeta[key])
+            else:
+                meta.pop(key, None)
+        out["metadata"] = meta
+    elif "status" in current:
+        out["status"] = _clone(current["status"])
+    else:
+        out.pop("status", None)
+    return out
+
+
+def _number(query: Mapping[str, str], name: str) -> int | None:
+    """An integer query parameter; 400 BadRequest when it is not one."""
+    text = query.get(name)
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise StatusError(400, "BadRequest", f"invalid {name} {text!r}: not an integer"
+                          ) from None
+
+
+def _object_body(body: Any) -> Obj:
+    """A request body that must be an object with an object ``metadata`` (400 otherwise, as the
+    decoder refuses it)."""
+    if not isinstance(body, dict):
+        raise StatusError(400, "BadRequest", "the request body must be an object")
+    if not isinstance(body.get("metadata", {}), dict):
+        raise StatusError(400, "BadRequest", "metadata: the request body's metadata must be "
+                                             "an object")
+    return body
 
 
 def _error_event(code: int, reason: str, message: str) -> Obj:
@@ -1600,6 +1802,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/_sim/"):
                 self._send(200, _control(self.emulator, method, path[len("/_sim/"):], body))
                 return
+            self.emulator._authorize(self.headers.get("Authorization"),
+                                     request_attributes(method, path, query))
             self.emulator.requests.append(f"{method} {self.path}")
             fault = self.emulator._check_fault(method, self.path)
             if fault is not None:
@@ -1609,8 +1813,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(err)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except (KeyError, ValueError, TypeError) as exc:
-            self._send_error(StatusError(400, "BadRequest", f"bad request: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - a handler's bug is the apiserver's 500
+            # apierrors.NewInternalError: what failed inside is no fault of the request
+            self._send_error(StatusError(500, "InternalError",
+                                         f"Internal error occurred: {type(exc).__name__}: {exc}",
+                                         {"causes": [{"message": f"{exc}"}]}))
 
     def _route(self, method: str, path: str, query: Mapping[str, str], body: Any) -> None:
         segs = [s for s in path.split("/") if s]
@@ -1671,17 +1878,16 @@ class _Handler(BaseHTTPRequestHandler):
                               parse_label_selector(query.get("labelSelector", "")),
                               parse_field_selector(rt, query.get("fieldSelector", "")))
                 if query.get("watch") in ("true", "1"):
-                    timeout = query.get("timeoutSeconds")
+                    timeout = _number(query, "timeoutSeconds")
                     self._stream(emu._watch(rt, flt, query.get("resourceVersion", ""),
-                                            float(timeout) if timeout else None,
+                                            float(timeout) if timeout is not None else None,
                                             query.get("allowWatchBookmarks") == "true"))
                     return
-                limit = int(query["limit"]) if query.get("limit") else None
+                limit = _number(query, "limit") or None
                 self._send(200, emu._list(rt, flt, limit, query.get("continue") or None))
                 return
             if method == "POST":
-                if not isinstance(body, dict):
-                    raise StatusError(400, "BadRequest", "the request body must be an object")
+                body = _object_body(body)
                 if body.get("kind") not in (None, rt.kind):
                     raise StatusError(400, "BadRequest", f"the kind {body.get('kind')!r} does "
                                                          f"not match {rt.kind}")
@@ -1712,16 +1918,18 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = emu._get(rt, ns or "", name)
             self._send(200, obj)
         elif method == "PUT":
-            if not isinstance(body, dict):
-                raise StatusError(400, "BadRequest", "the request body must be an object")
+            body = _object_body(body)
             expect = body.get("metadata", {}).get("resourceVersion")
             with emu._cond:
-                obj = emu._replace(rt, ns or "", name, _clone(body), expect_rv=expect)
+                current = emu._get(rt, ns or "", name)
+                obj = emu._replace(rt, ns or "", name,
+                                   prepare_update(rt, current, _clone(body), sub),
+                                   expect_rv=expect)
             self._send(200, obj)
         elif method == "PATCH":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             with emu._cond:
-                obj = emu._patch(rt, ns or "", name, body, ctype)
+                obj = emu._patch(rt, ns or "", name, body, ctype, sub)
             self._send(200, obj)
         elif method == "DELETE":
             propagation = query.get("propagationPolicy")
@@ -2206,11 +2414,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", help="write {url, pid} here (atomically) when listening")
     parser.add_argument("--seed", help="a JSON file {\"objects\": [...]} to load first")
-    parser.add_argument("--token", default="scoctl-sim")
+    parser.add_argument("--tokens-file",
+                        help="a JSON file {token: {\"user\": name, \"groups\": [...]}}: the "
+                             "bearer tokens accepted (default: scoctl's and the admin's "
+                             "built-in test tokens)")
     parser.add_argument("--grace-scale", type=float, default=1.0,
                         help="a Terminating pod goes after its grace period times this (> 0)")
     args = parser.parse_args(argv)
-    emu = K8sEmulator(args.host, args.port, token=args.token, grace_scale=args.grace_scale)
+    tokens: dict[str, User] | None = None
+    if args.tokens_file:
+        with open(args.tokens_file, encoding="utf-8") as fh:
+            tokens = {str(t): User(str(u["user"]), tuple(str(g) for g in u.get("groups", ())))
+                      for t, u in json.load(fh).items()}
+    emu = K8sEmulator(args.host, args.port, tokens=tokens, grace_scale=args.grace_scale)
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
             for obj in json.load(fh).get("objects", []):

@@ -6,7 +6,10 @@ One folder (default ``./.scoctl-sim``) holds everything of one simulated region:
     k8s.ready nova.ready agent.ready  written by each process once it serves
     k8s.log  nova.log  agent.log      their output
     k8s-seed.json nova-seed.json agent.json   what they were started with
-    kubeconfig                        the Kubernetes emulator, for the kubernetes client
+    kubeconfig                        the Kubernetes emulator as scoctl's ServiceAccount
+                                      (kube-system/scoctl, held to configs/kubernetes/rbac.yaml)
+    kubeconfig-admin                  the same as the admin (system:masters), for set-up
+    k8s-tokens.json                   the bearer tokens the Kubernetes emulator accepts
     clouds.yaml                       entry `scoctl-sim`: admin_token on the Nova emulator's /v2.1
     join-token                        the join secret the user-data template embeds
     sim.json                          URLs, start time, scenario
@@ -41,11 +44,12 @@ from urllib.parse import urlsplit
 
 from scoctl.config.schema import Config
 from scoctl.errors import ApiError, ScoctlError, UsageError
+from scoctl.sim.k8s_auth import ADMIN, SCOCTL, User, shipped_rbac
 from scoctl.sim.scenario import Scenario, agent_settings, kubernetes_objects, nova_seed
 
 DEFAULT_DIR = Path(".scoctl-sim")
 CLOUD_NAME = "scoctl-sim"
-K8S_TOKEN = "scoctl-sim"
+TOKENS_FILE = "k8s-tokens.json"
 # an evicted or deleted pod stays Terminating for its grace period times this (30 s → 3 s), as
 # the simulated region runs its clocks fast
 GRACE_SCALE = 0.1
@@ -53,8 +57,8 @@ STATE_FILE = "sim.json"
 MODULES = {"k8s": "scoctl.sim.k8s_emulator", "nova": "scoctl.sim.nova_emulator",
            "agent": "scoctl.sim.agent"}
 COMPONENTS = ("k8s", "nova", "agent")
-RUNTIME_FILES = ("sim.json", "kubeconfig", "clouds.yaml", "join-token", "k8s-seed.json",
-                 "nova-seed.json", "agent.json")
+RUNTIME_FILES = ("sim.json", "kubeconfig", "kubeconfig-admin", TOKENS_FILE, "clouds.yaml",
+                 "join-token", "k8s-seed.json", "nova-seed.json", "agent.json")
 # Popen objects of detached processes are kept so that no "still running" warning fires when
 # the object is collected: the processes are meant to outlive this one.
 _DETACHED: list[subprocess.Popen[bytes]] = []
@@ -243,7 +247,7 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def kubeconfig_text(url: str, token: str = K8S_TOKEN, context: str = CLOUD_NAME) -> str:
+def kubeconfig_text(url: str, token: str, context: str = CLOUD_NAME) -> str:
     """A kubeconfig for the emulator (JSON is YAML)."""
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": context,
@@ -304,7 +308,12 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         k8s_seed = directory / "k8s-seed.json"
         nova_seed_file = directory / "nova-seed.json"
-        _write(k8s_seed, json.dumps({"objects": kubernetes_objects(scenario, stamp)}))
+        # scoctl's shipped role first: the region holds scoctl to it, as a cluster would
+        _write(k8s_seed, json.dumps({"objects": [*shipped_rbac(),
+                                                 *kubernetes_objects(scenario, stamp)]}))
+        tokens = {secrets.token_hex(16): SCOCTL, secrets.token_hex(16): ADMIN}
+        _write(directory / TOKENS_FILE, json.dumps({
+            t: {"user": u.name, "groups": list(u.groups)} for t, u in tokens.items()}), 0o600)
         _write(nova_seed_file, json.dumps(nova_seed(scenario, config)))
         pids: dict[str, int] = {}
         try:
@@ -316,12 +325,15 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
             nova_port = int(_wait_ready(directory, "nova", pids["nova"], deadline).strip())
             nova_url = f"http://127.0.0.1:{nova_port}/v2.1"
             region = config.regions[0].name
-            _write(directory / "kubeconfig", kubeconfig_text(k8s_url), 0o600)
+            _write(directory / "kubeconfig", kubeconfig_text(k8s_url, _token(tokens, SCOCTL)),
+                   0o600)
+            _write(directory / "kubeconfig-admin",
+                   kubeconfig_text(k8s_url, _token(tokens, ADMIN)), 0o600)
             _write(directory / "clouds.yaml", clouds_yaml_text(nova_url, scenario.project,
                                                                region), 0o600)
             _write(directory / "join-token", secrets.token_hex(24) + "\n", 0o600)
             settings = agent_settings(scenario, config, k8s_url=k8s_url, nova_url=nova_url,
-                                      k8s_token=K8S_TOKEN)
+                                      k8s_token=_token(tokens, ADMIN))
             _write(directory / "agent.json", json.dumps(settings, indent=2))
             pids["agent"] = _spawn(directory, "agent", _args(directory, "agent"))
             _wait_ready(directory, "agent", pids["agent"], deadline)
@@ -346,10 +358,14 @@ def _args(directory: Path, name: str, port: int = 0) -> list[str]:
     ready = ["--ready-file", str(directory / f"{name}.ready")]
     if name == "k8s":
         return ["--port", str(port), *ready, "--seed", str(directory / "k8s-seed.json"),
-                "--token", K8S_TOKEN, "--grace-scale", str(GRACE_SCALE)]
+                "--tokens-file", str(directory / TOKENS_FILE), "--grace-scale", str(GRACE_SCALE)]
     if name == "nova":
         return ["--port", str(port), *ready, "--seed-file", str(directory / "nova-seed.json")]
     return ["--settings", str(directory / "agent.json"), *ready]
+
+
+def _token(tokens: dict[str, User], user: User) -> str:
+    return next(t for t, u in tokens.items() if u == user)
 
 
 def _restart(directory: Path, current: SimState, timeout: float) -> SimState:
@@ -364,6 +380,8 @@ def _restart(directory: Path, current: SimState, timeout: float) -> SimState:
         info = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
     ports = {name: urlsplit(str(info.get(f"{name}_url") or "")).port for name in ("k8s", "nova")}
     needed = {"k8s": "k8s-seed.json", "nova": "nova-seed.json", "agent": "agent.json"}
+    if "k8s" in dead and not (directory / TOKENS_FILE).is_file():
+        needed["k8s"] = TOKENS_FILE
     missing = [needed[n] for n in dead if not (directory / needed[n]).is_file()]
     if missing or any(ports.get(n, 1) is None for n in dead):
         raise UsageError(f"the simulated region in {directory} is half running "

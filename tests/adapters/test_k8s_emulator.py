@@ -115,7 +115,7 @@ def test_discovery_and_version(k8s_api: Any) -> None:
     assert client.VersionApi(k8s_api).get_code().git_version.startswith("v1.32")
     assert client.CoreApi(k8s_api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(k8s_api).get_api_versions().groups}
-    assert groups == {"apps", "batch", "policy", "serving.kserve.io"}
+    assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io"}
     resources = client.CoreV1Api(k8s_api).get_api_resources().resources
     assert {"pods", "pods/eviction", "nodes", "events"} <= {r.name for r in resources}
     policy = client.PolicyV1Api(k8s_api).get_api_resources().resources
@@ -413,7 +413,7 @@ def test_inference_services_through_custom_objects_api(
     got = custom.get_namespaced_custom_object(*args, "llm")
     limits = got["spec"]["predictor"]["model"]["resources"]["limits"]
     assert limits == {"nvidia.com/gpu": "2"}
-    patched = custom.patch_namespaced_custom_object(*args, "llm", {"status": {"conditions": [
+    patched = custom.patch_namespaced_custom_object_status(*args, "llm", {"status": {"conditions": [
         {"type": "Ready", "status": "False", "reason": "PredictorNotReady"}]}})
     assert patched["status"]["conditions"][0]["reason"] == "PredictorNotReady"
     listed = custom.list_cluster_custom_object("serving.kserve.io", "v1beta1",
@@ -481,7 +481,7 @@ def test_the_emulator_runs_as_a_process_driven_through_the_control_api(tmp_path:
         (tmp_path / "kubeconfig").write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "sim",
             "clusters": [{"name": "sim", "cluster": {"server": info["url"]}}],
-            "users": [{"name": "sim", "user": {"token": "t"}}],
+            "users": [{"name": "sim", "user": {"token": ke.ADMIN_TOKEN}}],
             "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}]}))
         from kubernetes import config
 

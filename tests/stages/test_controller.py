@@ -25,6 +25,7 @@ from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.nova_emulator import NovaEmulator
 from scoctl.state import Store, open_store
 from tests.builders import nova_config
+from tests.fixtures.k8s import with_scoctl_role
 from tests.fixtures.nova import write_clouds_yaml
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
@@ -124,7 +125,7 @@ def planned(workload: str) -> Callable[[dict[str, Any]], bool]:
 
 @pytest.fixture
 def region(tmp_path: Path) -> Iterator[Region]:
-    k8s = ke.K8sEmulator(port=free_port()).start()
+    k8s = with_scoctl_role(ke.K8sEmulator(port=free_port())).start()
     nova = NovaEmulator({"timing": {"schedule": 0.0, "recheck": 0.0, "active": 0.0}},
                         port=free_port()).start()
     kubeconfig = tmp_path / "kubeconfig"

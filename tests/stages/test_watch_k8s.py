@@ -29,6 +29,7 @@ from scoctl.stages import watch as watch_stage
 from scoctl.stages.watch import Follower, WatchResult, run_pass
 from scoctl.state import Store, open_store
 from tests.builders import BOOTSTRAP
+from tests.fixtures.k8s import with_scoctl_role
 
 pytestmark = pytest.mark.k8s
 
@@ -532,7 +533,7 @@ def free_port() -> int:
 
 
 def test_follow_survives_an_api_restart(tmp_path: Path) -> None:
-    emu = K8sEmulator(port=free_port()).start()
+    emu = with_scoctl_role(K8sEmulator(port=free_port())).start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(emu.kubeconfig(), encoding="utf-8")
     config = load_config(write_config(tmp_path, kubeconfig, idle="200ms"))
