@@ -537,9 +537,14 @@ class _NodeState:
     nonzero: list[int] = field(default_factory=lambda: [0, 0])
     pods: list[Mapping[str, Any]] = field(default_factory=list)
     ports: set[tuple[str, str, int]] = field(default_factory=set)
+    anti_terms: list[_Term] = field(default_factory=list)  # its pods' required anti-affinity
 
     def add(self, pod: Mapping[str, Any]) -> None:
         self.pods.append(pod)
+        try:
+            self.anti_terms += _pod_terms(pod, "podAntiAffinity")
+        except Unsupported:
+            pass  # a bound pod's own bad selector: it was refused, it binds nothing
         try:
             _add(self.requested, pod_requests(pod))
             cpu, memory = nonzero_requests(pod)
@@ -608,6 +613,9 @@ class _PreFilter:
     affinity_counts: dict[tuple[str, str], int]
     anti_counts: dict[tuple[str, str], int]
     existing_anti_counts: dict[tuple[str, str], int]
+    self_match: list[bool] = field(default_factory=list)  # per spread constraint
+    ports: set[tuple[str, str, int]] = field(default_factory=set)
+    nonzero: tuple[int, int] = (0, 0)
 
 
 def _prefilter(pod: Mapping[str, Any], nodes: Sequence[_NodeState],
@@ -636,6 +644,16 @@ def _prefilter(pod: Mapping[str, Any], nodes: Sequence[_NodeState],
     anti_counts: dict[tuple[str, str], int] = {}
     existing: dict[tuple[str, str], int] = {}
     for state in nodes:
+        for t in state.anti_terms:
+            try:
+                hit = _term_matches(t, pod, namespaces) and t.topology_key in state.labels
+            except Unsupported:
+                continue  # a bound pod's own bad selector: it was refused, it binds nothing
+            if hit:
+                pair = (t.topology_key, state.labels[t.topology_key])
+                existing[pair] = existing.get(pair, 0) + 1
+        if not affinity and not anti:
+            continue
         for other in state.pods:
             if affinity and all(_term_matches(t, other, namespaces) for t in affinity):
                 for t in affinity:
@@ -646,15 +664,10 @@ def _prefilter(pod: Mapping[str, Any], nodes: Sequence[_NodeState],
                 if _term_matches(t, other, namespaces) and t.topology_key in state.labels:
                     pair = (t.topology_key, state.labels[t.topology_key])
                     anti_counts[pair] = anti_counts.get(pair, 0) + 1
-            try:
-                theirs = _pod_terms(other, "podAntiAffinity")
-                for t in theirs:
-                    if _term_matches(t, pod, namespaces) and t.topology_key in state.labels:
-                        pair = (t.topology_key, state.labels[t.topology_key])
-                        existing[pair] = existing.get(pair, 0) + 1
-            except Unsupported:
-                continue  # a bound pod's own bad selector: it was refused, it binds nothing
-    return _PreFilter(spread, counts, affinity, anti, affinity_counts, anti_counts, existing)
+    labels = _labels(pod)
+    return _PreFilter(spread, counts, affinity, anti, affinity_counts, anti_counts, existing,
+                      [label_selector_matches(c.selector, labels, c.where) for c in spread],
+                      host_ports(pod), nonzero_requests(pod))
 
 
 def _fit_reasons(pod: Mapping[str, Any], request: Mapping[str, int],
@@ -676,7 +689,6 @@ def _fit_reasons(pod: Mapping[str, Any], request: Mapping[str, int],
 
 
 def _spread_reason(pod: Mapping[str, Any], pre: _PreFilter, state: _NodeState) -> str | None:
-    labels = _labels(pod)
     for i, c in enumerate(pre.spread):
         value = state.labels.get(c.topology_key)
         if value is None:
@@ -685,8 +697,7 @@ def _spread_reason(pod: Mapping[str, Any], pre: _PreFilter, state: _NodeState) -
         minimum = min(counts.values()) if counts else 0
         if len(counts) < c.min_domains:
             minimum = 0
-        self_match = 1 if label_selector_matches(c.selector, labels, c.where) else 0
-        if counts.get(value, 0) + self_match - minimum > c.max_skew:
+        if counts.get(value, 0) + int(pre.self_match[i]) - minimum > c.max_skew:
             return REASON_SPREAD
     return None
 
@@ -729,7 +740,7 @@ def filter_node(pod: Mapping[str, Any], state: _NodeState, pre: _PreFilter,
         return [REASON_TAINT.format(key=taint.get("key", ""), value=taint.get("value", ""))]
     if not required_node_affinity(pod, state.node):
         return [REASON_NODE_AFFINITY]
-    if _ports_conflict(host_ports(pod), state.ports):
+    if pre.ports and _ports_conflict(pre.ports, state.ports):
         return [REASON_PORTS]
     fit = _fit_reasons(pod, request, state)
     if fit:
@@ -741,10 +752,11 @@ def filter_node(pod: Mapping[str, Any], state: _NodeState, pre: _PreFilter,
     return [affinity] if affinity else []
 
 
-def score(pod: Mapping[str, Any], state: _NodeState) -> int:
+def score(nonzero: tuple[int, int], state: _NodeState) -> int:
     """NodeResourcesFit's default LeastAllocated score over cpu and memory (weights 1), on the
-    non-zero requests (``noderesources/least_allocated.go``); higher is better."""
-    cpu, memory = nonzero_requests(pod)
+    non-zero requests (`nonzero_requests`; ``noderesources/least_allocated.go``); higher is
+    better."""
+    cpu, memory = nonzero
     total = 0
     for index, (name, want) in enumerate((("cpu", cpu), ("memory", memory))):
         capacity = state.allocatable.get(name, 0)
@@ -843,7 +855,7 @@ def schedule_round(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[st
             if why:
                 reasons[state.name] = why
                 continue
-            points = score(pod, state)
+            points = score(pre.nonzero, state)
             if best is None or points > best[0]:
                 best = (points, state.name)
         if best is None:
