@@ -769,7 +769,9 @@ class Agent:
         for binding in bindings:
             self.api.k8s("bind-pod", namespace=binding.namespace, name=binding.pod,
                          node=binding.node, running=True)
-        by_key = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in pods}
+        by_key = {(p["metadata"].get("namespace") or "default", p["metadata"]["name"]): p
+                  for p in pods}
+        patched = 0
         for verdict in (*result.unschedulable, *result.refused):
             conditions = k8s_scheduler.scheduled_condition(
                 by_key[(verdict.namespace, verdict.pod)], verdict, stamp)
@@ -778,12 +780,18 @@ class Agent:
             if verdict.reason != "Unschedulable":
                 log.warning("pod %s/%s not scheduled: %s", verdict.namespace, verdict.pod,
                             verdict.message)
-            self.api.k8s("patch", kind="Pod", namespace=verdict.namespace, name=verdict.pod,
-                         patch={"status": {"conditions": conditions}})
+            try:
+                self.api.k8s("patch", kind="Pod", namespace=verdict.namespace,
+                             name=verdict.pod, patch={"status": {"conditions": conditions}})
+            except RuntimeError as exc:  # deleted since the listing: the next poll sees it
+                log.info("pod %s/%s condition not written: %s", verdict.namespace,
+                         verdict.pod, exc)
+                continue
+            patched += 1
         if bindings:
             log.info("scheduled %d pods on %d nodes", len(bindings),
                      len({b.node for b in bindings}))
-        if bindings or result.unschedulable or result.refused:
+        if bindings or patched:
             pods = self.api.objects("Pod")
         for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
             for obj in self.api.objects(kind):
