@@ -17,7 +17,10 @@ Every poll it reads the Nova emulator's servers and the Kubernetes emulator's ob
   a notice (``scoctl sim reclaim --notice 60s``) the server gets the metadata key
   ``sco:reclaim-at`` through Nova's API, and the agent takes it back when that time comes;
 * a ReplicaSet below its replica count (a pod was evicted) gets new pending pods at once;
-* a tiny scheduler binds pending pods to Ready nodes with room whose taints they tolerate, and
+* pending pods are bound as kube-scheduler would (`scoctl.sim.k8s_scheduler`, written from
+  upstream's filter plugins, not from scoctl's rules); a pod no node fits gets
+  PodScheduled=False/Unschedulable with upstream's message, a pod using a field the simulated
+  scheduler does not implement PodScheduled=False/SchedulerError naming it (and a warning);
   Deployment / ReplicaSet status follows the pods (Available once enough replicas run).
 
 The decisions are pure functions over the JSON objects (`plan_nodes`, `schedule`,
@@ -48,11 +51,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scoctl.core.demand import effective_request, tolerates
-from scoctl.core.model import Taint
 from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
 from scoctl.core.notice import parse_notice_time
-from scoctl.core.quantity import add, fits
+from scoctl.sim import k8s_scheduler
 
 log = logging.getLogger("scoctl.sim.agent")
 
@@ -252,18 +253,6 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
 # --- pods (pure) -------------------------------------------------------------------------------
 
 
-def _pod_info(pod: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kube_convert import pod_info
-
-    return pod_info(pod)
-
-
-def _node_info(node: Mapping[str, Any]) -> Any:
-    from scoctl.adapters.kube_convert import node_info
-
-    return node_info(node)
-
-
 def is_pending(pod: Mapping[str, Any]) -> bool:
     """Unbound, Pending, not being deleted and not scheduling-gated."""
     meta = pod.get("metadata") or {}
@@ -280,65 +269,12 @@ def is_running(pod: Mapping[str, Any]) -> bool:
         for c in status.get("conditions") or [])
 
 
-def _holds(node: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    spec = pod.get("spec") or {}
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    info = _pod_info(pod)
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not tolerates(info.tolerations, Taint(str(taint.get("key", "")),
-                                                 str(taint.get("effect", "")),
-                                                 str(taint.get("value") or ""))):
-            return False
-    return True
-
-
-def schedule(pods: Sequence[Mapping[str, Any]],
-             nodes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(namespace, pod, node) bindings for pending pods: Ready, schedulable nodes whose taints
-    the pod tolerates and whose free allocatable holds its effective request; the least
-    allocated such node first (as kube-scheduler's default scoring), ties by name."""
-    free: dict[str, dict[str, int]] = {}
-    pod_slots: dict[str, int] = {}
-    usable = [n for n in nodes
-              if is_ready(n) and not (n.get("spec") or {}).get("unschedulable")]
-    for node in usable:
-        name = str(node["metadata"]["name"])
-        info = _node_info(node)
-        free[name] = dict(info.allocatable)
-        pod_slots[name] = int(info.allocatable.get("pods", 110))
-    for pod in pods:
-        bound = str((pod.get("spec") or {}).get("nodeName") or "")
-        phase = (pod.get("status") or {}).get("phase")
-        if bound in free and phase not in ("Succeeded", "Failed"):
-            request = effective_request(_pod_info(pod))
-            free[bound] = {k: v - request.get(k, 0) for k, v in free[bound].items()}
-            pod_slots[bound] -= 1
-    bindings: list[tuple[str, str, str]] = []
-    pending = sorted((p for p in pods if is_pending(p)),
-                     key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
-    for pod in pending:
-        request = effective_request(_pod_info(pod))
-        best: tuple[float, str] | None = None
-        for node in usable:
-            name = str(node["metadata"]["name"])
-            if pod_slots[name] <= 0 or not fits(request, free[name]) or not _holds(node, pod):
-                continue
-            cpu_total = max(1, _node_info(node).allocatable.get("cpu", 1))
-            score = free[name].get("cpu", 0) / cpu_total
-            if best is None or score > best[0] or (score == best[0] and name < best[1]):
-                best = (score, name)
-        if best is None:
-            continue
-        node_name = best[1]
-        free[node_name] = add(free[node_name], {k: -v for k, v in request.items()})
-        pod_slots[node_name] -= 1
-        bindings.append((str(pod["metadata"].get("namespace", "")),
-                         str(pod["metadata"]["name"]), node_name))
-    return bindings
+def schedule(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
+             namespaces: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, str, str]]:
+    """(namespace, pod, node) bindings for pending pods, in queue order, as kube-scheduler
+    would make them (`k8s_scheduler.schedule_round`, which also says why the others wait)."""
+    result = k8s_scheduler.schedule_round(pods, nodes, namespaces)
+    return [(b.namespace, b.pod, b.node) for b in result.bindings]
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> str | None:
@@ -828,12 +764,34 @@ class Agent:
             self.api.k8s("add", objects=fresh)
             log.info("%d pods recreated by their ReplicaSets (evicted ones)", len(fresh))
             pods = self.api.objects("Pod")
-        bindings = schedule(pods, nodes)
-        for namespace, pod, node in bindings:
-            self.api.k8s("bind-pod", namespace=namespace, name=pod, node=node, running=True)
+        result = k8s_scheduler.schedule_round(pods, nodes, self.api.objects("Namespace"))
+        bindings = result.bindings
+        for binding in bindings:
+            self.api.k8s("bind-pod", namespace=binding.namespace, name=binding.pod,
+                         node=binding.node, running=True)
+        by_key = {(p["metadata"].get("namespace") or "default", p["metadata"]["name"]): p
+                  for p in pods}
+        patched = 0
+        for verdict in (*result.unschedulable, *result.refused):
+            conditions = k8s_scheduler.scheduled_condition(
+                by_key[(verdict.namespace, verdict.pod)], verdict, stamp)
+            if conditions is None:
+                continue
+            if verdict.reason != "Unschedulable":
+                log.warning("pod %s/%s not scheduled: %s", verdict.namespace, verdict.pod,
+                            verdict.message)
+            try:
+                self.api.k8s("patch", kind="Pod", namespace=verdict.namespace,
+                             name=verdict.pod, patch={"status": {"conditions": conditions}})
+            except RuntimeError as exc:  # deleted since the listing: the next poll sees it
+                log.info("pod %s/%s condition not written: %s", verdict.namespace,
+                         verdict.pod, exc)
+                continue
+            patched += 1
         if bindings:
             log.info("scheduled %d pods on %d nodes", len(bindings),
-                     len({b[2] for b in bindings}))
+                     len({b.node for b in bindings}))
+        if bindings or patched:
             pods = self.api.objects("Pod")
         for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
             for obj in self.api.objects(kind):

@@ -2241,29 +2241,54 @@ def make_node(name: str, *, cpu: str | int = "16", memory: str = "64Gi", gpus: i
 
 
 def _template(labels: Mapping[str, str], cpu: str | int | None, memory: str | None, gpus: int,
-              gpu_resource: str, restart_policy: str | None = None) -> Obj:
+              gpu_resource: str, restart_policy: str | None = None, *,
+              annotations: Mapping[str, str] | None = None,
+              tolerations: Sequence[Mapping[str, Any]] | None = None,
+              node_selector: Mapping[str, str] | None = None,
+              affinity: Mapping[str, Any] | None = None,
+              topology_spread_constraints: Sequence[Mapping[str, Any]] | None = None) -> Obj:
     spec = _pod_spec([make_container(cpu=cpu, memory=memory, gpus=gpus,
-                                     gpu_resource=gpu_resource)], None, None, None)
+                                     gpu_resource=gpu_resource)], None, tolerations,
+                     node_selector)
     if restart_policy:
         spec["restartPolicy"] = restart_policy
-    return {"metadata": {"labels": dict(labels)}, "spec": spec}
+    if affinity:
+        spec["affinity"] = copy.deepcopy(dict(affinity))
+    if topology_spread_constraints:
+        spec["topologySpreadConstraints"] = [copy.deepcopy(dict(c))
+                                             for c in topology_spread_constraints]
+    meta: Obj = {"labels": dict(labels)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"metadata": meta, "spec": spec}
 
 
 def make_deployment(name: str, namespace: str = "default", *, replicas: int = 1,
                     labels: Mapping[str, str] | None = None,
                     pod_labels: Mapping[str, str] | None = None, cpu: str | int | None = "1",
                     memory: str | None = "1Gi", gpus: int = 0,
-                    gpu_resource: str = "nvidia.com/gpu", managed: bool = False) -> Obj:
-    """A Deployment selecting ``app=<name>`` (plus `pod_labels` on the template)."""
+                    gpu_resource: str = "nvidia.com/gpu", managed: bool = False,
+                    pod_annotations: Mapping[str, str] | None = None,
+                    tolerations: Sequence[Mapping[str, Any]] | None = None,
+                    node_selector: Mapping[str, str] | None = None,
+                    affinity: Mapping[str, Any] | None = None,
+                    topology_spread_constraints: Sequence[Mapping[str, Any]] | None = None
+                    ) -> Obj:
+    """A Deployment selecting ``app=<name>`` (plus `pod_labels` on the template; the
+    template's annotations and scheduling fields as given)."""
     meta_labels = dict(labels or {})
     if managed:
         meta_labels["sco/managed"] = "true"
     selector = {"app": name}
     tmpl_labels = {**selector, **(pod_labels or {})}
+    template = _template(tmpl_labels, cpu, memory, gpus, gpu_resource,
+                         annotations=pod_annotations, tolerations=tolerations,
+                         node_selector=node_selector, affinity=affinity,
+                         topology_spread_constraints=topology_spread_constraints)
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
             "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
-                     "template": _template(tmpl_labels, cpu, memory, gpus, gpu_resource)},
+                     "template": template},
             "status": {}}
 
 
@@ -2306,6 +2331,9 @@ def pods_for(owner: Mapping[str, Any], count: int, *, unschedulable: str | None 
                             "ownerReferences": [owner_reference(owner)]},
                "spec": copy.deepcopy(template["spec"]),
                "status": {"phase": "Pending"}}
+        annotations = template.get("metadata", {}).get("annotations")
+        if annotations:  # the ReplicaSet controller copies the template's annotations too
+            pod["metadata"]["annotations"] = dict(annotations)
         if unschedulable is not None:
             pod["status"]["conditions"] = [_condition("PodScheduled", "False", "Unschedulable",
                                                       unschedulable)]

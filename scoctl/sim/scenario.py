@@ -1,7 +1,8 @@
 """Scenario files for `scoctl sim`: what the simulated region starts with.
 
 A scenario names the Nova side (project, quota, per-AZ host capacity, conductor timing), the
-Kubernetes side (existing nodes, resource quotas, Deployments whose pods are pending) and the
+Kubernetes side (existing nodes, resource quotas, Deployments whose pods are pending, with their
+pods' labels, annotations, node selector, affinity, tolerations and topology spread) and the
 node agent (poll interval, NotReady → Ready delay, spot reclaims at a rate, and how Nodes are
 named: after their server, or `<server><node_suffix>` as a real cloud's `.novalocal`). The
 cloud's flavors, availability zones, image, networks and security groups are not repeated: they
@@ -83,6 +84,13 @@ class DeploymentSeed:
     managed: bool = False
     tolerate_reclaimable: bool = False
     pdb: Mapping[str, int | str] = field(default_factory=dict)  # maxUnavailable / minAvailable
+    # written onto the pod template (and so onto every pod) as the Kubernetes API spells them
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -317,7 +325,7 @@ def _quota(r: _Reader, raw: Any, path: Path_) -> QuotaSeed:
 
 def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
     data = r.mapping(raw, path, {"name", "namespace", "replicas", "requests", "workload",
-                                 "managed", "tolerate_reclaimable", "pdb"})
+                                 "managed", "tolerate_reclaimable", "pdb", *POD_FIELDS})
     req_path = (*path, "requests")
     req_raw = data.get("requests")
     if not isinstance(req_raw, Mapping) or not req_raw:
@@ -334,7 +342,74 @@ def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
         managed=r.boolean(data, path, "managed", False),
         tolerate_reclaimable=r.boolean(data, path, "tolerate_reclaimable", False),
         pdb=_pdb(r, data.get("pdb"), (*path, "pdb")),
+        labels=_pod_labels(r, data.get("labels"), (*path, "labels")),
+        annotations=_string_map(r, data.get("annotations"), (*path, "annotations")),
+        node_selector=_string_map(r, data.get("node_selector"), (*path, "node_selector")),
+        affinity=_api_object(r, data.get("affinity"), (*path, "affinity"),
+                             {"nodeAffinity", "podAffinity", "podAntiAffinity"}),
+        tolerations=tuple(
+            _api_object(r, t, (*path, "tolerations", i),
+                        {"key", "operator", "value", "effect", "tolerationSeconds"})
+            for i, t in enumerate(r.seq(data.get("tolerations"), (*path, "tolerations")))),
+        topology_spread_constraints=tuple(
+            _spread(r, c, (*path, "topology_spread_constraints", i))
+            for i, c in enumerate(r.seq(data.get("topology_spread_constraints"),
+                                        (*path, "topology_spread_constraints")))),
     )
+
+
+POD_FIELDS = ("labels", "annotations", "node_selector", "affinity", "tolerations",
+              "topology_spread_constraints")
+SPREAD_FIELDS = {"maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains",
+                 "matchLabelKeys", "nodeAffinityPolicy", "nodeTaintsPolicy"}
+
+
+def _string_map(r: _Reader, raw: Any, path: Path_) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise r.fail(path, "must be a mapping of strings")
+    out = {}
+    for key, value in raw.items():
+        if isinstance(value, Mapping | list) or value is None:
+            raise r.fail((*path, str(key)), "must be a string")
+        out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def _pod_labels(r: _Reader, raw: Any, path: Path_) -> dict[str, str]:
+    labels = _string_map(r, raw, path)
+    for key in ("app", "pod-template-hash", "sco/workload"):
+        if key in labels:
+            raise r.fail((*path, key), "is set by the Deployment itself (its selector, its "
+                         "ReplicaSet, `workload:`)")
+    return labels
+
+
+def _api_object(r: _Reader, raw: Any, path: Path_, allowed: set[str]) -> dict[str, Any]:
+    """A Kubernetes API object given as the API spells it (camelCase), its top-level fields
+    checked; what is inside is the scheduler's to judge."""
+    data = r.mapping(raw, path, allowed)
+    return {k: _plain(v) for k, v in data.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _spread(r: _Reader, raw: Any, path: Path_) -> dict[str, Any]:
+    data = _api_object(r, raw, path, SPREAD_FIELDS)
+    for key in ("maxSkew", "topologyKey", "whenUnsatisfiable"):
+        if key not in data:
+            raise r.fail((*path, key), "is required")
+    r.integer(data, path, "maxSkew", None, low=1)
+    if data["whenUnsatisfiable"] not in ("DoNotSchedule", "ScheduleAnyway"):
+        raise r.fail((*path, "whenUnsatisfiable"), "must be DoNotSchedule or ScheduleAnyway")
+    return data
 
 
 def _pdb(r: _Reader, raw: Any, path: Path_) -> dict[str, int | str]:
@@ -475,14 +550,18 @@ def _deployment_objects(dep: DeploymentSeed, node_count: int,
                         stamp: str) -> list[dict[str, Any]]:
     from scoctl.sim import k8s_emulator as k8s
 
-    pod_labels = {"sco/workload": dep.workload} if dep.workload else {}
-    deployment = k8s.make_deployment(dep.name, dep.namespace, replicas=dep.replicas,
-                                     pod_labels=pod_labels, managed=dep.managed)
+    pod_labels = {**dep.labels, **({"sco/workload": dep.workload} if dep.workload else {})}
+    tolerations = [dict(t) for t in dep.tolerations]
+    if dep.tolerate_reclaimable:
+        tolerations.append({"key": "reclaimable", "operator": "Equal", "value": "true",
+                            "effect": "NoSchedule"})
+    deployment = k8s.make_deployment(
+        dep.name, dep.namespace, replicas=dep.replicas, pod_labels=pod_labels,
+        managed=dep.managed, pod_annotations=dep.annotations, tolerations=tolerations,
+        node_selector=dep.node_selector, affinity=dep.affinity,
+        topology_spread_constraints=dep.topology_spread_constraints)
     spec = deployment["spec"]["template"]["spec"]
     spec["containers"][0]["resources"] = {"requests": resource_strings(dep.requests)}
-    if dep.tolerate_reclaimable:
-        spec["tolerations"] = [{"key": "reclaimable", "operator": "Equal", "value": "true",
-                                "effect": "NoSchedule"}]
     deployment["metadata"]["uid"] = stable_id("deployment", f"{dep.namespace}/{dep.name}")
     replicaset = k8s.make_replicaset(deployment)
     replicaset["metadata"]["uid"] = stable_id("replicaset", f"{dep.namespace}/{dep.name}")
