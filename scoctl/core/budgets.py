@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from scoctl.core.model.disruption import Budget
 from scoctl.core.model.vocabulary import DisruptionReason
 
-HORIZON = timedelta(days=366)  # `window_end`: an active span longer than this is "no end"
+HORIZON = timedelta(days=7)  # `window_end`: a span active longer than this ahead is "no end"
 
 
 def _zone(budget: Budget) -> ZoneInfo:
