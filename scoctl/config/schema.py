@@ -11,7 +11,8 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ from scoctl.config.fields import (
 )
 from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
+from scoctl.core.cron import CronError, parse_cron
 from scoctl.core.model import (
     KINDS,
     OLDEST_REST_API,
@@ -43,6 +45,15 @@ from scoctl.core.model import (
     is_slug,
     rest_api_version,
 )
+from scoctl.core.model.disruption import (
+    Budget,
+    DisruptionSettings,
+    Drift,
+    Rate,
+    Rebalance,
+    Units,
+)
+from scoctl.core.model.vocabulary import DisruptionReason
 from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.quantity import (
     QuantityError,
@@ -133,6 +144,8 @@ class WorkloadSpec:
     # Slurm: jobs in this partition are this workload's demand
     partition: str | None = setting(None, "string")
     tolerates_reclaimable: bool = setting(True, "boolean")
+    # `disruption` given for this workload, merged over the top-level block (None: not given)
+    disruption: DisruptionSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +299,9 @@ class Config:
     state_password_file: Path | None = setting(None, "path")
     quota_block: Literal["fail", "queue"] = setting("fail", "string")
     gc_orphans: bool = setting(False, "boolean")
-    disruption_budget: float = setting(0.10, "number", low=0.0001, high=1)
+    # DESIGN §16; legacy `disruption_budget: 0.5` is read into it as budgets [{units: "50%"}]
+    disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
+    disruption_budget: float | None = setting(None, "number", low=0.0001, high=1)
     elastic: bool = setting(True, "boolean")
 
     @property
@@ -322,6 +337,12 @@ class Config:
             if spec.name == name:
                 return spec
         return None
+
+    def disruption_of(self, workload: str) -> DisruptionSettings:
+        """The `disruption` settings of `workload`: its own block merged over the top-level
+        one, else the top-level one (also for workloads the config does not name)."""
+        spec = self.workload(workload)
+        return spec.disruption if spec is not None and spec.disruption else self.disruption
 
     def sources(self, host: HostHints | None = None) -> tuple[Source, ...]:
         """The demand sources in use — the one rule that watch ``--source all``, reconcile,
@@ -386,6 +407,16 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
     ("contracts", "*"): Contract,
     ("ranking",): RankingSource,
     ("workloads", "[]"): WorkloadSpec,
+    ("disruption",): DisruptionSettings,
+    ("disruption", "budgets", "[]"): Budget,
+    ("disruption", "budgets", "[]", "rate"): Rate,
+    ("disruption", "drift"): Drift,
+    ("disruption", "rebalance"): Rebalance,
+    ("workloads", "[]", "disruption"): DisruptionSettings,
+    ("workloads", "[]", "disruption", "budgets", "[]"): Budget,
+    ("workloads", "[]", "disruption", "budgets", "[]", "rate"): Rate,
+    ("workloads", "[]", "disruption", "drift"): Drift,
+    ("workloads", "[]", "disruption", "rebalance"): Rebalance,
     ("kubernetes",): KubernetesSettings,
     ("slurm",): SlurmSettings,
     ("bootstrap",): Bootstrap,
@@ -535,6 +566,8 @@ class _Reader:
             case "boolean":
                 return self.boolean(data, path, key, default)
             case "number":
+                if default is None and data.get(key) is None:  # optional: not given
+                    return None
                 return self.number(data, path, key, default, low=spec.low, high=spec.high)
             case "integer":
                 return self.integer(data, path, key, default, low=int(spec.low or 0))
@@ -667,7 +700,8 @@ def _ranking(r: _Reader, raw: Any, path: Path_) -> RankingSource:
     return RankingSource(scores=scores, **settings)
 
 
-def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract]) -> WorkloadSpec:
+def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contract],
+              disruption: DisruptionSettings) -> WorkloadSpec:
     data = r.mapping(raw, path, allowed=FIELDS[("workloads", "[]")])
     settings = r.settings(data, path, WorkloadSpec)
     name, contract, source = settings["name"], settings["contract"], settings["source"]
@@ -681,7 +715,10 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     kind = r.string(data, path, "kind", default=default_kind) or default_kind
     if kind not in KINDS:
         raise r.fail((*path, "kind"), f"must be one of {', '.join(KINDS)}")
-    return WorkloadSpec(kind=kind, **settings)
+    own = None
+    if data.get("disruption") is not None:
+        own = _disruption(r, data["disruption"], (*path, "disruption"), disruption)
+    return WorkloadSpec(kind=kind, disruption=own, **settings)
 
 
 def _section(r: _Reader, root: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -747,9 +784,9 @@ def _ranking_section(r: _Reader, root: Mapping[str, Any]) -> RankingSource:
     return _ranking(r, root["ranking"], ("ranking",))
 
 
-def _workloads(r: _Reader, root: Mapping[str, Any],
-               contracts: Mapping[str, Contract]) -> tuple[WorkloadSpec, ...]:
-    workloads = tuple(_workload(r, raw, ("workloads", i), contracts)
+def _workloads(r: _Reader, root: Mapping[str, Any], contracts: Mapping[str, Contract],
+               disruption: DisruptionSettings) -> tuple[WorkloadSpec, ...]:
+    workloads = tuple(_workload(r, raw, ("workloads", i), contracts, disruption)
                       for i, raw in enumerate(r.seq(root.get("workloads"), ("workloads",))))
     _unique(r, [w.name for w in workloads], "workloads")
     return workloads
@@ -860,6 +897,156 @@ def _lease(r: _Reader, root: Mapping[str, Any]) -> Lease:
     return lease
 
 
+# How the file gives the plain knobs of `disruption` (core values, as `CONTRACT_SPECS`)
+DISRUPTION_SPECS: Mapping[str, Spec] = {"repair_after": Spec("duration")}
+DRIFT_SPECS: Mapping[str, Spec] = {"soak": Spec("duration"), "halt_after": Spec("integer", low=1)}
+REBALANCE_SPECS: Mapping[str, Spec] = {
+    "stabilize": Spec("duration"), "min_age": Spec("duration"),
+    "min_gain": Spec("number", low=0, high=1e9),
+}
+_PERCENT = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,6})?)\s*%\s*$")
+_NEVER_HELD = DisruptionReason.NOTICED  # never held back (DESIGN §14): no budget names it
+
+
+def _disruption_section(r: _Reader, root: Mapping[str, Any]) -> DisruptionSettings:
+    """The top-level `disruption` block; legacy `disruption_budget: 0.5` is its budgets
+    ``[{units: "50%"}]`` (both at once: exit 2 naming both)."""
+    legacy = next(f for f in fields(Config) if f.name == "disruption_budget")
+    spec = spec_of(legacy)
+    assert spec is not None
+    share = r.value(root, (), legacy.name, spec, None)
+    settings = _disruption(r, root.get("disruption"), ("disruption",), DisruptionSettings())
+    if share is None:
+        return settings
+    given = r.mapping(root.get("disruption"), ("disruption",))
+    if given.get("budgets") is not None:
+        raise r.fail(("disruption_budget",), (
+            "and disruption.budgets are both given: keep disruption.budgets (disruption_budget: "
+            f"{share:g} is disruption.budgets [{{units: \"{share * 100:g}%\"}}])"))
+    return replace(settings, budgets=(Budget(Units.share(Decimal(repr(share)) * 100)),))
+
+
+def _disruption(r: _Reader, raw: Any, path: Path_, base: DisruptionSettings) -> DisruptionSettings:
+    """A `disruption` block over `base` (the defaults, or for a workload the top level): each
+    key it gives replaces base's, `drift` and `rebalance` key by key, `budgets` as a whole."""
+    section = ("workloads", "[]", "disruption") if path[0] == "workloads" else ("disruption",)
+    data = r.mapping(raw, path, allowed=FIELDS[section])
+    out = _override(r, data, path, base, DISRUPTION_SPECS)
+    if out["repair_after"] <= 0:
+        raise r.fail((*path, "repair_after"), "must be more than 0s")
+    if "budgets" in data:
+        items = r.seq(data["budgets"], (*path, "budgets"))
+        out["budgets"] = tuple(_budget(r, raw_budget, (*path, "budgets", i), (*section, "budgets"))
+                               for i, raw_budget in enumerate(items))
+    if data.get("expire_after") is not None:
+        out["expire_after"] = r.duration(data, path, "expire_after", 0.0)
+        if out["expire_after"] <= 0:
+            raise r.fail((*path, "expire_after"), "must be more than 0s (or null: never)")
+    elif "expire_after" in data:
+        out["expire_after"] = None
+    if "repair_max_unhealthy" in data:
+        out["repair_max_unhealthy"] = _units(r, data["repair_max_unhealthy"],
+                                             (*path, "repair_max_unhealthy"))
+    for key, specs in (("drift", DRIFT_SPECS), ("rebalance", REBALANCE_SPECS)):
+        if data.get(key) is not None:
+            inner = r.mapping(data[key], (*path, key), allowed=FIELDS[(*section, key)])
+            current = getattr(base, key)
+            out[key] = replace(current, **_override(r, inner, (*path, key), current, specs))
+    return replace(base, **out)
+
+
+def _override(r: _Reader, data: Mapping[str, Any], path: Path_, base: object,
+              specs: Mapping[str, Spec]) -> dict[str, Any]:
+    """The `specs` fields of `data`, each defaulting to `base`'s value."""
+    return {key: r.value(data, path, key, spec, getattr(base, key))
+            for key, spec in specs.items()}
+
+
+def _budget(r: _Reader, raw: Any, path: Path_, section: tuple[str, ...]) -> Budget:
+    """One budget: `units` (required), `reasons`, `schedule` with `duration` (both or
+    neither) and `time_zone`, `rate`."""
+    data = r.mapping(raw, path, allowed=FIELDS[(*section, "[]")])
+    if data.get("units") is None:
+        raise r.fail((*path, "units"), 'is required: a count (2) or a percentage ("10%")')
+    units = _units(r, data["units"], (*path, "units"))
+    reasons = frozenset(_reason(r, item, (*path, "reasons", i)) for i, item in enumerate(
+        r.seq(data.get("reasons"), (*path, "reasons"))))
+    text = r.string(data, path, "schedule")
+    schedule = None
+    if text is not None:
+        try:
+            schedule = parse_cron(text)
+        except CronError as exc:
+            raise r.fail((*path, "schedule"), str(exc)) from exc
+    duration = None
+    if data.get("duration") is not None:
+        duration = r.duration(data, path, "duration", 0.0)
+        if duration <= 0:
+            raise r.fail((*path, "duration"), "must be more than 0s")
+    if schedule is not None and duration is None:
+        raise r.fail((*path, "duration"), "is required with schedule (how long each window is)")
+    if duration is not None and schedule is None:
+        raise r.fail((*path, "schedule"), "is required with duration (when each window starts)")
+    zone = r.string(data, path, "time_zone")
+    if zone is not None:
+        if schedule is None:
+            raise r.fail((*path, "time_zone"), "applies only with schedule")
+        _check_zone(r, zone, (*path, "time_zone"))
+    rate = None
+    if data.get("rate") is not None:
+        rate = _rate(r, data["rate"], (*path, "rate"), (*section, "[]", "rate"))
+    return Budget(units=units, reasons=reasons, schedule=schedule, duration=duration,
+                  time_zone=zone or "UTC", rate=rate)
+
+
+def _rate(r: _Reader, raw: Any, path: Path_, section: tuple[str, ...]) -> Rate:
+    data = r.mapping(raw, path, allowed=FIELDS[section])
+    units = None if data.get("units") is None else _units(r, data["units"], (*path, "units"))
+    per = None if data.get("per") is None else r.duration(data, path, "per", 0.0)
+    if units is None or per is None:
+        raise r.fail((*path, "units" if units is None else "per"),
+                     "is required in a rate ({units: 3, per: 10m})")
+    if per <= 0:
+        raise r.fail((*path, "per"), "must be more than 0s")
+    return Rate(units=units, per=per)
+
+
+def _units(r: _Reader, value: Any, path: Path_) -> Units:
+    """A count (a whole number, or its digits as text) or a percentage ``"10%"`` (0-100, up
+    to 6 decimals)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INTEGER:
+        return Units.count(value)
+    if isinstance(value, str):
+        if value.strip().isdigit() and int(value) <= MAX_INTEGER:
+            return Units.count(int(value))
+        match = _PERCENT.match(value)
+        if match and Decimal(match.group(1)) <= 100:
+            return Units.share(Decimal(match.group(1)))
+    raise r.fail(path, f'must be a count (2) or a percentage from 0% to 100% ("10%"), '
+                       f"not {value!r}")
+
+
+def _reason(r: _Reader, value: Any, path: Path_) -> DisruptionReason:
+    known = [x.value for x in DisruptionReason if x is not _NEVER_HELD]
+    if value == _NEVER_HELD.value:
+        raise r.fail(path, "noticed is never held back (a reclaim notice); a budget naming no "
+                           "reason counts it")
+    if not isinstance(value, str) or value not in known:
+        raise r.fail(path, f"unknown reason {value!r} (one of: {', '.join(known)})")
+    return DisruptionReason(value)
+
+
+def _check_zone(r: _Reader, zone: str, path: Path_) -> None:
+    """An IANA time zone name the tz database on this host knows (``Europe/Berlin``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only a config with a window
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise r.fail(path, f"unknown time zone {zone!r} (an IANA name, e.g. Europe/Berlin)"
+                     ) from exc
+
+
 def parse_config(doc: Located, *, path: Path | None) -> Config:
     """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
 
@@ -876,10 +1063,13 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
     flavors = _flavors(r, root, reserve)
     contracts = _contracts(r, root)
     pools = _pools(r, root, regions, flavors)
+    ranking = _ranking_section(r, root)
+    disruption = _disruption_section(r, root)
     config = Config(
         path=path,
-        ranking=_ranking_section(r, root),
-        workloads=_workloads(r, root, contracts),
+        ranking=ranking,
+        disruption=disruption,
+        workloads=_workloads(r, root, contracts, disruption),
         kubernetes=_kubernetes(r, root),
         slurm=_slurm(r, root),
         bootstrap=_bootstrap(r, root),

@@ -3,10 +3,11 @@ through one decision — candidates per reason, then the budget, then replace-be
 
 A rule per reason turns what the caller read into candidate `Disruption`s (today: `empty`, the
 idle scale-down of DESIGN §7, and `late`, the units of a launch that was failed before its
-servers appeared). `plan` runs them, in the order the rules gave them, through the
-one budget function, `allowed`, and returns a `DisruptionPlan`: the disruptions to start now and
-those blocked, each with the `Budget` that blocked it. Each `Disruption` says whether its
-replacement must be ready before it is removed (`replace_first`); the stages act on that.
+servers appeared). `plan` runs them, in the order the rules gave them, through the one budget
+function, `scoctl.core.budgets.allowed`, and returns a `DisruptionPlan`: the disruptions to
+start now and those blocked, each with the `Budget` that blocked it and until when. Each
+`Disruption` says whether its replacement must be ready before it is removed
+(`replace_first`); the stages act on that.
 
 Budgets count disruptions *in flight* (from cordon until the server is deleted or the unit is
 back in service), not per pass, so faster passes do not mean more churn. `noticed` (a reclaim
@@ -21,7 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from scoctl.core.budgets import select
 from scoctl.core.diff import surplus
+from scoctl.core.model.disruption import Budget
 from scoctl.core.model.vocabulary import DisruptionReason
 from scoctl.core.timefmt import parse_rfc3339
 
@@ -69,47 +72,15 @@ def disruption(unit: Unit, reason: DisruptionReason) -> Disruption:
                       REPLACE_FIRST[reason])
 
 
-def disruption_allowance(units: int, share: float) -> int:
-    """How many of a workload's `units` may be in flight: the share, rounded up, at least 1."""
-    if units <= 0:
-        return 0
-    return max(1, -(-int(units * share * 1_000_000) // 1_000_000))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """At most `share` of a workload's registered units in flight at once (rounded up, at
-    least one: `disruption_allowance`), counting the disruptions for `reasons` — every reason,
-    reclaim notices included, when it names none."""
-
-    share: float
-    reasons: frozenset[DisruptionReason] = frozenset()
-
-    def counts(self, reason: DisruptionReason) -> bool:
-        """Whether a disruption for `reason` counts against this budget."""
-        return not self.reasons or reason in self.reasons
-
-    def limit(self, registered: int) -> int:
-        """How many disruptions this budget lets be in flight in a workload of `registered`
-        units."""
-        return disruption_allowance(registered, self.share)
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """How many more disruptions may start (`units`; None: no budget limits them), and the
-    budget that leaves the fewest (None when none does)."""
-
-    units: int | None
-    budget: Budget | None = None
-
-
 @dataclass(frozen=True)
 class Blocked:
-    """A candidate the budget held back."""
+    """A candidate the budget held back: by `budget` (the `index`-th of its workload's
+    budgets), until time alone lifts it (`until`; None: until a disruption ends)."""
 
     disruption: Disruption
     budget: Budget
+    index: int = 0
+    until: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -120,42 +91,40 @@ class DisruptionPlan:
     blocked: tuple[Blocked, ...] = ()
 
 
-def allowed(workload: str, reason: DisruptionReason, *, registered: int,
-            in_flight: Iterable[Disruption], budgets: Sequence[Budget]) -> Allowance:
-    """The one budget rule: the minimum, over the budgets counting `reason`, of the budget's
-    limit for a workload of `registered` units less that workload's disruptions in flight that
-    budget counts (never below 0). `noticed` is never held back (units None)."""
-    if reason is DisruptionReason.NOTICED:
-        return Allowance(None)
-    mine = [d.reason for d in in_flight if d.workload == workload]
-    best = Allowance(None)
-    for budget in budgets:
-        if not budget.counts(reason):
-            continue
-        left = max(0, budget.limit(registered) - sum(1 for r in mine if budget.counts(r)))
-        if best.units is None or left < best.units:
-            best = Allowance(left, budget)
-    return best
-
-
 def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
-         registered: Mapping[str, int], budgets: Sequence[Budget]) -> DisruptionPlan:
-    """Take the candidates in order: each starts when `allowed` leaves room (and then counts
-    as in flight for the next), else it is blocked by the budget that leaves none.
-    `registered[workload]` is the workload's registered units (0 when absent)."""
-    flying = list(in_flight)
+         registered: Mapping[str, int], budgets: Sequence[Budget], now: datetime,
+         workload_budgets: Mapping[str, Sequence[Budget]] | None = None,
+         starts: Mapping[str, Sequence[tuple[datetime, DisruptionReason]]] | None = None,
+         ) -> DisruptionPlan:
+    """Take the candidates in order, per workload (`budgets.select`): each starts when
+    `budgets.allowed` leaves room (and then counts as in flight, and as started at `now`,
+    for the next), else it is blocked by the budget that leaves none. A workload's budgets
+    are `workload_budgets[workload]`, else `budgets`; `registered[workload]` its registered
+    units (0 when absent); `starts[workload]` when its recent disruptions started (rates)."""
+    listed = list(candidates)
+    by_workload: dict[str, list[Disruption]] = {}
+    for candidate in listed:
+        by_workload.setdefault(candidate.workload, []).append(candidate)
+    started: set[str] = set()
+    held: dict[str, Blocked] = {}
+    for workload, mine in by_workload.items():
+        flying = {d.server_id: d.reason for d in in_flight if d.workload == workload}
+        chosen = select([(d.server_id, d.reason) for d in mine],
+                        (workload_budgets or {}).get(workload, budgets),
+                        registered=registered.get(workload, 0), now=now, in_flight=flying,
+                        starts=(starts or {}).get(workload, ()))
+        started |= {unit for unit, _ in chosen.start}
+        first = {d.server_id: d for d in reversed(mine)}
+        for unit, _, room in chosen.blocked:
+            assert room.budget is not None and room.index is not None
+            held[unit] = Blocked(first[unit], room.budget, room.index, room.until)
     start: list[Disruption] = []
-    blocked: list[Blocked] = []
-    for candidate in candidates:
-        room = allowed(candidate.workload, candidate.reason,
-                       registered=registered.get(candidate.workload, 0), in_flight=flying,
-                       budgets=budgets)
-        if room.units == 0 and room.budget is not None:
-            blocked.append(Blocked(candidate, room.budget))
-            continue
-        start.append(candidate)
-        flying.append(candidate)
-    return DisruptionPlan(tuple(start), tuple(blocked))
+    for candidate in listed:
+        if candidate.server_id in started:
+            start.append(candidate)
+            started.discard(candidate.server_id)
+    order = dict.fromkeys(c.server_id for c in listed)
+    return DisruptionPlan(tuple(start), tuple(held[u] for u in order if u in held))
 
 
 def _age(now: datetime, since: str) -> float:

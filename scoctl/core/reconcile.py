@@ -38,6 +38,7 @@ from scoctl.core.model import (
     ServerInfo,
     SlurmNode,
 )
+from scoctl.core.model.disruption import Budget
 from scoctl.core.model.vocabulary import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -87,8 +88,10 @@ def slurm_power_down(name: str | None, server_id: str,
 @dataclass(frozen=True)
 class Policy:
     """The reconciler's knobs (seconds), from the config's `timeouts`, `gc_orphans` and
-    `disruption_budget`. No defaults here: the config (`scoctl.config.schema.Timeouts`) is the
-    one place that says what an unset knob means."""
+    `disruption` budgets (top level; `workload_budgets` for the workloads that override them).
+    No defaults here: the config (`scoctl.config.schema.Timeouts`,
+    `scoctl.core.model.disruption.DisruptionSettings`) is the one place that says what an
+    unset knob means."""
 
     launch_timeout: float
     launch_settle: float
@@ -97,7 +100,8 @@ class Policy:
     negative_cache: float
     orphan_grace: float
     gc_orphans: bool
-    disruption_budget: float
+    budgets: tuple[Budget, ...]
+    workload_budgets: Mapping[str, tuple[Budget, ...]]
 
 
 @dataclass(frozen=True)
@@ -736,7 +740,7 @@ def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]],
     decided = disruption.plan(
         candidates, in_flight=in_flight,
         registered={w: sum(pools.values()) for w, pools in held.items()},
-        budgets=(disruption.Budget(p.policy.disruption_budget),))
+        budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now)
     for unit in decided.start:
         inst = p.instances[unit.server_id]
         if p.status(inst) != InstanceStatus.READY:  # never joined: nothing to drain

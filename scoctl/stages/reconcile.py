@@ -124,7 +124,9 @@ def policy_of(config: Config) -> Policy:
                   registration_timeout=t.registration,
                   idle_timeout=t.idle, negative_cache=t.negative_cache,
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
-                  disruption_budget=config.disruption_budget)
+                  budgets=config.disruption.budgets,
+                  workload_budgets={w.name: w.disruption.budgets for w in config.workloads
+                                    if w.disruption is not None})
 
 
 def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:

@@ -4,31 +4,47 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scoctl.core.budgets import Allowance
+from scoctl.core.budgets import allowed as allowed_for
 from scoctl.core.disruption import (
     REPLACE_FIRST,
-    Allowance,
     Blocked,
-    Budget,
     Disruption,
+    DisruptionPlan,
     Unit,
-    allowed,
     disruption,
-    disruption_allowance,
     empty,
-    plan,
 )
+from scoctl.core.disruption import plan as plan_at
+from scoctl.core.model.disruption import Budget, Units
 from scoctl.core.model.vocabulary import DisruptionReason
 from scoctl.core.timefmt import rfc3339
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 IDLE = 600.0  # timeouts.idle: 10m
-TENTH = Budget(0.10)  # the default: 10 % of a workload's registered units, every reason
+TENTH = Budget(Units.share(10))  # the default: 10 % of a workload's registered units, every reason
 EMPTY, NOTICED = DisruptionReason.EMPTY, DisruptionReason.NOTICED
+
+
+def share(fraction: float, reasons: frozenset[DisruptionReason] = frozenset()) -> Budget:
+    """The legacy form: `disruption_budget: 0.5` is [{units: "50%"}]."""
+    return Budget(Units.share(str(fraction * 100)), reasons)
+
+
+def plan(candidates: list[Disruption], **kwargs: Any) -> DisruptionPlan:
+    return plan_at(candidates, now=NOW, **kwargs)
+
+
+def allowed(workload: str, reason: DisruptionReason, *, registered: int,
+            in_flight: list[Disruption], budgets: tuple[Budget, ...]) -> Allowance:
+    return allowed_for(budgets, reason, registered=registered, now=NOW,
+                       in_flight=[d.reason for d in in_flight if d.workload == workload])
 
 
 def ago(seconds: float) -> str:
@@ -82,14 +98,14 @@ def test_empty_takes_the_longest_idle_first_up_to_the_surplus_less_those_in_flig
 @pytest.mark.parametrize(("units", "share", "allowed"), [
     (0, 0.1, 0), (1, 0.1, 1), (10, 0.1, 1), (11, 0.1, 2), (22, 0.5, 11), (30, 0.1, 3)])
 def test_the_disruption_budget_rounds_up_and_allows_at_least_one(units, share, allowed):
-    assert disruption_allowance(units, share) == allowed
+    assert Budget(Units.share(str(share * 100))).limit(units) == allowed
 
 
 def test_the_budget_counts_disruptions_in_flight_not_per_pass() -> None:
     candidates = [make_disruption(s) for s in ("a", "b", "c")]
     first = plan(candidates, in_flight=(), registered={"web": 20}, budgets=(TENTH,))
     assert ids(first.start) == ["a", "b"]
-    assert first.blocked == (Blocked(candidates[2], TENTH),)
+    assert first.blocked == (Blocked(candidates[2], TENTH),)  # until a disruption ends
     # the next pass: a and b still draining, so nothing more starts
     second = plan(candidates[2:], in_flight=first.start, registered={"web": 20},
                   budgets=(TENTH,))
@@ -105,33 +121,33 @@ def test_each_workload_has_its_own_budget() -> None:
 
 
 def test_the_budget_that_leaves_the_least_room_blocks_and_is_named() -> None:
-    halves, tenth_empty = Budget(0.5), Budget(0.1, frozenset({EMPTY}))
-    assert allowed("web", EMPTY, registered=10, in_flight=(), budgets=(halves,)) == Allowance(
-        5, halves)
-    assert allowed("web", EMPTY, registered=10, in_flight=(), budgets=(
-        halves, tenth_empty)) == Allowance(1, tenth_empty)
+    halves, tenth_empty = share(0.5), share(0.1, frozenset({EMPTY}))
+    assert allowed("web", EMPTY, registered=10, in_flight=[], budgets=(halves,)) == Allowance(
+        5, halves, 0)
+    assert allowed("web", EMPTY, registered=10, in_flight=[], budgets=(
+        halves, tenth_empty)) == Allowance(1, tenth_empty, 1)
     decided = plan([make_disruption("a"), make_disruption("b")], in_flight=(),
                    registered={"web": 10}, budgets=(halves, tenth_empty))
     assert ids(decided.start) == ["a"] and decided.blocked[0].budget == tenth_empty
 
 
 def test_a_budget_naming_reasons_counts_only_those() -> None:
-    drifted = Budget(0.1, frozenset({DisruptionReason.DRIFTED}))
+    drifted = share(0.1, frozenset({DisruptionReason.DRIFTED}))
     flying = [make_disruption("z", DisruptionReason.DRIFTED)]
     assert allowed("web", EMPTY, registered=10, in_flight=flying,
                    budgets=(drifted,)) == Allowance(None)
     assert allowed("web", DisruptionReason.DRIFTED, registered=10, in_flight=flying,
-                   budgets=(drifted,)) == Allowance(0, drifted)
+                   budgets=(drifted,)) == Allowance(0, drifted, 0)
     assert allowed("web", DisruptionReason.DRIFTED, registered=10,
-                   in_flight=[make_disruption("y")], budgets=(drifted,)) == Allowance(1, drifted)
+                   in_flight=[make_disruption("y")], budgets=(drifted,)) == Allowance(1, drifted, 0)
 
 
 def test_a_reclaim_notice_is_never_held_back_but_counts_against_budgets_naming_no_reason() -> None:
     noticed = [make_disruption(s, NOTICED) for s in ("a", "b", "c")]
     decided = plan([*noticed, make_disruption("d")], in_flight=(make_disruption("z"),),
-                   registered={"web": 10}, budgets=(TENTH, Budget(0.1, frozenset({EMPTY}))))
+                   registered={"web": 10}, budgets=(TENTH, share(0.1, frozenset({EMPTY}))))
     assert ids(decided.start) == ["a", "b", "c"] and decided.blocked[0].budget == TENTH
-    empty_only = Budget(0.5, frozenset({EMPTY}))
+    empty_only = share(0.5, frozenset({EMPTY}))
     decided = plan([*noticed, make_disruption("d")], in_flight=(), registered={"web": 4},
                    budgets=(empty_only,))
     assert ids(decided.start) == ["a", "b", "c", "d"]
@@ -153,7 +169,7 @@ def test_no_budget_limits_nothing() -> None:
 
 REASONS = st.sampled_from(list(DisruptionReason))
 WORKLOADS = st.sampled_from(["web", "api"])
-BUDGETS = st.lists(st.builds(Budget, st.sampled_from([0.0001, 0.1, 0.25, 0.5, 1.0]),
+BUDGETS = st.lists(st.builds(share, st.sampled_from([0.0001, 0.1, 0.25, 0.5, 1.0]),
                              st.frozensets(REASONS, max_size=2)), max_size=3)
 
 

@@ -11,15 +11,16 @@ from hypothesis import strategies as st
 
 from scoctl.clock import rfc3339
 from scoctl.core.model import InstanceRecord, LaunchRecord, NodeInfo, ServerInfo, SlurmNode, Taint
+from scoctl.core.model.disruption import Budget, DisruptionSettings, Units
 from scoctl.core.reconcile import Decision, NodeAddress, Policy, Snapshot, decide
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # the config's defaults (timeouts: launch 5m, launch_settle 30s, registration 15m, idle 10m,
-# negative_cache 3m, orphan_grace 30m; gc_orphans off; disruption_budget 10%)
+# negative_cache 3m, orphan_grace 30m; gc_orphans off; disruption budgets [{units: "10%"}])
 POLICY = Policy(launch_timeout=300.0, launch_settle=30.0, registration_timeout=900.0,
                 idle_timeout=600.0,
                 negative_cache=180.0, orphan_grace=1800.0, gc_orphans=False,
-                disruption_budget=0.10)
+                budgets=DisruptionSettings().budgets, workload_budgets={})
 REGION = "region-a"
 TIERS = {"p-spot": "reclaimable", "p-res": "committed", "p-spot2": "reclaimable"}
 
@@ -454,6 +455,19 @@ def test_disruption_budget_rounds_up_to_at_least_one() -> None:
     servers, insts, nodes = fleet(3)
     d = decide(snap(servers=servers, instances=insts, k8s_nodes=nodes, targets={}), POLICY, NOW)
     assert len(d.scale_downs) == 1
+
+
+def test_a_workloads_own_budget_replaces_the_top_level_one() -> None:
+    servers, insts, nodes = fleet(20)
+    frozen = replace(POLICY, workload_budgets={"web": (Budget(Units.count(0)),)})
+    d = decide(snap(servers=servers, instances=insts, k8s_nodes=nodes,
+                    targets={"web": {"p-spot": 5}}), frozen, NOW)
+    assert not d.scale_downs and len(d.blocked) == 15
+    assert {b.budget for b in d.blocked} == {Budget(Units.count(0))}
+    wider = replace(POLICY, workload_budgets={"web": (Budget(Units.share(25)),)})
+    d = decide(snap(servers=servers, instances=insts, k8s_nodes=nodes,
+                    targets={"web": {"p-spot": 5}}), wider, NOW)
+    assert len(d.scale_downs) == 5  # 25% of 20
 
 
 def test_busy_or_recently_idle_units_are_not_scaled_down() -> None:
