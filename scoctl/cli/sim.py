@@ -243,7 +243,8 @@ def scale(
     json_out: JsonOption = False,
 ) -> None:
     """Scale a Deployment of the simulated region, as `kubectl scale` would: its ReplicaSet
-    deletes the surplus pods (unassigned and pending first, then the newest) or creates new
+    deletes the surplus pods as the ReplicaSet controller picks them (unassigned, pending, not
+    Ready, then those on nodes holding more of its replicas, then the newest) or creates new
     pending ones; the node agent no longer replaces pods beyond the new count. With
     --replicas 0 every instance node becomes idle.
 
