@@ -648,6 +648,7 @@ class K8sEmulator:
         self.disruption_delay = disruption_delay
         self._disruption_dirty: set[str] = set()
         self._disruption_due: float | None = None
+        self._disruption_cost = 0.0  # seconds the last sync took
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
@@ -1189,7 +1190,9 @@ class K8sEmulator:
         `disruption_delay` (the controller's informers and work queue)."""
         self._disruption_dirty.add(ns)
         if self._disruption_due is None and self.disruption_delay is not None:
-            self._disruption_due = time.monotonic() + self.disruption_delay
+            # never more than a tenth of the time under the lock, however many pods
+            self._disruption_due = time.monotonic() + max(self.disruption_delay,
+                                                          10 * self._disruption_cost)
 
     def _disruption_tick(self) -> float | None:
         """Sync the changed namespaces' budgets once due; returns the seconds until then."""
@@ -1213,6 +1216,13 @@ class K8sEmulator:
         """disruption.go `sync` for the budgets of the changed namespaces: each one's status
         from `controllers.disruption_status`, written (as the controller's own update, which
         bumps no generation) when it differs."""
+        started = time.monotonic()
+        try:
+            return self._sync_budgets()
+        finally:
+            self._disruption_cost = time.monotonic() - started
+
+    def _sync_budgets(self) -> int:
         dirty, self._disruption_dirty = self._disruption_dirty, set()
         self._disruption_due = None
         pdb_type = _BY_NAME["PodDisruptionBudget"]
