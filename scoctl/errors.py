@@ -12,7 +12,8 @@
         │   ├── DeadlineExceeded the pass's deadline (timeouts.run) passed: nothing was sent
         │   ├── Unanswered       no answer within timeouts.api (or not sent: the API stalls)
         │   ├── StateUnavailable the state's database cannot be reached now (a restart)
-        │   └── StillTerminating a drain's evicted pods outlived its wait: the node is not empty
+        │   ├── StillTerminating a drain's evicted pods outlived its wait: the node is not empty
+        │   └── EvictionRefused  a drain's evictions still refused by PodDisruptionBudgets (429)
         └── PermanentError       needs a person (403 that is not quota, 400, auth)
     Domain errors the planner and acquirer handle themselves (never reach the CLI):
     ├── QuotaExceeded            Nova said over quota (403, or an ERROR server with a 413 fault)
@@ -147,6 +148,17 @@ class StillTerminating(TemporaryError):
         super().__init__(message)
         self.pods = pods
         self.waited = waited
+
+
+class EvictionRefused(TemporaryError):
+    """A drain's evictions of `pods` (``namespace/name``) were still refused by their
+    PodDisruptionBudgets (429) when its wait ended; `delay` is the longest Retry-After the
+    refusals asked for (a budget still being processed), if any. The API answered: no outage,
+    but the node is not empty, so its server must not be deleted yet."""
+
+    def __init__(self, message: str, pods: tuple[str, ...], delay: float | None = None) -> None:
+        super().__init__(message, delay)
+        self.pods = pods
 
 
 class PermanentError(ApiError):

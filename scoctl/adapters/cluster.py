@@ -159,10 +159,12 @@ class Cluster(Protocol):
         ends after `timeout` seconds, or a little after the longest grace period of the pods
         waited for. Returns the evicted ``namespace/name``s. The node should be cordoned first.
 
-        Raises StillTerminating (a TemporaryError) when pods are still terminating as the wait
-        ends (the node is not empty: do not delete its server), TemporaryError when some
-        eviction was refused (after trying all), PermanentError.
-        """
+        An eviction a PodDisruptionBudget refuses (429) is tried again while the drain waits
+        (not before the refusal's Retry-After).
+
+        Raises EvictionRefused (a TemporaryError) when evictions are still refused as the wait
+        ends, StillTerminating (a TemporaryError) when pods are still terminating (either way
+        the node is not empty: do not delete its server), TemporaryError, PermanentError."""
         ...
 
     def delete_node(self, node: str) -> bool:

@@ -15,8 +15,9 @@ from scoctl.adapters.kube_convert import (
 )
 from scoctl.adapters.kube_reads import KSERVE_GROUP, KSERVE_PLURAL, KSERVE_VERSION, ClusterReads
 from scoctl.core.demand import must_move
+from scoctl.core.model import PodInfo
 from scoctl.core.model.vocabulary import LABEL_MANAGED
-from scoctl.errors import PermanentError, StillTerminating, TemporaryError
+from scoctl.errors import EvictionRefused, PermanentError, StillTerminating, TemporaryError
 
 # A drain polls the node's pods this often while its evicted pods terminate (kubectl drain:
 # every second), and waits this long past their grace period (the kubelet kills the
@@ -24,6 +25,11 @@ from scoctl.errors import PermanentError, StillTerminating, TemporaryError
 DRAIN_POLL_S = 0.25
 DRAIN_SLACK_S = 5.0
 DEFAULT_GRACE_S = 30  # a pod without terminationGracePeriodSeconds (the API's default)
+# An eviction a PodDisruptionBudget refused (429) is tried again this often while the drain
+# waits (kubectl drain: every 5 s), or after the Retry-After the refusal asked for when longer
+# ("still being processed": 10 s); with nothing else to wait for, the drain retries for
+# DRAIN_SLACK_S at most, so that a budget allowing nothing holds a pass a few seconds only.
+DRAIN_EVICT_RETRY_S = 1.0
 
 
 class ClusterActions(ClusterReads):
@@ -106,7 +112,7 @@ class ClusterActions(ClusterReads):
     def drain(self, node: str, *, timeout: float) -> list[str]:
         """See `Cluster.drain`."""
         evicted: list[str] = []
-        refused: list[str] = []
+        refused: dict[str, PodInfo] = {}
         waiting: dict[str, str] = {}  # namespace/name → uid of the pods whose end is awaited
         for pod in self.pods_on_node(node):
             if not must_move(pod):
@@ -115,16 +121,14 @@ class ClusterActions(ClusterReads):
             if pod.deleting:  # on its way already: no second eviction, but awaited too
                 waiting[key] = pod.uid
                 continue
-            try:
-                if self.evict(pod.namespace, pod.name):
-                    evicted.append(key)
-                    waiting[key] = pod.uid
-            except TemporaryError:
-                refused.append(key)
+            refused[key] = pod
+        hint = self._evict_all(refused, evicted, waiting)
+        left, waited, hint = self._wait_gone(node, waiting, refused, evicted, hint, timeout)
         if refused:
-            raise TemporaryError(f"drain of node {node}: eviction refused for "
-                                 f"{', '.join(refused)} (evicted {len(evicted)})")
-        left, waited = self._wait_gone(node, waiting, timeout)
+            raise EvictionRefused(
+                f"drain of node {node}: eviction refused by a disruption budget for "
+                f"{', '.join(sorted(refused))} after {waited:.0f} s (evicted {len(evicted)})",
+                tuple(sorted(refused)), hint)
         if left:
             raise StillTerminating(
                 f"drain of node {node}: {len(left)} pod(s) still terminating after "
@@ -132,13 +136,34 @@ class ClusterActions(ClusterReads):
                 tuple(sorted(left)), waited)
         return evicted
 
-    def _wait_gone(self, node: str, waiting: dict[str, str], timeout: float
-                   ) -> tuple[list[str], float]:
+    def _evict_all(self, refused: dict[str, PodInfo], evicted: list[str],
+                   waiting: dict[str, str]) -> float | None:
+        """Evict each pod of `refused`; those evicted (or gone) leave it, the evicted ones move
+        to `evicted` and `waiting`. Returns the longest Retry-After of the refusals."""
+        hint: float | None = None
+        for key, pod in list(refused.items()):
+            try:
+                if self.evict(pod.namespace, pod.name):
+                    evicted.append(key)
+                    waiting[key] = pod.uid
+            except TemporaryError as exc:  # 429: a PodDisruptionBudget holds it for now
+                if exc.delay is not None:
+                    hint = max(hint or 0.0, exc.delay)
+                continue
+            del refused[key]
+        return hint
+
+    def _wait_gone(self, node: str, waiting: dict[str, str], refused: dict[str, PodInfo],
+                   evicted: list[str], hint: float | None, timeout: float
+                   ) -> tuple[list[str], float, float | None]:
         """Poll the node's pods until none of `waiting` is left (by uid: a pod recreated under
-        the same name is another pod), for at most `timeout` seconds or the longest grace
-        period among them plus `DRAIN_SLACK_S`. Returns what is left and the seconds waited."""
+        the same name is another pod) and no eviction is refused, for at most `timeout`
+        seconds or the longest grace period among them plus `DRAIN_SLACK_S`; the refused
+        evictions are tried again every `DRAIN_EVICT_RETRY_S` (or after their Retry-After)
+        meanwhile. Returns what is left, the seconds waited and the last Retry-After."""
         start = time.monotonic()
         bound: float | None = None
+        retry_at = start + max(DRAIN_EVICT_RETRY_S, hint or 0.0)
         while True:
             pods = [p for p in self.pods_on_node(node)
                     if waiting.get(f"{p.namespace}/{p.name}") == p.uid]
@@ -147,9 +172,18 @@ class ClusterActions(ClusterReads):
                     (DEFAULT_GRACE_S if p.grace_seconds is None else p.grace_seconds
                      for p in pods), default=0))
             waited = time.monotonic() - start
-            if not pods or waited >= bound:
-                return [f"{p.namespace}/{p.name}" for p in pods], waited
-            time.sleep(min(DRAIN_POLL_S, bound - waited))
+            if refused and start + waited >= retry_at and waited < bound:
+                tried = dict(refused)
+                hint = self._evict_all(refused, evicted, waiting)
+                retry_at = time.monotonic() + max(DRAIN_EVICT_RETRY_S, hint or 0.0)
+                graces = [DEFAULT_GRACE_S if p.grace_seconds is None else p.grace_seconds
+                          for k, p in tried.items() if k not in refused and k in waiting]
+                if graces:  # evicted now: their grace periods count from now
+                    bound = max(bound, min(timeout, waited + DRAIN_SLACK_S + max(graces)))
+                continue
+            if (not pods and not refused) or waited >= bound:
+                return [f"{p.namespace}/{p.name}" for p in pods], waited, hint
+            time.sleep(max(0.0, min(DRAIN_POLL_S, bound - waited)))
 
     def delete_node(self, node: str) -> bool:
         """See `Cluster.delete_node`."""

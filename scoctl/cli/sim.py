@@ -1,4 +1,5 @@
-"""`scoctl sim up | down | status | reclaim | scale`: a simulated region on 127.0.0.1."""
+"""`scoctl sim up | down | status | reclaim | scale | fail-node`: a simulated region on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -242,7 +243,8 @@ def scale(
     json_out: JsonOption = False,
 ) -> None:
     """Scale a Deployment of the simulated region, as `kubectl scale` would: its ReplicaSet
-    deletes the surplus pods (unassigned and pending first, then the newest) or creates new
+    deletes the surplus pods as the ReplicaSet controller picks them (unassigned, pending, not
+    Ready, then those on nodes holding more of its replicas, then the newest) or creates new
     pending ones; the node agent no longer replaces pods beyond the new count. With
     --replicas 0 every instance node becomes idle.
 
@@ -262,6 +264,36 @@ def scale(
     render.line(f"deployment {done['namespace']}/{done['name']} scaled from "
                 f"{done['replicas_before']} to {done['replicas']} replicas: "
                 f"{len(done['pods_deleted'])} pods deleted, {len(done['pods_created'])} created")
+
+
+@sim_app.command("fail-node")
+def fail_node(
+    ctx: typer.Context,
+    server: Annotated[str, typer.Argument(
+        metavar="SERVER", help="The server (id or name) whose Node fails.")],
+    directory: DirOption = Path(".scoctl-sim"),
+    json_out: JsonOption = False,
+) -> None:
+    """Fail a server's Kubernetes Node for good while the server stays ACTIVE: its kubelet
+    stops reporting, the node lifecycle controller turns the Node NotReady (Ready=Unknown,
+    tainted node.kubernetes.io/unreachable) after its grace period, and it never turns Ready
+    again, so that a repair of the unhealthy unit runs end to end.
+
+    \b
+    Example:
+      scoctl sim fail-node sco-orders-daily-l-0123456789ab-1
+    """
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.sim import region
+
+    g = globals_of(ctx, json=json_out)
+    done = region.fail_node(_dir(directory), server)
+    if g.json:
+        render.print_json({"failed": done})
+        return
+    render.line(f"node {done['node']} of {done['name']} ({done['id']}) fails: its kubelet "
+                f"stopped; the server stays {done['status']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,13 +10,20 @@ Every poll it reads the Nova emulator's servers and the Kubernetes emulator's ob
   ``--register-with-taints`` flags anywhere in the user-data), and capacity / allocatable from
   its flavor; the Node registers NotReady and turns Ready `ready_after` seconds later. A server
   whose contract names a Slurm node does not join Kubernetes;
-* a server in ERROR makes its Node NotReady; a server gone (or DELETED) takes its Node with it,
-  and the pods bound there are replaced by new pending pods, as the ReplicaSet controller would;
+* a server in ERROR makes its Node NotReady; a server gone (or DELETED) takes its Node with it;
+  the pods bound there stay until PodGC deletes them after its quarantine (`podgc_quarantine`,
+  upstream 40 s), and their ReplicaSets replace them with new pending pods;
+* kubelets report while their server is ACTIVE; a Node whose kubelet stopped (server in
+  ERROR, or ``scoctl sim fail-node``: the server stays ACTIVE, `fail_node`) turns
+  ``Ready=Unknown`` after the node-monitor grace period (`node_monitor_grace`, upstream 40 s),
+  and a failed one never turns Ready again;
 * spot reclaims: at `reclaim_rate_per_hour` (random, seeded) and on demand (`reclaim`, used by
   ``scoctl sim reclaim``), a reclaimable ACTIVE server is taken back through the emulator; with
   a notice (``scoctl sim reclaim --notice 60s``) the server gets the metadata key
   ``sco:reclaim-at`` through Nova's API, and the agent takes it back when that time comes;
-* a ReplicaSet below its replica count (a pod was evicted) gets new pending pods at once;
+* a ReplicaSet below its replica count (a pod was evicted) gets new pending pods at once, and
+  one scaled down (`scale`) deletes the pods the ReplicaSet controller would
+  (`k8s_controllers.pods_to_delete`: those on nodes holding more of its pods first);
 * pending pods are bound as kube-scheduler would (`scoctl.sim.k8s_scheduler`, written from
   upstream's filter plugins, not from scoctl's rules); a pod no node fits gets
   PodScheduled=False/Unschedulable with upstream's message, a pod using a field the simulated
@@ -25,8 +32,9 @@ Every poll it reads the Nova emulator's servers and the Kubernetes emulator's ob
 
 The decisions are pure functions over the JSON objects (`plan_nodes`, `schedule`,
 `replacement_pods`, `missing_pods`, `scale_changes`, `deployment_status`, `pick_reclaim`,
-`due_reclaims`); `Agent.step` reads,
-decides and acts; `scale` (``scoctl sim scale``) sets a Deployment's replicas.
+`due_reclaims`, and the controllers of `k8s_controllers`); `Agent.step` reads,
+decides and acts; `scale` (``scoctl sim scale``) sets a Deployment's replicas, `fail_node`
+(``scoctl sim fail-node``) stops a Node's kubelet.
 The agent talks to the emulators' control APIs (``/_sim/``) over httpx.
 
 Run as a process: ``python -m scoctl.sim.agent --settings F [--ready-file R]``.
@@ -53,7 +61,9 @@ from typing import Any
 
 from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
 from scoctl.core.notice import parse_notice_time
+from scoctl.sim import k8s_controllers as controllers
 from scoctl.sim import k8s_scheduler
+from scoctl.sim.k8s_controllers import NODE_MONITOR_GRACE_S, PODGC_QUARANTINE_S
 
 log = logging.getLogger("scoctl.sim.agent")
 
@@ -193,6 +203,16 @@ def is_ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+KUBELET_ANNOTATION = "scoctl.sim/kubelet"
+KUBELET_STOPPED = "stopped"
+
+
+def kubelet_stopped(node: Mapping[str, Any]) -> bool:
+    """`scoctl sim fail-node` stopped this Node's kubelet for good: it reports nothing more."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(KUBELET_ANNOTATION) == KUBELET_STOPPED
+
+
 def server_of(node: Mapping[str, Any]) -> str | None:
     """The Nova server id behind a node (from its providerID), or None for other nodes."""
     provider = str((node.get("spec") or {}).get("providerID") or "")
@@ -216,7 +236,8 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
                suffix: str = "") -> NodeActions:
     """Nodes for ACTIVE managed servers (named `node_name(server, suffix)`); NotReady → Ready
     after `ready_after`; NotReady for ERROR servers; nodes of servers gone (or DELETED)
-    removed. `registered_at` maps node names to when the agent first saw them."""
+    removed; a node whose kubelet `fail-node` stopped is left alone (never Ready again).
+    `registered_at` maps node names to when the agent first saw them."""
     managed = {str(s["id"]): s for s in servers if MANAGED_TAG in (s.get("tags") or [])}
     by_server = {sid: n for n in nodes if (sid := server_of(n)) is not None}
     names = {str(n["metadata"]["name"]) for n in nodes}
@@ -238,6 +259,8 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
             create.append(node_for(server, shape, reg, stamp, suffix))
             continue
         name = str(node["metadata"]["name"])
+        if kubelet_stopped(node):
+            continue  # its kubelet is gone: the node lifecycle controller has the node
         if status == "ACTIVE" and not is_ready(node):
             since = registered_at.get(name)
             if since is not None and now - since >= ready_after:
@@ -342,17 +365,6 @@ def _revision(obj: Mapping[str, Any]) -> int:
     return int(value) if str(value).isdigit() else 0
 
 
-def _pod_index(pod: Mapping[str, Any]) -> int:
-    match = _INDEX_SUFFIX.match(str(pod["metadata"]["name"]))
-    return int(match.group(2)) if match else 0
-
-
-def _deletion_rank(pod: Mapping[str, Any]) -> tuple[bool, bool, int]:
-    """A ReplicaSet removes unassigned pods first, then pending, then not-Ready, then the
-    newest: the lowest rank goes first."""
-    return (bool((pod.get("spec") or {}).get("nodeName")), is_running(pod), -_pod_index(pod))
-
-
 @dataclass(frozen=True)
 class ScaleChanges:
     """What scaling a Deployment changes: spec patches (kind, namespace, name, replicas), pods
@@ -367,12 +379,18 @@ def scale_changes(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[s
                   pods: Sequence[Mapping[str, Any]], replicas: int, node_count: int,
                   stamp: str) -> ScaleChanges:
     """Scale a Deployment to `replicas` the way its controllers would: the Deployment and its
-    newest ReplicaSet get the count (older ones 0); surplus pods go (unassigned, pending,
-    not-Ready, then newest first); missing pods are created pending from the template."""
+    newest ReplicaSet get the count (older ones 0); surplus pods go as the ReplicaSet
+    controller picks them (`k8s_controllers.pods_to_delete`: unassigned, pending, not Ready,
+    lower deletion cost, on a node holding more of the Deployment's pods, newer), so the
+    survivors stay spread; missing pods are created pending from the template."""
     meta = deployment["metadata"]
     ns, uid = str(meta.get("namespace")), str(meta.get("uid"))
     owned = sorted((rs for rs in replicasets if rs["metadata"].get("namespace") == ns
                     and _controller_uid(rs["metadata"]) == uid), key=_revision)
+    owned_uids = {str(rs["metadata"].get("uid")) for rs in owned}
+    related = [p for p in pods if p["metadata"].get("namespace") == ns
+               and _controller_uid(p["metadata"]) in owned_uids]
+    now = controllers.parse_time(stamp)
     patches = [("Deployment", ns, str(meta["name"]), replicas)]
     delete: list[str] = []
     create: list[Obj] = []
@@ -380,12 +398,12 @@ def scale_changes(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[s
         wanted = replicas if position == 0 else 0
         rs_meta = rs["metadata"]
         patches.append(("ReplicaSet", ns, str(rs_meta["name"]), wanted))
-        mine = sorted((p for p in pods if p["metadata"].get("namespace") == ns
-                       and _controller_uid(p["metadata"]) == str(rs_meta.get("uid"))
-                       and not p["metadata"].get("deletionTimestamp")), key=_deletion_rank)
+        mine = [p for p in related if _controller_uid(p["metadata"]) == str(rs_meta.get("uid"))
+                and not p["metadata"].get("deletionTimestamp")]
         surplus = len(mine) - wanted
         if surplus > 0:
-            delete.extend(str(p["metadata"]["name"]) for p in mine[:surplus])
+            delete.extend(str(p["metadata"]["name"])
+                          for p in controllers.pods_to_delete(mine, related, surplus, now))
         elif surplus < 0:
             create.extend(replacement_pods([_template_pod(rs)] * -surplus,
                                            (str(p["metadata"]["name"]) for p in pods),
@@ -663,6 +681,27 @@ def scale(api: SimApi, namespace: str, name: str, replicas: int) -> Obj:
             "pods_created": [str(p["metadata"]["name"]) for p in changes.create]}
 
 
+def fail_node(api: SimApi, server_id: str) -> Obj:
+    """Stop the kubelet of a server's Node for good (``scoctl sim fail-node``): the server
+    stays ACTIVE, the Node stops reporting, and the node lifecycle controller turns it
+    ``Ready=Unknown`` once the grace period is over; the agent never makes it Ready again.
+    Raises LookupError when the server (id or name) is not a managed server of the region or
+    has no Node."""
+    servers = [s for s in api.servers() if MANAGED_TAG in (s.get("tags") or [])
+               and server_id in (s["id"], s["name"])]
+    if not servers:
+        raise LookupError(f"no server {server_id!r} in the simulated region")
+    server = servers[0]
+    node = next((n for n in api.objects("Node") if server_of(n) == str(server["id"])), None)
+    if node is None:
+        raise LookupError(f"server {server['name']} ({server['id']}) has no Kubernetes Node")
+    name = str(node["metadata"]["name"])
+    api.k8s("patch", kind="Node", name=name,
+            patch={"metadata": {"annotations": {KUBELET_ANNOTATION: KUBELET_STOPPED}}})
+    return {"id": server["id"], "name": server["name"], "node": name,
+            "status": server.get("status")}
+
+
 class Agent:
     """One node agent: `step()` once per poll."""
 
@@ -683,6 +722,12 @@ class Agent:
         self.last_step: float | None = None
         self.failed_names: set[str] = set()
         self.skipped: set[str] = set()
+        # the node lifecycle controller's grace period and PodGC's quarantine, scaled down
+        # from upstream's 40 s each (k8s_controllers)
+        self.node_grace = float(settings.get("node_monitor_grace", NODE_MONITOR_GRACE_S))
+        self.quarantine = float(settings.get("podgc_quarantine", PODGC_QUARANTINE_S))
+        self.heard: dict[str, float] = {}  # node → when its kubelet last reported
+        self.missing_since: dict[str, float] = {}  # PodGC: node → first seen missing
 
     def step(self) -> None:
         """Read Nova and Kubernetes, then register/ready/remove nodes, reclaim, schedule pods
@@ -721,7 +766,8 @@ class Agent:
             self.api.k8s("node-ready", name=name, ready=False)
             log.info("node %s NotReady: its server is in error", name)
         if actions.delete:
-            self._remove_nodes(actions.delete, nodes, stamp)
+            self._remove_nodes(actions.delete)
+        self._node_lifecycle(servers, nodes, actions, now)
         for server in due_reclaims(servers, datetime.now(UTC)):
             self.api.reclaim(str(server["id"]), self.mode)
             log.info("reclaim at the notice deadline: server %s (%s)", server["name"],
@@ -735,30 +781,77 @@ class Agent:
         self.last_step = now
         self._schedule_and_report(stamp)
 
-    def _remove_nodes(self, names: Sequence[str], nodes: Sequence[Mapping[str, Any]],
-                      stamp: str) -> None:
-        pods = self.api.objects("Pod")
-        gone = set(names)
-        lost = [p for p in pods if (p.get("spec") or {}).get("nodeName") in gone]
+    def _remove_nodes(self, names: Sequence[str]) -> None:
+        """The cloud node controller deletes the Nodes of servers gone; their pods stay bound
+        to them until PodGC (`_collect_orphans`) takes them."""
         for name in names:
             self.api.k8s("delete", kind="Node", name=name)
             self.registered_at.pop(name, None)
+            self.heard.pop(name, None)
             log.info("node %s removed: its server is gone", name)
-        for pod in lost:
+
+    def _node_lifecycle(self, servers: Sequence[Mapping[str, Any]],
+                        nodes: Sequence[Mapping[str, Any]], actions: NodeActions,
+                        now: float) -> None:
+        """The kubelets report while their server is ACTIVE and `fail-node` did not stop them;
+        a Node not heard from for the grace period turns Ready=Unknown
+        (`k8s_controllers.node_health`)."""
+        status = {str(s["id"]): str(s.get("status")) for s in servers}
+        gone = set(actions.delete)
+        self.heard = {k: v for k, v in self.heard.items()
+                      if k in {str(n["metadata"]["name"]) for n in nodes} - gone}
+        for node in nodes:
+            name = str(node["metadata"]["name"])
+            if name in gone:
+                continue
+            sid = server_of(node)  # a Node of no server (a static worker) always reports
+            alive = (sid is None or status.get(sid) == "ACTIVE") and not kubelet_stopped(node)
+            if alive or name not in self.heard:
+                self.heard[name] = now
+            if alive:
+                continue
+            conditions = controllers.node_health(node, self.heard.get(name), now,
+                                                 datetime.now(UTC), self.node_grace)
+            if conditions is None:
+                continue
+            self.api.k8s("patch", kind="Node", name=name,
+                         patch={"status": {"conditions": conditions}})
+            log.info("node %s Ready=Unknown: its kubelet stopped posting status %.0f s ago",
+                     name, now - self.heard[name])
+
+    def _collect_orphans(self, pods: Sequence[Mapping[str, Any]],
+                         nodes: Sequence[Mapping[str, Any]], stamp: str) -> bool:
+        """PodGC (`k8s_controllers.orphaned_pods`): pods bound to a Node gone for the
+        quarantine are marked Failed (DisruptionTarget=DeletionByPodGC) and deleted; their
+        ReplicaSets replace them with pending pods. Returns whether any pod went."""
+        now = self.clock()
+        names = [str(n["metadata"]["name"]) for n in nodes]
+        self.missing_since, doomed = controllers.orphaned_pods(
+            pods, names, self.missing_since, now, self.quarantine)
+        if not doomed:
+            return False
+        moment = datetime.now(UTC)
+        for pod in doomed:
             meta = pod["metadata"]
+            self.api.k8s("patch", kind="Pod", namespace=meta.get("namespace"),
+                         name=meta["name"],
+                         patch={"status": controllers.podgc_failed_status(pod, moment)})
             self.api.k8s("delete", kind="Pod", namespace=meta.get("namespace"),
                          name=meta["name"])
-        remaining = len(nodes) - len(gone)
-        room = replica_room(self.api.objects("ReplicaSet"), pods, lost)
-        fresh = replacement_pods(lost, (str(p["metadata"]["name"]) for p in pods),
-                                 max(1, remaining), stamp, room=room)
+        log.info("PodGC: %d pods of removed nodes deleted", len(doomed))
+        room = replica_room(self.api.objects("ReplicaSet"), pods, doomed)
+        fresh = replacement_pods(doomed, (str(p["metadata"]["name"]) for p in pods),
+                                 max(1, len(nodes)), stamp, room=room)
         if fresh:
             self.api.k8s("add", objects=fresh)
             log.info("%d pods of removed nodes replaced by pending pods", len(fresh))
+        return True
 
     def _schedule_and_report(self, stamp: str) -> None:
         pods = self.api.objects("Pod")
         nodes = self.api.objects("Node")
+        if self._collect_orphans(pods, nodes, stamp):
+            pods = self.api.objects("Pod")
         fresh = missing_pods(self.api.objects("ReplicaSet"), pods, max(1, len(nodes)), stamp)
         if fresh:
             self.api.k8s("add", objects=fresh)

@@ -9,11 +9,17 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
   poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
   inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
-* the Eviction API with PodDisruptionBudgets as the apiserver applies them: the disruptions a
-  budget allows are its selector's Ready pods minus the healthy pods it needs (``minAvailable``,
-  or the owners' replicas minus ``maxUnavailable``; percentages rounded up), checked and spent
-  atomically; 429 ``TooManyRequests`` with the ``DisruptionBudget`` cause when none is left,
-  500 when two budgets select the pod;
+* PodDisruptionBudgets through a disruption-controller step (`k8s_controllers`): a budget's
+  ``status`` (``currentHealthy``, ``desiredHealthy``, ``expectedPods`` from the owning
+  Deployment's or ReplicaSet's scale, ``disruptionsAllowed``, ``disruptedPods``,
+  ``observedGeneration``, the ``DisruptionAllowed`` condition) is written `disruption_delay`
+  after a change to its namespace's pods, budgets or controllers (`sync_disruption` at once);
+  the Eviction API judges from that status as the apiserver does: terminal, Pending and
+  terminating pods go without a budget, ``unhealthyPodEvictionPolicy`` is honoured, 429
+  ``TooManyRequests`` with the ``DisruptionBudget`` cause when no disruption is left, and with
+  Retry-After 10 while the budget is "still being processed" (``observedGeneration <
+  generation``), 500 when two budgets select the pod; an eviction spends one disruption at
+  once;
 * list (``limit``/``continue`` pagination, label and field selectors) and watch (chunked, one JSON
   event per line) with one etcd-like resourceVersion counter and a per-type history: a watch from
   an RV replays what happened after it, ``""``/``"0"`` sends synthetic ADDED events first, a
@@ -48,8 +54,8 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   pydantic models deserialize everything served.
 
 Test-side API: `K8sEmulator.add`/`apply`/`update`/`delete`/`get`/`objects`, `set_pod_unschedulable`,
-`bind_pod`, `set_node_ready`, `set_replica_failure`, `compact`, `close_watches`, `fail_next`, the
-`requests` log, and the `make_*` builders of schema-valid objects.
+`bind_pod`, `set_node_ready`, `sync_disruption`, `set_replica_failure`, `compact`,
+`close_watches`, `fail_next`, the `requests` log, and the `make_*` builders of schema-valid objects.
 
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
 writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
@@ -80,6 +86,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from scoctl.core.syntax import split_top_level
+from scoctl.sim import k8s_controllers as controllers
 from scoctl.sim.k8s_auth import (
     ADMIN,
     PRIVILEGED_GROUP,
@@ -175,6 +182,8 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 # pkg/apis/core/v1/defaults.go `SetDefaults_PodSpec` (v1.DefaultTerminationGracePeriodSeconds)
 DEFAULT_TERMINATION_GRACE_SECONDS = 30
+DISRUPTION_DELAY_S = 0.05  # a change to a budget's status: the controller's reaction time
+_DISRUPTION_INPUTS = frozenset({"Pod", "PodDisruptionBudget", "ReplicaSet", "Deployment"})
 _DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds")
 
 
@@ -616,6 +625,11 @@ def validate(rt: ResourceType, obj: Obj) -> None:
                 if key in spec and not _int_or_percent(spec[key]):
                     causes.append((f"spec.{key}", f"Invalid value: {spec[key]!r}: an integer "
                                                   "or a percentage"))
+            policy = spec.get("unhealthyPodEvictionPolicy")
+            if policy is not None and policy not in controllers.UNHEALTHY_POD_EVICTION_POLICIES:
+                causes.append(("spec.unhealthyPodEvictionPolicy", f"Unsupported value: "
+                               f"{policy!r}: supported values: \"IfHealthyBudget\", "
+                               "\"AlwaysAllow\""))
     elif rt.kind == "Event":
         if not isinstance(obj.get("involvedObject"), dict):
             causes.append(("involvedObject", "Required value"))
@@ -640,80 +654,6 @@ def _int_or_percent(value: Any) -> bool:
     if isinstance(value, int):
         return value >= 0
     return isinstance(value, str) and bool(re.fullmatch(r"\d+%", value))
-
-
-def _scaled(value: Any, total: int) -> int:
-    """An IntOrString of a budget against `total` pods (percentages rounded up)."""
-    if isinstance(value, str) and value.endswith("%"):
-        return -(-total * int(value[:-1]) // 100)
-    return int(value)
-
-
-def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector (matchLabels and matchExpressions) against labels; an empty
-    selector selects everything, a missing one nothing (policy/v1)."""
-    if not isinstance(selector, Mapping):
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op = expr.get("key"), expr.get("operator")
-        values = set(expr.get("values") or [])
-        present = key in labels
-        if (op == "In" and (not present or labels[key] not in values)) \
-                or (op == "NotIn" and present and labels[key] in values) \
-                or (op == "Exists" and not present) or (op == "DoesNotExist" and present):
-            return False
-    return True
-
-
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    """Running, Ready and not being deleted: a healthy pod for a disruption budget."""
-    status = pod.get("status") or {}
-    return (status.get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
-            and any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions") or []))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A disruption budget's arithmetic at one moment (what the disruption controller would
-    write into its status; the emulator computes it when an eviction asks)."""
-
-    expected: int
-    desired: int
-    healthy: int
-
-    @property
-    def allowed(self) -> int:
-        return max(0, self.healthy - self.desired)
-
-
-def budget_of(pdb: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-              replicas: Mapping[str, int]) -> Budget:
-    """The disruption controller's sums for `pdb` over its namespace's `pods`: the pods it
-    selects, how many of them are healthy, and how many must stay so. `replicas[uid]` is the
-    scale of each controller (ReplicaSet) by uid; pods of an unknown controller count once."""
-    spec = pdb.get("spec") or {}
-    selected = [p for p in pods if selector_matches(spec.get("selector"), _labels(p))
-                and not p["metadata"].get("deletionTimestamp")]
-    healthy = sum(1 for p in selected if pod_ready(p))
-    if "minAvailable" in spec and not str(spec["minAvailable"]).endswith("%"):
-        return Budget(len(selected), int(spec["minAvailable"]), healthy)
-    owners: dict[str, int] = {}
-    for pod in selected:
-        ref = next((r for r in pod["metadata"].get("ownerReferences") or []
-                    if r.get("controller")), None)
-        uid = str(ref.get("uid")) if ref else ""
-        if uid in replicas:
-            owners[uid] = replicas[uid]
-        else:
-            owners[f"pod/{pod['metadata']['name']}"] = 1
-    expected = sum(owners.values())
-    if "maxUnavailable" in spec:
-        return Budget(expected, max(0, expected - _scaled(spec["maxUnavailable"], expected)),
-                      healthy)
-    return Budget(expected, _scaled(spec.get("minAvailable", 0), expected), healthy)
 
 
 # --- the store -----------------------------------------------------------------------------------
@@ -756,7 +696,8 @@ class K8sEmulator:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_history: int = 200_000,
                  tokens: Mapping[str, User] | None = None, grace_scale: float = 1.0,
-                 initial_rv: int | None = None) -> None:
+                 initial_rv: int | None = None,
+                 disruption_delay: float | None = DISRUPTION_DELAY_S) -> None:
         if grace_scale <= 0:
             raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
@@ -789,6 +730,12 @@ class K8sEmulator:
         self.grace_scale = grace_scale
         self._terminating: dict[tuple[str, str], tuple[float, str]] = {}  # → (due, uid)
         self._reaper: threading.Thread | None = None
+        # the disruption controller syncs a namespace's budgets this long after a change to
+        # its pods, budgets or controllers (None: only when `sync_disruption` is called)
+        self.disruption_delay = disruption_delay
+        self._disruption_dirty: set[str] = set()
+        self._disruption_due: float | None = None
+        self._disruption_cost = 0.0  # seconds the last sync took
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
@@ -1068,6 +1015,8 @@ class K8sEmulator:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"scoctl-sim/{id(self)}/{self._uid_counter}"))
 
     def _record(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> None:
+        if rt.kind in _DISRUPTION_INPUTS:  # the disruption controller's informers
+            self._disruption_changed(str(obj.get("metadata", {}).get("namespace") or ""))
         state = self._types[rt]
         state.history.append(_Event(self._rv, type_, obj, prev))
         state.history_rvs.append(self._rv)
@@ -1108,8 +1057,11 @@ class K8sEmulator:
         meta["uid"] = meta.get("uid") or self._new_uid()
         meta["resourceVersion"] = str(self._rv)
         meta["creationTimestamp"] = meta.get("creationTimestamp") or now_rfc3339()
-        if rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService"):
+        if rt.kind in ("Deployment", "ReplicaSet", "Job", "InferenceService",
+                       "PodDisruptionBudget"):
             meta["generation"] = 1
+        if rt.kind == "PodDisruptionBudget":  # podDisruptionBudgetStrategy.PrepareForCreate
+            body["status"] = {}
         meta.pop("deletionTimestamp", None)
         _defaults(rt, body)
         state.objects[key] = body
@@ -1334,8 +1286,79 @@ class K8sEmulator:
     def _reap_forever(self) -> None:
         with self._cond:
             while not self._stopping:
-                left = self._reap()
-                self._cond.wait(1.0 if left is None else min(max(left, 0.0), 1.0))
+                waits = [w for w in (self._reap(), self._disruption_tick()) if w is not None]
+                self._cond.wait(min(max(min(waits), 0.0), 1.0) if waits else 1.0)
+
+    # -- the disruption controller (call with self._cond held)
+
+    def _disruption_changed(self, ns: str) -> None:
+        """A pod, budget or controller of `ns` changed: its budgets are synced after
+        `disruption_delay` (the controller's informers and work queue)."""
+        self._disruption_dirty.add(ns)
+        if self._disruption_due is None and self.disruption_delay is not None:
+            # never more than a tenth of the time under the lock, however many pods
+            self._disruption_due = time.monotonic() + max(self.disruption_delay,
+                                                          10 * self._disruption_cost)
+
+    def _disruption_tick(self) -> float | None:
+        """Sync the changed namespaces' budgets once due; returns the seconds until then."""
+        if self._disruption_due is None:
+            return None
+        left = self._disruption_due - time.monotonic()
+        if left > 0:
+            return left
+        self._sync_disruption()
+        return None
+
+    def sync_disruption(self) -> int:
+        """Run the disruption controller over every PodDisruptionBudget now (it otherwise runs
+        `disruption_delay` after a change); returns how many statuses it wrote."""
+        with self._cond:
+            self._disruption_dirty.update(
+                k[0] for k in self._types[_BY_NAME["PodDisruptionBudget"]].objects)
+            return self._sync_disruption()
+
+    def _sync_disruption(self) -> int:
+        """disruption.go `sync` for the budgets of the changed namespaces: each one's status
+        from `controllers.disruption_status`, written (as the controller's own update, which
+        bumps no generation) when it differs."""
+        started = time.monotonic()
+        try:
+            return self._sync_budgets()
+        finally:
+            self._disruption_cost = time.monotonic() - started
+
+    def _sync_budgets(self) -> int:
+        dirty, self._disruption_dirty = self._disruption_dirty, set()
+        self._disruption_due = None
+        pdb_type = _BY_NAME["PodDisruptionBudget"]
+        budgets = sorted((k, b) for k, b in self._types[pdb_type].objects.items()
+                         if k[0] in dirty)
+        if not budgets:
+            return 0
+        namespaces = {k[0] for k, _ in budgets}
+        pods: dict[str, list[Obj]] = {}
+        for (ns, _), pod in self._types[_BY_NAME["Pod"]].objects.items():
+            if ns in namespaces:
+                pods.setdefault(ns, []).append(pod)
+        owners: dict[str, dict[str, Obj]] = {}
+        for kind in ("ReplicaSet", "Deployment"):
+            for (ns, _), obj in self._types[_BY_NAME[kind]].objects.items():
+                if ns in namespaces:
+                    owners.setdefault(ns, {})[str(obj["metadata"].get("uid"))] = obj
+        now = datetime.now(UTC)
+        written = 0
+        for (ns, name), pdb in budgets:
+            status = controllers.disruption_status(pdb, pods.get(ns, []), owners.get(ns, {}),
+                                                   now)
+            if status == pdb.get("status"):
+                continue
+            body = _clone(pdb)
+            body["status"] = status
+            body["metadata"].pop("resourceVersion", None)
+            self._replace(pdb_type, ns, name, body, controller=True)
+            written += 1
+        return written
 
     # -- list / watch internals
 
@@ -1690,39 +1713,28 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
 
 
 def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
-    """Refuse an eviction its pod's PodDisruptionBudget does not allow (429), or that two
-    budgets govern (500), as the eviction subresource does. Call with ``emu._cond`` held."""
-    pod = emu._get(resource_type("Pod"), ns, name)
-    if pod["metadata"].get("deletionTimestamp"):  # eviction.go canIgnorePDB
-        return
-    pdb_type = resource_type("PodDisruptionBudget")
-    budgets = [b for (b_ns, _), b in sorted(emu._types[pdb_type].objects.items())
-               if b_ns == ns and selector_matches((b.get("spec") or {}).get("selector"),
-                                                  _labels(pod))]
-    if not budgets:
-        return
-    if len(budgets) > 1:
-        raise StatusError(500, "InternalError", "This pod has more than one "
-                          "PodDisruptionBudget, which the eviction subresource does not "
-                          "support.")
-    pods = [p for (p_ns, _), p in emu._types[resource_type("Pod")].objects.items()
-            if p_ns == ns]
-    replicas = {str(rs["metadata"].get("uid")): int((rs.get("spec") or {}).get("replicas",
-                                                                                1))
-                for (r_ns, _), rs in emu._types[resource_type("ReplicaSet")].objects.items()
-                if r_ns == ns}
-    budget = budget_of(budgets[0], pods, replicas)
-    if not pod_ready(pod):  # unhealthy pods may go while the budget is met
-        if budget.healthy >= budget.desired:
-            return
-    elif budget.allowed > 0:
-        return
-    pdb = budgets[0]["metadata"]["name"]
-    raise StatusError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
-                      "pod's disruption budget.", {"causes": [{
-                          "reason": "DisruptionBudget",
-                          "message": f"The disruption budget {pdb} needs {budget.desired} "
-                                     f"healthy pods and has {budget.healthy} currently"}]})
+    """Judge an eviction as the eviction subresource does, from the status the disruption
+    controller wrote into the pod's PodDisruptionBudget (`controllers.judge_eviction`): refuse
+    it with the apiserver's error (429 with the ``DisruptionBudget`` cause, and Retry-After
+    while the budget is still being processed; 500 under two budgets; 403), or spend one of
+    the budget's disruptions (its status written at once, as `checkAndDecrement` does). Call
+    with ``emu._cond`` held, then delete the pod."""
+    pod = emu._get(_BY_NAME["Pod"], ns, name)
+    pdb_type = _BY_NAME["PodDisruptionBudget"]
+    pdbs = [b for (b_ns, _), b in sorted(emu._types[pdb_type].objects.items()) if b_ns == ns]
+    verdict = controllers.judge_eviction(pod, pdbs, datetime.now(UTC))
+    if not verdict.allowed:
+        details: Obj = {}
+        if verdict.cause:
+            details["causes"] = [{"reason": "DisruptionBudget", "message": verdict.cause}]
+        if verdict.retry_after:
+            details["retryAfterSeconds"] = verdict.retry_after
+        raise StatusError(verdict.code, verdict.reason, verdict.message, details or None)
+    if verdict.pdb is not None and verdict.status is not None:
+        body = _clone(emu._get(pdb_type, ns, verdict.pdb))
+        body["status"] = verdict.status
+        body["metadata"].pop("resourceVersion", None)
+        emu._replace(pdb_type, ns, verdict.pdb, body, controller=True)
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -544,3 +544,24 @@ def scale(directory: Path, target: str, replicas: int) -> dict[str, Any]:
         raise ApiError(str(exc)) from exc
     finally:
         api.close()
+
+
+def fail_node(directory: Path, server: str) -> dict[str, Any]:
+    """Stop the kubelet of `server`'s (id or name) Node for good: the Node goes NotReady
+    (``Ready=Unknown`` after the node-monitor grace period) and stays so while the server stays
+    ACTIVE. Raises UsageError when the region is not running, the server unknown or without a
+    Node."""
+    from scoctl.sim.agent import fail_node as agent_fail_node
+
+    state = read_state(directory)
+    if state is None:
+        raise UsageError(f"no simulated region in {directory}: run `scoctl sim up`")
+    api = _api(state)
+    try:
+        return agent_fail_node(api, server)
+    except LookupError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    except RuntimeError as exc:
+        raise ApiError(str(exc)) from exc
+    finally:
+        api.close()

@@ -582,6 +582,11 @@ def _deployment_objects(dep: DeploymentSeed, node_count: int,
     return [deployment, replicaset, *pods, *budget]
 
 
+# the simulated region's node-monitor grace period and PodGC quarantine (upstream: 40 s each)
+SIM_NODE_MONITOR_GRACE_S = 4.0
+SIM_PODGC_QUARANTINE_S = 2.0
+
+
 def agent_settings(scenario: Scenario, config: Config, *, k8s_url: str, nova_url: str,
                    k8s_token: str) -> dict[str, Any]:
     """The node agent's settings file."""
@@ -597,4 +602,7 @@ def agent_settings(scenario: Scenario, config: Config, *, k8s_url: str, nova_url
         "seed": scenario.seed,
         "node_suffix": scenario.node_suffix,
         "flavors": node_shapes(config),
+        # upstream's 40 s each, scaled as the region scales grace periods
+        "node_monitor_grace": SIM_NODE_MONITOR_GRACE_S,
+        "podgc_quarantine": SIM_PODGC_QUARANTINE_S,
     }

@@ -47,7 +47,13 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.core.slurm_power import POWER_DOWN
-from scoctl.errors import ApiError, NotLeader, ScoctlError, StillTerminating
+from scoctl.errors import (
+    ApiError,
+    EvictionRefused,
+    NotLeader,
+    ScoctlError,
+    StillTerminating,
+)
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
@@ -70,7 +76,7 @@ class ScaleDownOutcome(Enum):
 
     DELETED = auto()  # the server is deleted (or being deleted)
     KEPT = auto()  # pods landed on it meanwhile: back in service
-    WAITING = auto()  # its evicted pods still terminate: the next pass goes on
+    WAITING = auto()  # its pods still terminate or budgets hold them: the next pass goes on
     FAILED = auto()  # a call failed (a problem says which): the next pass goes on
 
 
@@ -313,7 +319,8 @@ class _Region:
 
     def scale_down(self, unit: ScaleDown) -> ScaleDownOutcome:
         """cordon → check idle again → drain → delete Node → delete server; KEPT if busy,
-        WAITING while its evicted pods still terminate (`DRAIN_TIMED_OUT`)."""
+        WAITING while its evicted pods still terminate (`DRAIN_TIMED_OUT`) or disruption budgets
+        still refuse their eviction (`DRAIN_BLOCKED`)."""
         if unit.slurm_node:
             return self._scale_down_slurm(unit)
         if self.cluster is not None and unit.node:
@@ -335,6 +342,13 @@ class _Region:
                 # only once they are gone
                 self.cluster.drain(unit.node, timeout=self.config.timeouts.drain)
                 self.cluster.delete_node(unit.node)
+            except EvictionRefused as exc:  # a PodDisruptionBudget holds pods: no outage, the
+                # unit stays draining and the next pass evicts again
+                log.info("reconcile %s: scale-down of %s: %s", self.region.name, unit.name, exc)
+                self.store.append_event(NewEvent(unit.workload, "DRAIN_BLOCKED", "info", {
+                    "server": unit.server_id, "name": unit.name, "node": unit.node,
+                    "pods": list(exc.pods), "retry_after": exc.delay}))
+                return ScaleDownOutcome.WAITING
             except StillTerminating as exc:  # the unit stays draining: the next pass waits on
                 log.warning("reconcile %s: scale-down of %s: %s", self.region.name, unit.name,
                             exc)

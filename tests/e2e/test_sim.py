@@ -283,6 +283,35 @@ def test_reclaim_by_count_takes_only_reclaimable_instances(sim, fleet):
     assert cloud.server(fleet.committed[0].id) is not None
 
 
+def test_fail_node_turns_the_node_not_ready_for_good_while_the_server_stays_active(sim, fleet):
+    """pkg/controller/nodelifecycle/node_lifecycle_controller.go `tryUpdateNodeHealth`: a Node
+    whose kubelet stopped posting status turns Ready=Unknown (``NodeStatusUnknown``, "Kubelet
+    stopped posting node status.") after the grace period, tainted
+    ``node.kubernetes.io/unreachable`` (`doNoScheduleTaintingPass`); its server stays ACTIVE."""
+    server = fleet.committed[0]
+    core = sim.core()
+    assert agent_ready(core.read_node(server.name))
+    result = run_scoctl(sim.cwd, "sim", "fail-node", server.name, "--json")
+    assert result.returncode == 0, result.stderr
+    failed = json.loads(result.stdout)["failed"]
+    assert (failed["id"], failed["node"], failed["status"]) == (server.id, server.name, "ACTIVE")
+    node = wait_for(lambda: core.read_node(server.name), lambda n: not agent_ready(n),
+                    timeout=20)
+    [ready] = [c for c in node.status.conditions if c.type == "Ready"]
+    assert (ready.status, ready.reason, ready.message) == (
+        "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    node = wait_for(lambda: core.read_node(server.name),
+                    lambda n: any(t.key == "node.kubernetes.io/unreachable"
+                                  for t in n.spec.taints or []))
+    deadline = time.monotonic() + 3  # six agent polls: it stays so
+    while time.monotonic() < deadline:
+        assert not agent_ready(core.read_node(server.name))
+        time.sleep(0.5)
+    assert sim.cloud().server(server.id).status == "ACTIVE"
+    unknown = run_scoctl(sim.cwd, "sim", "fail-node", "no-such-server")
+    assert unknown.returncode == 2 and "no server 'no-such-server'" in unknown.stderr
+
+
 # --- lifecycle -------------------------------------------------------------------------------
 
 
