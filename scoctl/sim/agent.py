@@ -414,9 +414,12 @@ def scale_changes(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[s
 def _template_pod(rs: Mapping[str, Any]) -> Obj:
     """A pod as the ReplicaSet's template makes it (named by `replacement_pods`)."""
     rs_meta, template = rs["metadata"], rs["spec"]["template"]
+    template_meta = template.get("metadata") or {}
+    annotations = dict(template_meta.get("annotations") or {})
     return {"metadata": {
         "name": f"{rs_meta['name']}-00000", "namespace": rs_meta.get("namespace"),
-        "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+        "labels": dict(template_meta.get("labels") or {}),
+        **({"annotations": annotations} if annotations else {}),
         "ownerReferences": [{"apiVersion": rs["apiVersion"], "kind": rs["kind"],
                              "name": rs_meta["name"], "uid": rs_meta["uid"],
                              "controller": True, "blockOwnerDeletion": True}]},

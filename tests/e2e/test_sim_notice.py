@@ -259,3 +259,21 @@ def test_the_scenario_gives_a_deployment_a_disruption_budget() -> None:
 def test_a_notice_that_does_not_parse_is_exit_2(tmp_path: Path) -> None:
     result = run_scoctl(tmp_path, "sim", "reclaim", "--notice", "soon")
     assert result.returncode == 2 and "--notice 'soon'" in result.stderr
+
+
+def test_a_replicaset_makes_its_new_pods_with_the_templates_labels_and_annotations() -> None:
+    """The ReplicaSet controller creates pods from the whole template metadata
+    (`pkg/controller/controller_utils.go` `getPodsAnnotationSet` / `GetPodFromTemplate`):
+    a re-created pod keeps the template's annotations, as `karpenter.sh/do-not-disrupt`."""
+    from scoctl.sim.k8s_emulator import make_deployment, make_replicaset, pods_for
+
+    deployment = make_deployment("web", "shop", replicas=2)
+    deployment["metadata"]["uid"] = "d-uid"
+    deployment["spec"]["template"]["metadata"]["annotations"] = {
+        "karpenter.sh/do-not-disrupt": "true"}
+    replicaset = make_replicaset(deployment)
+    replicaset["metadata"]["uid"] = "rs-uid"
+    [kept] = pods_for(replicaset, 1)
+    [fresh] = agent.missing_pods([replicaset], [kept], 1, "2026-01-01T00:00:00Z")
+    assert fresh["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert fresh["metadata"]["labels"] == replicaset["spec"]["template"]["metadata"]["labels"]
