@@ -18,6 +18,7 @@ from scoctl.errors import ApiError, TemporaryError
 from scoctl.sim import k8s_controllers as kc
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator
+from tests.fixtures.k8s import with_scoctl_role
 
 pytestmark = pytest.mark.k8s
 
@@ -29,7 +30,7 @@ def k8s_emulator() -> Iterator[K8sEmulator]:
     """The emulator whose disruption controller syncs only when the test says so
     (`sync_disruption`), so that what an eviction sees is exact (the fixtures built on it
     follow)."""
-    emulator = K8sEmulator(grace_scale=0.02, disruption_delay=None).start()
+    emulator = with_scoctl_role(K8sEmulator(grace_scale=0.02, disruption_delay=None)).start()
     try:
         yield emulator
     finally:

@@ -76,16 +76,17 @@ class Sim:
         return [int(c["pid"]) for c in self.state["components"]]
 
     def core(self) -> Any:
+        """The test's own look at the cluster, as the admin (scoctl runs under its role)."""
         from kubernetes import client, config
 
         return client.CoreV1Api(config.new_client_from_config(str(self.directory /
-                                                                  "kubeconfig")))
+                                                                  "kubeconfig-admin")))
 
     def apps(self) -> Any:
         from kubernetes import client, config
 
         return client.AppsV1Api(config.new_client_from_config(str(self.directory /
-                                                                  "kubeconfig")))
+                                                                  "kubeconfig-admin")))
 
     def cloud(self) -> NovaCloud:
         import openstack.config
