@@ -227,10 +227,11 @@ class Decision:
 
     @property
     def empty(self) -> bool:
-        """True when nothing would change (orphans only reported, not new)."""
+        """True when nothing would change in the state (orphans only reported, not new; the
+        node addresses given again each pass of a boot change nothing there)."""
         return not (self.new_instances or self.updates or self.launch_updates
                     or self.deletions or self.scale_downs or self.exclusions or self.events
-                    or self.dirty or self.addresses)
+                    or self.dirty)
 
 
 def server_tags(server: ServerInfo) -> dict[str, str]:
@@ -630,16 +631,17 @@ def _track_build(p: _Pass, inst: InstanceRecord) -> None:
 
 def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
     """ACTIVE: active, then ready once its node is up — or deleted after the registration
-    timeout when the node never came. A Slurm node whose server turns ACTIVE (and is not up
-    yet) is given the server's address, once: the transition happens once."""
+    timeout when the node never came. A Slurm node whose server is ACTIVE and that is not up
+    yet (powering up, not registered) is given the server's address on every pass until it
+    is up: the update is idempotent, so an ``scontrol`` that failed, a server acquire already
+    recorded ACTIVE (no transition for reconcile to see) and a slurmctld restart that forgot
+    the address all heal on the next pass, and it ends with the boot."""
     active_at = inst.active_at or p.stamp
     status = inst.status
     up = p.ready(inst)
     if status in (InstanceStatus.REQUESTED, InstanceStatus.BUILDING):
         p.update(inst, status=InstanceStatus.ACTIVE, active_at=active_at)
         status = InstanceStatus.ACTIVE
-        if inst.node_name and server.address and not up:
-            p.addresses.append(NodeAddress(inst.node_name, server.address, server.name))
     if status != InstanceStatus.ACTIVE:
         return
     timeout = p.policy.registration_timeout
@@ -652,6 +654,8 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
         p.mark_dirty(inst.workload, "node never registered")
         p.delete(inst, "registration timeout", status=InstanceStatus.ERROR, active_at=active_at,
                  fault=f"no ready node after {timeout:g}s")
+    elif up is False and inst.node_name and server.address:
+        p.addresses.append(NodeAddress(inst.node_name, server.address, server.name))
 
 
 def _orphans(p: _Pass) -> dict[str, str]:

@@ -182,7 +182,8 @@ def test_slurm_node_up_makes_instance_ready_and_powered_down_does_not() -> None:
     assert "status" not in fields(d, "a")
 
 
-def test_a_slurm_server_turning_active_names_its_address_for_its_node_once() -> None:
+def test_a_slurm_server_names_its_address_for_its_node_on_each_pass_until_the_node_is_up(
+) -> None:
     inst = make_instance("a", status="building", active=None, node_name="gpu-1",
                          name="sco-hpc-a")
     server = replace(make_server("a", name="sco-hpc-a"), address="127.0.0.5")
@@ -194,10 +195,17 @@ def test_a_slurm_server_turning_active_names_its_address_for_its_node_once() -> 
     assert d.addresses == (NodeAddress(node="gpu-1", address="127.0.0.5",
                                        hostname="sco-hpc-a"),)
     assert fields(d, "a")["status"] == "active"
+    # recorded ACTIVE already (by acquire, or by the last pass whose scontrol failed): the
+    # address is given again, and nothing else changes
     active = replace(inst, status="active", active_at=rfc3339(NOW))
     again = decide(snap(servers=(server,), instances=(active,), slurm_nodes=(booting,)),
                    POLICY, NOW)
-    assert again.addresses == () and again.empty
+    assert again.addresses == d.addresses and again.empty
+    up = replace(booting, flags=frozenset({"CLOUD"}))
+    done = decide(snap(servers=(server,), instances=(active,), slurm_nodes=(up,)), POLICY, NOW)
+    assert done.addresses == ()  # registered: nothing more to tell slurmctld
+    unread = decide(snap(servers=(server,), instances=(active,), slurm_nodes=None), POLICY, NOW)
+    assert unread.addresses == ()  # Slurm was not read: no blind updates
 
 
 def test_no_address_is_set_without_a_node_name_an_address_or_when_the_node_is_up() -> None:

@@ -9,6 +9,7 @@ Protocol (STYLE §4); the real-Slurm side of `update_node` is covered by the ada
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def building_slurm_unit(store: Store, fake: FakeCloud) -> str:
     return server.id
 
 
-def test_a_slurm_server_turning_active_gives_its_node_the_servers_address_once(
+def test_a_slurm_server_turning_active_gives_its_node_the_servers_address_until_it_is_up(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
     server_id = building_slurm_unit(store, fake)
@@ -229,8 +230,9 @@ def test_a_slurm_server_turning_active_gives_its_node_the_servers_address_once(
     assert result.errors == () and slurm.updates == []
     inst = store.instance(server_id)
     assert inst is not None and inst.status == "active"
-    again = reconcile(config, store, clock, fake, slurm)
-    assert not again.changed and len(slurm.addresses) == 1
+    again = reconcile(config, store, clock, fake, slurm)  # still booting: told again
+    assert not again.changed and slurm.addresses == [(NODE, server.address,
+                                                      "sco-hpc-small-a")] * 2
 
 
 def test_a_node_address_slurm_refuses_is_a_slurm_problem_and_the_unit_goes_on(
@@ -247,3 +249,37 @@ def test_a_node_address_slurm_refuses_is_a_slurm_problem_and_the_unit_goes_on(
     assert NODE in problem.what and "Invalid node name" in problem.error
     inst = store.instance(server_id)
     assert inst is not None and inst.status == "active"
+
+
+def test_a_node_address_slurm_refused_is_given_again_on_the_next_pass(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    """Issue 28 item 13: a failed ``scontrol update nodeaddr`` is not final."""
+    server_id = building_slurm_unit(store, fake)
+    slurm = RecordingSlurm()
+    slurm.refuse = SchedulerFailed("scontrol exited 1: slurmctld not responding")
+    assert reconcile(config, store, clock, fake, slurm).problems
+    slurm.refuse = None
+    again = reconcile(config, store, clock, fake, slurm)
+    server = fake.server(server_id)
+    assert server is not None and again.problems == ()
+    assert slurm.addresses == [(NODE, server.address, "sco-hpc-small-a")]
+    slurm.flags = frozenset({"CLOUD"})  # registered (up): no more updates
+    reconcile(config, store, clock, fake, slurm)
+    assert len(slurm.addresses) == 1
+
+
+def test_a_server_acquire_recorded_active_still_gets_its_nodes_address(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    """Issue 28 item 13: acquire records a server that is ACTIVE at once as active, so no
+    BUILD → ACTIVE transition is left for reconcile to see; the address comes all the same."""
+    server_id = building_slurm_unit(store, fake)
+    inst = store.instance(server_id)
+    assert inst is not None
+    store.upsert_instance(replace(inst, status="active", active_at=store.now()))
+    slurm = RecordingSlurm()
+    reconcile(config, store, clock, fake, slurm)
+    server = fake.server(server_id)
+    assert server is not None
+    assert slurm.addresses == [(NODE, server.address, "sco-hpc-small-a")]
