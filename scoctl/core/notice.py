@@ -210,6 +210,9 @@ class Notice:
     deadline: datetime
     source: NoticeSource
     reason: str = ""
+    # when the notice was given (``scoctl notice``'s own time); None for a metadata key,
+    # which carries no time of its own: scoctl's first sight stands for it then
+    given: datetime | None = None
 
 
 def metadata_notice(server: ServerInfo) -> tuple[Notice | None, str | None]:
@@ -322,11 +325,21 @@ class _Notices:
         found = [self.metadata[inst.id]] if inst.id in self.metadata else []
         announced = self.by_server.get(inst.id)
         if announced is not None:
-            found.append(Notice(parse_rfc3339(announced.deadline), "server", announced.reason))
+            found.append(Notice(parse_rfc3339(announced.deadline), "server", announced.reason,
+                                given=_given(announced)))
         pool = self.by_pool.get(inst.pool or "")
         if pool is not None and parse_rfc3339(inst.created) <= parse_rfc3339(pool.deadline):
-            found.append(Notice(parse_rfc3339(pool.deadline), "pool", pool.reason))
+            found.append(Notice(parse_rfc3339(pool.deadline), "pool", pool.reason,
+                                given=_given(pool)))
         return min(found, key=lambda n: n.deadline) if found else None
+
+
+def _given(notice: NoticeRecord) -> datetime | None:
+    """When ``scoctl notice`` gave `notice` (its spool file's time), None if unreadable."""
+    try:
+        return parse_rfc3339(notice.received)
+    except ValueError:
+        return None
 
 
 def metadata_refusals(snapshot: NoticeSnapshot, now: datetime) -> dict[str, str]:
@@ -391,11 +404,16 @@ def _in_service(inst: InstanceRecord) -> InstanceStatus:
 
 
 def _begin(b: _Builder, inst: InstanceRecord, notice: Notice) -> NoticedRecord:
-    """A notice newly in force: record it, exclude the pool, re-plan the workload."""
-    lead = max(0.0, _seconds(notice.deadline, b.now))
+    """A notice newly in force: record it, exclude the pool, re-plan the workload. Its time
+    (`noticed_at`, where the lead and the replacement's time are measured from) is the
+    notice's own when it has one (``scoctl notice``: when it was given, not when a pass first
+    saw it), else this pass's."""
+    given = notice.given if notice.given is not None and notice.given <= b.now else None
+    lead = max(0.0, _seconds(notice.deadline, given or b.now))
     row = b.save(NoticedRecord(
         server_id=inst.id, region=inst.region, name=inst.name, workload=inst.workload,
-        pool=inst.pool, deadline=rfc3339(notice.deadline), noticed_at=b.stamp,
+        pool=inst.pool, deadline=rfc3339(notice.deadline),
+        noticed_at=rfc3339(given) if given is not None else b.stamp,
         source=notice.source, reason=notice.reason))
     b.statuses[inst.id] = InstanceStatus.NOTICED
     b.event(inst.workload, "RECLAIM_NOTICED", "warning", server=inst.id, name=inst.name,

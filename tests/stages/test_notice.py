@@ -22,6 +22,7 @@ from scoctl.config.schema import Config, parse_config
 from scoctl.config.yamlsrc import load_located
 from scoctl.core.model import InstanceRecord, LaunchRequest
 from scoctl.core.model.vocabulary import META_RECLAIM_AT, TAG_MANAGED
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.runner.compose import PassReport
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pod
 from scoctl.sim.nova_emulator import IMAGE_ID, NETWORK_ID, NovaEmulator
@@ -436,3 +437,20 @@ def test_a_notice_on_one_unit_keeps_the_healthy_units_of_its_pool(world: World) 
     healthy = {i.id: i.status for i in world.instances("small.a") if i.id != noticed.id}
     assert healthy == {i.id: "ready" for i in units[1:]}  # none scaled down
     assert len(world.instances("small.b")) == 1
+
+
+def test_a_spooled_notice_is_timed_from_when_it_was_given_not_when_a_pass_saw_it(
+        world: World) -> None:
+    """Issue 28 item 11: the lead and the replacement's time start at the notice's own time
+    (``scoctl notice``'s spool file), so a pass that comes late (a stalled or restarted
+    controller) does not shorten them."""
+    inst = serving(world)
+    given = world.clock.now()
+    announce(world.config, world.config.state, world.clock, server=inst.id, pool=None,
+             at="+90s", reason="lease ends")
+    world.clock.advance(25)  # no pass for 25 s
+    world.run()
+    detail = world.detail("RECLAIM_NOTICED")
+    assert detail["lead_seconds"] == 90  # not 65
+    [row] = world.store.noticed()
+    assert abs((parse_rfc3339(row.noticed_at) - given).total_seconds()) < 1
