@@ -409,6 +409,16 @@ class NovaCloud:
                  request.flavor, request.min_count, request.max_count, ",".join(request.tags))
         try:
             outcome = self._retry.call(attempt)
+        except Unanswered as exc:
+            # not retried (Nova may stall), but Nova may have done the work and answered too
+            # late: one look for the request's tags adopts them, and nothing is sent twice
+            found = self.servers(tags=request.tags) if request.tags else []
+            if not found:
+                raise
+            outcome = LaunchResult(reservation_id=found[0].reservation_id or "",
+                                   servers=self._ordered(found, request.name), adopted=True)
+            log.warning("launch %s: the create went unanswered (%s); adopted its servers",
+                        request.name, exc)
         except TemporaryError as exc:
             if ambiguous:
                 raise  # an attempt may have reached Nova: the caller looks for the tags

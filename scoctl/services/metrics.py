@@ -183,8 +183,9 @@ def collect(store: Store, sample: RunSample) -> str:
     t.metric("scoctl_reclaim_notices_total", "counter",
              "Reclaim notices scoctl acted on, per noticed instance.", [({}, reclaims.notices)])
     for name, help_text, values, buckets in (
-            ("scoctl_reclaim_lead_seconds", "Lead time of reclaim notices: the notice's own "
-             "time (scoctl's first sight for a metadata key) to the deadline.", reclaims.lead_seconds, LEAD_BUCKETS),
+            ("scoctl_reclaim_lead_seconds", "Lead time of reclaim notices: the "
+             "notice's own time (scoctl's first sight for a metadata key) to the deadline.",
+             reclaims.lead_seconds, LEAD_BUCKETS),
             ("scoctl_reclaim_replacement_ready_seconds", "From a reclaim notice to its "
              "replacement's node Ready.", reclaims.replacement_ready_seconds, READY_BUCKETS)):
         t.histogram(name, help_text, histogram(values, buckets), sum(values))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from scoctl.sim import agent
+from scoctl.sim.k8s_auth import ADMIN
 from scoctl.sim.k8s_emulator import (
     K8sEmulator,
     make_deployment,
@@ -82,7 +83,7 @@ def test_podgc_replaces_the_pods_of_a_removed_node_only_after_its_quarantine(
         from kubernetes import client, config, watch
 
         path = tmp_path / "kubeconfig"
-        path.write_text(k8s.kubeconfig(), encoding="utf-8")
+        path.write_text(k8s.kubeconfig(user=ADMIN), encoding="utf-8")  # the test's own look
         core = client.CoreV1Api(config.new_client_from_config(str(path)))
         seen = [(e["type"], e["object"]) for e in watch.Watch().stream(
             core.list_namespaced_pod, "shop", resource_version=str(rv), timeout_seconds=1)
