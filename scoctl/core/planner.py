@@ -305,7 +305,8 @@ class _Context:
         self._usable = [p for p in self.pools
                         if p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
-        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
+        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str]],
+                           _Order] = {}
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -319,17 +320,20 @@ class _Context:
             self._bounds[largest_pod] = found
         return found
 
-    def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool) -> _Order:
-        """The eligible pools of a workload shape, best key first."""
+    def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool,
+              ruled_out: frozenset[str] = frozenset()) -> _Order:
+        """The eligible pools of a workload shape, best key first; `ruled_out` are the pools
+        its pods' placement rules out (`Claim.ineligible`)."""
         names = frozenset(name for name, _ in requests)
-        cache_key = (largest_pod, names, tolerates)
+        cache_key = (largest_pod, names, tolerates, ruled_out)
         found = self._orders.get(cache_key)
         if found is not None:
             return found
         bounds = self.bounds(largest_pod)
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
         eligible = [p for p in self._usable
-                    if p.flavor in good and (tolerates or p.tier == "committed")]
+                    if p.flavor in good and (tolerates or p.tier == "committed")
+                    and p.name not in ruled_out]
         # the key scales depth by the pools that may take new units
         max_depth = max((p.depth for p in eligible if p.name not in self.excluded), default=0)
         score = self._score
@@ -366,6 +370,9 @@ class _Context:
             return "not ranked (no score in the ranking)"
         if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
             return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
+        constraint = claim.ineligible.get(pool.name)
+        if constraint is not None:
+            return f"the pods' {constraint} rules it out"
         alloc = self.alloc.get(pool.flavor)
         if alloc is None:
             return f"unknown flavor {pool.flavor}"
@@ -905,7 +912,8 @@ def _plan_one(
     if not requests:
         return _empty_plan(ctx, claim, contract, current, want_explain)
     largest = _resource_key(claim.largest_pod)
-    order = ctx.order(largest, requests, claim.tolerates_reclaimable)
+    order = ctx.order(largest, requests, claim.tolerates_reclaimable,
+                      frozenset(claim.ineligible))
     cov = ctx.coverages(order, largest, requests)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
