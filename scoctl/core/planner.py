@@ -88,12 +88,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter, truediv
 from typing import NamedTuple
 
-from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
+from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
@@ -935,7 +935,49 @@ def _plan_one(
     assert fill is not None
     if prune and dead + fill.dead_seen > 16:
         order.prune(depth_left)
-    return _result(ctx, fill, claim, contract, current, want_explain)
+    limited = _limit(ctx, fill, claim.limits)
+    plan = _result(ctx, fill, claim, contract, current, want_explain)
+    if limited is None:
+        return plan
+    reasons = tuple(r for r in plan.reasons if not r.startswith("depth exhausted"))
+    return replace(plan, feasible=True, degraded=True,
+                   reasons=(f"{LIMIT_REACHED}: {limited} (the plan covers "
+                            f"{_pct(plan.coverage)} of the claim)", *reasons))
+
+
+LIMIT_REACHED = "LIMIT_REACHED"
+
+
+def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],
+          limits: Limits) -> str | None:
+    """The first limit the units in `held` exceed, named, or None."""
+    if limits.units is not None and sum(held.values()) > limits.units:
+        return f"workloads[].limits.units {limits.units}"
+    for name, most in sorted(limits.resources.items()):
+        total = sum(n * flavors[by_name[p].flavor].capacity.get(name, 0)
+                    for p, n in held.items())
+        if total > most:
+            return f"workloads[].limits.{name} {format_resources({name: most})}"
+    return None
+
+
+def _limit(ctx: _Context, fill: _Fill, limits: Limits) -> str | None:
+    """Trim the fill to the workload's limits (DESIGN §22): units are removed worst key
+    first, reclaimable before committed, while the units' flavors' capacity or their count
+    exceeds a limit. Returns the limit that bound, or None when none did."""
+    if not limits:
+        return None
+    by_name = fill.order.by_name
+    bound = None
+    while fill.held:
+        over = _over(fill.held, by_name, ctx.flavors, limits)
+        if over is None:
+            break
+        bound = over
+        worst = max((by_name[p] for p in fill.held),
+                    key=lambda e: (e.tier == "reclaimable", e.rank))
+        fill.add(worst, -1)
+    return bound
 
 
 # --------------------------------------------------------------------------- public entry points

@@ -29,6 +29,19 @@ def is_slug(value: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """At most this much (`workloads[].limits`, DESIGN §22): `resources`
+    in canonical units (cpu millicores, memory bytes, accelerators counts) summed over the
+    units' flavors' capacity, and `units` instances; what is absent is not limited."""
+
+    resources: Mapping[str, int] = field(default_factory=dict)
+    units: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.resources) or self.units is not None
+
+
+@dataclass(frozen=True)
 class Flavor:
     """A Nova flavor as scoctl plans with it."""
 
@@ -55,19 +68,6 @@ def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) ->
 
 
 @dataclass(frozen=True)
-class Limits:
-    """At most this much (`workloads[].limits`, `pools[].limits`, DESIGN §22): `resources`
-    in canonical units (cpu millicores, memory bytes, accelerators counts) summed over the
-    units' flavors' capacity, and `units` instances; what is absent is not limited."""
-
-    resources: Mapping[str, int] = field(default_factory=dict)
-    units: int | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self.resources) or self.units is not None
-
-
-@dataclass(frozen=True)
 class Pool:
     """One place instances can come from: a flavor in an availability zone of a region.
     `labels` are put on its units' Nodes (`core.constraints.unit_labels`)."""
@@ -80,7 +80,6 @@ class Pool:
     tier: Tier
     depth: int
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
-    limits: Limits = field(default_factory=Limits, hash=False)
 
 
 @dataclass(frozen=True)
@@ -108,3 +107,4 @@ class Claim:
     tolerates_reclaimable: bool = True
     # pools the pods' placement rules out (DESIGN §22), each with the constraint that does
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
+    limits: Limits = field(default_factory=Limits, hash=False)  # workloads[].limits
