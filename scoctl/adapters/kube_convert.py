@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
 from scoctl.adapters.kube_client import Raw
+from scoctl.core.constraints import NAME_FIELD
 from scoctl.core.model import (
     Condition,
     Container,
@@ -37,7 +38,6 @@ from scoctl.core.model import (
     TokenSecret,
     Toleration,
 )
-from scoctl.core.constraints import NAME_FIELD
 from scoctl.core.model.vocabulary import LABEL_LAUNCH
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339

@@ -46,7 +46,8 @@ from tests.core.test_intake import make_pod, node
 GI = 2**30
 ZONE = "topology.kubernetes.io/zone"
 ITYPE = "node.kubernetes.io/instance-type"
-FLAVORS = {"m5.xlarge": Flavor("m5.xlarge", 4, 16 * GI), "m5.2xlarge": Flavor("m5.2xlarge", 8, 32 * GI)}
+FLAVORS = {"m5.xlarge": Flavor("m5.xlarge", 4, 16 * GI),
+           "m5.2xlarge": Flavor("m5.2xlarge", 8, 32 * GI)}
 
 
 def pools() -> tuple[Pool, ...]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from scoctl.core.constraints import NAME_FIELD, pod_refusal, pools_for
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -45,7 +46,6 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
-from scoctl.core.constraints import NAME_FIELD, pod_refusal, pools_for
 from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
