@@ -11,12 +11,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import json
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
 from scoctl.adapters.kube_client import Raw
+from scoctl.core.constraints import NAME_FIELD
 from scoctl.core.model import (
     Condition,
     Container,
@@ -26,9 +28,12 @@ from scoctl.core.model import (
     JobInfo,
     NodeInfo,
     OwnerRef,
+    Placement,
     PodInfo,
     ReplicaSetInfo,
+    Requirement,
     ResourceQuotaInfo,
+    Spread,
     Taint,
     TokenSecret,
     Toleration,
@@ -164,6 +169,57 @@ def _tolerations(raws: Any) -> tuple[Toleration, ...]:
          str(t.get("effect") or "")) for t in raws]))
 
 
+def _requirements(raws: Any, *, field_key: str | None = None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(field_key or str(r.get("key") or ""), str(r.get("operator") or ""),
+                             tuple(str(v) for v in r.get("values") or ()))
+                 for r in raws or () if _is_map(r))
+
+
+def _term(raw: Any) -> tuple[Requirement, ...]:
+    if not _is_map(raw):
+        return ()
+    fields_ = tuple(Requirement(NAME_FIELD, req.operator, req.values)
+                    for req in _requirements(raw.get("matchFields")))
+    return _requirements(raw.get("matchExpressions")) + fields_
+
+
+@functools.lru_cache(maxsize=4096)
+def _placement_of(key: str) -> Placement | None:
+    spec = json.loads(key)
+    selector = spec.get("nodeSelector")
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = (tuple(_term(t) for t in required_raw.get("nodeSelectorTerms") or ())
+                if _is_map(required_raw) else None)
+    preferred = tuple((_int(p.get("weight")), _term(p.get("preference")))
+                      for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+                      or () if _is_map(p))
+    spread = tuple(Spread(str(c.get("topologyKey") or ""), _int(c.get("maxSkew")) or 1,
+                          str(c.get("whenUnsatisfiable") or "DoNotSchedule"))
+                   for c in spec.get("topologySpreadConstraints") or () if _is_map(c))
+    claims = tuple(sorted({str(v["persistentVolumeClaim"].get("claimName") or "")
+                           for v in spec.get("volumes") or ()
+                           if _is_map(v) and _is_map(v.get("persistentVolumeClaim"))}))
+    placement = Placement(
+        node_selector=tuple(sorted(_str_map(selector).items())) if _is_map(selector) else (),
+        required=required, preferred=preferred, spread=spread, volume_claims=claims)
+    return None if placement == Placement() else placement
+
+
+_PLACEMENT_KEYS = ("nodeSelector", "affinity", "topologySpreadConstraints", "volumes")
+
+
+def _placement(spec: Raw) -> Placement | None:
+    """The pod's placement, one shared value per distinct spec (None: it says nothing)."""
+    parts = {k: spec[k] for k in _PLACEMENT_KEYS if spec.get(k)}
+    if not parts:
+        return None
+    if "volumes" in parts:  # only the claims matter: most volumes are config maps, secrets
+        parts["volumes"] = [v for v in parts["volumes"]
+                            if _is_map(v) and v.get("persistentVolumeClaim")]
+    return _placement_of(json.dumps(parts, sort_keys=True, default=str))
+
+
 def pod_info(obj: Raw) -> PodInfo:
     """A pod API object (JSON dict) as a PodInfo; raises QuantityError/ValueError if unreadable."""
     meta = _meta(obj)
@@ -190,6 +246,7 @@ def pod_info(obj: Raw) -> PodInfo:
         conditions=_conditions(obj),
         scheduling_gates=tuple(str(g.get("name", "")) for g in gates) if gates else (),
         tolerations=_tolerations(tolerations) if tolerations else (),
+        placement=_placement(spec) if _is_map(spec) else None,
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         created=_created(str(meta.get("creationTimestamp") or "")),

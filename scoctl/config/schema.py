@@ -39,6 +39,7 @@ from scoctl.core.model import (
     TIERS,
     Contract,
     Flavor,
+    Limits,
     Pool,
     Source,
     flavor_allocatable,
@@ -144,6 +145,10 @@ class WorkloadSpec:
     # Slurm: jobs in this partition are this workload's demand
     partition: str | None = setting(None, "string")
     tolerates_reclaimable: bool = setting(True, "boolean")
+    # labels the workload's units' Nodes carry beyond scoctl's own (DESIGN §22)
+    node_labels: Mapping[str, str] = field(default_factory=dict, metadata=read_as("labels"))
+    # at most this much for the workload (cpu, memory, accelerators, units); read by _workload
+    limits: Limits = field(default_factory=Limits)
     # `disruption` given for this workload, merged over the top-level block (None: not given)
     disruption: DisruptionSettings | None = None
 
@@ -718,7 +723,23 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     own = None
     if data.get("disruption") is not None:
         own = _disruption(r, data["disruption"], (*path, "disruption"), disruption)
-    return WorkloadSpec(kind=kind, disruption=own, **settings)
+    limits = _limits(r, data.get("limits"), (*path, "limits"))
+    return WorkloadSpec(kind=kind, disruption=own, limits=limits, **settings)
+
+
+_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})
+
+
+def _limits(r: _Reader, raw: Any, path: Path_) -> Limits:
+    """``limits: {cpu, memory, accelerators: {name: count}, units}`` (DESIGN §22)."""
+    data = r.mapping(raw, path, allowed=_LIMIT_KEYS)
+    amounts = {k: data[k] for k in ("cpu", "memory") if data.get(k) is not None}
+    resources = r.resources(amounts, path)
+    acc_path = (*path, "accelerators")
+    for key, value in r.mapping(data.get("accelerators"), acc_path).items():
+        resources[str(key)] = r.quantity(value, (*acc_path, str(key)), parse_count)
+    units = r.integer(data, path, "units", None) if data.get("units") is not None else None
+    return Limits(resources=resources, units=units)
 
 
 def _section(r: _Reader, root: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -765,9 +786,11 @@ def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
     name = r.req_string(data, path, "name")
     if len(f"sco:pool={name}") > 60 or "/" in name or "," in name:
         raise r.fail((*path, "name"), "must fit a Nova tag (sco:pool=<name> ≤ 60, no / or ,)")
+    labels = r.mapping(data.get("labels"), (*path, "labels"))
     return Pool(name=name, region=region, az=r.req_string(data, path, "az"), flavor=flavor,
                 group=r.req_string(data, path, "group"), tier=tier,
-                depth=r.integer(data, path, "depth", 0, low=0))
+                depth=r.integer(data, path, "depth", 0, low=0),
+                labels={str(k): str(v) for k, v in labels.items()})
 
 
 def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],

@@ -1,7 +1,8 @@
 """The claim delta (DESIGN §2): when an observed demand is a new claim version.
 
 A claim gets a new version only when its normalised demand changed — requests, largest pod,
-contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for. That
+contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for, the pools
+its pods' placement rules out. That
 change wakes the planner. A pod count that changed alone is saved in place (the same version).
 The state saves what this decides; it never compares claims itself.
 """
@@ -9,7 +10,7 @@ The state saves what this decides; it never compares claims itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scoctl.core.model import ClaimRecord
 
@@ -26,6 +27,7 @@ class ObservedClaim:
     source: str
     tolerates_reclaimable: bool = True
     nodes: tuple[str, ...] = ()
+    ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,10 @@ class ClaimWrite:
 
 
 def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: str,
-            tolerates: bool, nodes: tuple[str, ...] | list[str]) -> tuple[object, ...]:
+            tolerates: bool, nodes: tuple[str, ...] | list[str],
+            ineligible: Mapping[str, str]) -> tuple[object, ...]:
     return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
-            sorted(nodes))
+            sorted(nodes), dict(sorted(ineligible.items())))
 
 
 def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:
@@ -50,8 +53,9 @@ def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWri
     version (a claim delta)."""
     if stored is not None and _demand(
             stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
-            stored.nodes) == _demand(observed.requests, observed.largest_pod, observed.contract,
-                                     observed.tolerates_reclaimable, observed.nodes):
+            stored.nodes, stored.ineligible) == _demand(
+                observed.requests, observed.largest_pod, observed.contract,
+                observed.tolerates_reclaimable, observed.nodes, observed.ineligible):
         if stored.pods == observed.pods:
             return None
         return ClaimWrite(observed, stored.version, delta=False)

@@ -34,6 +34,8 @@ def eligible_pools(claim: Claim, pools: Collection[Pool], flavors: Mapping[str, 
             continue
         if not claim.tolerates_reclaimable and pool.tier == "reclaimable":
             continue
+        if pool.name in claim.ineligible:
+            continue
         if fits(claim.largest_pod, flavor_allocatable(flavor)):
             out.add(pool.name)
     return out
@@ -71,7 +73,8 @@ def changed_workloads(claims: Iterable[Claim], previous: Mapping[str, PlanWorklo
 
 def _eligible(claim: Claim, pools: Collection[Pool], flavors: Mapping[str, Flavor],
               cache: dict[tuple[object, ...], set[str]]) -> set[str]:
-    shape = (tuple(sorted(claim.largest_pod.items())), claim.tolerates_reclaimable)
+    shape = (tuple(sorted(claim.largest_pod.items())), claim.tolerates_reclaimable,
+             tuple(sorted(claim.ineligible)))
     if shape not in cache:
         cache[shape] = eligible_pools(claim, pools, flavors)
     return cache[shape]
@@ -81,7 +84,7 @@ def claims_of(records: Iterable[ClaimRecord]) -> list[Claim]:
     """The stored claims that ask for something, as the planner's values."""
     return [Claim(workload=r.workload, contract=r.contract, requests=dict(r.requests),
                   largest_pod=dict(r.largest_pod), pods=r.pods, version=r.version,
-                  tolerates_reclaimable=r.tolerates_reclaimable)
+                  tolerates_reclaimable=r.tolerates_reclaimable, ineligible=dict(r.ineligible))
             for r in records if r.requests]
 
 

@@ -88,12 +88,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter, truediv
 from typing import NamedTuple
 
-from scoctl.core.model import Claim, Contract, Flavor, Pool, Tier, flavor_allocatable
+from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
@@ -305,7 +305,8 @@ class _Context:
         self._usable = [p for p in self.pools
                         if p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
-        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool], _Order] = {}
+        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str]],
+                           _Order] = {}
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -319,17 +320,20 @@ class _Context:
             self._bounds[largest_pod] = found
         return found
 
-    def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool) -> _Order:
-        """The eligible pools of a workload shape, best key first."""
+    def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool,
+              ruled_out: frozenset[str] = frozenset()) -> _Order:
+        """The eligible pools of a workload shape, best key first; `ruled_out` are the pools
+        its pods' placement rules out (`Claim.ineligible`)."""
         names = frozenset(name for name, _ in requests)
-        cache_key = (largest_pod, names, tolerates)
+        cache_key = (largest_pod, names, tolerates, ruled_out)
         found = self._orders.get(cache_key)
         if found is not None:
             return found
         bounds = self.bounds(largest_pod)
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
         eligible = [p for p in self._usable
-                    if p.flavor in good and (tolerates or p.tier == "committed")]
+                    if p.flavor in good and (tolerates or p.tier == "committed")
+                    and p.name not in ruled_out]
         # the key scales depth by the pools that may take new units
         max_depth = max((p.depth for p in eligible if p.name not in self.excluded), default=0)
         score = self._score
@@ -366,6 +370,9 @@ class _Context:
             return "not ranked (no score in the ranking)"
         if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
             return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
+        constraint = claim.ineligible.get(pool.name)
+        if constraint is not None:
+            return f"the pods' {constraint} rules it out"
         alloc = self.alloc.get(pool.flavor)
         if alloc is None:
             return f"unknown flavor {pool.flavor}"
@@ -905,7 +912,8 @@ def _plan_one(
     if not requests:
         return _empty_plan(ctx, claim, contract, current, want_explain)
     largest = _resource_key(claim.largest_pod)
-    order = ctx.order(largest, requests, claim.tolerates_reclaimable)
+    order = ctx.order(largest, requests, claim.tolerates_reclaimable,
+                      frozenset(claim.ineligible))
     cov = ctx.coverages(order, largest, requests)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
@@ -927,7 +935,49 @@ def _plan_one(
     assert fill is not None
     if prune and dead + fill.dead_seen > 16:
         order.prune(depth_left)
-    return _result(ctx, fill, claim, contract, current, want_explain)
+    limited = _limit(ctx, fill, claim.limits)
+    plan = _result(ctx, fill, claim, contract, current, want_explain)
+    if limited is None:
+        return plan
+    reasons = tuple(r for r in plan.reasons if not r.startswith("depth exhausted"))
+    return replace(plan, feasible=True, degraded=True,
+                   reasons=(f"{LIMIT_REACHED}: {limited} (the plan covers "
+                            f"{_pct(plan.coverage)} of the claim)", *reasons))
+
+
+LIMIT_REACHED = "LIMIT_REACHED"
+
+
+def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],
+          limits: Limits) -> str | None:
+    """The first limit the units in `held` exceed, named, or None."""
+    if limits.units is not None and sum(held.values()) > limits.units:
+        return f"workloads[].limits.units {limits.units}"
+    for name, most in sorted(limits.resources.items()):
+        total = sum(n * flavors[by_name[p].flavor].capacity.get(name, 0)
+                    for p, n in held.items())
+        if total > most:
+            return f"workloads[].limits.{name} {format_resources({name: most})}"
+    return None
+
+
+def _limit(ctx: _Context, fill: _Fill, limits: Limits) -> str | None:
+    """Trim the fill to the workload's limits (DESIGN §22): units are removed worst key
+    first, reclaimable before committed, while the units' flavors' capacity or their count
+    exceeds a limit. Returns the limit that bound, or None when none did."""
+    if not limits:
+        return None
+    by_name = fill.order.by_name
+    bound = None
+    while fill.held:
+        over = _over(fill.held, by_name, ctx.flavors, limits)
+        if over is None:
+            break
+        bound = over
+        worst = max((by_name[p] for p in fill.held),
+                    key=lambda e: (e.tier == "reclaimable", e.rank))
+        fill.add(worst, -1)
+    return bound
 
 
 # --------------------------------------------------------------------------- public entry points

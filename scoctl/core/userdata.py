@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
 
+from scoctl.core.constraints import KUBELET_LABELS, unit_labels
 from scoctl.errors import ConfigError
 
 NOVA_USER_DATA_LIMIT = 65535
@@ -56,23 +57,21 @@ class BootContract:
     flavor: str
     slurm_node_name: str | None = None
     slurm_features: Sequence[str] = field(default_factory=tuple)
+    group: str = ""
+    extra_labels: Mapping[str, str] = field(default_factory=dict)  # pools[].labels, node_labels
 
     @property
     def reclaimable(self) -> bool:
         return self.tier == "reclaimable"
 
     def labels(self) -> dict[str, str]:
-        """The Kubernetes node labels scoctl expects on a ready node."""
-        return {
-            f"{LABEL_PREFIX}managed": "true",
-            f"{LABEL_PREFIX}workload": self.workload,
-            f"{LABEL_PREFIX}pool": self.pool,
-            f"{LABEL_PREFIX}contract": self.contract,
-            f"{LABEL_PREFIX}tier": self.tier,
-            f"{LABEL_PREFIX}reclaimable": "true" if self.reclaimable else "false",
-            "topology.kubernetes.io/zone": self.az,
-            "node.kubernetes.io/instance-type": self.flavor,
-        }
+        """The Kubernetes node labels scoctl expects on a ready node (`core.constraints.
+        unit_labels`, less what kubelet sets by itself)."""
+        labels = unit_labels(workload=self.workload, contract=self.contract, pool=self.pool,
+                             tier=self.tier, group=self.group, region=self.region, az=self.az,
+                             flavor=self.flavor, extra=self.extra_labels)
+        return {k: v for k, v in labels.items()
+                if KUBELET_LABELS.get(k) != v or k in self.extra_labels}
 
     def taints(self) -> list[str]:
         """Reclaimable nodes register with the `reclaimable=true:NoSchedule` taint."""

@@ -16,11 +16,12 @@ from scoctl.state import Store
 def record_claim(store: Store, workload: str, *, contract: str, requests: Mapping[str, int],
                  largest_pod: Mapping[str, int], pods: int, source: str,
                  tolerates_reclaimable: bool = True,
-                 nodes: Sequence[str] = ()) -> tuple[ClaimRecord, bool]:
+                 nodes: Sequence[str] = (),
+                 ineligible: Mapping[str, str] | None = None) -> tuple[ClaimRecord, bool]:
     """Record the observed claim of `workload`; returns the stored claim and whether it is a
     new version (a claim delta). One transaction."""
     observed = ObservedClaim(workload, contract, dict(requests), dict(largest_pod), pods,
-                             source, tolerates_reclaimable, tuple(nodes))
+                             source, tolerates_reclaimable, tuple(nodes), dict(ineligible or {}))
     with store.transaction():
         stored = store.claim(workload)
         write = claim_write(stored, observed)

@@ -416,6 +416,15 @@ def _fit(reg: _Region, launches: list[LaunchPlan]) -> list[LaunchPlan]:
     return kept
 
 
+def _node_labels(reg: _Region, workload: str) -> dict[str, str]:
+    """The configured workload's ``node_labels`` (none for a workload the config does not
+    name)."""
+    for spec in reg.run.config.workloads:
+        if spec.name == workload:
+            return dict(spec.node_labels)
+    return {}
+
+
 def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRequest, CallSpec]:
     """The create request for `plan` and its printable form (secret redacted)."""
     pool = reg.pools[plan.pool]
@@ -424,7 +433,8 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         pool=plan.pool, tier=plan.tier, generation=plan.generation, launch=launch_id,
         region=plan.region, az=plan.az, flavor=plan.flavor,
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
-        slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else ())
+        slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else (),
+        group=pool.group, extra_labels={**pool.labels, **_node_labels(reg, plan.workload)})
     files, settings = reg.run.boot, reg.run.config.bootstrap
     slurm_node = bool(plan.node_names)
     secret = None if reg.run.dry_run else files.tokens.credential(

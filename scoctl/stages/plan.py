@@ -108,6 +108,9 @@ def _read(config: Config, store: Store, clock: Clock,
     ranking, cache_entry = load_ranking(config.ranking, now=clock.now(),
                                         cache=store.last_good_ranking())
     claims = list(what_if) if what_if is not None else claims_of(store.claims())
+    limits = {w.name: w.limits for w in config.workloads if w.limits}
+    claims = [replace(c, limits=limits[c.workload]) if c.workload in limits else c
+              for c in claims]
     known = {c.name for c in config.pools}
     return _Inputs(ranking=ranking, cache_entry=cache_entry, last_scores=store.last_scores(),
                    claims=claims,

@@ -146,7 +146,8 @@ class WatchResult:
 def _rules(workloads: Sequence[WorkloadSpec]) -> tuple[WorkloadRule, ...]:
     return tuple(WorkloadRule(name=w.name, contract=w.contract, source=w.source, kind=w.kind,
                               namespace=w.namespace, account=w.account, partition=w.partition,
-                              tolerates_reclaimable=w.tolerates_reclaimable)
+                              tolerates_reclaimable=w.tolerates_reclaimable,
+                              node_labels=dict(w.node_labels))
                  for w in workloads)
 
 
@@ -327,7 +328,8 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
         _, changed = record_claim(store,
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
-            tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes)
+            tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes,
+            ineligible=claim.ineligible)
         counts.claims_written += 1
         if changed:
             counts.claims_changed += 1

@@ -300,6 +300,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
     """,
+    # 6: the pools a claim's pod placement rules out, each with the constraint (DESIGN §22)
+    """
+    ALTER TABLE claims ADD COLUMN ineligible TEXT NOT NULL DEFAULT '{}';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -82,6 +82,8 @@ class ClaimDecision:
     namespace: str | None = None
     nodes: tuple[str, ...] = ()
     created: tuple[float, ...] = ()  # when each pod / job of the demand was made (Unix s)
+    # pools the pods' placement rules out, each with the constraint that does (DESIGN §22)
+    ineligible: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class WorkloadRule:
     account: str | None = None
     partition: str | None = None
     tolerates_reclaimable: bool = True
+    node_labels: Mapping[str, str] = field(default_factory=dict)  # on its units' Nodes (§22)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from scoctl.core.constraints import NAME_FIELD, pod_refusal, pools_for
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -62,6 +63,7 @@ from scoctl.core.model import (
     InferenceServiceInfo,
     JobInfo,
     NodeInfo,
+    Placement,
     PodInfo,
     ReplicaSetInfo,
     WorkloadRef,
@@ -105,6 +107,8 @@ class K8sSnapshot:
     events: tuple[EventInfo, ...] = ()
     workloads: Mapping[str, WorkloadState] = field(default_factory=dict)
     claims: frozenset[str] = frozenset()  # workloads holding a non-empty k8s claim now
+    # the zone of the PersistentVolume bound to each claim, by (namespace, claim name)
+    volume_zones: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 # --- small pure helpers ----------------------------------------------------------------------
@@ -208,6 +212,9 @@ class _K8sWorkload:
     contract: str
     namespace: str | None
     tolerates: bool = True
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    # the first demand pod of each distinct placement (shared values: one key per template)
+    placements: dict[tuple[Placement | None, str], PodInfo] = field(default_factory=dict)
     demand: list[PodInfo] = field(default_factory=list)
     waiting: list[PodInfo] = field(default_factory=list)  # provisionable
     starting: list[PodInfo] = field(default_factory=list)  # bound, not ready
@@ -374,7 +381,8 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
             w = found[name] = _K8sWorkload(
                 slug=name, kind=rule.kind if rule else default_kind, contract=contract,
                 namespace=rule.namespace if rule and rule.namespace else pod.namespace,
-                tolerates=rule.tolerates_reclaimable if rule else True)
+                tolerates=rule.tolerates_reclaimable if rule else True,
+                node_labels=rule.node_labels if rule else {})
         if owner is not None:
             w.owners.add((owner.kind, owner.namespace, owner.name))
         provisionable = is_provisionable(pod)
@@ -383,6 +391,9 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
             request, shape = _request_of(pod, requests)
             w.add(pod, request)
             w.tolerates = w.tolerates and tolerates_reclaimable(pod)
+            placement = pod.placement
+            at_ns = pod.namespace if placement is not None and placement.volume_claims else ""
+            w.placements.setdefault((placement, at_ns), pod)
             if provisionable:
                 w.waiting.append(pod)
                 w.shapes.setdefault(shape, pod)
@@ -405,6 +416,60 @@ def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],
         request = effective_request(pod)
         memo[key] = (request, tuple(sorted(request.items())))
     return memo[key]
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where a workload's pods may run: the pools some pod's placement rules out (the first
+    constraint found per pool), and the placements no pool satisfies (pod, constraint)."""
+
+    ineligible: Mapping[str, str] = field(default_factory=dict)
+    nowhere: tuple[tuple[PodInfo, str, tuple[str, ...]], ...] = ()  # pod, why, volume zones
+
+
+_UNPLACED = _Placed()
+
+
+def _volume_zones(pod: PodInfo, snap: K8sSnapshot) -> tuple[str, ...]:
+    if pod.placement is None or not pod.placement.volume_claims:
+        return ()
+    zones = (snap.volume_zones.get((pod.namespace, c)) for c in pod.placement.volume_claims)
+    return tuple(sorted({z for z in zones if z}))
+
+
+def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
+    """`_Placed` of `w` (DESIGN §22): a pool is eligible only if every demand pod could run
+    on a node with its units' labels."""
+    if all(placement is None for placement, _ in w.placements):
+        return _UNPLACED
+    pools = policy.capacity.pools
+    extra = {p.name: {**p.labels, **w.node_labels} for p in pools}
+    ineligible: dict[str, str] = {}
+    nowhere: list[tuple[PodInfo, str, tuple[str, ...]]] = []
+    for (placement, _), pod in w.placements.items():
+        zones = _volume_zones(pod, snap)
+        if placement is None and not zones:
+            continue
+        found = pools_for(placement, pools, workload=w.slug, contract=w.contract,
+                          extra=extra, volume_zones=zones)
+        for pool, why in found.ineligible.items():
+            ineligible.setdefault(pool, why)
+        if pools and len(found.ineligible) == len(pools):
+            reasons = sorted(set(found.ineligible.values()))
+            nowhere.append((pod, "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3
+                                                           else ""), zones))
+    return _Placed(ineligible, tuple(nowhere))
+
+
+def _node_admits(pod: PodInfo, request: Resources, nodes: Sequence[NodeInfo],
+                 zones: Sequence[str]) -> bool:
+    """Some existing node could ever take `pod`: its placement, taints and allocatable."""
+    for node in nodes:
+        labels = {**node.labels, NAME_FIELD: node.name}
+        if (pod_refusal(pod, labels, node.taints, volume_zones=zones, new_node=False) is None
+                and node_fits(request, (node,)) is not None):
+            return True
+    return False
 
 
 def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
@@ -446,11 +511,12 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
     for slug in sorted(found):
         w = found[slug]
         current = snap.workloads.get(slug)
+        placed = _placed(w, snap, policy)
         token = None
         # settled workloads are no longer watched, unless a running one grew
         if current is None or not current.settled or _grown(w, current, objects,
                                                              configured=slug in rules):
-            token = _k8s_token(w, current, snap, policy, objects, holds,
+            token = _k8s_token(w, current, snap, policy, objects, holds, placed,
                                configured=slug in rules)
             if token is not None:
                 tokens.append(token)
@@ -462,7 +528,8 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 requests={k: v for k, v in w.requests.items() if v},
                 largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
                 tolerates_reclaimable=w.tolerates, namespace=w.namespace,
-                created=tuple(p.created for p in w.demand if p.created is not None)))
+                created=tuple(p.created for p in w.demand if p.created is not None),
+                ineligible=placed.ineligible))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,
@@ -490,8 +557,8 @@ def _grown(w: _K8sWorkload, state: WorkloadState, objects: _Objects, *,
 
 def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
                policy: K8sPolicy, objects: _Objects,
-               holds_memo: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]], *,
-               configured: bool) -> TokenDecision | None:
+               holds_memo: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]],
+               placed: _Placed, *, configured: bool) -> TokenDecision | None:
     deployments, isvcs, jobs = _objects_of(w, objects, configured)
     kind = w.kind
     if isvcs and kind == "deployment":
@@ -534,6 +601,16 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
             return make("POD_SCHEDULING_FAILED",
                         {"pod": f"{pod.namespace}/{pod.name}", "request": _json_request(request),
                          "reason": why, "message": scheduling_message(pod)}, teardown)
+    # 2b. a pod whose placement no pool's units and no node could ever satisfy (DESIGN §22)
+    for pod, why, zones in placed.nowhere:
+        request = effective_request(pod)
+        if pod.node_name or _node_admits(pod, request, snap.nodes, zones):
+            continue
+        teardown = _teardown_refs(w, deployments, isvcs) if kind != "job" else ()
+        return make("POD_SCHEDULING_FAILED",
+                    {"pod": f"{pod.namespace}/{pod.name}", "request": _json_request(request),
+                     "constraint": why, "reason": f"no pool or node satisfies its {why}",
+                     "message": scheduling_message(pod)}, teardown)
     # 3. available
     if kind in ("deployment", "inference") and not w.waiting:
         ready_isvc = any(any(c.type == "Ready" and c.status == "True" for c in i.conditions)

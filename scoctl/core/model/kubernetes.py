@@ -67,6 +67,41 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A node selector requirement (`matchExpressions` item; `matchFields` items have the key
+    ``metadata.name``): `operator` is In, NotIn, Exists, DoesNotExist, Gt or Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A `topologySpreadConstraints` item (`when_unsatisfiable` DoNotSchedule or
+    ScheduleAnyway)."""
+
+    topology_key: str
+    max_skew: int = 1
+    when_unsatisfiable: str = "DoNotSchedule"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod may run, as its spec says: `nodeSelector`, the required node affinity
+    (`terms` ORed, the requirements of a term ANDed), the preferred terms (weight, term), the
+    topology spread constraints, and the PersistentVolumeClaims it mounts. One value is shared
+    by the pods of one template (the adapter builds each distinct one once); a pod that says
+    nothing has none."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required: tuple[tuple[Requirement, ...], ...] | None = None  # None: no required affinity
+    preferred: tuple[tuple[int, tuple[Requirement, ...]], ...] = ()
+    spread: tuple[Spread, ...] = ()
+    volume_claims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PodInfo:
     """What scoctl needs to know about a pod."""
 
@@ -86,6 +121,7 @@ class PodInfo:
     conditions: tuple[Condition, ...] = ()
     scheduling_gates: tuple[str, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    placement: Placement | None = None  # nodeSelector, affinity, spread, volumes (None: none)
     deleting: bool = False  # metadata.deletionTimestamp is set
     resource_version: str = ""
     created: float | None = None  # metadata.creationTimestamp, Unix seconds (None: unknown)

@@ -29,6 +29,19 @@ def is_slug(value: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """At most this much (`workloads[].limits`, DESIGN §22): `resources`
+    in canonical units (cpu millicores, memory bytes, accelerators counts) summed over the
+    units' flavors' capacity, and `units` instances; what is absent is not limited."""
+
+    resources: Mapping[str, int] = field(default_factory=dict)
+    units: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.resources) or self.units is not None
+
+
+@dataclass(frozen=True)
 class Flavor:
     """A Nova flavor as scoctl plans with it."""
 
@@ -56,7 +69,8 @@ def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) ->
 
 @dataclass(frozen=True)
 class Pool:
-    """One place instances can come from: a flavor in an availability zone of a region."""
+    """One place instances can come from: a flavor in an availability zone of a region.
+    `labels` are put on its units' Nodes (`core.constraints.unit_labels`)."""
 
     name: str
     region: str
@@ -65,6 +79,7 @@ class Pool:
     group: str
     tier: Tier
     depth: int
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -90,3 +105,6 @@ class Claim:
     pods: int = 1
     version: int = 0
     tolerates_reclaimable: bool = True
+    # pools the pods' placement rules out (DESIGN §22), each with the constraint that does
+    ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
+    limits: Limits = field(default_factory=Limits, hash=False)  # workloads[].limits

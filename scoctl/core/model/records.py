@@ -64,6 +64,7 @@ class ClaimRecord:
     source: str
     updated: str
     nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
+    ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint (§22)
 
 
 @dataclass(frozen=True)

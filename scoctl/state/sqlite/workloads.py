@@ -154,7 +154,7 @@ class WorkloadTables(SqliteBase):
             requests=loads(row["requests"], {}), largest_pod=loads(row["largest_pod"], {}),
             pods=row["pods"], tolerates_reclaimable=bool(row["tolerates_reclaimable"]),
             source=row["source"], updated=row["updated"],
-            nodes=tuple(loads(row["nodes"], [])))
+            nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}))
 
     def claim(self, workload: str) -> ClaimRecord | None:
         row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
@@ -164,12 +164,14 @@ class WorkloadTables(SqliteBase):
         """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
-            "tolerates_reclaimable, source, updated, nodes FROM claims ORDER BY workload")
+            "tolerates_reclaimable, source, updated, nodes, ineligible FROM claims "
+            "ORDER BY workload")
         return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
                             tolerates_reclaimable=bool(tol), source=src, updated=upd,
-                            nodes=tuple(loads(nodes, [])) if nodes != "[]" else ())
-                for w, v, c, req, lp, pods, tol, src, upd, nodes in cursor]
+                            nodes=tuple(loads(nodes, [])) if nodes != "[]" else (),
+                            ineligible=loads(ineligible, {}) if ineligible != "{}" else {})
+                for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible in cursor]
 
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
@@ -182,11 +184,12 @@ class WorkloadTables(SqliteBase):
             else:
                 self.conn.execute(
                     "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
-                    "largest_pod, pods, tolerates_reclaimable, source, nodes, updated) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "largest_pod, pods, tolerates_reclaimable, source, nodes, ineligible, "
+                    "updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [c.workload, write.version, c.contract, dumps(dict(c.requests)),
                      dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
-                     c.source, dumps(sorted(c.nodes)), self.now()])
+                     c.source, dumps(sorted(c.nodes)), dumps(dict(sorted(c.ineligible.items()))),
+                     self.now()])
             stored = self.claim(c.workload)
             assert stored is not None
             return stored

@@ -1,0 +1,320 @@
+"""Where pods may run (DESIGN §22): placement matching, pool eligibility through intake and the
+planner, never-satisfiable pods, opt-outs from voluntary disruption, workload limits.
+
+The matching rules are kube-scheduler's: `k8s.io/component-helpers/scheduling/corev1/
+nodeaffinity/nodeaffinity.go` (`nodeSelectorTerm.match`: an empty term matches nothing; terms
+ORed, requirements ANDed; `Gt`/`Lt` parse the label as an integer) and
+`k8s.io/api/core/v1/toleration.go` (`ToleratesTaint`). The property test checks eligibility
+against a predicate written here from those rules, independently of `core.constraints`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoctl.core.constraints import (
+    blocks_disruption,
+    placement_refusal,
+    pool_labels,
+    tolerates,
+    undisruptable_nodes,
+    unit_labels,
+)
+from scoctl.core.intake.common import Capacity, WorkloadRule
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.model import (
+    Claim,
+    Contract,
+    Flavor,
+    Limits,
+    Placement,
+    PodInfo,
+    Pool,
+    Requirement,
+    Spread,
+    Taint,
+    Toleration,
+)
+from scoctl.core.planner import plan_workload
+from scoctl.core.userdata import BootContract
+from tests.core.test_intake import make_pod, node
+
+GI = 2**30
+ZONE = "topology.kubernetes.io/zone"
+ITYPE = "node.kubernetes.io/instance-type"
+FLAVORS = {"m5.xlarge": Flavor("m5.xlarge", 4, 16 * GI),
+           "m5.2xlarge": Flavor("m5.2xlarge", 8, 32 * GI)}
+
+
+def pools() -> tuple[Pool, ...]:
+    out = []
+    for az in ("az1", "az2", "az3"):
+        for flavor in FLAVORS:
+            for tier in ("committed", "reclaimable"):
+                out.append(Pool(f"{flavor}.{az}.{tier[:4]}", "region-a", az, flavor,
+                                f"row-{az}", tier, 20))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def policy(**rule: object) -> K8sPolicy:
+    return K8sPolicy(workloads=(WorkloadRule("orders-daily", "T1", "k8s", **rule),),  # type: ignore[arg-type]
+                     capacity=Capacity(pools=pools(), flavors=tuple(FLAVORS.values())))
+
+
+def placed(pod: PodInfo, placement: Placement) -> PodInfo:
+    return replace(pod, placement=placement)
+
+
+def zonal(zone: str) -> Placement:
+    return Placement(node_selector=((ZONE, zone),))
+
+
+# --- matching --------------------------------------------------------------------------------
+
+
+def test_unit_labels_name_zone_region_instance_type_pool_tier_group_and_extras() -> None:
+    labels = unit_labels(workload="w", contract="T1", pool="p", tier="reclaimable",
+                         group="row-a", region="region-a", az="az2", flavor="m5.xlarge",
+                         extra={"team": "shop"})
+    assert {ZONE: "az2", "topology.kubernetes.io/region": "region-a", ITYPE: "m5.xlarge",
+            "sco/pool": "p", "sco/tier": "reclaimable", "sco/group": "row-a",
+            "team": "shop", "kubernetes.io/os": "linux"}.items() <= labels.items()
+
+
+def test_the_user_data_contract_hands_kubelet_the_labels_intake_matches_against() -> None:
+    pool = pools()[3]
+    contract = BootContract(workload="w", contract="T1", pool=pool.name, tier=pool.tier,
+                            generation=1, launch="l", region=pool.region, az=pool.az,
+                            flavor=pool.flavor, group=pool.group, extra_labels={"team": "a"})
+    expected = pool_labels(pool, workload="w", contract="T1", extra={"team": "a"})
+    # kubelet sets kubernetes.io/os and arch itself; everything else comes from user-data
+    assert contract.labels() == {k: v for k, v in expected.items()
+                                 if not k.startswith("kubernetes.io/")}
+
+
+def test_node_selector_and_each_affinity_operator() -> None:
+    labels = {ZONE: "az2", ITYPE: "m5.2xlarge", "gen": "5"}
+
+    def req(key: str, op: str, *values: str) -> Placement:
+        return Placement(required=((Requirement(key, op, values),),))
+
+    assert placement_refusal(zonal("az2"), labels) is None
+    assert placement_refusal(zonal("az1"), labels) == f"nodeSelector {ZONE}=az1"
+    assert placement_refusal(req(ITYPE, "In", "m5.2xlarge"), labels) is None
+    assert placement_refusal(req(ITYPE, "In", "m5.xlarge"), labels) is not None
+    assert placement_refusal(req(ITYPE, "NotIn", "m5.xlarge"), labels) is None
+    assert placement_refusal(req("gpu", "NotIn", "a100"), labels) is None  # absent: not in
+    assert placement_refusal(req("gen", "Exists"), labels) is None
+    assert placement_refusal(req("gen", "DoesNotExist"), labels) is not None
+    assert placement_refusal(req("gen", "Gt", "4"), labels) is None
+    assert placement_refusal(req("gen", "Lt", "5"), labels) is not None
+    assert placement_refusal(req(ZONE, "Gt", "1"), labels) is not None  # not an integer
+    assert placement_refusal(req(ITYPE, "In"), labels) is not None  # no values: invalid
+    # a new node's name is unknown: it exists, and no In of a name matches it
+    assert placement_refusal(req("kubernetes.io/hostname", "Exists"), labels) is None
+    assert placement_refusal(req("metadata.name", "In", "n1"), labels) is not None
+
+
+def test_terms_are_ored_requirements_anded_and_an_empty_term_matches_nothing() -> None:
+    labels = {ZONE: "az2", ITYPE: "m5.2xlarge"}
+    az1 = Requirement(ZONE, "In", ("az1",))
+    az2 = Requirement(ZONE, "In", ("az2",))
+    small = Requirement(ITYPE, "In", ("m5.xlarge",))
+    assert placement_refusal(Placement(required=((az1,), (az2,))), labels) is None
+    assert placement_refusal(Placement(required=((az2, small),)), labels) is not None
+    assert placement_refusal(Placement(required=((),)), labels) is not None
+    assert placement_refusal(Placement(required=()), labels) is not None
+
+
+def test_spread_needs_the_topology_key_and_volumes_their_zone() -> None:
+    spread = Placement(spread=(Spread("rack"),))
+    assert placement_refusal(spread, {ZONE: "az1"}) == "topology spread needs the label rack"
+    assert placement_refusal(Placement(spread=(Spread(ZONE),)), {ZONE: "az1"}) is None
+    assert placement_refusal(None, {ZONE: "az1"}, volume_zones=("az2",)) == "volume zone az2"
+
+
+def test_tolerations_follow_tolerates_taint() -> None:
+    taint = Taint("reclaimable", "NoSchedule", "true")
+    assert tolerates(Toleration("reclaimable", "Equal", "true", "NoSchedule"), taint)
+    assert tolerates(Toleration("reclaimable", "Exists"), taint)
+    assert tolerates(Toleration("", "Exists"), taint)  # empty key, Exists: every taint
+    assert not tolerates(Toleration("reclaimable", "Equal", "false"), taint)
+    assert not tolerates(Toleration("reclaimable", "Exists", effect="NoExecute"), taint)
+
+
+# --- intake: eligibility, failure -------------------------------------------------------------
+
+
+def test_a_zonal_deployment_claims_only_its_zone_and_explain_names_the_selector() -> None:
+    pods = tuple(placed(make_pod(f"p{i}"), zonal("az2")) for i in range(3))
+    decision = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), policy())
+    (claim,) = decision.claims
+    eligible = {p.name for p in pools()} - set(claim.ineligible)
+    assert eligible == {p.name for p in pools() if p.az == "az2"}
+    assert set(claim.ineligible.values()) == {f"nodeSelector {ZONE}=az2"}
+    plan = plan_workload(Claim("orders-daily", "T1", claim.requests, claim.largest_pod,
+                               ineligible=claim.ineligible),
+                         Contract("T1", min_pools=2), pools(), FLAVORS,
+                         {p.name: 0.5 for p in pools()}, {}, {}, explain=True)
+    az_of = {p.name: p.az for p in pools()}
+    assert plan.pools and {az_of[pool.pool] for pool in plan.pools} == {"az2"}
+    lines = {line.pool: line.reason for line in plan.explain}
+    assert lines["m5.xlarge.az1.recl"] == f"the pods' nodeSelector {ZONE}=az2 rules it out"
+
+
+def test_a_pool_is_eligible_only_if_every_pod_of_the_claim_could_run_there() -> None:
+    flavor_pin = Placement(required=((Requirement(ITYPE, "In", ("m5.2xlarge",)),),))
+    pods = (placed(make_pod("a"), zonal("az1")), placed(make_pod("b"), flavor_pin))
+    (claim,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), policy()).claims
+    eligible = {p.name for p in pools()} - set(claim.ineligible)
+    assert eligible == {"m5.2xlarge.az1.comm", "m5.2xlarge.az1.recl"}
+
+
+def test_workload_node_labels_and_pool_labels_make_pools_eligible() -> None:
+    team = placed(make_pod("a"), Placement(node_selector=(("team", "shop"),)))
+    (claim,) = decide_k8s_intake(K8sSnapshot(pods=(team,), nodes=(node("n0"),)),
+                                 policy(node_labels={"team": "shop"})).claims
+    assert claim.ineligible == {}
+    gpu = placed(make_pod("a"), Placement(node_selector=(("accelerator", "a100"),)))
+    labelled = policy()
+    one = replace(labelled.capacity.pools[0], labels={"accelerator": "a100"})
+    labelled = replace(labelled, capacity=replace(labelled.capacity,
+                                                  pools=(one, *labelled.capacity.pools[1:])))
+    (claim,) = decide_k8s_intake(K8sSnapshot(pods=(gpu,), nodes=(node("n0"),)),
+                                 labelled).claims
+    assert set(claim.ineligible) == {p.name for p in pools()} - {one.name}
+
+
+def test_a_bound_volume_pins_the_claim_to_its_zone() -> None:
+    pod = placed(make_pod("a"), Placement(volume_claims=("data",)))
+    snap = K8sSnapshot(pods=(pod,), nodes=(node("n0"),),
+                       volume_zones={("shop", "data"): "az3"})
+    (claim,) = decide_k8s_intake(snap, policy()).claims
+    assert {p.name for p in pools()} - set(claim.ineligible) == {
+        p.name for p in pools() if p.az == "az3"}
+
+
+def test_a_pod_no_pool_or_node_could_ever_satisfy_fails_at_once_naming_the_constraint() -> None:
+    pod = placed(make_pod("a"), zonal("az9"))
+    decision = decide_k8s_intake(K8sSnapshot(pods=(pod,), nodes=(node("n0"),)), policy())
+    (token,) = decision.tokens
+    assert token.token == "POD_SCHEDULING_FAILED"
+    assert token.detail["constraint"] == f"nodeSelector {ZONE}=az9"
+    assert "az9" in token.detail["reason"]
+
+
+def test_an_existing_node_that_satisfies_the_constraint_keeps_the_pod_queued() -> None:
+    pod = placed(make_pod("a"), zonal("az9"))
+    zoned = replace(node("n9"), labels={ZONE: "az9"})
+    decision = decide_k8s_intake(K8sSnapshot(pods=(pod,), nodes=(zoned,)), policy())
+    assert [t.token for t in decision.tokens] == ["POD_QUEUED"]
+    tainted = replace(zoned, taints=(Taint("dedicated", "NoSchedule", "db"),))
+    decision = decide_k8s_intake(K8sSnapshot(pods=(pod,), nodes=(tainted,)), policy())
+    assert [t.token for t in decision.tokens] == ["POD_SCHEDULING_FAILED"]
+
+
+# --- the property: eligibility iff an independent predicate --------------------------------
+
+
+def _independent_match(expr: Requirement, labels: Mapping[str, str]) -> bool:
+    """One requirement, written from nodeaffinity.go / labels.Requirement.Matches."""
+    has = expr.key in labels
+    if expr.operator == "In":
+        return has and len(expr.values) > 0 and labels[expr.key] in expr.values
+    if expr.operator == "NotIn":
+        return len(expr.values) > 0 and (not has or labels[expr.key] not in expr.values)
+    if expr.operator == "Exists":
+        return has
+    if expr.operator == "DoesNotExist":
+        return not has
+    if len(expr.values) != 1 or not has:
+        return False
+    if not (labels[expr.key].lstrip("-").isdigit() and expr.values[0].lstrip("-").isdigit()):
+        return False
+    a, b = int(labels[expr.key]), int(expr.values[0])
+    return a > b if expr.operator == "Gt" else a < b
+
+
+def _independent_fits(placement: Placement, labels: Mapping[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in placement.node_selector):
+        return False
+    if placement.required is not None:
+        if not any(term and all(_independent_match(r, labels) for r in term)
+                   for term in placement.required):
+            return False
+    return True
+
+
+_KEYS = st.sampled_from([ZONE, ITYPE, "sco/tier", "sco/group", "gen"])
+_VALUES = st.sampled_from(["az1", "az2", "az3", "m5.xlarge", "m5.2xlarge", "committed",
+                           "reclaimable", "row-az1", "row-az2", "3", "7", "x"])
+_REQ = st.builds(Requirement, _KEYS,
+                 st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+                 st.lists(_VALUES, max_size=3).map(tuple))
+_PLACEMENT = st.builds(
+    Placement,
+    node_selector=st.lists(st.tuples(_KEYS, _VALUES), max_size=2).map(tuple),
+    required=st.none() | st.lists(st.lists(_REQ, max_size=3).map(tuple),
+                                  max_size=3).map(tuple))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PLACEMENT, min_size=1, max_size=4), st.sampled_from(["3", "7", "x"]))
+def test_pool_eligible_iff_every_pod_could_be_scheduled_there(
+        placements: Sequence[Placement], gen: str) -> None:
+    pods = tuple(placed(make_pod(f"p{i}"), p) for i, p in enumerate(placements))
+    labelled = tuple(replace(p, labels={"gen": gen}) for p in pools())
+    pol = policy()
+    pol = replace(pol, capacity=replace(pol.capacity, pools=labelled))
+    decision = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), pol)
+    claims = [c for c in decision.claims if c.pods]
+    for pool in labelled:
+        labels = {ZONE: pool.az, ITYPE: pool.flavor, "sco/tier": pool.tier,
+                  "sco/group": pool.group, "gen": gen}
+        could = all(_independent_fits(p, labels) for p in placements)
+        if claims:
+            assert (pool.name not in claims[0].ineligible) == could, pool.name
+    # a workload no pool could serve (and no node: n0 has no labels) fails at once
+    if not any(all(_independent_fits(p, {ZONE: q.az, ITYPE: q.flavor, "sco/tier": q.tier,
+                                         "sco/group": q.group, "gen": gen})
+                   for p in placements) for q in labelled):
+        fails = any(not any(_independent_fits(p, {ZONE: q.az, ITYPE: q.flavor,
+                                                  "sco/tier": q.tier, "sco/group": q.group,
+                                                  "gen": gen}) for q in labelled)
+                    and not _independent_fits(p, {}) for p in placements)
+        if fails:
+            assert [t.token for t in decision.tokens] == ["POD_SCHEDULING_FAILED"]
+
+
+# --- opt-outs, limits ----------------------------------------------------------------------
+
+
+def test_do_not_disrupt_and_safe_to_evict_false_keep_their_node() -> None:
+    karp = replace(make_pod("a", node="n1"), annotations={"karpenter.sh/do-not-disrupt": "true"})
+    ca = replace(make_pod("b", node="n2"),
+                 annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    free = replace(make_pod("c", node="n3"),
+                   annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+    done = replace(karp, name="d", node_name="n4", phase="Succeeded")
+    assert blocks_disruption(karp) and blocks_disruption(ca) and not blocks_disruption(free)
+    assert undisruptable_nodes((karp, ca, free, done)) == {"n1", "n2"}
+
+
+def test_a_claim_above_its_limit_is_planned_up_to_it_degraded_naming_the_limit() -> None:
+    huge = {"cpu": 100_000_000, "memory": 100_000 * GI}
+    claim = Claim("orders-daily", "T1", huge, {"cpu": 4000, "memory": 16 * GI},
+                  limits=Limits(resources={"cpu": 64_000}))
+    plan = plan_workload(claim, Contract("T1", min_pools=2), pools(), FLAVORS,
+                         {p.name: 0.5 for p in pools()}, {}, {})
+    flavor_of = {p.name: p.flavor for p in pools()}
+    cpu = sum(u.units * FLAVORS[flavor_of[u.pool]].vcpus for u in plan.pools)
+    assert 56 < cpu <= 64 and plan.feasible and plan.degraded
+    assert plan.reasons[0].startswith("LIMIT_REACHED: workloads[].limits.cpu 64")
+    by_units = plan_workload(replace(claim, limits=Limits(units=3)), Contract("T1", min_pools=2),
+                             pools(), FLAVORS, {p.name: 0.5 for p in pools()}, {}, {})
+    assert sum(u.units for u in by_units.pools) == 3
+    assert by_units.reasons[0].startswith("LIMIT_REACHED: workloads[].limits.units 3")
