@@ -55,6 +55,9 @@ class TokenBucket:
         self._tokens = float(burst)
         self._at = clock()
 
+    def now(self) -> float:
+        return self._clock()
+
     def _fill(self) -> None:
         now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
@@ -133,7 +136,7 @@ class EventWriter:
         by_key = {w.key: w for w in wanted}
         result = SyncResult()
         updates: dict[ke.Key, ke.Series] = {}
-        deadline = time.monotonic() + self.wait
+        deadline = self.bucket.now() + self.wait
         for write in ke.plan_writes(wanted, self.series, now, host=self.host):
             try:
                 found = self._write(recorder, write, by_key[write.key], now, deadline, result)
@@ -150,7 +153,7 @@ class EventWriter:
         return result
 
     def _take(self, deadline: float, result: SyncResult) -> bool:
-        if self.bucket.take(max(0.0, deadline - time.monotonic())):
+        if self.bucket.take(max(0.0, deadline - self.bucket.now())):
             return True
         result.deferred += 1
         return False
