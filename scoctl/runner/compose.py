@@ -536,9 +536,8 @@ class Pass:
         disruptions the budget held back are this pass's reconcile's, else the last one's."""
         from scoctl.adapters.kube_events import EventRecorder
         from scoctl.core.kube_events import Blocked
-        from scoctl.stages.watch import k8s_policy
-
         from scoctl.services.informer import CachedCluster
+        from scoctl.stages.watch import k8s_policy
 
         d = self.deps
         cluster = d.cluster
@@ -566,7 +565,11 @@ class Pass:
             facts = facts_of(pods, k8s_policy(d.config), d.store.plans(units=True),
                              d.store.workloads(active_only=False), d.store.instances(),
                              d.store.noticed(), writer.blocked)
-            result = writer.sync(recorder, facts)
+            try:
+                result = writer.sync(recorder, facts)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not stop the controller
+                log.exception("kubernetes events: %s", exc)
+                return None, (), {"kube_events": {"error": f"{type(exc).__name__}: {exc}"}}
             return result, (), {"kube_events": result.as_dict()}
 
         synced: SyncResult | None = self.stage("kube-events", write, api="kubernetes")

@@ -189,7 +189,8 @@ class EventWriter:
         return None
 
 
-def facts_of(pods: Iterable[PodInfo], policy: K8sPolicy, plans: Iterable[PlanWorkloadRecord],
+def facts_of(pods: Iterable[PodInfo], policy: K8sPolicy,
+             plans: Mapping[str, PlanWorkloadRecord],
              workloads: Iterable[WorkloadRecord], instances: Sequence[InstanceRecord],
              noticed: Sequence[NoticedRecord], blocked: Sequence[ke.Blocked]) -> Facts:
     """`Facts` from the state's reads."""
@@ -197,5 +198,5 @@ def facts_of(pods: Iterable[PodInfo], policy: K8sPolicy, plans: Iterable[PlanWor
     for w in workloads:  # the newest row per slug
         if w.slug not in latest or w.id > latest[w.slug].id:
             latest[w.slug] = w
-    return Facts(tuple(pods), policy, {p.workload: p for p in plans}, latest,
+    return Facts(tuple(pods), policy, dict(plans), latest,
                  tuple(instances), tuple(noticed), tuple(blocked))

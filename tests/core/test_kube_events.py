@@ -1,4 +1,4 @@
-"""`core.kube_events`: which Kubernetes Events stand, and the writes of their series (DESIGN §21)."""
+"""`core.kube_events`: which Kubernetes Events stand, and their series writes (DESIGN §21)."""
 
 from __future__ import annotations
 
