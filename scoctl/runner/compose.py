@@ -572,7 +572,8 @@ class Pass:
                 return None, (), {"kube_events": {"error": f"{type(exc).__name__}: {exc}"}}
             return result, (), {"kube_events": result.as_dict()}
 
-        synced: SyncResult | None = self.stage("kube-events", write, api="kubernetes")
+        late = "the pass's deadline (timeouts.run) passed" if self.past_deadline() else ""
+        synced: SyncResult | None = self.stage("kube-events", write, late, api="kubernetes")
         if self.reports and self.reports[-1].name == "kube-events" and not self.reports[-1].ok:
             failed = self.reports.pop()  # the pod list failed: reported, not a failed pass
             self.reports.append(replace(failed, ok=True, problems=(),
