@@ -16,9 +16,11 @@ event's ``raw_object``.
 from __future__ import annotations
 
 from scoctl.adapters.kube_actions import ClusterActions
+from scoctl.adapters.kube_events import KubeEvents
 from scoctl.adapters.kube_tokens import BootstrapTokenSecrets
 
 
-class KubernetesCluster(ClusterActions, BootstrapTokenSecrets):
-    """`Cluster` (reads and actions) and `BootstrapTokens` over the official client. See the
-    module docstring for config and errors."""
+class KubernetesCluster(ClusterActions, BootstrapTokenSecrets, KubeEvents):
+    """`Cluster` (reads and actions), `BootstrapTokens` and `EventRecorder` (scoctl's own
+    Events, `kube_events`) over the official client. See the module docstring for config and
+    errors."""

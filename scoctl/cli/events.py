@@ -50,6 +50,7 @@ def events(
     since_ts = _since(since, SystemClock().now()) if since else None
     store = g.open_store(reader=True)
     last = 0
+    header = not g.json
     try:
         while True:
             batch = store.events(workload=workload, since=since_ts, after_id=last, limit=limit)
@@ -57,10 +58,15 @@ def events(
                 last = e.id
                 if g.json:
                     render.print_json_line(event_json(e))
-                else:
-                    detail = " ".join(f"{k}={v}" for k, v in sorted(e.detail.items()))
-                    render.line(f"{e.ts}  {e.level:<7} {e.workload or '-':<20} {e.token:<28} "
-                                f"{render.styled(e.status) if e.status else '-':<10} {detail}")
+                    continue
+                if header:  # kubectl get events' columns: time, type, reason, object, message
+                    render.line(f"{'TIME':<27} {'TYPE':<7} {'REASON':<28} {'OBJECT':<20} "
+                                f"{'STATUS':<10} MESSAGE")
+                    header = False
+                detail = " ".join(f"{k}={v}" for k, v in sorted(e.detail.items()))
+                status = render.styled(e.status) if e.status else "-"
+                render.line(f"{e.ts:<27} {event_type(e.level):<7} {reason_of(e.token):<28} "
+                            f"{e.workload or '-':<20} {status:<10} {detail}")
             if not follow:
                 break
             time.sleep(0.5)
@@ -68,6 +74,16 @@ def events(
         pass
     finally:
         store.close()
+
+
+def reason_of(token: str) -> str:
+    """A token as a Kubernetes Event reason: ``PLAN_UPDATED`` → ``PlanUpdated``."""
+    return "".join(part.capitalize() for part in token.split("_") if part)
+
+
+def event_type(level: str) -> str:
+    """The level as a Kubernetes Event type: ``Normal`` for info, ``Warning`` otherwise."""
+    return "Normal" if level in ("info", "debug") else "Warning"
 
 
 def _since(text: str, now: datetime) -> str:

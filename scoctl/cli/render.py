@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,12 +20,17 @@ _out: Console | None = None
 _err: Console | None = None
 
 
+PIPED_WIDTH = 400
+
+
 def out() -> Console:
     global _out
     if _out is None:
         from rich.console import Console
 
-        _out = Console(soft_wrap=True)
+        # piped (no terminal, no COLUMNS): wide enough that a table never folds an id
+        wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+        _out = Console(soft_wrap=True, width=PIPED_WIDTH if wide else None)
     return _out
 
 
@@ -151,3 +157,45 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+# --------------------------------------------------------------------------- scoctl top
+
+
+Section = tuple[str, Sequence[str], Sequence[Sequence[Any]]]
+
+
+def frame(title: str, sections: Sequence[Section]) -> Any:
+    """One `scoctl top` frame: a title line and a table per section (rich renderables)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[Any] = [Text(title, style="bold")]
+    for name, columns, rows in sections:
+        if not rows:
+            parts.append(Text.from_markup(f"[bold]{name}[/bold]: (none)"))
+            continue
+        t = Table(title=name, title_justify="left", title_style="bold", header_style="bold")
+        for column in columns:
+            t.add_column(column, no_wrap=True)
+        for row in rows:
+            t.add_row(*("" if v is None else str(v) for v in row))
+        parts.append(t)
+    return Group(*parts)
+
+
+def show_frame(renderable: Any) -> None:
+    out().print(renderable)
+
+
+def live(build: Any, interval: float) -> None:
+    """Redraw `build()` every `interval` seconds on the terminal until interrupted."""
+    import time
+
+    from rich.live import Live
+
+    with Live(build(), console=out(), refresh_per_second=4, screen=False) as view:
+        while True:
+            time.sleep(interval)
+            view.update(build())

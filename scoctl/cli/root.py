@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "reconcile": "reconcile",
     "run": "run",
     "status": "status",
+    "top": "top",
     "events": "events",
     "emit": "emit",
     "notice": "notice",

@@ -101,8 +101,11 @@ def _show(g: Globals, report: PassReport) -> None:
     """One pass, whichever driver ran it: a JSON line, or its steps' times and errors."""
     from scoctl.cli import render
 
-    if g.json:
-        render.print_json_line(report.as_dict())
+    if g.json:  # every line stamped (RFC 3339, UTC, to the millisecond) as it is written
+        from datetime import UTC, datetime
+
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        render.print_json_line({"ts": stamp, **report.as_dict()})
         return
     render.line(f"pass in {report.seconds * 1000:.0f} ms: " + ", ".join(
         f"{s.name} {s.seconds * 1000:.0f} ms" + ("" if s.ok else " FAILED")

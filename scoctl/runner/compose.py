@@ -42,6 +42,7 @@ from scoctl.core.reconcile import BOOTING, LIVE
 from scoctl.errors import EXIT_FAILURE, EXIT_OK, ApiError, ScoctlError, StateUnavailable
 from scoctl.host.discovery import host_hints
 from scoctl.services.join_tokens import JoinTokens
+from scoctl.services.kube_events import EventWriter, SyncResult, facts_of
 from scoctl.services.latency import claim_sizes, record_progress, record_sightings
 from scoctl.services.metrics import RunSample, StageSample
 from scoctl.stages.acquire import (
@@ -182,6 +183,7 @@ class Deps:
     region: str | None = None
     acquire_watch: float = DEFAULT_WATCH_S
     deadline: float | None = None
+    events: EventWriter | None = None  # the Kubernetes Event series (None: a fresh writer)
 
 
 def sources_in_use(config: Config) -> tuple[Source, ...]:
@@ -404,6 +406,15 @@ def fleet_view(config: Config, store: Store) -> FleetView:
 Body = Callable[[], tuple[Any, Sequence[Problem], Mapping[str, Any]]]
 
 
+def _blocked_detail(blocked: Any) -> str:
+    """What holds a disruption back, as a person reads it."""
+    budget = blocked.budget
+    text = f"the disruption budget of workload {blocked.disruption.workload} allows {budget.units}"
+    if blocked.until is not None:
+        text += f" until {blocked.until.isoformat()}"
+    return text
+
+
 class Pass:
     """One pass of steps; the caller holds the run lock. See the module docstring."""
 
@@ -516,6 +527,63 @@ class Pass:
         noticed: NoticeResult | None = self.stage("notice", notice, api="nova")
         return reconciled, noticed
 
+    # -- last: Kubernetes Events (DESIGN §21) -----------------------------------------------
+
+    def kube_events(self, live_pods: Sequence[PodInfo] | None = None) -> SyncResult | None:
+        """Write the Kubernetes Events this pass's facts call for (`services.kube_events`),
+        last, as a step that never fails the pass: a failed write is logged and counted in the
+        step's detail. `live_pods`: the watch cache; else the pending pods are listed. The
+        disruptions the budget held back are this pass's reconcile's, else the last one's."""
+        from scoctl.adapters.kube_events import EventRecorder
+        from scoctl.core.kube_events import Blocked
+        from scoctl.services.informer import CachedCluster
+        from scoctl.stages.watch import k8s_policy
+
+        d = self.deps
+        cluster = d.cluster
+        if d.events is None:
+            d.events = EventWriter()
+        writer = d.events
+        inner = cluster.cluster if isinstance(cluster, CachedCluster) else cluster
+        if "k8s" not in d.sources or cluster is None or not isinstance(inner, EventRecorder):
+            return None
+        recorder: Any = cluster
+        reconciled = self.step_result("reconcile")
+        if reconciled is not None:
+            instances = {i.id: i for i in d.store.instances()}
+            writer.blocked = tuple(
+                Blocked(b.disruption.server_id, (inst.node_name if (inst := instances.get(
+                    b.disruption.server_id)) is not None else None) or b.disruption.name,
+                    str(b.disruption.reason), _blocked_detail(b))
+                for region in reconciled.regions for b in region.decision.blocked)
+
+        def write() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
+            pods = live_pods
+            if pods is None:
+                pods = [p for ns in (d.config.kubernetes.namespaces or (None,))
+                        for p in cluster.pods(ns, field_selector="status.phase=Pending")]
+            facts = facts_of(pods, k8s_policy(d.config), d.store.plans(units=True),
+                             d.store.workloads(active_only=False), d.store.instances(),
+                             d.store.noticed(), writer.blocked)
+            try:
+                result = writer.sync(recorder, facts)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not stop the controller
+                log.exception("kubernetes events: %s", exc)
+                return None, (), {"kube_events": {"error": f"{type(exc).__name__}: {exc}"}}
+            return result, (), {"kube_events": result.as_dict()}
+
+        late = "the pass's deadline (timeouts.run) passed" if self.past_deadline() else ""
+        synced: SyncResult | None = self.stage("kube-events", write, late, api="kubernetes")
+        if self.reports and self.reports[-1].name == "kube-events" and not self.reports[-1].ok:
+            failed = self.reports.pop()  # the pod list failed: reported, not a failed pass
+            self.reports.append(replace(failed, ok=True, problems=(),
+                                        detail={"kube_events": {"error": failed.errors}}))
+        return synced
+
+    def step_result(self, name: str) -> Any:
+        """The result of this pass's last `name` step (None: it did not run, or failed)."""
+        return next((s.result for s in reversed(self.reports) if s.name == name), None)
+
     # -- after -------------------------------------------------------------------------------
 
     def report(self) -> PassReport:
@@ -593,6 +661,7 @@ def run_once(deps: Deps) -> PassReport:
     progress(deps)
     if noticed is not None and noticed.replan:  # replace the noticed units in this pass
         planned, _ = one.act(on_planned=lambda: progress(deps))
+    one.kube_events()
     run = one.report()
     one.record_deadline(run)
     written = write_metrics(deps, run.steps, ok=run.ok,

@@ -61,6 +61,7 @@ from scoctl.runner.compose import (
 from scoctl.runner.serve import serve as run_serve
 from scoctl.runner.signals import Signals
 from scoctl.services.informer import CachedCluster, Informer
+from scoctl.services.kube_events import EventWriter
 from scoctl.services.latency import claim_sizes, record_progress, record_sightings
 from scoctl.services.leadership import Leadership, LocalLeadership
 from scoctl.stages.watch import Follower, Source
@@ -304,6 +305,7 @@ class Controller:
                         break
                     self.steps.run(due, one)
                 self._record_outages()  # what this pass found out, before anyone stops it
+                one.kube_events(self.live_pods())  # last, never failing the pass (DESIGN §21)
                 report = one.report()
                 self.steps.write_metrics(one.deps, report)
         except LockHeld as exc:  # another writer (a timer's run --once, a stage): soon again
@@ -402,6 +404,7 @@ class Steps:
         self.pending: dict[str, int] = {}
         self.plan_seconds: float | None = None
         self.acquired: int | None = None  # the plan generation of the last acquire that ran
+        self.events = EventWriter()  # the Kubernetes Event series, kept between passes
 
     def deps(self) -> Deps:
         """What the steps of one pass use: the cached cluster, no per-pass deadline, and no
@@ -410,7 +413,7 @@ class Steps:
         o = self.owner
         return Deps(o.config, o.store, o.clock, regions=self.regions, cluster=o.cached,
                     scheduler=o.scheduler, sources=o.sources, leads=o.lead.leads,
-                    teardown=self.teardown, acquire_watch=0.0)
+                    teardown=self.teardown, acquire_watch=0.0, events=self.events)
 
     def close(self) -> None:
         self.regions.close()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scoctl.adapters.bootstrap import BootstrapTokens
+from scoctl.adapters.kube_events import EventRecorder
 from scoctl.core.model import NodeEvent, PodEvent
 from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.errors import ApiError, PermanentError
@@ -231,6 +232,23 @@ class CachedCluster:
     def delete_bootstrap_token(self, name: str) -> bool:
         """See `BootstrapTokens.delete_bootstrap_token`."""
         return self._tokens().delete_bootstrap_token(name)
+
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """See `EventRecorder.create_event`."""
+        return self._recorder().create_event(namespace, body)
+
+    def read_event(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """See `EventRecorder.read_event`."""
+        return self._recorder().read_event(namespace, name)
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """See `EventRecorder.patch_event`."""
+        return self._recorder().patch_event(namespace, name, patch)
+
+    def _recorder(self) -> EventRecorder:
+        if not isinstance(self.cluster, EventRecorder):
+            raise PermanentError("this Kubernetes adapter cannot write Events")
+        return self.cluster
 
     def _tokens(self) -> BootstrapTokens:
         if not isinstance(self.cluster, BootstrapTokens):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scoctl.adapters.kubernetes import KubernetesCluster
+from scoctl.core import kube_events as ke_core
 from scoctl.core.jointoken import make_token, secret_manifest
 from scoctl.errors import PermanentError
 from scoctl.sim import k8s_emulator as ke
@@ -199,6 +200,13 @@ def every_call(emu: K8sEmulator, cluster: KubernetesCluster) -> None:
                        ("ReplicaSet", rs["metadata"]["name"]), ("Deployment", "d")):
         cluster.delete_managed(kind, "shop", name)  # type: ignore[arg-type]
     cluster.delete_node("n1")
+    # scoctl's own Events (services.kube_events): create, the 409 of a restart, get, patch
+    event = ke_core.plan_writes([ke_core.Wanted(ke_core.ObjectRef("Pod", "p", "shop", "u"),
+                                                "Nominated", "m")], {}, 0.0)[0]
+    assert cluster.create_event("shop", event.body)
+    assert not cluster.create_event("shop", event.body)
+    assert cluster.read_event("shop", event.name) is not None
+    assert cluster.patch_event("shop", event.name, {"count": 2})
     token = make_token("abc123", "0123456789abcdef", datetime(2030, 1, 1, tzinfo=UTC))
     cluster.create_bootstrap_token(secret_manifest(token, launch_id="l-1", workload="web"))
     cluster.bootstrap_tokens()
@@ -237,6 +245,20 @@ def test_the_shipped_role_allows_every_call_scoctl_makes_and_nothing_else(
                    for u in used), f"the role grants {verb} {group}/{resource} unused"
     # the Secrets are touched in kube-system only, through the Role
     assert {ns for v, g, r, ns in used if r == "secrets"} == {"kube-system"}
+    # and every rule is needed: without it, one of the calls made is refused (rbac.go
+    # `Authorize` over the role minus that rule)
+    made = [Attributes(verb, "", True, group, "v1", *(resource.split("/") + [""])[:2], ns)
+            for (user, verb, group, resource, ns) in k8s_emulator.authorized
+            if user == SCOCTL.name]
+    roles = [(i, obj) for i, obj in enumerate(shipped_rbac())
+             if obj["kind"] in ("ClusterRole", "Role")]
+    assert all(authorize(policy_of(shipped_rbac()), SCOCTL, a) for a in made)
+    for i, role in roles:
+        for j, rule in enumerate(role["rules"]):
+            reduced = shipped_rbac()
+            del reduced[i]["rules"][j]
+            refused = [a for a in made if not authorize(policy_of(reduced), SCOCTL, a)]
+            assert refused, f"{role['metadata']['name']} rule {rule} is unused"
 
 
 @pytest.fixture

@@ -59,7 +59,8 @@ def test_one_pass_turns_pending_pods_into_servers_and_the_next_pass_into_ready_u
     first = one_pass(config, store, clock, systems, acquire_watch=0)
     assert first.exit_code == 0, first.as_dict()
     assert f'scoctl_pending{{source="k8s"}} {PODS}' in (tmp / "scoctl.prom").read_text()
-    assert [s.name for s in first.steps] == ["watch", "plan", "acquire", "reconcile", "notice"]
+    assert [s.name for s in first.steps] == ["watch", "plan", "acquire", "reconcile", "notice",
+                                             "kube-events"]
     claim = store.claim("web")
     assert claim is not None and claim.pods == PODS
     servers = list(systems.clouds[REGION].servers(tags=["sco:managed"]))  # type: ignore

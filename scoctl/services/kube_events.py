@@ -1,0 +1,202 @@
+"""The Kubernetes Event writer (DESIGN §21): what should stand (`core.kube_events`), written at
+most `RATE` a second, never failing a pass.
+
+`EventWriter.sync` takes one pass's facts — the pods, plans, workloads, instances, open notices
+and the disruptions the budget held back — turns them into the Events that should stand, and
+makes the writes `core.kube_events.plan_writes` asks for, taking a token of its `TokenBucket`
+for each (``RATE`` 10 a second, a burst of ``BURST``). What the bucket cannot cover within
+`wait` seconds is left for the next pass (the facts are recomputed then: nothing is queued).
+A write that fails is logged and counted (`failures`), and its series stays as it was, so the
+next pass tries again; nothing raises into the pass.
+
+A create that finds its Event there already (409: scoctl restarted, or the previous ``run
+--once`` wrote it) reads it and continues its series (`core.kube_events.adopted`), so a
+restart writes nothing for a fact that still stands.
+
+The writer keeps the series between passes (the controller keeps one writer for its life).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scoctl.adapters.kube_events import EventRecorder
+from scoctl.core import kube_events as ke
+from scoctl.core.intake.k8s import K8sPolicy
+from scoctl.core.model import (
+    InstanceRecord,
+    NoticedRecord,
+    PlanWorkloadRecord,
+    PodInfo,
+    WorkloadRecord,
+)
+from scoctl.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+RATE = 10.0  # Event writes per second at most (DESIGN §21)
+BURST = 10
+WAIT_S = 1.0  # the longest one pass waits for tokens; the rest is the next pass's
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `burst` (client-go's flowcontrol token bucket); `clock`
+    and `sleep` are injectable."""
+
+    def __init__(self, rate: float = RATE, burst: int = BURST, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate, self.burst = rate, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def now(self) -> float:
+        return self._clock()
+
+    def _fill(self) -> None:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    def take(self, wait: float = 0.0) -> bool:
+        """Take one token, waiting for it at most `wait` seconds; False when none came."""
+        self._fill()
+        if self._tokens < 1.0:
+            need = (1.0 - self._tokens) / self.rate
+            if need > wait:
+                return False
+            self._sleep(need)
+            self._fill()
+            self._tokens = max(self._tokens, 1.0)
+        self._tokens -= 1.0
+        return True
+
+
+@dataclass
+class SyncResult:
+    """One sync: the writes made (by op), deferred to the next pass, failed."""
+
+    created: int = 0
+    patched: int = 0
+    deferred: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        return self.created + self.patched
+
+    def as_dict(self) -> dict[str, int]:
+        return {"created": self.created, "patched": self.patched, "deferred": self.deferred,
+                "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one pass knows that Events report."""
+
+    pods: Sequence[PodInfo]
+    policy: K8sPolicy
+    plans: Mapping[str, PlanWorkloadRecord]
+    workloads: Mapping[str, WorkloadRecord]
+    instances: Sequence[InstanceRecord] = ()
+    noticed: Sequence[NoticedRecord] = ()
+    blocked: Sequence[ke.Blocked] = ()
+
+
+class EventWriter:
+    """Keeps scoctl's Event series and writes them; see the module docstring."""
+
+    def __init__(self, *, bucket: TokenBucket | None = None, host: str | None = None,
+                 wall: Callable[[], float] = time.time, wait: float = WAIT_S) -> None:
+        self.bucket = bucket or TokenBucket()
+        self.host = socket.gethostname() if host is None else host
+        self.wall = wall
+        self.wait = wait
+        self.series: dict[ke.Key, ke.Series] = {}
+        self.failures = 0  # every failed write since the start
+        # the disruptions the budget held back in the last reconcile (passes without one keep
+        # them: a steady state writes nothing)
+        self.blocked: tuple[ke.Blocked, ...] = ()
+        self.writes = 0
+
+    def wanted(self, facts: Facts) -> list[ke.Wanted]:
+        return [*ke.pod_events(facts.pods, facts.policy, facts.plans, facts.workloads),
+                *ke.node_events(facts.instances, facts.noticed, facts.blocked)]
+
+    def sync(self, recorder: EventRecorder, facts: Facts) -> SyncResult:
+        """Write what `facts` call for (see the module docstring). Never raises an ApiError."""
+        now = self.wall()
+        wanted = self.wanted(facts)
+        by_key = {w.key: w for w in wanted}
+        result = SyncResult()
+        updates: dict[ke.Key, ke.Series] = {}
+        deadline = self.bucket.now() + self.wait
+        for write in ke.plan_writes(wanted, self.series, now, host=self.host):
+            try:
+                found = self._write(recorder, write, by_key[write.key], now, deadline, result)
+            except ApiError as exc:
+                self.failures += 1
+                result.failed += 1
+                result.errors.append(str(exc))
+                log.warning("kubernetes events: %s", exc)
+                continue
+            if found is not None:
+                updates[write.key] = found
+        self.series = ke.settle(self.series, wanted, updates, now)
+        self.writes += result.writes
+        return result
+
+    def _take(self, deadline: float, result: SyncResult) -> bool:
+        if self.bucket.take(max(0.0, deadline - self.bucket.now())):
+            return True
+        result.deferred += 1
+        return False
+
+    def _write(self, recorder: EventRecorder, write: ke.Write, wanted: ke.Wanted, now: float,
+               deadline: float, result: SyncResult) -> ke.Series | None:
+        """One write, a token taken for each call that writes; the series it leaves, or None
+        (nothing known: the next pass tries again). A create that meets its Event continues
+        the series found there (a patch only when that series asks for one); a patch that
+        finds its Event gone starts a new series."""
+        if not self._take(deadline, result):
+            return None
+        if write.op == "create":
+            if recorder.create_event(write.namespace, write.body):
+                result.created += 1
+                return write.series
+            raw = recorder.read_event(write.namespace, write.name)
+            found = ke.adopted(raw, write.key) if raw is not None else None
+            if found is None:  # not scoctl's, or gone again meanwhile: the next pass
+                return None
+            again = ke.plan_writes([wanted], {write.key: found}, now, host=self.host)
+            if not again or not self._take(deadline, result):
+                return found  # as it stands: a patch it still needs comes next pass
+            if recorder.patch_event(found.namespace, found.name, again[0].body):
+                result.patched += 1
+                return again[0].series
+            return None
+        if recorder.patch_event(write.namespace, write.name, write.body):
+            result.patched += 1
+            return write.series
+        # gone (the TTL, or someone deleted it): a new series, next pass
+        self.series.pop(write.key, None)
+        return None
+
+
+def facts_of(pods: Iterable[PodInfo], policy: K8sPolicy,
+             plans: Mapping[str, PlanWorkloadRecord],
+             workloads: Iterable[WorkloadRecord], instances: Sequence[InstanceRecord],
+             noticed: Sequence[NoticedRecord], blocked: Sequence[ke.Blocked]) -> Facts:
+    """`Facts` from the state's reads."""
+    latest: dict[str, WorkloadRecord] = {}
+    for w in workloads:  # the newest row per slug
+        if w.slug not in latest or w.id > latest[w.slug].id:
+            latest[w.slug] = w
+    return Facts(tuple(pods), policy, dict(plans), latest,
+                 tuple(instances), tuple(noticed), tuple(blocked))
