@@ -127,7 +127,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "join": ("BootstrapToken", "TokenSecret"),
     "kubernetes": ("REVISION_ANNOTATION", "Condition", "Container", "DeploymentInfo", "EventInfo",
                    "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef",
-                   "PodEvent", "PodInfo", "Placement", "ReplicaSetInfo", "Requirement",
+                   "Placement", "PodEvent", "PodInfo", "ReplicaSetInfo", "Requirement",
                    "ResourceQuotaInfo", "Spread", "Taint", "Toleration", "WorkloadRef"),
     "latency": ("Histogram", "LatencySample", "Sighting"),
     "leases": ("LeaseRecord",),
