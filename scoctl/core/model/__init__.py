@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from scoctl.core.model.records import (
         KEEP,
         ClaimRecord,
+        DisruptionBlock,
         EventRecord,
         ExclusionRecord,
         InstanceRecord,
@@ -113,6 +114,7 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef", "PodEvent",
     "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint", "Toleration", "WorkloadRef",
 ]
+__all__ += ["DisruptionBlock"]  # DESIGN §16
 __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
@@ -130,7 +132,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "problems": ("APIS", "Api", "Problem"),
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
-    "records": ("KEEP", "ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
+    "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
+                "InstanceRecord",
                 "InstanceUpdate", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
                 "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache",
                 "TokenRecord", "WorkloadRecord"),
