@@ -349,3 +349,52 @@ def starts_of(instances: Iterable[InstanceRecord]
             out.setdefault(inst.workload, []).append(
                 (parse_rfc3339(inst.disruption_at), DisruptionReason(inst.disruption)))
     return out
+
+
+SHOWN_REASONS = (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
+                 DisruptionReason.EXPIRED, DisruptionReason.UNHEALTHY, DisruptionReason.NOTICED)
+
+
+@dataclass(frozen=True)
+class ReasonStatus:
+    """One workload's budget for one reason now (`status --json`'s ``disruption`` list):
+    how many more may start (`allowed`; None: no limit), how many of that reason are in
+    flight, and when the first scheduled budget counting it next changes (`next_window`)."""
+
+    workload: str
+    reason: DisruptionReason
+    allowed: int | None
+    in_flight: int
+    next_window: datetime | None
+
+
+def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
+           budgets_of: Mapping[str, Sequence[Budget]], now: datetime,
+           reasons: Sequence[DisruptionReason] = SHOWN_REASONS) -> tuple[ReasonStatus, ...]:
+    """Per workload (sorted) and reason, what the budgets allow at `now`, from the instance
+    rows (deleted ones included: the rates' starts); a workload's registered units are its
+    live ones and those in flight, a noticed unit counts as a `noticed` disruption."""
+    from scoctl.core.budgets import allowed, next_window  # one rule: the budgets' own
+
+    rows = list(instances)
+    flying = list(in_flight_of(rows))
+    flying += [Disruption(i.id, i.name, i.workload, i.pool or "", DisruptionReason.NOTICED,
+                          True) for i in rows
+               if i.workload and i.status == InstanceStatus.NOTICED and not i.disruption]
+    starts = starts_of(rows)
+    out: list[ReasonStatus] = []
+    live = {InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
+            InstanceStatus.READY, InstanceStatus.DRAINING, InstanceStatus.NOTICED}
+    for workload in sorted(set(workloads)):
+        budgets = budgets_of.get(workload, ())
+        registered = sum(1 for i in rows if i.workload == workload and i.status in live)
+        mine = [d.reason for d in flying if d.workload == workload]
+        for reason in reasons:
+            room = allowed(budgets, reason, registered=registered, now=now, in_flight=mine,
+                           starts=starts.get(workload, ()))
+            changes = [t for b in budgets if b.counts(reason)
+                       and (t := next_window(b, now)) is not None]
+            out.append(ReasonStatus(workload, reason, room.units,
+                                    sum(1 for r in mine if r is reason),
+                                    min(changes) if changes else None))
+    return tuple(out)
