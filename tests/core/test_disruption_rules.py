@@ -70,7 +70,7 @@ def started(d: Decision) -> list[tuple[str, str]]:
 def test_units_the_plan_no_longer_holds_are_consolidated_when_their_pods_fit_on_kept_ones() -> None:
     # 5 units one pod each, the plan wants 2: the two kept (busiest, then by name) take the
     # other three's pods (4 cores each): all three are drained busy, reason underutilized
-    d = decide(world(5, pods_per={i: 1 for i in range(5)}, target=2), policy(), NOW)
+    d = decide(world(5, pods_per=dict.fromkeys(range(5), 1), target=2), policy(), NOW)
     assert sorted(s.name for s in d.scale_downs) == ["sco-web-s02", "sco-web-s03", "sco-web-s04"]
     assert {s.reason for s in d.scale_downs} == {DisruptionReason.UNDERUTILIZED}
     assert all(fields(d, s.instance) == {"status": "draining", "disruption": "underutilized",
@@ -92,7 +92,7 @@ def test_room_taken_by_one_consolidated_unit_is_not_given_to_the_next() -> None:
 
 
 def test_consolidation_goes_through_the_budget_counted_in_flight() -> None:
-    snapshot = world(6, pods_per={i: 1 for i in range(6)}, target=2)
+    snapshot = world(6, pods_per=dict.fromkeys(range(6), 1), target=2)
     two = policy(budgets=(Budget(Units.count(2), frozenset({DisruptionReason.UNDERUTILIZED})),))
     d = decide(snapshot, two, NOW)
     assert len(d.scale_downs) == 2 and tokens(d).count("DISRUPTION_BLOCKED") == 1
