@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import typer
 
 from scoctl.cli.common import JsonOption
@@ -29,11 +31,16 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         plan_json,
         workload_json,
     )
+    from scoctl.clock import SystemClock
+    from scoctl.core.disruption import status as disruption_status
     from scoctl.core.model.latency import METRICS
     from scoctl.core.quantity import format_resources
     from scoctl.core.timefmt import rfc3339
+    from scoctl.stages.reconcile import rate_horizon
 
     g = globals_of(ctx, json=json_out)
+    config = g.config()
+    now = SystemClock().now()
     with g.open_store(reader=True) as store:
         workloads = store.workloads()
         claims = store.claims()
@@ -45,6 +52,12 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         leaders = leases_of(store)
         latency = latency_json({m: store.latency_samples(m) for m in METRICS})
         notices = {row.server_id: row for row in store.noticed()}  # the open ones
+        disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
+    recorded = {i.id: i for i in disrupted}
+    recorded.update({i.id: i for i in instances})
+    budgets = {name: config.disruption_of(name).budgets
+               for name in {*plans, *(i.workload for i in instances if i.workload)}}
+    reasons = disruption_status(budgets, instances=recorded.values(), budgets_of=budgets, now=now)
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -57,6 +70,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                          "generation": lease.generation,
                          "expires_at": rfc3339(lease.expires_at)} for lease in leaders],
             "latency": latency,
+            "disruption": [{"workload": r.workload, "reason": r.reason, "allowed": r.allowed,
+                            "in_flight": r.in_flight,
+                            "next_window": rfc3339(r.next_window) if r.next_window else None}
+                           for r in reasons],
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -87,6 +104,13 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                   + ((i.node_name or "",) if with_nodes else ())
                   + ((notices[i.id].deadline if i.id in notices else "",) if with_notices
                      else ()) for i in instances])
+    held = [r for r in reasons if r.in_flight or r.allowed == 0]
+    if held:
+        render.table("Disruptions", ["workload", "reason", "in flight", "allowed", "next window"],
+                     [(r.workload, r.reason, r.in_flight,
+                       "no limit" if r.allowed is None else r.allowed,
+                       rfc3339(r.next_window) if r.next_window else "")
+                      for r in held])
     if leaders:
         render.table("Leaders", ["region", "holder", "term", "expires"],
                      [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))

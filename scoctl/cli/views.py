@@ -67,6 +67,8 @@ def instance_json(i: InstanceRecord, notice: NoticedRecord | None = None) -> dic
     """An instance; a noticed one with its reclaim `deadline` and when scoctl saw the notice."""
     return {"id": i.id, "name": i.name, "workload": i.workload, "pool": i.pool,
             "region": i.region, "generation": i.generation, "status": i.status,
+            "disruption": i.disruption if i.status != "deleted" else None,
+            "created": i.created, "spec_hash": i.spec_hash,
             **({"fault": i.fault} if i.fault else {}),
             **({"node": i.node_name} if i.node_name else {}),
             **({"deadline": notice.deadline, "noticed_at": notice.noticed_at}

@@ -1,9 +1,14 @@
 """Disruption (DESIGN §16), pure: every voluntary change to a live unit, and a reclaim, goes
 through one decision — candidates per reason, then the budget, then replace-before-remove.
 
-A rule per reason turns what the caller read into candidate `Disruption`s (today: `empty`, the
-idle scale-down of DESIGN §7, and `late`, the units of a launch that was failed before its
-servers appeared). `plan` runs them, in the order the rules gave them, through the one budget
+A rule per reason turns what the caller read into candidate `Disruption`s: `empty` (the idle
+scale-down of DESIGN §7), `underutilized` (a unit the plan no longer holds whose pods fit on the
+workload's kept units), `expired` (older than `expire_after`, each unit within ±10 %, stable per
+server id: `jitter`), `unhealthy` (its node not ready for `repair_after`, never in a pool where
+too many units are: `unhealthy_pools`) and `late` (the units of a launch that was failed before
+its servers appeared). `in_flight_of` and `starts_of` read what is in flight, and what started
+recently, from the instance rows (their `disruption` and `disruption_at`). `plan` runs them,
+in the order the rules gave them, through the one budget
 function, `scoctl.core.budgets.allowed`, and returns a `DisruptionPlan`: the disruptions to
 start now and those blocked, each with the `Budget` that blocked it and until when. Each
 `Disruption` says whether its replacement must be ready before it is removed
@@ -18,14 +23,17 @@ No I/O, no clock: time comes in as `now`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from scoctl.core.budgets import select
 from scoctl.core.diff import surplus
-from scoctl.core.model.disruption import Budget
-from scoctl.core.model.vocabulary import DisruptionReason
+from scoctl.core.model import InstanceRecord
+from scoctl.core.model.disruption import Budget, Units
+from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.quantity import Resources, add, fits
 from scoctl.core.timefmt import parse_rfc3339
 
 # whether a unit disrupted for a reason is replaced before it is removed (DESIGN §16's table)
@@ -43,14 +51,23 @@ REPLACE_FIRST: Mapping[DisruptionReason, bool] = {
 
 @dataclass(frozen=True)
 class Unit:
-    """A ready unit as the candidate rules see it: its server, workload and pool, and since
-    when it has been idle (RFC 3339; None while it runs work)."""
+    """A ready unit as the candidate rules see it: its server, workload and pool, since when
+    it has been idle (RFC 3339; None while it runs work), when it was created, since when its
+    node is unhealthy (None: healthy). For `underutilized`, a Kubernetes unit also carries its
+    node's `allocatable`, what every pod on it requests (`used`) and the requests of the pods
+    a drain must move (`movable`, `core.demand.must_move`); `slurm` for a Slurm node."""
 
     server_id: str
     name: str
     workload: str
     pool: str
     idle_since: str | None = None
+    created: str | None = None
+    unhealthy_since: str | None = None
+    allocatable: Resources = field(default_factory=dict)
+    used: Resources = field(default_factory=dict)
+    movable: tuple[Resources, ...] = ()
+    slurm: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,4 +194,207 @@ def late(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
         count -= sum(1 for d in in_flight if (d.workload, d.pool) == key)
         out.extend(disruption(unit, DisruptionReason.LATE)
                    for unit in sorted(found.get(key, []), key=lambda u: u.name)[:max(0, count)])
+    return tuple(out)
+
+
+def kept_units(units: Iterable[Unit], targets: Mapping[str, Mapping[str, int]],
+               gone: Iterable[str] = ()) -> set[str]:
+    """The units the plan keeps: per (workload, pool), its planned count of the units not
+    `gone` (disrupted), busiest first (most pods to move), then by name — so the units that
+    stay are the ones whose pods would otherwise move, and the rest are emptied."""
+    skip = set(gone)
+    by_key: dict[tuple[str, str], list[Unit]] = {}
+    for unit in units:
+        if unit.server_id not in skip:
+            by_key.setdefault((unit.workload, unit.pool), []).append(unit)
+    kept: set[str] = set()
+    for (workload, pool), mine in by_key.items():
+        want = targets.get(workload, {}).get(pool, 0)
+        ranked = sorted(mine, key=lambda u: (-len(u.movable), u.name))
+        kept |= {u.server_id for u in ranked[:max(0, want)]}
+    return kept
+
+
+def underutilized(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
+                  held: Mapping[str, Mapping[str, int]], in_flight: Sequence[Disruption],
+                  chosen: Sequence[Disruption]) -> tuple[Disruption, ...]:
+    """`underutilized` (DESIGN §16, consolidation): in the (workload, pool)s that hold more
+    units than the plan wants, after the disruptions in flight and those already `chosen`
+    (`empty`, `late`), the busy Kubernetes units the plan does not keep (`kept_units`) whose
+    movable pods all fit, by requests, on the free allocatable of the workload's kept units;
+    fewest pods to move first, then by name. A unit's pods, once it is taken, use up the room
+    they would take. Slurm nodes are taken without a fit (their jobs end in place: the node
+    is drained and removed once idle)."""
+    listed = list(units)
+    live = {(w, pool): n for w, pools in held.items() for pool, n in pools.items()}
+    gone = {d.server_id for d in [*in_flight, *chosen]}
+    kept = kept_units(listed, targets, gone)
+    room: dict[str, dict[str, Resources]] = {}  # workload -> server id -> free allocatable
+    for unit in listed:
+        if unit.server_id in kept and not unit.slurm and unit.allocatable:
+            free = {k: v - unit.used.get(k, 0) for k, v in unit.allocatable.items()}
+            room.setdefault(unit.workload, {})[unit.server_id] = free
+    busy: dict[tuple[str, str], list[Unit]] = {}
+    for unit in listed:
+        if unit.server_id not in gone and unit.server_id not in kept \
+                and (unit.movable or unit.slurm and unit.idle_since is None):
+            busy.setdefault((unit.workload, unit.pool), []).append(unit)
+    out: list[Disruption] = []
+    for key, count in sorted(surplus(targets, live).items()):
+        count -= sum(1 for d in [*in_flight, *chosen] if (d.workload, d.pool) == key)
+        for unit in sorted(busy.get(key, []), key=lambda u: (len(u.movable), u.name)):
+            if count <= 0:
+                break
+            if unit.slurm or _place(unit.movable, room.setdefault(unit.workload, {})):
+                out.append(disruption(unit, DisruptionReason.UNDERUTILIZED))
+                count -= 1
+    return tuple(out)
+
+
+def _place(pods: Sequence[Resources], room: dict[str, Resources]) -> bool:
+    """First fit, largest pod first, of `pods` onto `room` (server id → free allocatable, a
+    pod also takes one of a node's ``pods``); on success `room` is used up by them, else it
+    is left as it was."""
+    trial = {server: dict(free) for server, free in room.items()}
+    for pod in sorted(pods, key=lambda r: sorted(r.items()), reverse=True):
+        for server in sorted(trial):
+            free = trial[server]
+            need = add(pod, {"pods": 1}) if "pods" in free else dict(pod)
+            if fits(need, free):
+                trial[server] = {k: v - need.get(k, 0) for k, v in free.items()}
+                break
+        else:
+            return False
+    room.update(trial)
+    return True
+
+
+def jitter(server_id: str) -> float:
+    """A unit's own share of `expire_after`, in [0.9, 1.1], stable per server id (the first
+    eight bytes of the SHA-256 of the id), so units launched together expire spread out."""
+    digest = hashlib.sha256(server_id.encode()).digest()
+    return 0.9 + 0.2 * int.from_bytes(digest[:8], "big") / 2**64
+
+
+def expired(units: Iterable[Unit], *, now: datetime,
+            expire_after: Mapping[str, float | None]) -> tuple[Disruption, ...]:
+    """`expired` (DESIGN §16): ready units older (since `created`) than their workload's
+    `expire_after[workload]` seconds times their `jitter`; oldest first. None: never."""
+    found: list[tuple[str, str, Unit]] = []
+    for unit in units:
+        limit = expire_after.get(unit.workload)
+        if limit is None or not unit.created:
+            continue
+        if _age(now, unit.created) >= limit * jitter(unit.server_id):
+            found.append((unit.created, unit.name, unit))
+    return tuple(disruption(unit, DisruptionReason.EXPIRED) for _, _, unit in sorted(found,
+                                                                                      key=_oldest))
+
+
+def unhealthy_pools(units: Iterable[Unit], *,
+                    max_unhealthy: Mapping[str, Units]) -> dict[str, tuple[int, int]]:
+    """Pools where more than `max_unhealthy[workload]` of the pool's units are unhealthy at
+    once (a pool problem, not a unit's: `POOL_UNHEALTHY`, no repair there): pool → (unhealthy,
+    units)."""
+    counts: dict[str, list[int]] = {}
+    limits: dict[str, Units] = {}
+    for unit in units:
+        entry = counts.setdefault(unit.pool, [0, 0])
+        entry[1] += 1
+        entry[0] += unit.unhealthy_since is not None
+        if unit.workload in max_unhealthy:
+            limits.setdefault(unit.pool, max_unhealthy[unit.workload])
+    out: dict[str, tuple[int, int]] = {}
+    for pool, (sick, total) in sorted(counts.items()):
+        limit = limits.get(pool)
+        if limit is not None and sick > limit.of(total):
+            out[pool] = (sick, total)
+    return out
+
+
+def unhealthy(units: Iterable[Unit], *, now: datetime, repair_after: Mapping[str, float],
+              excluded: Iterable[str] = ()) -> tuple[Disruption, ...]:
+    """`unhealthy` (DESIGN §16, repair): ready units whose node has been unhealthy (Kubernetes
+    NotReady or Unknown, Slurm DOWN or NOT_RESPONDING) for their workload's `repair_after`
+    seconds, outside the `excluded` pools (`unhealthy_pools`); longest unhealthy first."""
+    skip = set(excluded)
+    found: list[tuple[str, str, Unit]] = []
+    for unit in units:
+        since = unit.unhealthy_since
+        if since is None or unit.pool in skip or unit.workload not in repair_after:
+            continue
+        if _age(now, since) >= repair_after[unit.workload]:
+            found.append((since, unit.name, unit))
+    return tuple(disruption(unit, DisruptionReason.UNHEALTHY)
+                 for _, _, unit in sorted(found, key=_oldest))
+
+
+def in_flight_of(instances: Iterable[InstanceRecord]) -> tuple[Disruption, ...]:
+    """The disruptions in flight: instances with a disruption reason that are not deleted
+    (from the start until the server is gone or the unit is back in service, which clears
+    the reason)."""
+    return tuple(Disruption(i.id, i.name, i.workload, i.pool or "",
+                            DisruptionReason(i.disruption),
+                            REPLACE_FIRST[DisruptionReason(i.disruption)])
+                 for i in instances
+                 if i.disruption and i.workload and i.status != InstanceStatus.DELETED)
+
+
+def starts_of(instances: Iterable[InstanceRecord]
+              ) -> dict[str, list[tuple[datetime, DisruptionReason]]]:
+    """When each workload's recorded disruptions started, and why (the budgets' rates)."""
+    out: dict[str, list[tuple[datetime, DisruptionReason]]] = {}
+    for inst in instances:
+        if inst.disruption and inst.disruption_at and inst.workload:
+            out.setdefault(inst.workload, []).append(
+                (parse_rfc3339(inst.disruption_at), DisruptionReason(inst.disruption)))
+    return out
+
+
+SHOWN_REASONS = (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
+                 DisruptionReason.EXPIRED, DisruptionReason.UNHEALTHY, DisruptionReason.NOTICED)
+
+
+@dataclass(frozen=True)
+class ReasonStatus:
+    """One workload's budget for one reason now (`status --json`'s ``disruption`` list):
+    how many more may start (`allowed`; None: no limit), how many of that reason are in
+    flight, and when the first scheduled budget counting it next changes (`next_window`)."""
+
+    workload: str
+    reason: DisruptionReason
+    allowed: int | None
+    in_flight: int
+    next_window: datetime | None
+
+
+def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
+           budgets_of: Mapping[str, Sequence[Budget]], now: datetime,
+           reasons: Sequence[DisruptionReason] = SHOWN_REASONS) -> tuple[ReasonStatus, ...]:
+    """Per workload (sorted) and reason, what the budgets allow at `now`, from the instance
+    rows (deleted ones included: the rates' starts); a workload's registered units are its
+    live ones and those in flight, a noticed unit counts as a `noticed` disruption."""
+    from scoctl.core.budgets import allowed, next_window  # one rule: the budgets' own
+
+    rows = list(instances)
+    flying = list(in_flight_of(rows))
+    flying += [Disruption(i.id, i.name, i.workload, i.pool or "", DisruptionReason.NOTICED,
+                          True) for i in rows
+               if i.workload and i.status == InstanceStatus.NOTICED and not i.disruption]
+    starts = starts_of(rows)
+    out: list[ReasonStatus] = []
+    live = {InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
+            InstanceStatus.READY, InstanceStatus.DRAINING, InstanceStatus.NOTICED}
+    for workload in sorted(set(workloads)):
+        budgets = budgets_of.get(workload, ())
+        registered = sum(1 for i in rows if i.workload == workload and i.status in live)
+        mine = [d.reason for d in flying if d.workload == workload]
+        for reason in reasons:
+            room = allowed(budgets, reason, registered=registered, now=now, in_flight=mine,
+                           starts=starts.get(workload, ()))
+            changes = [t for b in budgets if b.counts(reason)
+                       and (t := next_window(b, now)) is not None]
+            out.append(ReasonStatus(workload, reason, room.units,
+                                    sum(1 for r in mine if r is reason),
+                                    min(changes) if changes else None))
     return tuple(out)

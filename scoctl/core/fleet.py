@@ -14,10 +14,14 @@ IN_FLIGHT_LAUNCHES = (LaunchStatus.INTENT, LaunchStatus.CALLED)
 
 def units_of(instances: Iterable[InstanceRecord],
              in_flight: Iterable[LaunchRecord]) -> dict[str, dict[str, int]]:
-    """Units per workload and pool: the live `instances` plus the `in_flight` launches (pure)."""
+    """Units per workload and pool: the live `instances` plus the `in_flight` launches (pure).
+    A unit being disrupted (DESIGN §16: a `disruption` reason set, e.g. expired or unhealthy
+    units awaiting their replacement) counts toward neither coverage nor caps, as a noticed
+    one (not live): its replacement is launched."""
     out: dict[str, dict[str, int]] = {}
     for inst in instances:
-        if inst.status in LIVE_STATUSES and inst.workload and inst.pool:
+        if inst.status in LIVE_STATUSES and inst.workload and inst.pool \
+                and inst.disruption is None:
             pools = out.setdefault(inst.workload, {})
             pools[inst.pool] = pools.get(inst.pool, 0) + 1
     for launch in in_flight:

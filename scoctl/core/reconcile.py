@@ -23,22 +23,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption
+from scoctl.core.demand import effective_request, must_move
 from scoctl.core.disruption import Blocked, Disruption, Unit
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
 from scoctl.core.model import (
+    DisruptionBlock,
     ExclusionRecord,
     InstanceRecord,
     InstanceUpdate,
     LaunchRecord,
     NodeInfo,
+    PodInfo,
     ServerInfo,
     SlurmNode,
 )
-from scoctl.core.model.disruption import Budget
+from scoctl.core.model.disruption import Budget, DisruptionSettings
 from scoctl.core.model.vocabulary import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -50,6 +53,7 @@ from scoctl.core.model.vocabulary import (
     LaunchStatus,
     ServerStatus,
 )
+from scoctl.core.quantity import add
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 LIVE = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
@@ -102,6 +106,13 @@ class Policy:
     gc_orphans: bool
     budgets: tuple[Budget, ...]
     workload_budgets: Mapping[str, tuple[Budget, ...]]
+    # the rest of the `disruption` block (expiry, repair), top level and per workload
+    disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
+    workload_disruption: Mapping[str, DisruptionSettings] = field(default_factory=dict)
+
+    def settings_of(self, workload: str) -> DisruptionSettings:
+        """The `disruption` settings of `workload`."""
+        return self.workload_disruption.get(workload, self.disruption)
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,15 @@ class Snapshot:
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
     intents_held: bool = False
+    # DESIGN §16: instances of every region with a disruption in flight or recently started
+    # (`Store.disrupted`; this region's rows are read from `instances`), the pods on each
+    # Kubernetes node (consolidation), the region's pools, the pools excluded now, and the
+    # (workload, reason)s a budget held back at the last pass
+    disrupted: tuple[InstanceRecord, ...] = ()
+    pods: Mapping[str, tuple[PodInfo, ...]] = field(default_factory=dict)
+    pools: frozenset[str] | None = None
+    excluded: frozenset[str] = frozenset()
+    blocks: tuple[DisruptionBlock, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +193,9 @@ class ScaleDown:
     pool: str
     node: str | None = None
     slurm_node: str | None = None
+    # why (DESIGN §16): `empty` and `expired` units are checked idle again after the cordon
+    # (work that landed meanwhile calls it off), `underutilized` ones are drained busy
+    reason: DisruptionReason = DisruptionReason.EMPTY
 
 
 @dataclass(frozen=True)
@@ -224,6 +247,10 @@ class Decision:
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     blocked: tuple[Blocked, ...] = ()  # disruptions the budget holds back: nothing changes
     addresses: tuple[NodeAddress, ...] = ()
+    # the budget blocks now, per (workload, reason), of the workloads this region decided on
+    # (`block_workloads`): stored to write DISRUPTION_BLOCKED once per change
+    blocks: tuple[DisruptionBlock, ...] = ()
+    block_workloads: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -293,6 +320,14 @@ def slurm_up(node: SlurmNode | None) -> bool:
     return not node.flags & SLURM_NOT_UP
 
 
+def slurm_unhealthy(node: SlurmNode | None) -> bool:
+    """A Slurm node is unhealthy (DESIGN §16): DOWN or NOT_RESPONDING (not merely powered
+    down, which power saving does); a node Slurm does not list is not judged."""
+    if node is None:
+        return False
+    return node.state == "down" or "DOWN" in node.flags or "NOT_RESPONDING" in node.flags
+
+
 def slurm_idle(node: SlurmNode | None) -> bool:
     """Idle for scale-down: no job on it, or powered down by power saving."""
     if node is None:
@@ -349,6 +384,8 @@ class _Pass:
         self.adopted: list[str] = []
         self.orphans: list[Orphan] = []
         self.addresses: list[NodeAddress] = []
+        self.blocks: list[DisruptionBlock] = []
+        self.block_workloads: set[str] = set()
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -437,12 +474,29 @@ class _Pass:
         self.deletions.append(Deletion(server_id="", name=name, reason=reason,
                                        workload=workload, pool=pool, slurm_node=name))
 
-    def scale(self, inst: InstanceRecord) -> ScaleDown:
+    def scale(self, inst: InstanceRecord,
+              reason: DisruptionReason = DisruptionReason.EMPTY) -> ScaleDown:
         slurm_node = inst.node_name if self.slurm_in_view(inst) else None
         return ScaleDown(instance=inst.id, server_id=inst.id, name=inst.name,
                          workload=inst.workload or "", pool=inst.pool or "",
                          node=None if slurm_node else self.node_of(inst),
-                         slurm_node=slurm_node)
+                         slurm_node=slurm_node, reason=reason)
+
+    def unhealthy(self, inst: InstanceRecord) -> bool | None:
+        """The unit's node is unhealthy (DESIGN §16): a Kubernetes Node not Ready (NotReady,
+        Unknown) or gone, a Slurm node DOWN or NOT_RESPONDING; None when not read."""
+        if inst.node_name:
+            if self.snapshot.slurm_nodes is None:
+                return None
+            return slurm_unhealthy(self.slurm.get(inst.node_name))
+        if self.snapshot.k8s_nodes is None:
+            return None
+        node = self.k8s_node(inst)
+        return node is None or not node.ready
+
+    def value(self, inst: InstanceRecord, name: str) -> Any:
+        """A field of the instance after this pass's changes so far."""
+        return self.updates.get(inst.id, {}).get(name, getattr(inst, name))
 
     def decision(self, orphans_seen: Mapping[str, str], held: Mapping[str, Mapping[str, int]],
                  blocked: tuple[Blocked, ...]) -> Decision:
@@ -456,7 +510,8 @@ class _Pass:
             adoptions=tuple(self.adopted), orphans=tuple(self.orphans),
             orphans_seen=orphans_seen,
             held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
-            addresses=tuple(self.addresses))
+            addresses=tuple(self.addresses), blocks=tuple(self.blocks),
+            block_workloads=tuple(sorted(self.block_workloads)))
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -472,7 +527,7 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
     deleting = {d.instance for d in p.deletions if d.instance}
     held = _held(p, deleting)
     _follow_idle(p, deleting)
-    blocked = _scale_down(p, held, deleting)
+    blocked = _disrupt(p, held, deleting)
     return p.decision(seen, held, blocked)
 
 
@@ -579,7 +634,7 @@ def _track_gone(p: _Pass, inst: InstanceRecord) -> None:
     if inst.status in (InstanceStatus.DELETING, InstanceStatus.DRAINING, InstanceStatus.ERROR):
         p.update(inst, status=InstanceStatus.DELETED)
         p.event(inst.workload, "INSTANCE_DELETED", server=inst.id, name=inst.name,
-                pool=inst.pool)
+                pool=inst.pool, **({"reason": inst.disruption} if inst.disruption else {}))
         return
     # it was live and nobody here deleted it: reclaimed
     p.update(inst, status=InstanceStatus.DELETED, fault=inst.fault or "gone (reclaimed)")
@@ -694,6 +749,8 @@ def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
     for inst in p.instances.values():
         if inst.id in deleting or p.status(inst) not in LIVE | {InstanceStatus.DRAINING}:
             continue
+        if p.status(inst) in LIVE and p.value(inst, "disruption"):
+            continue  # retiring (awaiting its replacement): neither coverage nor surplus
         if inst.workload and inst.pool:
             pools = held.setdefault(inst.workload, {})
             pools[inst.pool] = pools.get(inst.pool, 0) + 1
@@ -701,10 +758,15 @@ def _held(p: _Pass, deleting: set[str]) -> dict[str, dict[str, int]]:
 
 
 def _follow_idle(p: _Pass, deleting: set[str]) -> None:
-    """`idle_since` follows the facts for every ready unit."""
+    """`idle_since` and `unhealthy_since` follow the facts for every ready unit."""
     for inst in p.instances.values():
         if inst.id in deleting or p.status(inst) != InstanceStatus.READY:
             continue
+        sick = p.unhealthy(inst)
+        if sick and inst.unhealthy_since is None:
+            p.update(inst, unhealthy_since=p.stamp)
+        elif sick is False and inst.unhealthy_since is not None:
+            p.update(inst, unhealthy_since=None)
         idle = p.idle(inst)
         if idle is None:
             continue
@@ -714,46 +776,229 @@ def _follow_idle(p: _Pass, deleting: set[str]) -> None:
             p.update(inst, idle_since=None)
 
 
-def _scale_down(p: _Pass, held: Mapping[str, Mapping[str, int]],
-                deleting: set[str]) -> tuple[Blocked, ...]:
-    """A scale-down a crash left half done (draining) finishes first and counts against the
-    disruption budget; then the `empty` disruptions `core.disruption` allows start (the units
-    above the plan, idle past the idle timeout). Returns the ones the budget holds back."""
-    in_flight: list[Disruption] = []
+def _in_flight(p: _Pass) -> list[Disruption]:
+    """Every disruption in flight of the workloads (DESIGN §16): this region's instances with
+    a reason and not deleted, after this pass's changes (a draining row without one, a
+    scale-down a crash left half done, counts as `empty`), its noticed ones (`noticed`), and
+    the other regions' (`Snapshot.disrupted`)."""
+    out: dict[str, Disruption] = {}
+    for inst in p.snapshot.disrupted:
+        if inst.region != p.snapshot.region:
+            out.update({d.server_id: d for d in disruption.in_flight_of([inst])})
+    for inst in sorted(p.instances.values(), key=lambda i: i.name):
+        status, reason = p.status(inst), p.value(inst, "disruption")
+        if not inst.workload or status == InstanceStatus.DELETED:
+            continue
+        if reason:
+            reason = DisruptionReason(reason)
+        elif status == InstanceStatus.DRAINING:
+            reason = DisruptionReason.EMPTY
+        elif status == InstanceStatus.NOTICED:
+            reason = DisruptionReason.NOTICED
+        else:
+            continue
+        out[inst.id] = Disruption(inst.id, inst.name, inst.workload, inst.pool or "", reason,
+                                  disruption.REPLACE_FIRST[reason])
+    return list(out.values())
+
+
+def _starts(p: _Pass) -> dict[str, list[tuple[datetime, DisruptionReason]]]:
+    """When each workload's recent disruptions started (every region: the budgets' rates)."""
+    rows = {i.id: i for i in p.snapshot.disrupted}
+    rows.update(p.instances)
+    return disruption.starts_of(rows.values())
+
+
+def _units(p: _Pass, deleting: set[str]) -> list[Unit]:
+    """The ready units no disruption holds yet, as the candidate rules see them."""
+    out: list[Unit] = []
+    for inst in p.instances.values():
+        if not (inst.workload and inst.pool) or inst.id in deleting \
+                or p.status(inst) != InstanceStatus.READY or p.value(inst, "disruption"):
+            continue
+        slurm = p.slurm_in_view(inst)
+        node = None if slurm else p.k8s_node(inst)
+        pods = p.snapshot.pods.get(node.name, ()) if node is not None else ()
+        used: dict[str, int] = {}
+        for pod in pods:
+            if pod.phase not in ("Succeeded", "Failed"):
+                used = add(used, effective_request(pod))
+                used = add(used, {"pods": 1})
+        out.append(Unit(
+            inst.id, inst.name, inst.workload, inst.pool, p.value(inst, "idle_since"),
+            created=inst.created, unhealthy_since=p.value(inst, "unhealthy_since"),
+            allocatable=dict(node.allocatable) if node is not None and node.ready
+            and not node.unschedulable else {},
+            used=used, movable=tuple(effective_request(pod) for pod in pods
+                                     if must_move(pod) and not pod.deleting),
+            slurm=slurm))
+    return out
+
+
+def _retire(p: _Pass, deleting: set[str]) -> None:
+    """Replace-before-remove (DESIGN §16): a unit disrupted for a reason that is replaced
+    first (expired, unhealthy) stays in service, out of coverage, while its replacement
+    comes; it is removed once that leaves the workload at least its planned units in this
+    region that are ready and healthy (`REPLACEMENT_READY {old, new}`): an expired unit is
+    cordoned and drained, an unhealthy one (its kubelet or slurmd gone) deleted with its
+    node. Unhealthy ones go first (they hold no ready unit), then by start."""
+    targets, pools = p.snapshot.targets, p.snapshot.pools
+    by_workload: dict[str, list[InstanceRecord]] = {}
+    for inst in p.instances.values():
+        if inst.workload and inst.id not in deleting and p.status(inst) == InstanceStatus.READY:
+            by_workload.setdefault(inst.workload, []).append(inst)
+    for workload, insts in sorted(by_workload.items()):
+        retiring = [i for i in insts if p.value(i, "disruption")
+                    and disruption.REPLACE_FIRST[DisruptionReason(p.value(i, "disruption"))]]
+        if not retiring:
+            continue
+        want = sum(n for pool, n in targets.get(workload, {}).items()
+                   if pools is None or pool in pools)
+        healthy = [i for i in insts if p.value(i, "unhealthy_since") is None]
+        fresh = sorted((i for i in healthy if not p.value(i, "disruption")),
+                       key=lambda i: (i.ready_at or "", i.name), reverse=True)
+        count = len(healthy)
+        order = sorted(retiring, key=lambda i: (p.value(i, "unhealthy_since") is None,
+                                                p.value(i, "disruption_at") or "", i.name))
+        for inst in order:
+            sick = p.value(inst, "unhealthy_since") is not None
+            left = count - (0 if sick else 1)
+            if left < want:
+                break
+            count = left
+            new = fresh.pop(0).id if fresh else None
+            reason = DisruptionReason(p.value(inst, "disruption"))
+            p.event(workload, "REPLACEMENT_READY", old=inst.id, new=new, name=inst.name,
+                    pool=inst.pool, reason=reason)
+            if reason is DisruptionReason.UNHEALTHY:
+                p.delete(inst, "unhealthy: replaced", status=InstanceStatus.DELETING,
+                         power=False)
+            else:
+                p.update(inst, status=InstanceStatus.DRAINING)
+                p.scale_downs.append(p.scale(inst, reason))
+
+
+def _unhealthy_pools(p: _Pass, units: Sequence[Unit]) -> set[str]:
+    """Pools with too many unhealthy units at once (DESIGN §16): `POOL_UNHEALTHY`, the pool
+    excluded for the negative cache (as a capacity fault is), no repair there."""
+    limits = {u.workload: p.policy.settings_of(u.workload).repair_max_unhealthy for u in units}
+    sick = disruption.unhealthy_pools(units, max_unhealthy=limits)
+    until = rfc3339(p.now + timedelta(seconds=p.policy.negative_cache))
+    for pool, (count, total) in sick.items():
+        if pool in p.snapshot.excluded or pool in p.exclusions:
+            continue
+        reason = f"POOL_UNHEALTHY: {count} of {total} units unhealthy"
+        workloads = tuple(sorted({u.workload for u in units if u.pool == pool}))
+        p.exclusions[pool] = ExclusionRecord(pool, reason, until, workloads)
+        p.event(None, "POOL_UNHEALTHY", "warning", pool=pool, unhealthy=count, units=total,
+                until=until)
+        for name in workloads:
+            p.mark_dirty(name, "pool unhealthy")
+    return set(sick)
+
+
+def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
+             deleting: set[str]) -> tuple[Blocked, ...]:
+    """The disruptions (DESIGN §16): scale-downs in flight go on (draining), units awaiting
+    their replacement are removed once it is ready (`_retire`); then the candidates — `late`,
+    `empty`, `unhealthy`, `underutilized`, `expired`, in that order — go through the budgets
+    (`core.disruption.plan`: counted in flight, rates over the recorded starts). Returns the
+    ones the budgets hold back, and records the blocks that changed."""
     for inst in sorted(p.instances.values(), key=lambda i: i.name):
         if p.status(inst) == InstanceStatus.DRAINING and inst.id not in deleting and inst.workload:
-            in_flight.append(Disruption(inst.id, inst.name, inst.workload, inst.pool or "",
-                                        DisruptionReason.EMPTY, replace_first=False))
-            p.scale_downs.append(p.scale(inst))
-    ready = [Unit(inst.id, inst.name, inst.workload, inst.pool,
-                  p.updates.get(inst.id, {}).get("idle_since", inst.idle_since))
-             for inst in p.instances.values()
-             if inst.workload and inst.pool and inst.id not in deleting
-             and p.status(inst) == InstanceStatus.READY]
+            reason = p.value(inst, "disruption")
+            p.scale_downs.append(p.scale(inst, DisruptionReason(reason) if reason
+                                         else DisruptionReason.EMPTY))
+    _retire(p, deleting)
+    deleting = {d.instance for d in p.deletions if d.instance}
+    in_flight = _in_flight(p)
+    units = _units(p, deleting)
     late = [Unit(inst.id, inst.name, inst.workload, inst.pool)
             for inst in p.instances.values()
             if inst.workload and inst.pool and inst.id not in deleting
+            and not p.value(inst, "disruption")
             and p.status(inst) in LIVE and _failed_launch(p, inst)]
-    candidates = disruption.late(late, targets=p.snapshot.targets, held=held,
-                                 in_flight=in_flight)
+    targets = p.snapshot.targets
+    # the rules' surplus counts units in `held`, which leaves out units awaiting replacement
+    draining = [d for d in in_flight if not d.replace_first]
+    candidates = disruption.late(late, targets=targets, held=held, in_flight=draining)
     chosen = {c.server_id for c in candidates}
     candidates += disruption.empty(
-        [u for u in ready if u.server_id not in chosen], targets=p.snapshot.targets,
-        held=held, in_flight=[*in_flight, *candidates], now=p.now,
+        [u for u in units if u.server_id not in chosen], targets=targets,
+        held=held, in_flight=[*draining, *candidates], now=p.now,
         idle_timeout=p.policy.idle_timeout)
+    sick_pools = _unhealthy_pools(p, units)
+    names = {u.workload for u in units}
+    candidates += disruption.unhealthy(
+        [u for u in units if u.server_id not in {c.server_id for c in candidates}], now=p.now,
+        repair_after={w: p.policy.settings_of(w).repair_after for w in names},
+        excluded=sick_pools)
+    chosen = {c.server_id for c in candidates}
+    candidates += disruption.underutilized(units, targets=targets, held=held,
+                                           in_flight=draining, chosen=candidates)
+    chosen = {c.server_id for c in candidates}
+    candidates += disruption.expired(
+        [u for u in units if u.server_id not in chosen], now=p.now,
+        expire_after={w: p.policy.settings_of(w).expire_after for w in names})
+    registered: dict[str, int] = {w: sum(pools.values()) for w, pools in held.items()}
+    for d in in_flight:  # retiring units are registered still
+        if d.replace_first and d.server_id in p.instances \
+                and p.status(p.instances[d.server_id]) in LIVE:
+            registered[d.workload] = registered.get(d.workload, 0) + 1
     decided = disruption.plan(
-        candidates, in_flight=in_flight,
-        registered={w: sum(pools.values()) for w, pools in held.items()},
-        budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now)
+        candidates, in_flight=in_flight, registered=registered,
+        budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now,
+        starts=_starts(p))
     for unit in decided.start:
-        inst = p.instances[unit.server_id]
-        if p.status(inst) != InstanceStatus.READY:  # never joined: nothing to drain
-            p.delete(inst, "late launch: above the plan")
-            p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
-                    pool=unit.pool, reason=unit.reason)
-            continue
-        p.update(inst, status=InstanceStatus.DRAINING)
-        p.scale_downs.append(p.scale(inst))
-        p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
-                pool=unit.pool, idle_since=inst.idle_since)
+        _start(p, unit)
+    _record_blocks(p, decided.blocked, {*held, *names, *(c.workload for c in candidates)})
     return decided.blocked
+
+
+def _start(p: _Pass, unit: Disruption) -> None:
+    """Start one disruption: recorded on the instance (in flight from now), then acted on."""
+    inst = p.instances[unit.server_id]
+    reason = unit.reason
+    p.update(inst, disruption=reason.value, disruption_at=p.stamp)
+    p.event(unit.workload, "DISRUPTION_STARTED", server=inst.id, name=inst.name,
+            pool=unit.pool, reason=reason)
+    if reason is DisruptionReason.EXPIRED:
+        p.event(unit.workload, "UNIT_EXPIRED", server=inst.id, name=inst.name, pool=unit.pool,
+                created=inst.created)
+    elif reason is DisruptionReason.UNHEALTHY:
+        p.event(unit.workload, "UNIT_UNHEALTHY", "warning", server=inst.id, name=inst.name,
+                pool=unit.pool, since=p.value(inst, "unhealthy_since"))
+    if unit.replace_first:
+        p.mark_dirty(unit.workload, f"unit {reason}: replacing it")
+        return  # `_retire` removes it once its replacement is ready
+    if p.status(inst) != InstanceStatus.READY:  # never joined: nothing to drain
+        p.delete(inst, "late launch: above the plan")
+        p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
+                pool=unit.pool, reason=reason)
+        return
+    p.update(inst, status=InstanceStatus.DRAINING)
+    p.scale_downs.append(p.scale(inst, reason))
+    p.event(unit.workload, "INSTANCE_SCALE_DOWN", server=inst.id, name=inst.name,
+            pool=unit.pool, idle_since=inst.idle_since, reason=reason)
+
+
+def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str]) -> None:
+    """The budget blocks now, per (workload, reason); `DISRUPTION_BLOCKED` for each that was
+    not blocked at the last pass (once per change from allowed to blocked)."""
+    before = {(b.workload, b.reason): b for b in p.snapshot.blocks}
+    now: dict[tuple[str, str], DisruptionBlock] = {}
+    for held in blocked:
+        d = held.disruption
+        key = (d.workload, d.reason.value)
+        if key in now:
+            continue
+        until = rfc3339(held.until) if held.until is not None else None
+        now[key] = DisruptionBlock(d.workload, d.reason.value, held.index, until)
+        if key not in before:
+            budget = held.budget
+            p.event(d.workload, "DISRUPTION_BLOCKED", reason=d.reason, budget=held.index,
+                    units=str(budget.units), until=until, server=d.server_id)
+    touched = set(workloads) | {w for w, _ in now}
+    if {k: v for k, v in before.items() if k[0] in touched} != now:
+        p.blocks = [now[k] for k in sorted(now)]
+        p.block_workloads = touched

@@ -123,8 +123,14 @@ def collect(store: Store, sample: RunSample) -> str:
     last_success = counters.last_success
     claims = [c for c in store.claims() if c.requests]
     states = dict.fromkeys(INSTANCE_STATES, 0)
+    started: dict[str, int] = {}
+    flying: dict[str, int] = {}
     for inst in store.instances(include_deleted=True):
         states[inst.status] = states.get(inst.status, 0) + 1
+        if inst.disruption and inst.disruption_at:  # DESIGN §16
+            started[inst.disruption] = started.get(inst.disruption, 0) + 1
+            if inst.status != "deleted":
+                flying[inst.disruption] = flying.get(inst.disruption, 0) + 1
     statuses: dict[str, int] = {}
     for row in store.workloads():
         statuses[row.status] = statuses.get(row.status, 0) + 1
@@ -152,6 +158,13 @@ def collect(store: Store, sample: RunSample) -> str:
              [({"region": r}, n) for r, n in sorted(spent.items())])
     t.metric("scoctl_instances", "gauge", "Instances by lifecycle state.",
              [({"state": s}, n) for s, n in sorted(states.items())])
+    t.metric("scoctl_disruptions_started", "gauge",
+             "Disruptions started, by reason, of the instances the state still holds "
+             "(retention prunes ended ones).",
+             [({"reason": r}, n) for r, n in sorted(started.items())])
+    t.metric("scoctl_disruptions_in_flight", "gauge",
+             "Disruptions in flight (started, the server not gone yet), by reason.",
+             [({"reason": r}, n) for r, n in sorted(flying.items())])
     t.metric("scoctl_workloads", "gauge", "Workloads by status (newest row per slug).",
              [({"status": s}, n) for s, n in sorted(statuses.items())])
     t.metric("scoctl_stage_duration_seconds", "gauge", "Duration of each stage in the last pass.",

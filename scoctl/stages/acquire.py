@@ -68,6 +68,7 @@ from scoctl.core.model.vocabulary import (
     TAG_LAUNCH,
     TAG_MANAGED,
     TAG_POOL,
+    TAG_SPEC,
     TAG_WORKLOAD,
     InstanceStatus,
     LaunchStatus,
@@ -75,6 +76,7 @@ from scoctl.core.model.vocabulary import (
     tag,
 )
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
+from scoctl.core.spec import spec_hash
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
@@ -445,7 +447,7 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
     user_data = render_user_data(files.template(), contract, secret,
                                  join_endpoint=None if slurm_node else settings.api_endpoint,
                                  join_ca_hash=None if slurm_node else settings.ca_cert_hash)
-    tags = launch_tags(plan, launch_id)
+    tags = (*launch_tags(plan, launch_id), tag(TAG_SPEC, spec_of(reg, plan)))
     check_tags(tags)
     launch = reg.run.config.launch_settings(reg.region)
     request = LaunchRequest(
@@ -463,6 +465,16 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
 
 
 # --------------------------------------------------------------------------- launch + record
+
+
+def spec_of(reg: _Region, plan: LaunchPlan) -> str:
+    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.spec_hash`)."""
+    launch = reg.run.config.launch_settings(reg.region)
+    taints = ["reclaimable=true:NoSchedule"] if plan.tier == "reclaimable" else []
+    return spec_hash(flavor=plan.flavor, image=launch.image, networks=launch.networks,
+                     security_groups=launch.security_groups, key_name=launch.key_name,
+                     server_group=launch.server_group, az=plan.az or None,
+                     user_data_template=reg.run.boot.template(), taints=taints)
 
 
 def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
@@ -574,6 +586,7 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
     """Write the servers as instances and the launch as recorded, in one transaction."""
     store, now = reg.store, reg.run.now()
     ordered = sorted(servers, key=lambda s: s.name)
+    spec = spec_of(reg, plan)
     with _fenced(reg):
         for index, server in enumerate(ordered):
             node = plan.node_names[index] if index < len(plan.node_names) else None
@@ -581,7 +594,7 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
                 id=server.id, name=server.name, region=reg.name, workload=plan.workload,
                 pool=plan.pool, generation=plan.generation, launch_id=launch_id,
                 status=NOVA_STATUS.get(server.status, InstanceStatus.ACTIVE), created=now,
-                updated=now, node_name=node))
+                updated=now, node_name=node, spec_hash=spec))
         store.update_launch(launch_id, status=LaunchStatus.RECORDED,
                             reservation_id=reservation_id or None)
         store.append_event(NewEvent(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,12 @@ from scoctl.core.model import (
     PlanWorkloadRecord,
 )
 from scoctl.core.model.problems import Api, Problem
-from scoctl.core.model.vocabulary import TAG_MANAGED, InstanceStatus, ServerStatus
+from scoctl.core.model.vocabulary import (
+    TAG_MANAGED,
+    DisruptionReason,
+    InstanceStatus,
+    ServerStatus,
+)
 from scoctl.core.reconcile import (
     LIVE,
     SLURM_POWERED_OFF,
@@ -47,6 +53,7 @@ from scoctl.core.reconcile import (
     slurm_idle,
 )
 from scoctl.core.slurm_power import POWER_DOWN
+from scoctl.core.timefmt import rfc3339
 from scoctl.errors import (
     ApiError,
     EvictionRefused,
@@ -64,11 +71,13 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
-    from scoctl.core.model import PodInfo, ServerInfo
+    from scoctl.core.model import PodInfo, ServerInfo, SlurmNode
 
 log = logging.getLogger(__name__)
 
 SCALE_DOWN_REASON = "scale-down: idle and not in the plan"
+# the disruptions whose scale-down is called off when work landed on the unit meanwhile
+CALLED_OFF_WHEN_BUSY = frozenset({DisruptionReason.EMPTY})
 
 
 class ScaleDownOutcome(Enum):
@@ -132,7 +141,24 @@ def policy_of(config: Config) -> Policy:
                   orphan_grace=t.orphan_grace, gc_orphans=config.gc_orphans,
                   budgets=config.disruption.budgets,
                   workload_budgets={w.name: w.disruption.budgets for w in config.workloads
-                                    if w.disruption is not None})
+                                    if w.disruption is not None},
+                  disruption=config.disruption,
+                  workload_disruption={w.name: w.disruption for w in config.workloads
+                                       if w.disruption is not None})
+
+
+def rate_horizon(config: Config) -> float:
+    """How far back the budgets' rates look (seconds): the longest `rate.per` of any budget."""
+    settings = [config.disruption, *(w.disruption for w in config.workloads if w.disruption)]
+    return max([b.rate.per for s in settings for b in s.budgets if b.rate is not None],
+               default=0.0)
+
+
+def removal_reason(unit: ScaleDown) -> str:
+    """What the deletion of a scaled-down unit records as its reason."""
+    if unit.reason is DisruptionReason.EMPTY:
+        return SCALE_DOWN_REASON
+    return f"disruption: {unit.reason}"
 
 
 def busy_pods(pods: Iterable[PodInfo], nodes: set[str]) -> dict[str, int]:
@@ -192,11 +218,17 @@ class _Region:
         servers = self.servers(tracked)  # a Nova failure ends this region's pass (raised)
         k8s_nodes = None
         busy: dict[str, int] = {}
+        on_nodes: dict[str, list[PodInfo]] = {}
         if self.cluster is not None:
             try:
                 k8s_nodes = tuple(self.cluster.nodes())
                 # by the Nodes' own names: the decision matches them to servers by identity
-                busy = busy_pods(self.cluster.pods(), {n.name for n in k8s_nodes})
+                names = {n.name for n in k8s_nodes}
+                pods = list(self.cluster.pods())
+                busy = busy_pods(pods, names)
+                for pod in pods:  # what each node runs, for consolidation's fit
+                    if pod.node_name in names:
+                        on_nodes.setdefault(pod.node_name, []).append(pod)
             except ApiError as exc:
                 k8s_nodes = None
                 self._note("kubernetes",
@@ -208,6 +240,7 @@ class _Region:
             except ApiError as exc:
                 self._note("slurm", "Slurm nodes unreadable (nothing turns ready or idle)", exc)
         plans = store.plans()
+        since = rfc3339(self.clock.now() - timedelta(seconds=rate_horizon(config)))
         return Snapshot(
             region=self.region.name, servers=tuple(servers), instances=tuple(tracked),
             launches=tuple(launch for launch in store.launches()
@@ -216,7 +249,12 @@ class _Region:
             suspended=store.suspended_nodes(), targets=_targets(plans),
             tiers={p.name: p.tier for p in config.pools},
             orphans_seen=store.orphans_seen(self.region.name),
-            intents_held=intents_held(store, self.region.name, self.clock.monotonic()))
+            intents_held=intents_held(store, self.region.name, self.clock.monotonic()),
+            disrupted=tuple(store.disrupted(since)),
+            pods={name: tuple(pods) for name, pods in on_nodes.items()},
+            pools=frozenset(p.name for p in config.pools if p.region == self.region.name),
+            excluded=frozenset(e.pool for e in store.exclusions()),
+            blocks=tuple(store.disruption_blocks()))
 
     # -- record ----------------------------------------------------------------------------
 
@@ -241,6 +279,8 @@ class _Region:
                     by_reason.setdefault(reason, set()).add(name)
                 for reason, names in sorted(by_reason.items()):
                     store.mark_dirty(names, reason)
+            if decision.block_workloads:
+                store.save_disruption_blocks(decision.block_workloads, decision.blocks)
             if store.orphans_seen(self.region.name) != dict(decision.orphans_seen):
                 store.save_orphans_seen(self.region.name, decision.orphans_seen)
 
@@ -279,7 +319,9 @@ class _Region:
             self.store.update_instance(InstanceUpdate(instance, status=InstanceStatus.DELETED))
             self.store.append_event(NewEvent(inst.workload, "INSTANCE_DELETED", "info",
                                              {"server": inst.id, "name": inst.name,
-                                              "pool": inst.pool, "reason": reason}))
+                                              "pool": inst.pool, "reason": reason,
+                                              **({"disruption": inst.disruption}
+                                                 if inst.disruption else {})}))
             if inst.node_name:
                 self.store.clear_suspended([inst.node_name])
 
@@ -317,10 +359,19 @@ class _Region:
             self.power_down(removal.slurm_node, f"scoctl: {removal.reason}")
         return done
 
+    def back_in_service(self, unit: ScaleDown) -> None:
+        """A scale-down called off: the unit is ready again, its disruption ended (DESIGN
+        §16: no longer in flight)."""
+        self.store.update_instance(InstanceUpdate(
+            unit.instance, status=InstanceStatus.READY, idle_since=None, disruption=None))
+
     def scale_down(self, unit: ScaleDown) -> ScaleDownOutcome:
         """cordon → check idle again → drain → delete Node → delete server; KEPT if busy,
         WAITING while its evicted pods still terminate (`DRAIN_TIMED_OUT`) or disruption budgets
-        still refuse their eviction (`DRAIN_BLOCKED`)."""
+        still refuse their eviction (`DRAIN_BLOCKED`). An `underutilized` unit (DESIGN §16,
+        consolidation) is drained busy: its pods move to the workload's kept units through the
+        Eviction API (PodDisruptionBudgets respected); an expired one, replaced already,
+        too."""
         if unit.slurm_node:
             return self._scale_down_slurm(unit)
         if self.cluster is not None and unit.node:
@@ -330,10 +381,9 @@ class _Region:
                 # drain below waits for it
                 busy = busy_pods([p for p in self.cluster.pods_on_node(unit.node)
                                   if not p.deleting], {unit.node})
-                if busy.get(unit.node, 0):
+                if busy.get(unit.node, 0) and unit.reason in CALLED_OFF_WHEN_BUSY:
                     self.cluster.uncordon(unit.node)
-                    self.store.update_instance(InstanceUpdate(
-                        unit.instance, status=InstanceStatus.READY, idle_since=None))
+                    self.back_in_service(unit)
                     self.store.append_event(NewEvent(unit.workload, "SCALE_DOWN_CANCELLED", "info",
                                                      {"server": unit.server_id, "name": unit.name,
                                                       "reason": "pods landed on the node"}))
@@ -359,8 +409,8 @@ class _Region:
             except ApiError as exc:
                 self._note("kubernetes", f"scale-down of {unit.name}", exc)
                 return ScaleDownOutcome.FAILED
-        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
-                                unit.name)
+        ok = self.delete_server(unit.server_id, unit.instance, removal_reason(unit),
+                                unit.workload, unit.name)
         return ScaleDownOutcome.DELETED if ok else ScaleDownOutcome.FAILED
 
     def _scale_down_slurm(self, unit: ScaleDown) -> ScaleDownOutcome:
@@ -373,8 +423,11 @@ class _Region:
                 return ScaleDownOutcome.FAILED
             node = fresh.get(unit.slurm_node)
             if not slurm_idle(node):
-                self.store.update_instance(InstanceUpdate(
-                    unit.instance, status=InstanceStatus.READY, idle_since=None))
+                if unit.reason not in CALLED_OFF_WHEN_BUSY:
+                    # drained (no new jobs): removed once its running jobs end
+                    self._drain_slurm(unit.slurm_node, node)
+                    return ScaleDownOutcome.WAITING
+                self.back_in_service(unit)
                 return ScaleDownOutcome.KEPT
             # a node Slurm powered down itself needs no POWER_DOWN_FORCE (that would run
             # SuspendProgram again and block the node's resume for SuspendTimeout)
@@ -386,9 +439,18 @@ class _Region:
                     self._note("slurm", f"power down Slurm node {unit.slurm_node}", exc)
                     return ScaleDownOutcome.FAILED
             self.released.append(NodeRelease(unit.slurm_node, "scale-down"))
-        ok = self.delete_server(unit.server_id, unit.instance, SCALE_DOWN_REASON, unit.workload,
-                                unit.name)
+        ok = self.delete_server(unit.server_id, unit.instance, removal_reason(unit),
+                                unit.workload, unit.name)
         return ScaleDownOutcome.DELETED if ok else ScaleDownOutcome.FAILED
+
+    def _drain_slurm(self, name: str, node: SlurmNode | None) -> None:
+        """Slurm consolidation: DRAIN the node (no new jobs; the running ones finish)."""
+        if self.scheduler is None or node is None or "DRAIN" in node.flags:
+            return
+        try:
+            self.scheduler.update_node(name, state="DRAIN", reason="scoctl: underutilized")
+        except ApiError as exc:
+            self._note("slurm", f"drain Slurm node {name}", exc)
 
     def run(self) -> RegionOutcome:
         snapshot = self.snapshot()

@@ -304,6 +304,24 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE claims ADD COLUMN ineligible TEXT NOT NULL DEFAULT '{}';
     """,
+    # 7: disruptions (DESIGN §16): each instance's disruption reason and start (in flight from
+    # its start until the server is gone or the unit is back in service; the start stays for
+    # the budgets' rates), since when its node is unhealthy, its launch spec hash (§17); and
+    # the (workload, reason)s a budget holds back now (DISRUPTION_BLOCKED once per change)
+    """
+    ALTER TABLE instances ADD COLUMN disruption TEXT;
+    ALTER TABLE instances ADD COLUMN disruption_at TEXT;
+    ALTER TABLE instances ADD COLUMN unhealthy_since TEXT;
+    ALTER TABLE instances ADD COLUMN spec_hash TEXT;
+    CREATE INDEX instances_disrupted ON instances(disruption_at);
+    CREATE TABLE disruption_blocks (
+        workload TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        budget INTEGER NOT NULL,
+        until TEXT,
+        PRIMARY KEY (workload, reason)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,6 +26,7 @@ from typing import Protocol, Self
 from scoctl.core.claims import ClaimWrite
 from scoctl.core.model import (
     ClaimRecord,
+    DisruptionBlock,
     EventRecord,
     ExclusionRecord,
     Histogram,
@@ -248,6 +249,21 @@ class FleetState(Protocol):
     def prune_launches(self, statuses: Sequence[str], before: str, limit: int) -> int:
         """Delete up to `limit` of the oldest launches with one of `statuses` last updated
         before `before` (RFC 3339); returns how many went."""
+        ...
+
+    def disrupted(self, since: str) -> list[InstanceRecord]:
+        """Instances of every region whose disruption is in flight (a reason set, not
+        deleted), and those whose disruption started at `since` (RFC 3339) or later, deleted
+        or not (the budgets' rates), by start."""
+        ...
+
+    def disruption_blocks(self) -> list[DisruptionBlock]:
+        """The (workload, reason)s a disruption budget holds back now, by workload, reason."""
+        ...
+
+    def save_disruption_blocks(self, workloads: Iterable[str],
+                               blocks: Iterable[DisruptionBlock]) -> None:
+        """Replace the blocks of `workloads` with `blocks` (other workloads keep theirs)."""
         ...
 
     def exclude(self, pool: str, reason: str, until: str) -> None:

@@ -57,7 +57,20 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     assert result.code == 0, result.stderr
     body = result.json()
     assert isinstance(body, dict)
-    assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency"]
+    assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency",
+                          "disruption"]
+    # DESIGN §16: per workload and reason, what the budgets allow (the default 10 % of its
+    # registered units, rounded up), nothing in flight, no scheduled budget
+    for entry in body["disruption"]:
+        assert set(entry) == {"workload", "reason", "allowed", "in_flight", "next_window"}
+    for name in {e["workload"] for e in body["disruption"]}:
+        units = sum(1 for i in body["instances"] if i["workload"] == name)
+        assert {(e["reason"], e["allowed"], e["in_flight"], e["next_window"])
+                for e in body["disruption"] if e["reason"] != "noticed"
+                and e["workload"] == name} == {
+            (r, -(-units // 10), 0, None)
+            for r in ("empty", "underutilized", "expired", "unhealthy")}
+    assert {e["allowed"] for e in body["disruption"] if e["reason"] == "noticed"} == {None}
     assert body["leaders"] == []  # one host on a SQLite state: no leases
     orders = next(w for w in body["workloads"] if w["slug"] == "orders-daily")
     assert orders == {"slug": "orders-daily", "kind": "deployment", "source": "k8s",

@@ -456,7 +456,10 @@ def test_surplus_idle_units_are_scaled_down_under_the_disruption_budget() -> Non
                     targets={"web": {"p-spot": 5}}), POLICY, NOW)
     assert len(d.scale_downs) == 2  # 10% of 20
     assert all(fields(d, s.instance)["status"] == "draining" for s in d.scale_downs)
-    assert tokens(d) == ["INSTANCE_SCALE_DOWN"] * 2
+    assert all(fields(d, s.instance)["disruption"] == "empty" for s in d.scale_downs)
+    # each start is announced, and the budget's block once (DESIGN §16)
+    assert tokens(d) == ["DISRUPTION_STARTED", "INSTANCE_SCALE_DOWN"] * 2 + ["DISRUPTION_BLOCKED"]
+    assert [(b.workload, b.reason, b.budget) for b in d.blocks] == [("web", "empty", 0)]
 
 
 def test_disruption_budget_rounds_up_to_at_least_one() -> None:

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from scoctl.core.model.records import (
         KEEP,
         ClaimRecord,
+        DisruptionBlock,
         EventRecord,
         ExclusionRecord,
         InstanceRecord,
@@ -118,6 +119,7 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint", "Toleration", "WorkloadRef",
     "Placement", "Requirement", "Spread",
 ]
+__all__ += ["DisruptionBlock"]  # DESIGN §16
 __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
@@ -135,7 +137,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "problems": ("APIS", "Api", "Problem"),
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
-    "records": ("KEEP", "ClaimRecord", "EventRecord", "ExclusionRecord", "InstanceRecord",
+    "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
+                "InstanceRecord",
                 "InstanceUpdate", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
                 "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache",
                 "TokenRecord", "WorkloadRecord"),

@@ -135,6 +135,12 @@ class InstanceRecord:
     idle_since: str | None = None
     fault: str | None = None
     node_name: str | None = None
+    # DESIGN §16: the reason of its disruption and when it started (in flight while the status
+    # is not deleted; kept afterwards for the budgets' rates), since when its node is unhealthy
+    disruption: str | None = None
+    disruption_at: str | None = None
+    unhealthy_since: str | None = None
+    spec_hash: str | None = None  # DESIGN §17: the launch spec it was created from
 
 
 class Keep(Enum):
@@ -157,12 +163,28 @@ class InstanceUpdate:
     ready_at: str | None | Keep = KEEP
     idle_since: str | None | Keep = KEEP
     fault: str | None | Keep = KEEP
+    disruption: str | None | Keep = KEEP
+    disruption_at: str | None | Keep = KEEP
+    unhealthy_since: str | None | Keep = KEEP
 
     @property
     def fields(self) -> dict[str, Any]:
         """The fields this update sets, by name."""
-        return {name: value for name in ("status", "active_at", "ready_at", "idle_since", "fault")
+        return {name: value for name in ("status", "active_at", "ready_at", "idle_since", "fault",
+                                         "disruption", "disruption_at", "unhealthy_since")
                 if (value := getattr(self, name)) is not KEEP}
+
+
+@dataclass(frozen=True)
+class DisruptionBlock:
+    """A (workload, reason) whose candidates a budget holds back (the `budget`-th of the
+    workload's budgets), until time alone lifts it (`until`, RFC 3339; None: until a
+    disruption ends). Stored so that DISRUPTION_BLOCKED is written once per change."""
+
+    workload: str
+    reason: str
+    budget: int
+    until: str | None = None
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ TAG_WORKLOAD = "sco:workload"
 TAG_POOL = "sco:pool"
 TAG_GENERATION = "sco:gen"
 TAG_LAUNCH = "sco:launch"
+TAG_SPEC = "sco:spec"  # DESIGN §17: the launch spec hash
 # server metadata: a reclaim notice's deadline (DESIGN §14)
 META_RECLAIM_AT = "sco:reclaim-at"
 

@@ -300,4 +300,20 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE claims ADD COLUMN ineligible TEXT NOT NULL DEFAULT '{}';
     """,
+    # 7: disruptions (DESIGN §16): reason, start, unhealthy-since and launch spec hash per
+    # instance; the (workload, reason)s a budget holds back now
+    f"""
+    ALTER TABLE instances ADD COLUMN disruption {T};
+    ALTER TABLE instances ADD COLUMN disruption_at {T};
+    ALTER TABLE instances ADD COLUMN unhealthy_since {T};
+    ALTER TABLE instances ADD COLUMN spec_hash {T};
+    CREATE INDEX instances_disrupted ON instances(disruption_at);
+    CREATE TABLE disruption_blocks (
+        workload {T} NOT NULL,
+        reason {T} NOT NULL,
+        budget INTEGER NOT NULL,
+        until {T},
+        PRIMARY KEY (workload, reason)
+    );
+    """,
 )

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scoctl.core.model import ExclusionRecord, InstanceRecord, InstanceUpdate, LaunchRecord
+from scoctl.core.model import (
+    DisruptionBlock,
+    ExclusionRecord,
+    InstanceRecord,
+    InstanceUpdate,
+    LaunchRecord,
+)
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
@@ -82,6 +88,30 @@ class FleetTables(SqliteBase):
     def instance(self, instance_id: str) -> InstanceRecord | None:
         row = self._one("SELECT * FROM instances WHERE id = ?", [instance_id])
         return _instance(row) if row else None
+
+    def disrupted(self, since: str) -> list[InstanceRecord]:
+        """See `Store.disrupted`."""
+        return [_instance(r) for r in self.db.query(
+            "SELECT * FROM instances WHERE disruption IS NOT NULL "
+            "AND (status != ? OR disruption_at >= ?) ORDER BY disruption_at, id",
+            [InstanceStatus.DELETED.value, since])]
+
+    def disruption_blocks(self) -> list[DisruptionBlock]:
+        """See `Store.disruption_blocks`."""
+        return [DisruptionBlock(r["workload"], r["reason"], r["budget"], r["until"])
+                for r in self.db.query(
+                    "SELECT * FROM disruption_blocks ORDER BY workload, reason")]
+
+    def save_disruption_blocks(self, workloads: Iterable[str],
+                               blocks: Iterable[DisruptionBlock]) -> None:
+        """See `Store.save_disruption_blocks`."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM disruption_blocks WHERE workload = ?",
+                                  [(w,) for w in sorted(set(workloads))])
+            self.conn.executemany(
+                "INSERT INTO disruption_blocks (workload, reason, budget, until) "
+                "VALUES (?, ?, ?, ?)",
+                [(b.workload, b.reason, b.budget, b.until) for b in blocks])
 
     def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
         """Delete up to `limit` of the oldest instances with one of `statuses` last updated
