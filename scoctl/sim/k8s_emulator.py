@@ -735,7 +735,7 @@ class K8sEmulator:
         self.disruption_delay = disruption_delay
         self._disruption_dirty: set[str] = set()
         self._disruption_due: float | None = None
-        self._disruption_cost = 0.0  # seconds the last sync took
+        self._disruption_cost = 0.0  # CPU seconds the last sync took
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
@@ -1296,9 +1296,10 @@ class K8sEmulator:
         `disruption_delay` (the controller's informers and work queue)."""
         self._disruption_dirty.add(ns)
         if self._disruption_due is None and self.disruption_delay is not None:
-            # never more than a tenth of the time under the lock, however many pods
-            self._disruption_due = time.monotonic() + max(self.disruption_delay,
-                                                          10 * self._disruption_cost)
+            # the lock held a tenth of the time at most, however many pods (the sync's own
+            # CPU time: a thread waiting for the GIL is not the sync's cost), 2 s at most
+            self._disruption_due = time.monotonic() + max(
+                self.disruption_delay, min(10 * self._disruption_cost, 2.0))
 
     def _disruption_tick(self) -> float | None:
         """Sync the changed namespaces' budgets once due; returns the seconds until then."""
@@ -1307,8 +1308,8 @@ class K8sEmulator:
         left = self._disruption_due - time.monotonic()
         if left > 0:
             return left
-        self._sync_disruption()
-        return None
+        self._sync_disruption()  # its own writes may have scheduled the next one
+        return None if self._disruption_due is None else self._disruption_due - time.monotonic()
 
     def sync_disruption(self) -> int:
         """Run the disruption controller over every PodDisruptionBudget now (it otherwise runs
@@ -1322,11 +1323,11 @@ class K8sEmulator:
         """disruption.go `sync` for the budgets of the changed namespaces: each one's status
         from `controllers.disruption_status`, written (as the controller's own update, which
         bumps no generation) when it differs."""
-        started = time.monotonic()
+        started = time.thread_time()
         try:
             return self._sync_budgets()
         finally:
-            self._disruption_cost = time.monotonic() - started
+            self._disruption_cost = time.thread_time() - started
 
     def _sync_budgets(self) -> int:
         dirty, self._disruption_dirty = self._disruption_dirty, set()

@@ -125,7 +125,7 @@ def test_the_controller_step_follows_pod_changes_on_its_own() -> None:
     """pkg/controller/disruption/disruption.go `addPod` / `updatePod` / `deletePod` enqueue the
     pod's budget and the worker syncs it: the emulator's controller step runs
     `disruption_delay` after a change, without being asked."""
-    with K8sEmulator(disruption_delay=0.05).start() as emu:
+    with K8sEmulator(disruption_delay=0.05) as emu:
         _, names = running_pods(emu)
         emu.add(ke.make_pdb("web", "shop", match_labels={"app": "web"}, min_available=2))
         deadline = time.monotonic() + 5
