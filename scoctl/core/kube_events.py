@@ -303,8 +303,9 @@ def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
 
 def node_events(instances: Iterable[InstanceRecord], noticed: Iterable[NoticedRecord],
                 blocked: Sequence[Blocked] = ()) -> list[Wanted]:
-    """``ReclaimNoticed`` for the open notices, ``DisruptionStarted`` for the draining
-    instances, ``DisruptionBlocked`` for the disruptions the budget holds back (by node)."""
+    """``ReclaimNoticed`` for the open notices, ``DisruptionStarted`` for the instances under
+    a disruption (draining, or their replacement on its way: the reason is the instance's
+    recorded one), ``DisruptionBlocked`` for the disruptions the budget holds back (by node)."""
     by_id = {i.id: i for i in instances}
     out: list[Wanted] = []
     open_notices = {}
@@ -319,9 +320,9 @@ def node_events(instances: Iterable[InstanceRecord], noticed: Iterable[NoticedRe
             f"reclaim notice from {row.source}{why}: server {row.server_id} is reclaimed at "
             f"{row.deadline}; scoctl cordons and drains the node and replaces it"), "Warning"))
     for inst in sorted(by_id.values(), key=lambda i: i.name):
-        if inst.status != "draining":
-            continue
-        reason = "noticed" if inst.id in open_notices else "empty"
+        if inst.status != "draining" and not inst.disruption:
+            continue  # neither draining nor a disruption in flight (its replacement first)
+        reason = "noticed" if inst.id in open_notices else inst.disruption or "empty"
         out.append(Wanted(node_ref(inst.node_name or inst.name), DISRUPTION_STARTED, (
             f"scoctl is disrupting the node (reason {reason}): cordoned, draining, then the "
             f"server {inst.id} is deleted")))

@@ -136,6 +136,16 @@ def test_an_event_found_in_the_cluster_continues_its_series() -> None:
     assert ke.adopted({**raw, "source": {"component": "kubelet"}}, created.key) is None
 
 
+def test_a_disruption_in_flight_names_its_recorded_reason_before_the_drain_too() -> None:
+    expiring = replace(instance("s5", "ready", "node-5"), disruption="expired")
+    drained = replace(instance("s6", "draining", "node-6"), disruption="underutilized")
+    wanted = ke.node_events([expiring, drained], [])
+    assert [(w.ref.name, w.reason) for w in wanted] == [("node-5", "DisruptionStarted"),
+                                                       ("node-6", "DisruptionStarted")]
+    assert "reason expired" in wanted[0].message
+    assert "reason underutilized" in wanted[1].message
+
+
 def test_long_messages_and_names_are_cut_to_the_apis_limits() -> None:
     long = ke.Wanted(ke.ObjectRef("Pod", "p" * 253, "shop", "u"), "Nominated", "m" * 5000)
     write = ke.plan_writes([long], {}, 0.0)[0]
