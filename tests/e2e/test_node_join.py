@@ -96,8 +96,8 @@ def test_a_kubernetes_node_joins_with_its_labels_taint_and_server_id(tmp_path: P
     labels = ",".join([f"sco/instance={SERVER_ID}", "sco/managed=true",
                        "sco/workload=orders-daily", "sco/pool=c4.xlarge.az1.spot",
                        "sco/contract=T1", "sco/tier=reclaimable", "sco/reclaimable=true",
-                       "topology.kubernetes.io/zone=az1",
-                       "node.kubernetes.io/instance-type=c4.xlarge"])
+                       "node.kubernetes.io/instance-type=c4.xlarge",
+                       "topology.kubernetes.io/zone=az1", "topology.kubernetes.io/region=region-a"])
     assert node.file("/etc/default/kubelet").read_text() == (
         f'KUBELET_EXTRA_ARGS="--node-labels={labels} --register-with-taints={RECLAIMABLE_TAINT}"\n')
     assert not node.file("/etc/scoctl/join.env").exists()  # the token is gone once used

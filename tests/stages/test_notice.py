@@ -323,7 +323,7 @@ def test_a_pool_notice_through_the_spool_covers_every_server_of_the_pool(
     assert spooled.kind == "pool"
     result = world.run()
     assert [s.name for s in result.steps] == ["watch", "plan", "acquire", "reconcile",
-                                               "notice", "plan", "acquire"]
+                                               "notice", "plan", "acquire", "kube-events"]
     assert world.instances("small.b")  # replaced in the same pass
     noticed = world.store.instance(inst.id)
     assert noticed is not None and noticed.status == "noticed"
