@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
+    from scoctl.config.schema import Config
     from scoctl.core.blast import Blast
     from scoctl.stages.plan import PlanView
+    from scoctl.state import Store
 
 
 def plan(
@@ -25,7 +27,8 @@ def plan(
         "claims (source file) and planned.")] = None,
     explain: Annotated[str | None, typer.Option(
         "--explain", help="Show per pool: units, share, score, why other pools were skipped "
-        "or capped, and the blast radius of each pool and group.")] = None,
+        "or capped, the blast radius of each pool and group, and per disruption reason what "
+        "waits on which budget.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and print; write nothing.")
                        ] = False,
     check: Annotated[bool, typer.Option(
@@ -53,7 +56,6 @@ def plan(
     from scoctl.clock import SystemClock
     from scoctl.errors import EXIT_PLAN_CHECK
     from scoctl.stages.plan import plan_view, what_if_store
-    from scoctl.state import Store
 
     g = globals_of(ctx, json=json_out)
     config = g.config()
@@ -64,6 +66,7 @@ def plan(
         view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
                          claims_path=claims, dry_run=dry_run, explain=explain,
                          blast=g.json or explain is not None)
+        waits = _waits(config, store, explain) if explain is not None else []
     result = view.result
     if result.ranking.stale:
         render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
@@ -74,9 +77,12 @@ def plan(
             "workloads": [plan_workload_json(r, explain=(r.workload == explain),
                                              blast=view.blasts[name].as_json()
                                              if name in view.blasts else None)
+                          | ({"disruption": waits} if r.workload == explain else {})
                           for name, r in view.records.items()]})
     else:
         _show(view, dry_run)
+        if explain is not None:
+            _show_waits(explain, waits)
     if check and any(not r.feasible or r.degraded for r in view.records.values()):
         raise typer.Exit(EXIT_PLAN_CHECK)
 
@@ -110,6 +116,52 @@ def _show(view: PlanView, dry_run: bool) -> None:
         render.line(f"reason: {reason}")
     if view.explain in view.blasts:
         _show_blast(view.explain, view.blasts[view.explain])
+
+
+def _waits(config: Config, store: Store, workload: str) -> list[dict[str, Any]]:
+    """What waits on which budget for `workload` (DESIGN §16): the blocks the last reconcile
+    stored, and per reason what its budgets allow now (`core.disruption.status`, over the
+    instance rows and the recent starts the rates count)."""
+    from datetime import timedelta
+
+    from scoctl.cli.views import budget_waits_json
+    from scoctl.clock import SystemClock
+    from scoctl.core.disruption import status
+    from scoctl.core.timefmt import rfc3339
+    from scoctl.stages.reconcile import rate_horizon
+
+    now = SystemClock().now()
+    rows = {i.id: i for i in store.disrupted(rfc3339(now - timedelta(
+        seconds=rate_horizon(config)))) if i.workload == workload}
+    rows.update({i.id: i for i in store.instances(workload=workload)})
+    budgets = config.disruption_of(workload).budgets
+    statuses = status([workload], instances=rows.values(), budgets_of={workload: budgets},
+                      now=now)
+    blocks = [b for b in store.disruption_blocks() if b.workload == workload]
+    return budget_waits_json(statuses, blocks, budgets)
+
+
+def _show_waits(workload: str, waits: list[dict[str, Any]]) -> None:
+    from scoctl.cli import render
+
+    def limit(entry: dict[str, Any]) -> str:
+        if not entry["waiting"]:
+            return "-"
+        budget = entry.get("limit") or {}
+        text = f"budget #{entry['budget']}: {budget.get('units', '?')} units"
+        if budget.get("reasons"):
+            text += " of " + ", ".join(budget["reasons"])
+        if budget.get("schedule"):
+            text += (f", window {budget['schedule']} for {budget['duration']:g} s "
+                     f"({budget['time_zone']})")
+        return text
+
+    render.table(f"{workload}: what waits on which disruption budget",
+                 ["reason", "in flight", "allowed", "waits on", "until", "next window"],
+                 [(e["reason"], e["in_flight"], "no limit" if e["allowed"] is None
+                   else e["allowed"], limit(e),
+                   (e["until"] or "a disruption ends") if e["waiting"] else "",
+                   e["next_window"] or "") for e in waits])
 
 
 def _show_blast(workload: str, blast: Blast) -> None:

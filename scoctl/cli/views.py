@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scoctl.core.model import (
     ClaimRecord,
@@ -16,6 +16,12 @@ from scoctl.core.model import (
     WorkloadRecord,
 )
 from scoctl.core.quantity import to_json_resources
+from scoctl.core.timefmt import rfc3339
+
+if TYPE_CHECKING:
+    from scoctl.core.disruption import ReasonStatus
+    from scoctl.core.model.disruption import Budget
+    from scoctl.core.model.records import DisruptionBlock
 
 
 def workload_json(w: WorkloadRecord) -> dict[str, Any]:
@@ -93,3 +99,38 @@ def latency_json(samples: Mapping[str, Sequence[LatencySample]]) -> dict[str, An
                        "p99": round(p99, 3) if p99 is not None else None}
     return out
 
+
+
+def budget_json(b: Budget) -> dict[str, Any]:
+    """One `disruption.budgets[]` entry as the config gives it (DESIGN §16)."""
+    out: dict[str, Any] = {"units": str(b.units),
+                           "reasons": sorted(r.value for r in b.reasons)}
+    if b.schedule is not None:
+        out.update(schedule=b.schedule.text, duration=b.duration, time_zone=b.time_zone)
+    if b.rate is not None:
+        out["rate"] = {"units": str(b.rate.units), "per": b.rate.per}
+    return out
+
+
+def budget_waits_json(statuses: Iterable[ReasonStatus], blocks: Iterable[DisruptionBlock],
+                      budgets: Sequence[Budget]) -> list[dict[str, Any]]:
+    """`plan --explain`'s disruption view (DESIGN §16), per reason of `statuses`: how many are
+    in flight and may start now (`allowed`; None: no limit), when the first scheduled budget
+    counting it next changes (`next_window`), and what waits on which budget — the budget the
+    last reconcile found holding that reason's candidates back (`budget`: its index in the
+    workload's budgets, and `limit`: that budget) and until when (`until`; None: until a
+    disruption in flight ends), from the stored `blocks`."""
+    held = {b.reason: b for b in blocks}
+    out: list[dict[str, Any]] = []
+    for r in statuses:
+        block = held.get(r.reason.value)
+        entry: dict[str, Any] = {
+            "reason": r.reason.value, "in_flight": r.in_flight, "allowed": r.allowed,
+            "next_window": rfc3339(r.next_window) if r.next_window else None,
+            "waiting": block is not None,
+            "budget": block.budget if block is not None else None,
+            "until": block.until if block is not None else None}
+        if block is not None and 0 <= block.budget < len(budgets):
+            entry["limit"] = budget_json(budgets[block.budget])
+        out.append(entry)
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scoctl.core.model import InstanceRecord, LaunchRecord
-from scoctl.core.model.vocabulary import LaunchStatus
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.core.reconcile import LIVE
 
 LIVE_STATUSES = LIVE  # one definition of a live instance, shared with the reconciler
@@ -27,4 +27,17 @@ def units_of(instances: Iterable[InstanceRecord],
     for launch in in_flight:
         pools = out.setdefault(launch.workload, {})
         pools[launch.pool] = pools.get(launch.pool, 0) + launch.count
+    return out
+
+
+def idle_units_of(instances: Iterable[InstanceRecord]) -> dict[str, dict[str, int]]:
+    """Idle units per workload and pool (pure): ready instances that run no work
+    (`idle_since` set by reconcile) and no disruption holds. The planner gives these back
+    first when a claim shrinks (DESIGN §16)."""
+    out: dict[str, dict[str, int]] = {}
+    for inst in instances:
+        if inst.status == InstanceStatus.READY and inst.idle_since and inst.workload \
+                and inst.pool and inst.disruption is None:
+            pools = out.setdefault(inst.workload, {})
+            pools[inst.pool] = pools.get(inst.pool, 0) + 1
     return out

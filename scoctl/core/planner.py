@@ -51,7 +51,9 @@ Fill (per workload)
     reclaimable units, each to the best-keyed pool within its pool cap, group cap and depth; while
     fewer than ``min_pools`` pools hold reclaimable units only pools holding none are candidates;
     until the claim is covered and, once any reclaimable unit is placed, ``min_pools`` pools
-    hold one. (d) drop waste worst key first: reclaimable units while the plan stays covered and
+    hold one. (d) drop waste, a pool's idle units first (``idle``: when a claim shrinks, the
+    units that run no work go before busy ones, so fewer pods move, DESIGN §16), then worst key
+    first: reclaimable units while the plan stays covered and
     keeps the pool count (all of them when committed units alone cover the claim), then
     committed units above the floor while the plan stays covered. (d) looks at every unit, kept
     or added, so a plan never holds a unit it could drop: this is what makes a re-plan of an
@@ -405,8 +407,10 @@ class _Fill:
         depth_left: Mapping[str, int],
         level: int,
         spread_first: bool = True,
+        idle: Mapping[str, int] | None = None,
     ) -> None:
         self.order = order
+        self.idle = idle or {}  # per pool: current units that run no work (DESIGN §16)
         # (c) as written spreads one unit over min_pools pools first; when that leaves the
         # claim uncovered, the next try covers first and then spreads as far as the caps allow
         # (min_pools is the first thing to give).
@@ -664,29 +668,41 @@ class _Fill:
             if not self._new_pool_possible():
                 return
 
+    def _waste_order(self, tier: str) -> list[tuple[_Entry, int | None]]:
+        """The pools of `tier` in the order (d) removes their units, each with at most how
+        many it gives in that turn (None: any): first the pools' idle units (DESIGN §16: a
+        shrunk claim removes empty units first, so fewer pods move), worst key first, then
+        every unit, worst key first."""
+        by_name = self.order.by_name
+        held = sorted((by_name[p] for p in self.held if by_name[p].tier == tier),
+                      key=lambda e: -e.rank)
+        first: list[tuple[_Entry, int | None]] = [
+            (e, min(self.idle[e.name], self.current.get(e.name, 0))) for e in held
+            if self.idle.get(e.name, 0) > 0]
+        return first + [(e, None) for e in held]
+
     def drop_waste(self) -> None:
-        """(d) Remove units the plan does not need, worst key first."""
+        """(d) Remove units the plan does not need: idle ones first, then worst key first."""
         by_name = self.order.by_name
         if self.count and self.committed() >= 1 - EPS:
             for name in sorted(self.held):
                 if by_name[name].tier == "reclaimable":
                     self.set_units(by_name[name], 0)
-        held = sorted((by_name[p] for p in self.held), key=lambda e: -e.rank)
-        for e in held:
-            if e.tier != "reclaimable":
-                continue
-            n = self.held[e.name]
+        for e, most in self._waste_order("reclaimable"):
+            n = self.held.get(e.name, 0)
             r = min(n, _removable(self.total() - (1 - EPS), self.coverage_of(e)))
+            if most is not None:
+                r = min(r, most)
             if r == n and self.count - 1 < self.eff_min:
                 r = n - 1
             if r > 0:
                 self.set_units(e, n - r)
-        for e in held:
-            if e.tier != "committed":
-                continue
-            n = self.held[e.name]
+        for e, most in self._waste_order("committed"):
+            n = self.held.get(e.name, 0)
             slack = min(self.total() - (1 - EPS), self.committed() - (self.contract.floor - EPS))
             r = min(n, _removable(slack, self.coverage_of(e)))
+            if most is not None:
+                r = min(r, most)
             if r > 0:
                 self.set_units(e, n - r)
 
@@ -906,6 +922,7 @@ def _plan_one(
     depth_left: Mapping[str, int],
     want_explain: bool,
     prune: bool,
+    idle: Mapping[str, int] | None = None,
 ) -> WorkloadPlan:
     current = {p: n for p, n in current.items() if n > 0}
     requests = _resource_key(claim.requests)
@@ -925,7 +942,7 @@ def _plan_one(
     fill: _Fill | None = None
     dead = 0
     for level, spread_first in levels:
-        fill = _Fill(order, cov, contract, current, depth_left, level, spread_first)
+        fill = _Fill(order, cov, contract, current, depth_left, level, spread_first, idle)
         fill.keep(kept)
         fill.floor()
         fill.reclaim()
@@ -994,6 +1011,7 @@ def plan_workload(
     excluded: Collection[str] = frozenset(),
     depth_premium: float = DEFAULT_DEPTH_PREMIUM,
     explain: bool = False,
+    idle: Mapping[str, int] | None = None,
 ) -> WorkloadPlan:
     """Plan one workload's whole claim (DESIGN §5 fill (a)–(d)).
 
@@ -1001,9 +1019,12 @@ def plan_workload(
     `depth_left`: new units (beyond `current`) each pool may still give this workload; a pool
     missing from it offers its whole `Pool.depth`. `scores`: the ranking; unranked pools are not
     eligible. With `explain`, the plan lists why each other pool was skipped or capped.
+    `idle`: how many of `current`'s units per pool run no work; a shrunk claim gives those
+    back first (DESIGN §16), then units worst key first.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
-    return _plan_one(ctx, claim, contract, current, depth_left, explain, prune=False)
+    return _plan_one(ctx, claim, contract, current, depth_left, explain, prune=False,
+                     idle=idle)
 
 
 def plan_all(
@@ -1019,6 +1040,7 @@ def plan_all(
     previous: Mapping[str, WorkloadPlan] | None = None,
     explain: Collection[str] = (),
     promised: Mapping[str, int] | None = None,
+    idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1029,7 +1051,8 @@ def plan_all(
     dropped. Returns the plans in planning order. Workloads named in `explain` get explain
     lines. `promised`, when given, must be
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
-    date saves a pass over every previous plan. Raises `ConfigError`
+    date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
+    current units per pool that run no work (`plan_workload`'s `idle`). Raises `ConfigError`
     for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
@@ -1075,7 +1098,8 @@ def plan_all(
             continue
         current = current_by_workload.get(slug, empty)
         plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
-                         slug in explain_set, prune=True)
+                         slug in explain_set, prune=True,
+                         idle=(idle_by_workload or {}).get(slug))
         _consume(depth_left, plan, current)
         out[slug] = plan
     return out

@@ -28,7 +28,7 @@ from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config, is_url
 from scoctl.core import planner
 from scoctl.core.blast import Blast, blast_radii
-from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, units_of
+from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, idle_units_of, units_of
 from scoctl.core.model import Claim, NewEvent, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
@@ -133,12 +133,14 @@ def _reasons(config: Config, store: Store, inputs: _Inputs, *, only: Collection[
 def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str, str],
             removed: Sequence[str], *, full: bool,
             explain: Collection[str]) -> dict[str, planner.WorkloadPlan]:
-    current = units_of(store.instances(), store.launches(status=IN_FLIGHT_LAUNCHES))
+    instances = store.instances()
+    current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
+    idle = idle_units_of(instances)  # a shrunk claim gives these back first (DESIGN §16)
     if full:
         return planner.plan_all(
             inputs.claims, config.contracts, config.pools, config.flavors,
             inputs.ranking.scores, current, excluded=inputs.excluded,
-            depth_premium=config.depth_premium, explain=set(explain))
+            depth_premium=config.depth_premium, explain=set(explain), idle_by_workload=idle)
     # Incremental: plan just the changed claims. Every kept plan's new units arrive as
     # `promised` depth (one pass over plain rows), and the plans being replaced or removed
     # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
@@ -149,7 +151,8 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
         replan, config.contracts, config.pools, config.flavors, inputs.ranking.scores,
         current, excluded=inputs.excluded, depth_premium=config.depth_premium,
         only=set(reasons), previous=previous, explain=set(explain),
-        promised=planner.promised_depth(store.planned_units(), current))
+        promised=planner.promised_depth(store.planned_units(), current),
+        idle_by_workload=idle)
 
 
 def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRecord],

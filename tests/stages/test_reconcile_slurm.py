@@ -283,3 +283,64 @@ def test_a_server_acquire_recorded_active_still_gets_its_nodes_address(
     server = fake.server(server_id)
     assert server is not None
     assert slurm.addresses == [(NODE, server.address, "sco-hpc-small-a")]
+
+
+class BusySlurm(RecordingSlurm):
+    """NODE up and running a job (``allocated``) until `finish`; a DRAIN update sets the
+    node's DRAIN flag (its job runs on; Slurm starts no new one there), as scontrol's
+    ``update nodename=... state=DRAIN`` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flags = frozenset({"CLOUD"})
+        self.state = "allocated"
+
+    def nodes(self, partition: str | None = None) -> list[SlurmNode]:
+        return [replace(node, state=self.state) for node in super().nodes(partition)]
+
+    def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
+        super().update_node(name, state=state, reason=reason)
+        if state == "DRAIN":
+            self.flags = self.flags | {"DRAIN"}
+
+    def finish(self) -> None:
+        self.state = "idle"
+
+
+def test_a_busy_slurm_unit_the_plan_no_longer_holds_is_drained_then_deleted_once_idle(
+    config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
+) -> None:
+    """Slurm consolidation (DESIGN §16, `underutilized`): a unit running a job that the plan
+    no longer holds is DRAINed (its job ends in place, never killed), stays in flight while
+    the job runs, and is powered down and deleted on the first pass after the node is idle."""
+    server_id = idle_slurm_unit(store, clock, fake, config)
+    inst = store.instance(server_id)
+    assert inst is not None
+    store.upsert_instance(replace(inst, idle_since=None))  # a job runs on it
+    slurm = BusySlurm()
+
+    first = reconcile(config, store, clock, fake, slurm)
+
+    assert slurm.updates == [(NODE, "DRAIN")]
+    assert first.regions[0].scaled_down == () and len(fake.servers()) == 1
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "draining" and inst.disruption == "underutilized"
+    [started] = [e for e in store.events() if e.token == "DISRUPTION_STARTED"]
+    assert started.detail["reason"] == "underutilized" and started.detail["server"] == server_id
+
+    clock.advance(60)
+    reconcile(config, store, clock, fake, slurm)  # the job still runs: drained already, it waits
+    assert slurm.updates == [(NODE, "DRAIN")] and len(fake.servers()) == 1
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "draining"
+
+    slurm.finish()
+    clock.advance(60)
+    done = reconcile(config, store, clock, fake, slurm)
+
+    assert done.regions[0].scaled_down == (NODE,)
+    assert slurm.updates == [(NODE, "DRAIN"), (NODE, "POWER_DOWN_FORCE")]
+    assert fake.servers() == []
+    inst = store.instance(server_id)
+    assert inst is not None and inst.status == "deleted"
+    assert not reconcile(config, store, clock, fake, slurm).changed
