@@ -299,6 +299,7 @@ class _Context:
         self.scores = scores
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
+        self.zone = {p.name: p.az for p in self.pools}
         self._score = {name: float(value) for name, value in scores.items()}
         # pools any workload could use (the excluded ones for their current units only), in
         # name order (the tie-break of the key)
@@ -911,6 +912,10 @@ def _plan_one(
     requests = _resource_key(claim.requests)
     if not requests:
         return _empty_plan(ctx, claim, contract, current, want_explain)
+    if claim.zone_spread:
+        spread = _plan_spread(ctx, claim, contract, current, depth_left, want_explain, prune)
+        if spread is not None:
+            return spread
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable,
                       frozenset(claim.ineligible))
@@ -946,6 +951,84 @@ def _plan_one(
 
 
 LIMIT_REACHED = "LIMIT_REACHED"
+
+
+def _shares(total: int, weights: Sequence[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainder, ties to the first): the
+    parts sum to `total`."""
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    rest = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in rest[:total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def _plan_spread(
+    ctx: _Context,
+    claim: Claim,
+    contract: Contract,
+    current: Mapping[str, int],
+    depth_left: Mapping[str, int],
+    want_explain: bool,
+    prune: bool,
+) -> WorkloadPlan | None:
+    """A claim whose pods spread over zones (``DoNotSchedule``, DESIGN §22): its pods are
+    dealt to the zones of its eligible pools as evenly as they go (zone name order takes the
+    extra ones), so two zones' shares differ by at most one pod, within any maxSkew; each
+    zone's share (its pods' fraction of the requests, rounded up) is planned in that zone's
+    pools alone, under the contract scaled to the share (the caps over the share, ``min_pools``
+    its part of the pools), with its part of the limits. None when fewer than two zones have
+    eligible pools (nothing to split)."""
+    order = ctx.order(_resource_key(claim.largest_pod), _resource_key(claim.requests),
+                      claim.tolerates_reclaimable, frozenset(claim.ineligible))
+    zones = sorted({ctx.zone[e.name] for e in order.by_name.values()
+                    if e.name not in order.excluded})
+    if len(zones) < 2:
+        return None
+    pods = max(claim.pods, 1)
+    dealt = [pods // len(zones) + (1 if i < pods % len(zones) else 0)
+             for i in range(len(zones))]
+    shares = [(z, n) for z, n in zip(zones, dealt, strict=True) if n]
+    weights = [n for _, n in shares]
+    units = (_shares(claim.limits.units, weights) if claim.limits.units is not None
+             else [None] * len(shares))
+    limited = {r: _shares(most, weights) for r, most in claim.limits.resources.items()}
+    plans: list[tuple[str, float, WorkloadPlan]] = []
+    for i, (zone, n) in enumerate(shares):
+        part = n / pods
+        others = {p.name: f"topology spread (zone {ctx.zone[p.name]}, not {zone})"
+                  for p in ctx.pools if ctx.zone[p.name] != zone}
+        sub = replace(
+            claim, requests={r: -(-v * n // pods) for r, v in claim.requests.items()}, pods=n,
+            ineligible={**claim.ineligible, **others}, zone_spread=0,
+            limits=Limits({r: parts[i] for r, parts in limited.items()}, units[i]))
+        terms = replace(contract, pool_cap=contract.pool_cap / part,
+                        group_cap=contract.group_cap / part,
+                        min_pools=math.ceil(contract.min_pools * part - EPS))
+        zone_current = {p: k for p, k in current.items() if ctx.zone.get(p) == zone}
+        plans.append((zone, part, _plan_one(ctx, sub, terms, zone_current, depth_left,
+                                            want_explain, prune)))
+    total = math.fsum(part * plan.coverage for _, part, plan in plans)
+    denominator = max(total, 1.0)
+    pools = sorted(
+        (replace(p, coverage=p.coverage * part, share=p.coverage * part / denominator)
+         for _, part, plan in plans for p in plan.pools),
+        key=lambda p: (p.tier != "committed", -p.key, p.pool))
+    mine = {zone for zone, _, _ in plans}
+    explain = tuple(line for zone, _, plan in plans for line in plan.explain
+                    if ctx.zone.get(line.pool) == zone
+                    or (zone == plans[0][0] and ctx.zone.get(line.pool) not in mine))
+    return WorkloadPlan(
+        workload=claim.workload, contract=contract.name,
+        feasible=all(plan.feasible for _, _, plan in plans),
+        degraded=any(plan.degraded for _, _, plan in plans),
+        reasons=tuple(f"{reason} (zone {zone}'s share of the spread)"
+                      for zone, _, plan in plans for reason in plan.reasons),
+        pools=tuple(pools), coverage=total,
+        committed_coverage=math.fsum(part * plan.committed_coverage for _, part, plan in plans),
+        floor_shortfall=math.fsum(part * plan.floor_shortfall for _, part, plan in plans),
+        explain=explain)
 
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],

@@ -329,7 +329,7 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
             tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes,
-            ineligible=claim.ineligible)
+            ineligible=claim.ineligible, zone_spread=claim.zone_spread)
         counts.claims_written += 1
         if changed:
             counts.claims_changed += 1

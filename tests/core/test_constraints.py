@@ -10,6 +10,7 @@ against a predicate written here from those rules, independently of `core.constr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -318,3 +319,75 @@ def test_a_claim_above_its_limit_is_planned_up_to_it_degraded_naming_the_limit()
                              pools(), FLAVORS, {p.name: 0.5 for p in pools()}, {}, {})
     assert sum(u.units for u in by_units.pools) == 3
     assert by_units.reasons[0].startswith("LIMIT_REACHED: workloads[].limits.units 3")
+
+
+# --- zone spread ---------------------------------------------------------------------------
+
+
+def test_intake_records_the_smallest_max_skew_of_a_do_not_schedule_zone_spread() -> None:
+    def claim_of(*spread: Spread) -> int:
+        pods = tuple(placed(make_pod(f"p{i}"), Placement(spread=spread)) for i in range(3))
+        (claim,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)),
+                                     policy()).claims
+        return claim.zone_spread
+
+    assert claim_of(Spread(ZONE, 2), Spread(ZONE, 1)) == 1
+    assert claim_of(Spread(ZONE, 3)) == 3
+    assert claim_of(Spread(ZONE, 1, "ScheduleAnyway")) == 0  # soft: only orders nodes
+    assert claim_of(Spread("kubernetes.io/hostname", 1)) == 0  # not a zone spread
+    assert claim_of() == 0
+
+
+def _pods_per_zone(plan: object, pod_cpu: int) -> dict[str, int]:
+    """Pods of `pod_cpu` vCPU (4 GiB each) the plan's units hold, per zone."""
+    by_name = {p.name: p for p in pools()}
+    out: dict[str, int] = {}
+    for unit in plan.pools:  # type: ignore[attr-defined]
+        pool = by_name[unit.pool]
+        flavor = FLAVORS[pool.flavor]
+        per = min(flavor.vcpus // pod_cpu, flavor.ram // (4 * GI))
+        out[pool.az] = out.get(pool.az, 0) + unit.units * per
+    return out
+
+
+def test_a_zone_spread_claim_is_covered_in_every_eligible_zone_within_its_skew() -> None:
+    pod = {"cpu": 2000, "memory": 4 * GI}
+    claim = Claim("orders-daily", "T1", {k: v * 9 for k, v in pod.items()}, pod, pods=9)
+    # az1 is ranked best: without a spread every unit goes there
+    scores = {p.name: 0.9 if p.az == "az1" else 0.5 for p in pools()}
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    plain = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    assert set(_pods_per_zone(plain, 2)) == {"az1"}
+    spread = plan_workload(replace(claim, zone_spread=1), loose, pools(), FLAVORS, scores, {},
+                           {}, explain=True)
+    held = _pods_per_zone(spread, 2)
+    assert set(held) == {"az1", "az2", "az3"} and all(n >= 3 for n in held.values()), held
+    assert spread.feasible and not spread.degraded and spread.coverage >= 1 - 1e-9
+    assert math.isclose(sum(p.coverage for p in spread.pools), spread.coverage)
+    # one explain line per pool outside the plan, from its own zone's share
+    lines = [line.pool for line in spread.explain]
+    assert len(lines) == len(set(lines))
+    # a replan with the units in place moves nothing
+    again = plan_workload(replace(claim, zone_spread=1), loose, pools(), FLAVORS, scores,
+                          spread.units(), {})
+    assert again.units() == spread.units()
+    # pods a zonal selector confines to one zone have nothing to split
+    az2 = {p.name: "nodeSelector" for p in pools() if p.az != "az2"}
+    one = plan_workload(replace(claim, zone_spread=1, ineligible=az2), loose, pools(), FLAVORS,
+                        scores, {}, {})
+    assert set(_pods_per_zone(one, 2)) == {"az2"}
+
+
+def test_a_zone_spread_claim_deals_its_pods_and_its_limits_to_the_zones() -> None:
+    pod = {"cpu": 4000, "memory": 4 * GI}  # one per m5.xlarge, two per m5.2xlarge
+    claim = Claim("orders-daily", "T1", {k: v * 4 for k, v in pod.items()}, pod, pods=4,
+                  zone_spread=1)
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.5 for p in pools()}
+    plan = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    held = _pods_per_zone(plan, 4)
+    assert held["az1"] >= 2 and held["az2"] >= 1 and held["az3"] >= 1  # 4 pods: 2, 1, 1
+    limited = plan_workload(replace(claim, limits=Limits(units=2)), loose, pools(), FLAVORS,
+                            scores, {}, {})
+    assert sum(u.units for u in limited.pools) <= 2 and limited.degraded
+    assert any(r.startswith("LIMIT_REACHED: workloads[].limits.units") for r in limited.reasons)

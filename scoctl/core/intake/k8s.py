@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from scoctl.core.constraints import NAME_FIELD, pod_refusal, pools_for
+from scoctl.core.constraints import NAME_FIELD, ZONE_LABEL, pod_refusal, pools_for
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -425,6 +425,7 @@ class _Placed:
 
     ineligible: Mapping[str, str] = field(default_factory=dict)
     nowhere: tuple[tuple[PodInfo, str, tuple[str, ...]], ...] = ()  # pod, why, volume zones
+    zone_spread: int = 0  # the smallest maxSkew of a DoNotSchedule zone spread, 0: none
 
 
 _UNPLACED = _Placed()
@@ -458,7 +459,15 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
             reasons = sorted(set(found.ineligible.values()))
             nowhere.append((pod, "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3
                                                            else ""), zones))
-    return _Placed(ineligible, tuple(nowhere))
+    return _Placed(ineligible, tuple(nowhere), zone_spread(p for p, _ in w.placements))
+
+
+def zone_spread(placements: Iterable[Placement | None]) -> int:
+    """The smallest maxSkew of the ``DoNotSchedule`` topology spread constraints over
+    ``topology.kubernetes.io/zone`` of `placements` (0: none asks for one)."""
+    skews = [s.max_skew for p in placements if p is not None for s in p.spread
+             if s.topology_key == ZONE_LABEL and s.when_unsatisfiable == "DoNotSchedule"]
+    return max(1, min(skews)) if skews else 0
 
 
 def _node_admits(pod: PodInfo, request: Resources, nodes: Sequence[NodeInfo],
@@ -529,7 +538,7 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
                 tolerates_reclaimable=w.tolerates, namespace=w.namespace,
                 created=tuple(p.created for p in w.demand if p.created is not None),
-                ineligible=placed.ineligible))
+                ineligible=placed.ineligible, zone_spread=placed.zone_spread))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,

@@ -108,3 +108,6 @@ class Claim:
     # pools the pods' placement rules out (DESIGN §22), each with the constraint that does
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
     limits: Limits = field(default_factory=Limits, hash=False)  # workloads[].limits
+    # the maxSkew of the pods' DoNotSchedule topology spread over topology.kubernetes.io/zone
+    # (0: none): the planner splits the claim's coverage across the eligible zones (§22)
+    zone_spread: int = 0

@@ -316,4 +316,8 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (workload, reason)
     );
     """,
+    # 8: the maxSkew of a claim's pods' DoNotSchedule zone topology spread, 0: none (§22)
+    """
+    ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
+    """,
 )
