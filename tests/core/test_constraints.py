@@ -391,3 +391,29 @@ def test_a_zone_spread_claim_deals_its_pods_and_its_limits_to_the_zones() -> Non
                             scores, {}, {})
     assert sum(u.units for u in limited.pools) <= 2 and limited.degraded
     assert any(r.startswith("LIMIT_REACHED: workloads[].limits.units") for r in limited.reasons)
+
+
+def test_voluntary_disruption_skips_a_unit_running_a_pod_that_opts_out() -> None:
+    from tests.core.test_disruption_rules import NOW, ago, decide, policy, world
+
+    # 5 units one pod each, the plan wants 2: s02..s04 would be consolidated (underutilized)
+    snapshot = world(5, pods_per=dict.fromkeys(range(5), 1), target=2)
+    assert sorted(s.name for s in decide(snapshot, policy(), NOW).scale_downs) == [
+        "sco-web-s02", "sco-web-s03", "sco-web-s04"]
+    notes = {"sco-web-s02": {"karpenter.sh/do-not-disrupt": "true"},
+             "sco-web-s03": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}
+    pods = {node: tuple(replace(p, annotations=notes.get(node, {})) for p in on)
+            for node, on in snapshot.pods.items()}
+    kept = replace(snapshot, pods=pods)
+    d = decide(kept, policy(), NOW)
+    assert [s.name for s in d.scale_downs] == ["sco-web-s04"]
+    assert "sco-web-s02" not in {e.detail.get("name") for e in d.events}
+    # expiry is voluntary too: of five old units the plan keeps, the two running an
+    # opting-out pod are not expired
+    old = replace(kept, instances=tuple(replace(i, created=ago(10_000))
+                                        for i in kept.instances),
+                  targets={"web": {"p-spot": 5}})
+    d = decide(old, policy(expire_after=1000.0), NOW)
+    expired = {e.detail["server"] for e in d.events if e.token == "DISRUPTION_STARTED"
+               and e.detail["reason"] == "expired"}
+    assert expired == {"s00", "s01", "s04"}
