@@ -790,7 +790,8 @@ def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
     return Pool(name=name, region=region, az=r.req_string(data, path, "az"), flavor=flavor,
                 group=r.req_string(data, path, "group"), tier=tier,
                 depth=r.integer(data, path, "depth", 0, low=0),
-                labels={str(k): str(v) for k, v in labels.items()})
+                labels={str(k): str(v) for k, v in labels.items()},
+                limits=_limits(r, data.get("limits"), (*path, "limits")))
 
 
 def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],

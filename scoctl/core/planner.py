@@ -300,6 +300,10 @@ class _Context:
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
         self.zone = {p.name: p.az for p in self.pools}
+        # pools[].limits: the most units all workloads together may hold, with the limit named
+        self.pool_limits = {p.name: found for p in self.pools if p.flavor in flavors
+                            and (found := pool_limit(p, flavors[p.flavor])) is not None}
+        self.capped: set[str] = set()  # pools whose limit, not their depth, bounds new units
         self._score = {name: float(value) for name, value in scores.items()}
         # pools any workload could use (the excluded ones for their current units only), in
         # name order (the tie-break of the key)
@@ -942,6 +946,8 @@ def _plan_one(
         order.prune(depth_left)
     limited = _limit(ctx, fill, claim.limits)
     plan = _result(ctx, fill, claim, contract, current, want_explain)
+    if limited is None and plan.coverage < 1 - EPS:
+        limited = _pool_limit_reached(ctx, fill)
     if limited is None:
         return plan
     reasons = tuple(r for r in plan.reasons if not r.startswith("depth exhausted"))
@@ -951,6 +957,51 @@ def _plan_one(
 
 
 LIMIT_REACHED = "LIMIT_REACHED"
+
+
+def pool_limit(pool: Pool, flavor: Flavor) -> tuple[int, str] | None:
+    """The most units `pools[].limits` let every workload together hold in `pool` (of
+    `flavor`), with the limit that sets it named; None when the pool has no limits."""
+    limits = pool.limits
+    if not limits:
+        return None
+    found = []
+    if limits.units is not None:
+        found.append((limits.units, f"pools[{pool.name}].limits.units {limits.units}"))
+    for name, most in sorted(limits.resources.items()):
+        each = flavor.capacity.get(name, 0)
+        if each > 0:
+            found.append((most // each, f"pools[{pool.name}].limits.{name} "
+                                        f"{format_resources({name: most})}"))
+    return min(found) if found else None
+
+
+def _cap_depth(ctx: _Context, depth_left: dict[str, int],
+               current_by_workload: Mapping[str, Mapping[str, int]]) -> None:
+    """Lower each limited pool's depth to what its `pools[].limits` leave beyond the units
+    every workload holds there now (a lowered limit stops new units; it takes none away)."""
+    held: dict[str, int] = {}
+    for units in current_by_workload.values():
+        for pool, n in units.items():
+            if n > 0 and pool in ctx.pool_limits:
+                held[pool] = held.get(pool, 0) + n
+    by_name = {p.name: p for p in ctx.pools}
+    for pool, (most, _) in ctx.pool_limits.items():
+        room = most - held.get(pool, 0)
+        if room < depth_left.get(pool, by_name[pool].depth):
+            depth_left[pool] = room
+            ctx.capped.add(pool)
+
+
+def _pool_limit_reached(ctx: _Context, fill: _Fill) -> str | None:
+    """The `pools[].limits` that leave a short plan short: limited pools it may use whose
+    limit (not their depth) left them no room, named; None when there are none."""
+    names = [ctx.pool_limits[e.name][1] for e in fill.order.by_name.values()
+             if e.name in ctx.capped and e.name not in fill.order.excluded
+             and fill.depth_room(e) <= 0]
+    if not names:
+        return None
+    return "; ".join(sorted(names)[:3]) + ("; ..." if len(names) > 3 else "")
 
 
 def _shares(total: int, weights: Sequence[int]) -> list[int]:
@@ -1086,6 +1137,9 @@ def plan_workload(
     eligible. With `explain`, the plan lists why each other pool was skipped or capped.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    if ctx.pool_limits:
+        depth_left = dict(depth_left)
+        _cap_depth(ctx, depth_left, {claim.workload: current})
     return _plan_one(ctx, claim, contract, current, depth_left, explain, prune=False)
 
 
@@ -1136,6 +1190,7 @@ def plan_all(
     else:  # set algebra, not a Python loop: an incremental run touches few workloads
         replan = (seen & set(only)) | (seen - previous.keys())
     depth_left = initial_depth(ctx.pools, current_by_workload)
+    _cap_depth(ctx, depth_left, current_by_workload)
     empty: Mapping[str, int] = {}
     if promised is None:
         for claim in ordered:

@@ -417,3 +417,33 @@ def test_voluntary_disruption_skips_a_unit_running_a_pod_that_opts_out() -> None
     expired = {e.detail["server"] for e in d.events if e.token == "DISRUPTION_STARTED"
                and e.detail["reason"] == "expired"}
     assert expired == {"s00", "s01", "s04"}
+
+
+def test_pool_limits_cap_the_units_every_workload_holds_in_the_pool() -> None:
+    from scoctl.core.planner import plan_all
+
+    # only the az1 m5.xlarge pools may be used; the reclaimable one is limited to 16 vCPU
+    # (4 units of 4) and the committed one has no depth
+    only = {p.name for p in pools() if p.az == "az1" and p.flavor == "m5.xlarge"}
+    ruled = {p.name: "nodeSelector" for p in pools() if p.name not in only}
+    limited = tuple(replace(p, limits=Limits(resources={"cpu": 16_000}))
+                    if p.name == "m5.xlarge.az1.recl" else
+                    replace(p, depth=0) if p.name == "m5.xlarge.az1.comm" else p
+                    for p in pools())
+    pod = {"cpu": 4000, "memory": 4 * GI}  # one per unit
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    claims = [Claim(w, "T1", {k: v * 3 for k, v in pod.items()}, pod, pods=3, ineligible=ruled)
+              for w in ("a-web", "b-web")]
+    scores = {p.name: 0.5 for p in limited}
+    plans = plan_all(claims, {"T1": loose}, limited, FLAVORS, scores, {})
+    a, b = plans["a-web"], plans["b-web"]
+    assert a.units() == {"m5.xlarge.az1.recl": 3} and not a.degraded
+    # 4 units in all: the second workload gets the one left, degraded, the limit named
+    assert b.units() == {"m5.xlarge.az1.recl": 1} and b.feasible and b.degraded
+    assert b.reasons[0].startswith(
+        "LIMIT_REACHED: pools[m5.xlarge.az1.recl].limits.cpu 16 vCPU (the plan covers 33.3%")
+    # units one workload already holds count against the limit of every other
+    again = plan_all(claims[1:], {"T1": loose}, limited, FLAVORS, scores,
+                     {"a-web": {"m5.xlarge.az1.recl": 4}})
+    assert again["b-web"].units() == {} and again["b-web"].reasons[0].startswith(
+        "LIMIT_REACHED: pools[m5.xlarge.az1.recl].limits.cpu")

@@ -70,7 +70,8 @@ def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) ->
 @dataclass(frozen=True)
 class Pool:
     """One place instances can come from: a flavor in an availability zone of a region.
-    `labels` are put on its units' Nodes (`core.constraints.unit_labels`)."""
+    `labels` are put on its units' Nodes (`core.constraints.unit_labels`); `limits` cap the
+    units every workload together holds in it (`pools[].limits`, DESIGN §22)."""
 
     name: str
     region: str
@@ -80,6 +81,7 @@ class Pool:
     tier: Tier
     depth: int
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    limits: Limits = field(default_factory=Limits, hash=False)
 
 
 @dataclass(frozen=True)
