@@ -3,7 +3,8 @@
 It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
 API scoctl uses, with the semantics scoctl's logic depends on:
 
-* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events,
+* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas,
+  persistentvolumeclaims, persistentvolumes (stored as given), events,
   secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
   token Secrets in kube-system);
   apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
@@ -132,6 +133,8 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, ("status",)),
     ResourceType("", "v1", "pods", "Pod", True, ("status", "eviction")),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",)),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",)),
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",)),
     ResourceType("", "v1", "events", "Event", True),
     ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),

@@ -70,6 +70,7 @@ from scoctl.core.model import (
     flavor_allocatable,
     is_slug,
 )
+from scoctl.core.model.kubernetes import VolumeClaimInfo, VolumeInfo
 from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
@@ -109,6 +110,15 @@ class K8sSnapshot:
     claims: frozenset[str] = frozenset()  # workloads holding a non-empty k8s claim now
     # the zone of the PersistentVolume bound to each claim, by (namespace, claim name)
     volume_zones: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def volume_zones(claims: Iterable[VolumeClaimInfo],
+                 volumes: Iterable[VolumeInfo]) -> dict[tuple[str, str], str]:
+    """The zone of the PersistentVolume each PersistentVolumeClaim is bound to, by (namespace,
+    claim): only volumes of exactly one zone (one that may be used in several, or in any, pins
+    no zone)."""
+    zone = {v.name: v.zones[0] for v in volumes if len(v.zones) == 1}
+    return {(c.namespace, c.name): zone[c.volume] for c in claims if c.volume in zone}
 
 
 # --- small pure helpers ----------------------------------------------------------------------
