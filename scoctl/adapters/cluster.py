@@ -27,7 +27,7 @@ from scoctl.core.model import (
     ReplicaSetInfo,
     ResourceQuotaInfo,
 )
-from scoctl.core.model.kubernetes import VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 
 __all__ = ["MANAGED_KINDS", "Cluster", "ManagedKind"]
 
@@ -114,6 +114,11 @@ class Cluster(Protocol):
 
         Raises TemporaryError or PermanentError.
         """
+        ...
+
+    def daemonsets(self) -> list[DaemonSetInfo]:
+        """Every namespace's DaemonSets (their pods count against a new node's allocatable,
+        DESIGN §22). Raises TemporaryError or PermanentError."""
         ...
 
     def volumes(self) -> list[VolumeInfo]:

@@ -38,7 +38,7 @@ from scoctl.core.model import (
     TokenSecret,
     Toleration,
 )
-from scoctl.core.model.kubernetes import VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 from scoctl.core.model.vocabulary import LABEL_LAUNCH
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
@@ -469,3 +469,18 @@ def volume_info(obj: Raw) -> VolumeInfo:
                 zones = set(str(labels[key]).split("__"))
                 break
     return VolumeInfo(name=str(meta.get("name", "")), zones=tuple(sorted(zones)))
+
+
+def daemonset_info(obj: Raw) -> DaemonSetInfo:
+    """A DaemonSet as a DaemonSetInfo: its pod template read as a pod. The tolerations the
+    DaemonSet controller adds to its pods (`pkg/controller/daemon/util/daemonset_util.go`
+    `AddOrUpdateDaemonPodTolerations`: not-ready, unreachable, disk/memory/pid pressure,
+    unschedulable) tolerate no taint of a new unit but the reclaimable one they do not name, so
+    they change nothing here and are not added."""
+    meta = _meta(obj)
+    template = (obj.get("spec") or {}).get("template") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    pod = pod_info({"metadata": {**(template.get("metadata") or {}), "name": name,
+                                 "namespace": namespace},
+                    "spec": template.get("spec") or {}})
+    return DaemonSetInfo(name=name, namespace=namespace, pod=pod)

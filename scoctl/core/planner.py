@@ -85,6 +85,7 @@ Floats
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -304,6 +305,9 @@ class _Context:
         self.pool_limits = {p.name: found for p in self.pools if p.flavor in flavors
                             and (found := pool_limit(p, flavors[p.flavor])) is not None}
         self.capped: set[str] = set()  # pools whose limit, not their depth, bounds new units
+        self._base: _Context | None = None  # the context `less` derived this one from
+        self._less: dict[tuple[object, ...], _Context] = {}
+
         self._score = {name: float(value) for name, value in scores.items()}
         # pools any workload could use (the excluded ones for their current units only), in
         # name order (the tie-break of the key)
@@ -312,6 +316,22 @@ class _Context:
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str]],
                            _Order] = {}
+
+    def less(self, overhead: Mapping[str, Resources]) -> _Context:
+        """This context with each flavor's allocatable less `overhead[flavor]` (what the
+        DaemonSet pods on a new unit request, `Claim.overhead`), made once per overhead."""
+        base = self._base or self
+        key = tuple(sorted((f, tuple(sorted(r.items()))) for f, r in overhead.items()))
+        found = base._less.get(key)
+        if found is None:
+            found = copy.copy(base)
+            found._base = base
+            found.alloc = {name: {r: max(v - overhead.get(name, {}).get(r, 0), 0)
+                                  for r, v in alloc.items()}
+                           for name, alloc in base.alloc.items()}
+            found._bounds, found._orders, found._less = {}, {}, {}
+            base._less[key] = found
+        return found
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -916,6 +936,8 @@ def _plan_one(
     requests = _resource_key(claim.requests)
     if not requests:
         return _empty_plan(ctx, claim, contract, current, want_explain)
+    if claim.overhead:
+        ctx = ctx.less(claim.overhead)
     if claim.zone_spread:
         spread = _plan_spread(ctx, claim, contract, current, depth_left, want_explain, prune)
         if spread is not None:

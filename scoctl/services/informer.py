@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         ResourceQuotaInfo,
         TokenSecret,
     )
-    from scoctl.core.model.kubernetes import VolumeClaimInfo, VolumeInfo
+    from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 
 E = TypeVar("E")
 Item = PodEvent | NodeEvent | Exception
@@ -189,6 +189,10 @@ class CachedCluster:
     def volume_claims(self, namespace: str | None = None) -> list[VolumeClaimInfo]:
         """See `Cluster.volume_claims`."""
         return self.cluster.volume_claims(namespace)
+
+    def daemonsets(self) -> list[DaemonSetInfo]:
+        """See `Cluster.daemonsets`."""
+        return self.cluster.daemonsets()
 
     def volumes(self) -> list[VolumeInfo]:
         """See `Cluster.volumes`."""

@@ -7,8 +7,8 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   persistentvolumeclaims, persistentvolumes (stored as given), events,
   secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
   token Secrets in kube-system);
-  apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
-  poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
+  apps/v1 deployments, replicasets (+ ``status``), daemonsets (stored as given); batch/v1
+  jobs; policy/v1 poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
   inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
 * PodDisruptionBudgets through a disruption-controller step (`k8s_controllers`): a budget's
   ``status`` (``currentHealthy``, ``desiredHealthy``, ``expectedPods`` from the owning
@@ -140,6 +140,7 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  ("status",)),

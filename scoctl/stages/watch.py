@@ -236,10 +236,12 @@ def read_k8s(cluster: Cluster, config: Config,
                        and pod.placement is not None and pod.placement.volume_claims})
     zones = volume_zones([c for ns in mounting for c in cluster.volume_claims(ns)],
                          cluster.volumes()) if mounting else {}
+    # DaemonSet pods count against a new unit's allocatable (§22): read while pods wait
+    daemonsets = tuple(cluster.daemonsets()) if any(p.phase == "Pending" for p in pods) else ()
     return K8sSnapshot(pods=pods, nodes=tuple(nodes),
                        deployments=tuple(deployments), replicasets=tuple(replicasets),
                        jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events),
-                       volume_zones=zones)
+                       volume_zones=zones, daemonsets=daemonsets)
 
 
 def read_slurm(scheduler: BatchScheduler) -> SlurmSnapshot:
@@ -341,7 +343,8 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
             tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes,
-            ineligible=claim.ineligible, zone_spread=claim.zone_spread)
+            ineligible=claim.ineligible, zone_spread=claim.zone_spread,
+            overhead=claim.overhead)
         counts.claims_written += 1
         if changed:
             counts.claims_changed += 1

@@ -194,6 +194,7 @@ def every_call(emu: K8sEmulator, cluster: KubernetesCluster) -> None:
         cluster.events(namespace, reason="FailedScheduling")
         cluster.inference_services(namespace)
     cluster.volumes()
+    cluster.daemonsets()
     cluster.cordon("n1")
     cluster.uncordon("n1")
     cluster.drain("n1", timeout=10)

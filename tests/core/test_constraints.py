@@ -26,7 +26,7 @@ from scoctl.core.constraints import (
     unit_labels,
 )
 from scoctl.core.intake.common import Capacity, WorkloadRule
-from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, daemon_overhead, decide_k8s_intake
 from scoctl.core.model import (
     Claim,
     Contract,
@@ -40,6 +40,7 @@ from scoctl.core.model import (
     Taint,
     Toleration,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo
 from scoctl.core.planner import plan_workload
 from scoctl.core.userdata import BootContract
 from tests.core.test_intake import make_pod, node
@@ -447,3 +448,46 @@ def test_pool_limits_cap_the_units_every_workload_holds_in_the_pool() -> None:
                      {"a-web": {"m5.xlarge.az1.recl": 4}})
     assert again["b-web"].units() == {} and again["b-web"].reasons[0].startswith(
         "LIMIT_REACHED: pools[m5.xlarge.az1.recl].limits.cpu")
+
+
+# --- DaemonSet overhead ----------------------------------------------------------------------
+
+
+def daemonset(name: str, cpu: int, *, selector: tuple[tuple[str, str], ...] = (),
+              tolerations: tuple[Toleration, ...] = ()) -> DaemonSetInfo:
+    pod = replace(make_pod(name, cpu=f"{cpu}m", memory="1Gi", workload=None, rs=None,
+                           namespace="kube-system", unschedulable=False, phase="Running"),
+                  tolerations=tolerations,
+                  placement=Placement(node_selector=selector) if selector else None)
+    return DaemonSetInfo(name, "kube-system", pod)
+
+
+def test_the_daemonsets_that_would_land_on_a_new_unit_count_against_its_flavor() -> None:
+    every = daemonset("logs", 200, tolerations=(Toleration("", "Exists"),))
+    plain = daemonset("metrics", 100)  # no toleration: not on reclaimable (tainted) units
+    gpu = daemonset("big-only", 300, selector=((ITYPE, "m5.2xlarge"),))
+    pods = tuple(make_pod(f"p{i}") for i in range(3))
+    snap = K8sSnapshot(pods=pods, nodes=(node("n0"),), daemonsets=(every, plain, gpu))
+    (claim,) = decide_k8s_intake(snap, policy()).claims
+    # the most of a flavor's pools: committed units take all that select them
+    assert claim.overhead == {"m5.xlarge": {"cpu": 300, "memory": 2 * GI},
+                              "m5.2xlarge": {"cpu": 600, "memory": 3 * GI}}
+    only_reclaimable = {p.name: "x" for p in pools() if p.tier == "committed"}
+    assert daemon_overhead("orders-daily", "T1", {}, (every, plain, gpu), pools(),
+                           only_reclaimable) == {"m5.xlarge": {"cpu": 200, "memory": GI},
+                                                 "m5.2xlarge": {"cpu": 200, "memory": GI}}
+    assert daemon_overhead("orders-daily", "T1", {}, (), pools(), {}) == {}
+
+
+def test_the_planner_fits_pods_beside_the_daemonset_overhead() -> None:
+    pod = {"cpu": 1000, "memory": GI}
+    claim = Claim("orders-daily", "T1", {k: v * 8 for k, v in pod.items()}, pod, pods=8)
+    only = {p.name: "x" for p in pools() if p.name != "m5.xlarge.az1.comm"}
+    claim = replace(claim, ineligible=only)
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.5 for p in pools()}
+    bare = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    assert bare.units() == {"m5.xlarge.az1.comm": 2}  # 4 one-core pods per 4-vCPU unit
+    ds = replace(claim, overhead={"m5.xlarge": {"cpu": 500}})
+    heavy = plan_workload(ds, loose, pools(), FLAVORS, scores, {}, {})
+    assert heavy.units() == {"m5.xlarge.az1.comm": 3}  # 3 beside half a core of DaemonSets

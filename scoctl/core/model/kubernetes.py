@@ -227,6 +227,16 @@ class ResourceQuotaInfo:
 
 
 @dataclass(frozen=True)
+class DaemonSetInfo:
+    """A DaemonSet: `pod` is its pod template as a pod (node selector, affinity, tolerations,
+    requests), one of which runs on every node it matches."""
+
+    name: str
+    namespace: str
+    pod: PodInfo
+
+
+@dataclass(frozen=True)
 class VolumeClaimInfo:
     """A PersistentVolumeClaim: the PersistentVolume it is bound to (``spec.volumeName``;
     empty while unbound)."""

@@ -113,3 +113,5 @@ class Claim:
     # the maxSkew of the pods' DoNotSchedule topology spread over topology.kubernetes.io/zone
     # (0: none): the planner splits the claim's coverage across the eligible zones (§22)
     zone_spread: int = 0
+    # per flavor, what the DaemonSet pods that would land on a new unit request (§22)
+    overhead: Mapping[str, Resources] = field(default_factory=dict, hash=False)
