@@ -76,6 +76,14 @@ Degraded, infeasible (invariant 6)
     floor that committed depth cannot reach is reported (``floor_shortfall`` and a reason) but
     neither degrades nor fails the plan: reclaimable units cover the rest (invariant 2).
 
+Where pods may run (DESIGN §22)
+    Pools the claim's pods rule out (`Claim.ineligible`) are not eligible. A flavor's
+    allocatable is less the DaemonSet pods a new unit would run (`Claim.overhead`). A claim with
+    a zone spread (`Claim.zone_spread`) is planned per zone (`_plan_spread`). Workload limits
+    trim the fill (`_limit`); pool limits (`pools[].limits`) lower a pool's depth to what they
+    leave beyond every workload's current units there (`_cap_depth`). A plan a limit holds
+    back is feasible, degraded, with ``LIMIT_REACHED`` naming it.
+
 Floats
     Coverages are floats. Every sum the decisions read is a `math.fsum` over ``units · cov`` (exact
     rounding, independent of the order units were added), and every comparison allows ``EPS``
