@@ -433,8 +433,12 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
 }
 
 
+_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})  # `limits:` (DESIGN §22)
+
+
 def _field_table() -> dict[tuple[str, ...], frozenset[str]]:
     table = {section: keys_of(cls) for section, cls in SECTIONS.items()}
+    table[("workloads", "[]", "limits")] = table[("pools", "[]", "limits")] = _LIMIT_KEYS
     table[("contracts", "*")] -= {"name"}  # the contract's key in the mapping
     table.update({(under,): keys_under(Config, under) for under in sections_under(Config)})
     return table
@@ -725,9 +729,6 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
         own = _disruption(r, data["disruption"], (*path, "disruption"), disruption)
     limits = _limits(r, data.get("limits"), (*path, "limits"))
     return WorkloadSpec(kind=kind, disruption=own, limits=limits, **settings)
-
-
-_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})
 
 
 def _limits(r: _Reader, raw: Any, path: Path_) -> Limits:

@@ -70,7 +70,11 @@ def test_every_config_field_is_documented_in_the_example(field):
 def test_every_example_key_is_a_field_the_parser_accepts():
     data = yaml.safe_load(EXAMPLE.read_text())
     free = {("flavors", "[]", "accelerators"), ("flavors", "[]", "allocatable"),
-            ("node_reserve",), ("ranking", "scores"), ("slurm", "gres_map")}
+            ("node_reserve",), ("ranking", "scores"), ("slurm", "gres_map"),
+            # the user's own label keys and accelerator names (DESIGN §22)
+            ("pools", "[]", "labels"), ("workloads", "[]", "node_labels"),
+            ("pools", "[]", "limits", "accelerators"),
+            ("workloads", "[]", "limits", "accelerators")}
     keys = example_keys(data)
     assert keys
     for path in keys:
