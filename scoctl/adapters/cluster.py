@@ -27,6 +27,7 @@ from scoctl.core.model import (
     ReplicaSetInfo,
     ResourceQuotaInfo,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 
 __all__ = ["MANAGED_KINDS", "Cluster", "ManagedKind"]
 
@@ -106,6 +107,23 @@ class Cluster(Protocol):
 
     def resource_quotas(self, namespace: str | None = None) -> list[ResourceQuotaInfo]:
         """ResourceQuotas with hard and used amounts. Raises TemporaryError or PermanentError."""
+        ...
+
+    def volume_claims(self, namespace: str | None = None) -> list[VolumeClaimInfo]:
+        """PersistentVolumeClaims and the volume each is bound to (DESIGN §22).
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def daemonsets(self) -> list[DaemonSetInfo]:
+        """Every namespace's DaemonSets (their pods count against a new node's allocatable,
+        DESIGN §22). Raises TemporaryError or PermanentError."""
+        ...
+
+    def volumes(self) -> list[VolumeInfo]:
+        """PersistentVolumes and their zones (DESIGN §22). Raises TemporaryError or
+        PermanentError."""
         ...
 
     def events(

@@ -38,6 +38,7 @@ from scoctl.core.model import (
     TokenSecret,
     Toleration,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 from scoctl.core.model.vocabulary import LABEL_LAUNCH
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
@@ -431,3 +432,55 @@ def token_secret(item: Raw) -> TokenSecret:
     return TokenSecret(name=str(meta.get("name") or ""),
                        launch=_str_map(meta.get("labels")).get(LABEL_LAUNCH, ""),
                        expires=expires)
+
+
+# The zone labels of a PersistentVolume, as kube-scheduler's VolumeZone filter reads them
+# (`pkg/scheduler/framework/plugins/volumezone/volume_zone.go`: the GA and the beta key; a
+# value may name several zones joined by "__", `volumehelpers.LabelZonesToSet`).
+_PV_ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+
+
+def volume_claim_info(obj: Raw) -> VolumeClaimInfo:
+    """A PersistentVolumeClaim as a VolumeClaimInfo (its bound volume, ``spec.volumeName``)."""
+    meta = _meta(obj)
+    return VolumeClaimInfo(name=str(meta.get("name", "")),
+                           namespace=str(meta.get("namespace", "")),
+                           volume=str((obj.get("spec") or {}).get("volumeName") or ""))
+
+
+def volume_info(obj: Raw) -> VolumeInfo:
+    """A PersistentVolume as a VolumeInfo: the zones its required node affinity allows
+    (``topology.kubernetes.io/zone In``, the union over the terms; a term that does not
+    name the zone allows any) or, without one, its zone label."""
+    meta = _meta(obj)
+    terms = ((((obj.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
+             .get("nodeSelectorTerms") or [])
+    zones: set[str] = set()
+    for term in terms:
+        named = [set(map(str, r.get("values") or ())) for r in term.get("matchExpressions") or ()
+                 if r.get("key") in _PV_ZONE_LABELS and r.get("operator") == "In"]
+        if not named:
+            return VolumeInfo(name=str(meta.get("name", "")))  # this term allows any zone
+        zones |= set.intersection(*named)
+    if not terms:
+        labels = meta.get("labels") or {}
+        for key in _PV_ZONE_LABELS:
+            if labels.get(key):
+                zones = set(str(labels[key]).split("__"))
+                break
+    return VolumeInfo(name=str(meta.get("name", "")), zones=tuple(sorted(zones)))
+
+
+def daemonset_info(obj: Raw) -> DaemonSetInfo:
+    """A DaemonSet as a DaemonSetInfo: its pod template read as a pod. The tolerations the
+    DaemonSet controller adds to its pods (`pkg/controller/daemon/util/daemonset_util.go`
+    `AddOrUpdateDaemonPodTolerations`: not-ready, unreachable, disk/memory/pid pressure,
+    unschedulable) tolerate no taint of a new unit but the reclaimable one they do not name, so
+    they change nothing here and are not added."""
+    meta = _meta(obj)
+    template = (obj.get("spec") or {}).get("template") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    pod = pod_info({"metadata": {**(template.get("metadata") or {}), "name": name,
+                                 "namespace": namespace},
+                    "spec": template.get("spec") or {}})
+    return DaemonSetInfo(name=name, namespace=namespace, pod=pod)

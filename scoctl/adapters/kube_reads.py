@@ -1,5 +1,6 @@
 """What `KubernetesCluster` reads: nodes, pods, Deployments, ReplicaSets, Jobs,
-InferenceServices, ResourceQuotas and Events, listed in pages as raw JSON, and the pod and node
+InferenceServices, ResourceQuotas, Events, DaemonSets, PersistentVolumeClaims and
+PersistentVolumes, listed in pages as raw JSON, and the pod and node
 watches (the client's `Watch` with model deserialisation, as the client intends: its raw mode
 mishandles 410 events)."""
 
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 from scoctl.adapters.kube_client import KubeClient, Raw
 from scoctl.adapters.kube_convert import (
     _convert_all,
+    daemonset_info,
     deployment_info,
     event_info,
     inference_service_info,
@@ -19,6 +21,8 @@ from scoctl.adapters.kube_convert import (
     pod_info,
     replicaset_info,
     resource_quota_info,
+    volume_claim_info,
+    volume_info,
 )
 from scoctl.bulk import collector_paused
 from scoctl.core.model import (
@@ -33,6 +37,7 @@ from scoctl.core.model import (
     ReplicaSetInfo,
     ResourceQuotaInfo,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 
 KSERVE_GROUP = "serving.kserve.io"
 KSERVE_VERSION = "v1beta1"
@@ -147,6 +152,24 @@ class ClusterReads(KubeClient):
                                      self._core.list_resource_quota_for_all_namespaces,
                                      self._core.list_namespaced_resource_quota, namespace, None,
                                      resource_quota_info, "resourcequota")
+
+    def volume_claims(self, namespace: str | None = None) -> list[VolumeClaimInfo]:
+        """See `Cluster.volume_claims`."""
+        return self._namespaced_list(
+            "list persistentvolumeclaims",
+            self._core.list_persistent_volume_claim_for_all_namespaces,
+            self._core.list_namespaced_persistent_volume_claim, namespace, None,
+            volume_claim_info, "persistentvolumeclaim")
+
+    def daemonsets(self) -> list[DaemonSetInfo]:
+        """See `Cluster.daemonsets`."""
+        items, _ = self._list_raw("list daemonsets", self._apps.list_daemon_set_for_all_namespaces)
+        return _convert_all(items, daemonset_info, "daemonset")
+
+    def volumes(self) -> list[VolumeInfo]:
+        """See `Cluster.volumes`."""
+        items, _ = self._list_raw("list persistentvolumes", self._core.list_persistent_volume)
+        return _convert_all(items, volume_info, "persistentvolume")
 
     def events(self, namespace: str | None = None, *, involved_kind: str | None = None,
                involved_name: str | None = None, reason: str | None = None) -> list[EventInfo]:

@@ -433,8 +433,12 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
 }
 
 
+_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})  # `limits:` (DESIGN §22)
+
+
 def _field_table() -> dict[tuple[str, ...], frozenset[str]]:
     table = {section: keys_of(cls) for section, cls in SECTIONS.items()}
+    table[("workloads", "[]", "limits")] = table[("pools", "[]", "limits")] = _LIMIT_KEYS
     table[("contracts", "*")] -= {"name"}  # the contract's key in the mapping
     table.update({(under,): keys_under(Config, under) for under in sections_under(Config)})
     return table
@@ -727,9 +731,6 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     return WorkloadSpec(kind=kind, disruption=own, limits=limits, **settings)
 
 
-_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})
-
-
 def _limits(r: _Reader, raw: Any, path: Path_) -> Limits:
     """``limits: {cpu, memory, accelerators: {name: count}, units}`` (DESIGN §22)."""
     data = r.mapping(raw, path, allowed=_LIMIT_KEYS)
@@ -790,7 +791,8 @@ def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
     return Pool(name=name, region=region, az=r.req_string(data, path, "az"), flavor=flavor,
                 group=r.req_string(data, path, "group"), tier=tier,
                 depth=r.integer(data, path, "depth", 0, low=0),
-                labels={str(k): str(v) for k, v in labels.items()})
+                labels={str(k): str(v) for k, v in labels.items()},
+                limits=_limits(r, data.get("limits"), (*path, "limits")))
 
 
 def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],

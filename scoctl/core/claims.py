@@ -2,9 +2,9 @@
 
 A claim gets a new version only when its normalised demand changed — requests, largest pod,
 contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for, the pools
-its pods' placement rules out. That
-change wakes the planner. A pod count that changed alone is saved in place (the same version).
-The state saves what this decides; it never compares claims itself.
+its pods' placement rules out, the zone spread its pods ask for, the DaemonSet overhead of its
+flavors. That change wakes the planner. A pod count that changed alone is saved in place (the
+same version). The state saves what this decides; it never compares claims itself.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ class ObservedClaim:
     tolerates_reclaimable: bool = True
     nodes: tuple[str, ...] = ()
     ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread (0: none)
+    overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # DaemonSets
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,11 @@ class ClaimWrite:
 
 def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: str,
             tolerates: bool, nodes: tuple[str, ...] | list[str],
-            ineligible: Mapping[str, str]) -> tuple[object, ...]:
+            ineligible: Mapping[str, str], zone_spread: int,
+            overhead: Mapping[str, Mapping[str, int]]) -> tuple[object, ...]:
     return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
-            sorted(nodes), dict(sorted(ineligible.items())))
+            sorted(nodes), dict(sorted(ineligible.items())), zone_spread,
+            {f: dict(sorted(r.items())) for f, r in sorted(overhead.items())})
 
 
 def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:
@@ -53,9 +57,10 @@ def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWri
     version (a claim delta)."""
     if stored is not None and _demand(
             stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
-            stored.nodes, stored.ineligible) == _demand(
+            stored.nodes, stored.ineligible, stored.zone_spread, stored.overhead) == _demand(
                 observed.requests, observed.largest_pod, observed.contract,
-                observed.tolerates_reclaimable, observed.nodes, observed.ineligible):
+                observed.tolerates_reclaimable, observed.nodes, observed.ineligible,
+                observed.zone_spread, observed.overhead):
         if stored.pods == observed.pods:
             return None
         return ClaimWrite(observed, stored.version, delta=False)

@@ -25,10 +25,12 @@ exists, and no ``In`` of a name matches it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from scoctl.core.model import Placement, PodInfo, Pool, Requirement, Taint, Toleration
+from scoctl.core.model.vocabulary import DisruptionReason
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -235,3 +237,27 @@ def undisruptable_nodes(pods: Iterable[PodInfo]) -> frozenset[str]:
     """The nodes running a pod that blocks voluntary disruption (pods that ended aside)."""
     return frozenset(p.node_name for p in pods if p.node_name and p.phase not in
                      ("Succeeded", "Failed") and blocks_disruption(p))
+
+
+# the voluntary disruptions an opting-out pod holds back (DESIGN §16): not a repair
+# (unhealthy), a failed launch (late) or a reclaim (noticed)
+VOLUNTARY = frozenset({DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
+                       DisruptionReason.EXPIRED, DisruptionReason.DRIFTED,
+                       DisruptionReason.REBALANCED})
+
+
+class _Candidate(Protocol):
+    @property
+    def reason(self) -> DisruptionReason: ...
+
+
+C = TypeVar("C", bound=_Candidate)
+
+
+def opted_out(candidates: Iterable[C], pods: Mapping[str, Iterable[PodInfo]],
+              node_of: Callable[[C], str | None]) -> tuple[C, ...]:
+    """`candidates` less the voluntary disruptions of a unit whose Node (`node_of`) runs a
+    pod that blocks disruption (`undisruptable_nodes` of `pods`, by node name)."""
+    kept = undisruptable_nodes(pod for on in pods.values() for pod in on)
+    return tuple(c for c in candidates
+                 if not kept or c.reason not in VOLUNTARY or node_of(c) not in kept)

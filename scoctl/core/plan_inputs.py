@@ -84,7 +84,9 @@ def claims_of(records: Iterable[ClaimRecord]) -> list[Claim]:
     """The stored claims that ask for something, as the planner's values."""
     return [Claim(workload=r.workload, contract=r.contract, requests=dict(r.requests),
                   largest_pod=dict(r.largest_pod), pods=r.pods, version=r.version,
-                  tolerates_reclaimable=r.tolerates_reclaimable, ineligible=dict(r.ineligible))
+                  tolerates_reclaimable=r.tolerates_reclaimable, ineligible=dict(r.ineligible),
+                  zone_spread=r.zone_spread,
+                  overhead={f: dict(o) for f, o in r.overhead.items()})
             for r in records if r.requests]
 
 

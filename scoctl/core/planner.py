@@ -78,6 +78,14 @@ Degraded, infeasible (invariant 6)
     floor that committed depth cannot reach is reported (``floor_shortfall`` and a reason) but
     neither degrades nor fails the plan: reclaimable units cover the rest (invariant 2).
 
+Where pods may run (DESIGN §22)
+    Pools the claim's pods rule out (`Claim.ineligible`) are not eligible. A flavor's
+    allocatable is less the DaemonSet pods a new unit would run (`Claim.overhead`). A claim with
+    a zone spread (`Claim.zone_spread`) is planned per zone (`_plan_spread`). Workload limits
+    trim the fill (`_limit`); pool limits (`pools[].limits`) lower a pool's depth to what they
+    leave beyond every workload's current units there (`_cap_depth`). A plan a limit holds
+    back is feasible, degraded, with ``LIMIT_REACHED`` naming it.
+
 Floats
     Coverages are floats. Every sum the decisions read is a `math.fsum` over ``units · cov`` (exact
     rounding, independent of the order units were added), and every comparison allows ``EPS``
@@ -87,6 +95,7 @@ Floats
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -301,6 +310,14 @@ class _Context:
         self.scores = scores
         self.excluded = frozenset(excluded)
         self.depth_premium = depth_premium
+        self.zone = {p.name: p.az for p in self.pools}
+        # pools[].limits: the most units all workloads together may hold, with the limit named
+        self.pool_limits = {p.name: found for p in self.pools if p.flavor in flavors
+                            and (found := pool_limit(p, flavors[p.flavor])) is not None}
+        self.capped: set[str] = set()  # pools whose limit, not their depth, bounds new units
+        self._base: _Context | None = None  # the context `less` derived this one from
+        self._less: dict[tuple[object, ...], _Context] = {}
+
         self._score = {name: float(value) for name, value in scores.items()}
         # pools any workload could use (the excluded ones for their current units only), in
         # name order (the tie-break of the key)
@@ -309,6 +326,22 @@ class _Context:
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str]],
                            _Order] = {}
+
+    def less(self, overhead: Mapping[str, Resources]) -> _Context:
+        """This context with each flavor's allocatable less `overhead[flavor]` (what the
+        DaemonSet pods on a new unit request, `Claim.overhead`), made once per overhead."""
+        base = self._base or self
+        key = tuple(sorted((f, tuple(sorted(r.items()))) for f, r in overhead.items()))
+        found = base._less.get(key)
+        if found is None:
+            found = copy.copy(base)
+            found._base = base
+            found.alloc = {name: {r: max(v - overhead.get(name, {}).get(r, 0), 0)
+                                  for r, v in alloc.items()}
+                           for name, alloc in base.alloc.items()}
+            found._bounds, found._orders, found._less = {}, {}, {}
+            base._less[key] = found
+        return found
 
     def bounds(self, largest_pod: _RESOURCE_KEY) -> dict[str, dict[str, int]]:
         """Per flavor that holds the largest pod, what one instance gives."""
@@ -928,6 +961,12 @@ def _plan_one(
     requests = _resource_key(claim.requests)
     if not requests:
         return _empty_plan(ctx, claim, contract, current, want_explain)
+    if claim.overhead:
+        ctx = ctx.less(claim.overhead)
+    if claim.zone_spread:
+        spread = _plan_spread(ctx, claim, contract, current, depth_left, want_explain, prune)
+        if spread is not None:
+            return spread
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable,
                       frozenset(claim.ineligible))
@@ -954,6 +993,8 @@ def _plan_one(
         order.prune(depth_left)
     limited = _limit(ctx, fill, claim.limits)
     plan = _result(ctx, fill, claim, contract, current, want_explain)
+    if limited is None and plan.coverage < 1 - EPS:
+        limited = _pool_limit_reached(ctx, fill)
     if limited is None:
         return plan
     reasons = tuple(r for r in plan.reasons if not r.startswith("depth exhausted"))
@@ -963,6 +1004,129 @@ def _plan_one(
 
 
 LIMIT_REACHED = "LIMIT_REACHED"
+
+
+def pool_limit(pool: Pool, flavor: Flavor) -> tuple[int, str] | None:
+    """The most units `pools[].limits` let every workload together hold in `pool` (of
+    `flavor`), with the limit that sets it named; None when the pool has no limits."""
+    limits = pool.limits
+    if not limits:
+        return None
+    found = []
+    if limits.units is not None:
+        found.append((limits.units, f"pools[{pool.name}].limits.units {limits.units}"))
+    for name, most in sorted(limits.resources.items()):
+        each = flavor.capacity.get(name, 0)
+        if each > 0:
+            found.append((most // each, f"pools[{pool.name}].limits.{name} "
+                                        f"{format_resources({name: most})}"))
+    return min(found) if found else None
+
+
+def _cap_depth(ctx: _Context, depth_left: dict[str, int],
+               current_by_workload: Mapping[str, Mapping[str, int]]) -> None:
+    """Lower each limited pool's depth to what its `pools[].limits` leave beyond the units
+    every workload holds there now (a lowered limit stops new units; it takes none away)."""
+    held: dict[str, int] = {}
+    for units in current_by_workload.values():
+        for pool, n in units.items():
+            if n > 0 and pool in ctx.pool_limits:
+                held[pool] = held.get(pool, 0) + n
+    by_name = {p.name: p for p in ctx.pools}
+    for pool, (most, _) in ctx.pool_limits.items():
+        room = most - held.get(pool, 0)
+        if room < depth_left.get(pool, by_name[pool].depth):
+            depth_left[pool] = room
+            ctx.capped.add(pool)
+
+
+def _pool_limit_reached(ctx: _Context, fill: _Fill) -> str | None:
+    """The `pools[].limits` that leave a short plan short: limited pools it may use whose
+    limit (not their depth) left them no room, named; None when there are none."""
+    names = [ctx.pool_limits[e.name][1] for e in fill.order.by_name.values()
+             if e.name in ctx.capped and e.name not in fill.order.excluded
+             and fill.depth_room(e) <= 0]
+    if not names:
+        return None
+    return "; ".join(sorted(names)[:3]) + ("; ..." if len(names) > 3 else "")
+
+
+def _shares(total: int, weights: Sequence[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainder, ties to the first): the
+    parts sum to `total`."""
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    rest = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in rest[:total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def _plan_spread(
+    ctx: _Context,
+    claim: Claim,
+    contract: Contract,
+    current: Mapping[str, int],
+    depth_left: Mapping[str, int],
+    want_explain: bool,
+    prune: bool,
+) -> WorkloadPlan | None:
+    """A claim whose pods spread over zones (``DoNotSchedule``, DESIGN §22): its pods are
+    dealt to the zones of its eligible pools as evenly as they go (zone name order takes the
+    extra ones), so two zones' shares differ by at most one pod, within any maxSkew; each
+    zone's share (its pods' fraction of the requests, rounded up) is planned in that zone's
+    pools alone, under the contract scaled to the share (the caps over the share, ``min_pools``
+    its part of the pools), with its part of the limits. None when fewer than two zones have
+    eligible pools (nothing to split)."""
+    order = ctx.order(_resource_key(claim.largest_pod), _resource_key(claim.requests),
+                      claim.tolerates_reclaimable, frozenset(claim.ineligible))
+    zones = sorted({ctx.zone[e.name] for e in order.by_name.values()
+                    if e.name not in order.excluded})
+    if len(zones) < 2:
+        return None
+    pods = max(claim.pods, 1)
+    dealt = [pods // len(zones) + (1 if i < pods % len(zones) else 0)
+             for i in range(len(zones))]
+    shares = [(z, n) for z, n in zip(zones, dealt, strict=True) if n]
+    weights = [n for _, n in shares]
+    units = (_shares(claim.limits.units, weights) if claim.limits.units is not None
+             else [None] * len(shares))
+    limited = {r: _shares(most, weights) for r, most in claim.limits.resources.items()}
+    plans: list[tuple[str, float, WorkloadPlan]] = []
+    for i, (zone, n) in enumerate(shares):
+        part = n / pods
+        others = {p.name: f"topology spread (zone {ctx.zone[p.name]}, not {zone})"
+                  for p in ctx.pools if ctx.zone[p.name] != zone}
+        sub = replace(
+            claim, requests={r: -(-v * n // pods) for r, v in claim.requests.items()}, pods=n,
+            ineligible={**claim.ineligible, **others}, zone_spread=0,
+            limits=Limits({r: parts[i] for r, parts in limited.items()}, units[i]))
+        terms = replace(contract, pool_cap=contract.pool_cap / part,
+                        group_cap=contract.group_cap / part,
+                        min_pools=math.ceil(contract.min_pools * part - EPS))
+        zone_current = {p: k for p, k in current.items() if ctx.zone.get(p) == zone}
+        plans.append((zone, part, _plan_one(ctx, sub, terms, zone_current, depth_left,
+                                            want_explain, prune)))
+    total = math.fsum(part * plan.coverage for _, part, plan in plans)
+    denominator = max(total, 1.0)
+    pools = sorted(
+        (replace(p, coverage=p.coverage * part, share=p.coverage * part / denominator)
+         for _, part, plan in plans for p in plan.pools),
+        key=lambda p: (p.tier != "committed", -p.key, p.pool))
+    mine = {zone for zone, _, _ in plans}
+    explain = tuple(line for zone, _, plan in plans for line in plan.explain
+                    if ctx.zone.get(line.pool) == zone
+                    or (zone == plans[0][0] and ctx.zone.get(line.pool) not in mine))
+    return WorkloadPlan(
+        workload=claim.workload, contract=contract.name,
+        feasible=all(plan.feasible for _, _, plan in plans),
+        degraded=any(plan.degraded for _, _, plan in plans),
+        reasons=tuple(f"{reason} (zone {zone}'s share of the spread)"
+                      for zone, _, plan in plans for reason in plan.reasons),
+        pools=tuple(pools), coverage=total,
+        committed_coverage=math.fsum(part * plan.committed_coverage for _, part, plan in plans),
+        floor_shortfall=math.fsum(part * plan.floor_shortfall for _, part, plan in plans),
+        explain=explain)
 
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],
@@ -1023,6 +1187,9 @@ def plan_workload(
     back first (DESIGN §16), then units worst key first.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    if ctx.pool_limits:
+        depth_left = dict(depth_left)
+        _cap_depth(ctx, depth_left, {claim.workload: current})
     return _plan_one(ctx, claim, contract, current, depth_left, explain, prune=False,
                      idle=idle)
 
@@ -1076,6 +1243,7 @@ def plan_all(
     else:  # set algebra, not a Python loop: an incremental run touches few workloads
         replan = (seen & set(only)) | (seen - previous.keys())
     depth_left = initial_depth(ctx.pools, current_by_workload)
+    _cap_depth(ctx, depth_left, current_by_workload)
     empty: Mapping[str, int] = {}
     if promised is None:
         for claim in ordered:

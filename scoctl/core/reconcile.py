@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption
+from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, must_move
 from scoctl.core.disruption import Blocked, Disruption, Unit
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
@@ -945,6 +946,8 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
         if d.replace_first and d.server_id in p.instances \
                 and p.status(p.instances[d.server_id]) in LIVE:
             registered[d.workload] = registered.get(d.workload, 0) + 1
+    candidates = opted_out(candidates, p.snapshot.pods,  # §22: pods that opt out
+                           lambda c: p.node_of(p.instances[c.server_id]))
     decided = disruption.plan(
         candidates, in_flight=in_flight, registered=registered,
         budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now,

@@ -17,11 +17,15 @@ def record_claim(store: Store, workload: str, *, contract: str, requests: Mappin
                  largest_pod: Mapping[str, int], pods: int, source: str,
                  tolerates_reclaimable: bool = True,
                  nodes: Sequence[str] = (),
-                 ineligible: Mapping[str, str] | None = None) -> tuple[ClaimRecord, bool]:
+                 ineligible: Mapping[str, str] | None = None,
+                 zone_spread: int = 0,
+                 overhead: Mapping[str, Mapping[str, int]] | None = None,
+                 ) -> tuple[ClaimRecord, bool]:
     """Record the observed claim of `workload`; returns the stored claim and whether it is a
     new version (a claim delta). One transaction."""
     observed = ObservedClaim(workload, contract, dict(requests), dict(largest_pod), pods,
-                             source, tolerates_reclaimable, tuple(nodes), dict(ineligible or {}))
+                             source, tolerates_reclaimable, tuple(nodes), dict(ineligible or {}),
+                             zone_spread, dict(overhead or {}))
     with store.transaction():
         stored = store.claim(workload)
         write = claim_write(stored, observed)

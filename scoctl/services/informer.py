@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ResourceQuotaInfo,
         TokenSecret,
     )
+    from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
 
 E = TypeVar("E")
 Item = PodEvent | NodeEvent | Exception
@@ -184,6 +185,18 @@ class CachedCluster:
     def resource_quotas(self, namespace: str | None = None) -> list[ResourceQuotaInfo]:
         """See `Cluster.resource_quotas`."""
         return self.cluster.resource_quotas(namespace)
+
+    def volume_claims(self, namespace: str | None = None) -> list[VolumeClaimInfo]:
+        """See `Cluster.volume_claims`."""
+        return self.cluster.volume_claims(namespace)
+
+    def daemonsets(self) -> list[DaemonSetInfo]:
+        """See `Cluster.daemonsets`."""
+        return self.cluster.daemonsets()
+
+    def volumes(self) -> list[VolumeInfo]:
+        """See `Cluster.volumes`."""
+        return self.cluster.volumes()
 
     def events(self, namespace: str | None = None, *, involved_kind: str | None = None,
                involved_name: str | None = None, reason: str | None = None,

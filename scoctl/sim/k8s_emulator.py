@@ -3,11 +3,12 @@
 It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
 API scoctl uses, with the semantics scoctl's logic depends on:
 
-* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas, events,
+* core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas,
+  persistentvolumeclaims, persistentvolumes (stored as given), events,
   secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
   token Secrets in kube-system);
-  apps/v1 deployments, replicasets (+ ``status``); batch/v1 jobs; policy/v1
-  poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
+  apps/v1 deployments, replicasets (+ ``status``), daemonsets (stored as given); batch/v1
+  jobs; policy/v1 poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
   inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
 * PodDisruptionBudgets through a disruption-controller step (`k8s_controllers`): a budget's
   ``status`` (``currentHealthy``, ``desiredHealthy``, ``expectedPods`` from the owning
@@ -132,11 +133,14 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, ("status",)),
     ResourceType("", "v1", "pods", "Pod", True, ("status", "eviction")),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",)),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",)),
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",)),
     ResourceType("", "v1", "events", "Event", True),
     ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  ("status",)),

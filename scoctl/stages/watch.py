@@ -32,7 +32,13 @@ from scoctl.core.intake.common import (
     WorkloadRule,
     WorkloadState,
 )
-from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake, is_managed_pod
+from scoctl.core.intake.k8s import (
+    K8sPolicy,
+    K8sSnapshot,
+    decide_k8s_intake,
+    is_managed_pod,
+    volume_zones,
+)
 from scoctl.core.intake.slurm import (
     SlurmPolicy,
     SlurmSnapshot,
@@ -225,9 +231,17 @@ def read_k8s(cluster: Cluster, config: Config,
         jobs.extend(cluster.jobs(ns))
         isvcs.extend(cluster.inference_services(ns))
         events.extend(cluster.events(ns, involved_kind="Job", reason="FailedCreate"))
+    # the zones of the volumes pending pods mount (DESIGN §22), read only when some do
+    mounting = sorted({pod.namespace for pod in pods if pod.phase == "Pending"
+                       and pod.placement is not None and pod.placement.volume_claims})
+    zones = volume_zones([c for ns in mounting for c in cluster.volume_claims(ns)],
+                         cluster.volumes()) if mounting else {}
+    # DaemonSet pods count against a new unit's allocatable (§22): read while pods wait
+    daemonsets = tuple(cluster.daemonsets()) if any(p.phase == "Pending" for p in pods) else ()
     return K8sSnapshot(pods=pods, nodes=tuple(nodes),
                        deployments=tuple(deployments), replicasets=tuple(replicasets),
-                       jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events))
+                       jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events),
+                       volume_zones=zones, daemonsets=daemonsets)
 
 
 def read_slurm(scheduler: BatchScheduler) -> SlurmSnapshot:
@@ -329,7 +343,8 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
             claim.workload, contract=claim.contract, requests=claim.requests,
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
             tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes,
-            ineligible=claim.ineligible)
+            ineligible=claim.ineligible, zone_spread=claim.zone_spread,
+            overhead=claim.overhead)
         counts.claims_written += 1
         if changed:
             counts.claims_changed += 1

@@ -52,3 +52,26 @@ def test_a_bad_limit_is_exit_2_naming_the_field(limits: str, field: str) -> None
     with pytest.raises(ConfigError) as caught:
         parse(f"{{name: web, limits: {limits}}}")
     assert caught.value.exit_code == EXIT_USAGE and caught.value.field == field
+
+
+def test_pool_limits_are_read_into_the_pool() -> None:
+    text = BASE.replace("labels: {accelerator: a100}}]",
+                        "labels: {accelerator: a100}, limits: {cpu: '32', units: 6}}]")
+    config = parse_config(load_located(text + "workloads: [{name: web}]\n" + BOOTSTRAP,
+                                       "c.yaml"), path=None)
+    assert config.pools[0].limits == Limits(resources={"cpu": 32_000}, units=6)
+    assert not parse("{name: web}").pools[0].limits
+
+
+@pytest.mark.parametrize(("limits", "field"), [
+    ("{cpu: lots}", "pools[0].limits.cpu"),
+    ("{units: -1}", "pools[0].limits.units"),
+    ("{vcpus: 8}", "pools[0].limits.vcpus"),
+])
+def test_a_bad_pool_limit_is_exit_2_naming_the_field(limits: str, field: str) -> None:
+    text = BASE.replace("labels: {accelerator: a100}}]",
+                        f"labels: {{accelerator: a100}}, limits: {limits}}}]")
+    with pytest.raises(ConfigError) as caught:
+        parse_config(load_located(text + "workloads: [{name: web}]\n" + BOOTSTRAP, "c.yaml"),
+                     path=None)
+    assert caught.value.exit_code == EXIT_USAGE and caught.value.field == field

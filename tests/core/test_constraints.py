@@ -10,6 +10,7 @@ against a predicate written here from those rules, independently of `core.constr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -25,7 +26,7 @@ from scoctl.core.constraints import (
     unit_labels,
 )
 from scoctl.core.intake.common import Capacity, WorkloadRule
-from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
+from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, daemon_overhead, decide_k8s_intake
 from scoctl.core.model import (
     Claim,
     Contract,
@@ -39,6 +40,7 @@ from scoctl.core.model import (
     Taint,
     Toleration,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo
 from scoctl.core.planner import plan_workload
 from scoctl.core.userdata import BootContract
 from tests.core.test_intake import make_pod, node
@@ -318,3 +320,174 @@ def test_a_claim_above_its_limit_is_planned_up_to_it_degraded_naming_the_limit()
                              pools(), FLAVORS, {p.name: 0.5 for p in pools()}, {}, {})
     assert sum(u.units for u in by_units.pools) == 3
     assert by_units.reasons[0].startswith("LIMIT_REACHED: workloads[].limits.units 3")
+
+
+# --- zone spread ---------------------------------------------------------------------------
+
+
+def test_intake_records_the_smallest_max_skew_of_a_do_not_schedule_zone_spread() -> None:
+    def claim_of(*spread: Spread) -> int:
+        pods = tuple(placed(make_pod(f"p{i}"), Placement(spread=spread)) for i in range(3))
+        (claim,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)),
+                                     policy()).claims
+        return claim.zone_spread
+
+    assert claim_of(Spread(ZONE, 2), Spread(ZONE, 1)) == 1
+    assert claim_of(Spread(ZONE, 3)) == 3
+    assert claim_of(Spread(ZONE, 1, "ScheduleAnyway")) == 0  # soft: only orders nodes
+    assert claim_of(Spread("kubernetes.io/hostname", 1)) == 0  # not a zone spread
+    assert claim_of() == 0
+
+
+def _pods_per_zone(plan: object, pod_cpu: int) -> dict[str, int]:
+    """Pods of `pod_cpu` vCPU (4 GiB each) the plan's units hold, per zone."""
+    by_name = {p.name: p for p in pools()}
+    out: dict[str, int] = {}
+    for unit in plan.pools:  # type: ignore[attr-defined]
+        pool = by_name[unit.pool]
+        flavor = FLAVORS[pool.flavor]
+        per = min(flavor.vcpus // pod_cpu, flavor.ram // (4 * GI))
+        out[pool.az] = out.get(pool.az, 0) + unit.units * per
+    return out
+
+
+def test_a_zone_spread_claim_is_covered_in_every_eligible_zone_within_its_skew() -> None:
+    pod = {"cpu": 2000, "memory": 4 * GI}
+    claim = Claim("orders-daily", "T1", {k: v * 9 for k, v in pod.items()}, pod, pods=9)
+    # az1 is ranked best: without a spread every unit goes there
+    scores = {p.name: 0.9 if p.az == "az1" else 0.5 for p in pools()}
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    plain = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    assert set(_pods_per_zone(plain, 2)) == {"az1"}
+    spread = plan_workload(replace(claim, zone_spread=1), loose, pools(), FLAVORS, scores, {},
+                           {}, explain=True)
+    held = _pods_per_zone(spread, 2)
+    assert set(held) == {"az1", "az2", "az3"} and all(n >= 3 for n in held.values()), held
+    assert spread.feasible and not spread.degraded and spread.coverage >= 1 - 1e-9
+    assert math.isclose(sum(p.coverage for p in spread.pools), spread.coverage)
+    # one explain line per pool outside the plan, from its own zone's share
+    lines = [line.pool for line in spread.explain]
+    assert len(lines) == len(set(lines))
+    # a replan with the units in place moves nothing
+    again = plan_workload(replace(claim, zone_spread=1), loose, pools(), FLAVORS, scores,
+                          spread.units(), {})
+    assert again.units() == spread.units()
+    # pods a zonal selector confines to one zone have nothing to split
+    az2 = {p.name: "nodeSelector" for p in pools() if p.az != "az2"}
+    one = plan_workload(replace(claim, zone_spread=1, ineligible=az2), loose, pools(), FLAVORS,
+                        scores, {}, {})
+    assert set(_pods_per_zone(one, 2)) == {"az2"}
+
+
+def test_a_zone_spread_claim_deals_its_pods_and_its_limits_to_the_zones() -> None:
+    pod = {"cpu": 4000, "memory": 4 * GI}  # one per m5.xlarge, two per m5.2xlarge
+    claim = Claim("orders-daily", "T1", {k: v * 4 for k, v in pod.items()}, pod, pods=4,
+                  zone_spread=1)
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.5 for p in pools()}
+    plan = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    held = _pods_per_zone(plan, 4)
+    assert held["az1"] >= 2 and held["az2"] >= 1 and held["az3"] >= 1  # 4 pods: 2, 1, 1
+    limited = plan_workload(replace(claim, limits=Limits(units=2)), loose, pools(), FLAVORS,
+                            scores, {}, {})
+    assert sum(u.units for u in limited.pools) <= 2 and limited.degraded
+    assert any(r.startswith("LIMIT_REACHED: workloads[].limits.units") for r in limited.reasons)
+
+
+def test_voluntary_disruption_skips_a_unit_running_a_pod_that_opts_out() -> None:
+    from tests.core.test_disruption_rules import NOW, ago, decide, policy, world
+
+    # 5 units one pod each, the plan wants 2: s02..s04 would be consolidated (underutilized)
+    snapshot = world(5, pods_per=dict.fromkeys(range(5), 1), target=2)
+    assert sorted(s.name for s in decide(snapshot, policy(), NOW).scale_downs) == [
+        "sco-web-s02", "sco-web-s03", "sco-web-s04"]
+    notes = {"sco-web-s02": {"karpenter.sh/do-not-disrupt": "true"},
+             "sco-web-s03": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}
+    pods = {node: tuple(replace(p, annotations=notes.get(node, {})) for p in on)
+            for node, on in snapshot.pods.items()}
+    kept = replace(snapshot, pods=pods)
+    d = decide(kept, policy(), NOW)
+    assert [s.name for s in d.scale_downs] == ["sco-web-s04"]
+    assert "sco-web-s02" not in {e.detail.get("name") for e in d.events}
+    # expiry is voluntary too: of five old units the plan keeps, the two running an
+    # opting-out pod are not expired
+    old = replace(kept, instances=tuple(replace(i, created=ago(10_000))
+                                        for i in kept.instances),
+                  targets={"web": {"p-spot": 5}})
+    d = decide(old, policy(expire_after=1000.0), NOW)
+    expired = {e.detail["server"] for e in d.events if e.token == "DISRUPTION_STARTED"
+               and e.detail["reason"] == "expired"}
+    assert expired == {"s00", "s01", "s04"}
+
+
+def test_pool_limits_cap_the_units_every_workload_holds_in_the_pool() -> None:
+    from scoctl.core.planner import plan_all
+
+    # only the az1 m5.xlarge pools may be used; the reclaimable one is limited to 16 vCPU
+    # (4 units of 4) and the committed one has no depth
+    only = {p.name for p in pools() if p.az == "az1" and p.flavor == "m5.xlarge"}
+    ruled = {p.name: "nodeSelector" for p in pools() if p.name not in only}
+    limited = tuple(replace(p, limits=Limits(resources={"cpu": 16_000}))
+                    if p.name == "m5.xlarge.az1.recl" else
+                    replace(p, depth=0) if p.name == "m5.xlarge.az1.comm" else p
+                    for p in pools())
+    pod = {"cpu": 4000, "memory": 4 * GI}  # one per unit
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    claims = [Claim(w, "T1", {k: v * 3 for k, v in pod.items()}, pod, pods=3, ineligible=ruled)
+              for w in ("a-web", "b-web")]
+    scores = {p.name: 0.5 for p in limited}
+    plans = plan_all(claims, {"T1": loose}, limited, FLAVORS, scores, {})
+    a, b = plans["a-web"], plans["b-web"]
+    assert a.units() == {"m5.xlarge.az1.recl": 3} and not a.degraded
+    # 4 units in all: the second workload gets the one left, degraded, the limit named
+    assert b.units() == {"m5.xlarge.az1.recl": 1} and b.feasible and b.degraded
+    assert b.reasons[0].startswith(
+        "LIMIT_REACHED: pools[m5.xlarge.az1.recl].limits.cpu 16 vCPU (the plan covers 33.3%")
+    # units one workload already holds count against the limit of every other
+    again = plan_all(claims[1:], {"T1": loose}, limited, FLAVORS, scores,
+                     {"a-web": {"m5.xlarge.az1.recl": 4}})
+    assert again["b-web"].units() == {} and again["b-web"].reasons[0].startswith(
+        "LIMIT_REACHED: pools[m5.xlarge.az1.recl].limits.cpu")
+
+
+# --- DaemonSet overhead ----------------------------------------------------------------------
+
+
+def daemonset(name: str, cpu: int, *, selector: tuple[tuple[str, str], ...] = (),
+              tolerations: tuple[Toleration, ...] = ()) -> DaemonSetInfo:
+    pod = replace(make_pod(name, cpu=f"{cpu}m", memory="1Gi", workload=None, rs=None,
+                           namespace="kube-system", unschedulable=False, phase="Running"),
+                  tolerations=tolerations,
+                  placement=Placement(node_selector=selector) if selector else None)
+    return DaemonSetInfo(name, "kube-system", pod)
+
+
+def test_the_daemonsets_that_would_land_on_a_new_unit_count_against_its_flavor() -> None:
+    every = daemonset("logs", 200, tolerations=(Toleration("", "Exists"),))
+    plain = daemonset("metrics", 100)  # no toleration: not on reclaimable (tainted) units
+    gpu = daemonset("big-only", 300, selector=((ITYPE, "m5.2xlarge"),))
+    pods = tuple(make_pod(f"p{i}") for i in range(3))
+    snap = K8sSnapshot(pods=pods, nodes=(node("n0"),), daemonsets=(every, plain, gpu))
+    (claim,) = decide_k8s_intake(snap, policy()).claims
+    # the most of a flavor's pools: committed units take all that select them
+    assert claim.overhead == {"m5.xlarge": {"cpu": 300, "memory": 2 * GI},
+                              "m5.2xlarge": {"cpu": 600, "memory": 3 * GI}}
+    only_reclaimable = {p.name: "x" for p in pools() if p.tier == "committed"}
+    assert daemon_overhead("orders-daily", "T1", {}, (every, plain, gpu), pools(),
+                           only_reclaimable) == {"m5.xlarge": {"cpu": 200, "memory": GI},
+                                                 "m5.2xlarge": {"cpu": 200, "memory": GI}}
+    assert daemon_overhead("orders-daily", "T1", {}, (), pools(), {}) == {}
+
+
+def test_the_planner_fits_pods_beside_the_daemonset_overhead() -> None:
+    pod = {"cpu": 1000, "memory": GI}
+    claim = Claim("orders-daily", "T1", {k: v * 8 for k, v in pod.items()}, pod, pods=8)
+    only = {p.name: "x" for p in pools() if p.name != "m5.xlarge.az1.comm"}
+    claim = replace(claim, ineligible=only)
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.5 for p in pools()}
+    bare = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {})
+    assert bare.units() == {"m5.xlarge.az1.comm": 2}  # 4 one-core pods per 4-vCPU unit
+    ds = replace(claim, overhead={"m5.xlarge": {"cpu": 500}})
+    heavy = plan_workload(ds, loose, pools(), FLAVORS, scores, {}, {})
+    assert heavy.units() == {"m5.xlarge.az1.comm": 3}  # 3 beside half a core of DaemonSets

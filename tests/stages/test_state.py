@@ -107,6 +107,24 @@ def test_a_claim_gets_a_new_version_only_when_its_demand_changes(store):
     assert (c3.version, changed3) == (2, True)
 
 
+def test_a_claims_zone_spread_and_daemonset_overhead_are_stored_and_a_change_is_a_new_version(
+        store):
+    demand, pod = {"cpu": 12000}, {"cpu": 4000}
+    c1, _ = record_claim(store, "web", contract="T1", requests=demand, largest_pod=pod,
+                         pods=3, source="k8s", zone_spread=1)
+    assert store.claim("web").zone_spread == 1
+    assert [c.zone_spread for c in store.claims()] == [1]
+    c2, changed = record_claim(store, "web", contract="T1", requests=demand, largest_pod=pod,
+                               pods=3, source="k8s")
+    assert changed and c2.version == c1.version + 1 and store.claim("web").zone_spread == 0
+    overhead = {"c4.xlarge": {"cpu": 300, "memory": 2**30}}
+    c3, changed = record_claim(store, "web", contract="T1", requests=demand, largest_pod=pod,
+                               pods=3, source="k8s", overhead=overhead)
+    assert changed and c3.version == c2.version + 1
+    assert store.claim("web").overhead == overhead
+    assert [c.overhead for c in store.claims()] == [overhead]
+
+
 def _plan(workload, units):
     return PlanWorkloadRecord(
         workload=workload, generation=0, claim_version=1, contract="T1", ranking="r-1",

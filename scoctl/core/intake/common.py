@@ -84,6 +84,9 @@ class ClaimDecision:
     created: tuple[float, ...] = ()  # when each pod / job of the demand was made (Unix s)
     # pools the pods' placement rules out, each with the constraint that does (DESIGN §22)
     ineligible: Mapping[str, str] = field(default_factory=dict)
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
+    # per flavor, what the DaemonSet pods on a new unit of the claim request (§22)
+    overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

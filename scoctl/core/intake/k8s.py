@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from scoctl.core.constraints import NAME_FIELD, pod_refusal, pools_for
+from scoctl.core.constraints import NAME_FIELD, ZONE_LABEL, pod_refusal, pool_labels, pools_for
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -65,11 +65,13 @@ from scoctl.core.model import (
     NodeInfo,
     Placement,
     PodInfo,
+    Pool,
     ReplicaSetInfo,
     WorkloadRef,
     flavor_allocatable,
     is_slug,
 )
+from scoctl.core.model.kubernetes import DaemonSetInfo, Taint, VolumeClaimInfo, VolumeInfo
 from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
@@ -109,6 +111,16 @@ class K8sSnapshot:
     claims: frozenset[str] = frozenset()  # workloads holding a non-empty k8s claim now
     # the zone of the PersistentVolume bound to each claim, by (namespace, claim name)
     volume_zones: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    daemonsets: tuple[DaemonSetInfo, ...] = ()
+
+
+def volume_zones(claims: Iterable[VolumeClaimInfo],
+                 volumes: Iterable[VolumeInfo]) -> dict[tuple[str, str], str]:
+    """The zone of the PersistentVolume each PersistentVolumeClaim is bound to, by (namespace,
+    claim): only volumes of exactly one zone (one that may be used in several, or in any, pins
+    no zone)."""
+    zone = {v.name: v.zones[0] for v in volumes if len(v.zones) == 1}
+    return {(c.namespace, c.name): zone[c.volume] for c in claims if c.volume in zone}
 
 
 # --- small pure helpers ----------------------------------------------------------------------
@@ -425,6 +437,7 @@ class _Placed:
 
     ineligible: Mapping[str, str] = field(default_factory=dict)
     nowhere: tuple[tuple[PodInfo, str, tuple[str, ...]], ...] = ()  # pod, why, volume zones
+    zone_spread: int = 0  # the smallest maxSkew of a DoNotSchedule zone spread, 0: none
 
 
 _UNPLACED = _Placed()
@@ -458,7 +471,47 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
             reasons = sorted(set(found.ineligible.values()))
             nowhere.append((pod, "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3
                                                            else ""), zones))
-    return _Placed(ineligible, tuple(nowhere))
+    return _Placed(ineligible, tuple(nowhere), zone_spread(p for p, _ in w.placements))
+
+
+RECLAIMABLE_TAINT = Taint("reclaimable", "NoSchedule", "true")  # core.userdata's, on its units
+
+
+def daemon_overhead(workload: str, contract: str, node_labels: Mapping[str, str],
+                    daemonsets: Sequence[DaemonSetInfo], pools: Sequence[Pool],
+                    ineligible: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Per flavor, what the pods of the DaemonSets that would land on a new unit of the
+    workload request (DESIGN §22): a DaemonSet counts on a pool's unit when its pod template's
+    node selector, required affinity and tolerations admit that unit's labels and taints (the
+    reclaimable taint on reclaimable pools), as the DaemonSet controller's
+    `NodeShouldRunDaemonPod` decides; a flavor takes the most of its eligible pools'."""
+    if not daemonsets:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for pool in pools:
+        if pool.name in ineligible:
+            continue
+        labels = pool_labels(pool, workload=workload, contract=contract,
+                             extra={**pool.labels, **node_labels})
+        taints = (RECLAIMABLE_TAINT,) if pool.tier == "reclaimable" else ()
+        total: dict[str, int] = {}
+        for ds in daemonsets:
+            if pod_refusal(ds.pod, labels, taints) is None:
+                for name, amount in effective_request(ds.pod).items():
+                    total[name] = total.get(name, 0) + amount
+        if total:
+            most = out.setdefault(pool.flavor, {})
+            for name, amount in total.items():
+                most[name] = max(most.get(name, 0), amount)
+    return out
+
+
+def zone_spread(placements: Iterable[Placement | None]) -> int:
+    """The smallest maxSkew of the ``DoNotSchedule`` topology spread constraints over
+    ``topology.kubernetes.io/zone`` of `placements` (0: none asks for one)."""
+    skews = [s.max_skew for p in placements if p is not None for s in p.spread
+             if s.topology_key == ZONE_LABEL and s.when_unsatisfiable == "DoNotSchedule"]
+    return max(1, min(skews)) if skews else 0
 
 
 def _node_admits(pod: PodInfo, request: Resources, nodes: Sequence[NodeInfo],
@@ -529,7 +582,9 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
                 tolerates_reclaimable=w.tolerates, namespace=w.namespace,
                 created=tuple(p.created for p in w.demand if p.created is not None),
-                ineligible=placed.ineligible))
+                ineligible=placed.ineligible, zone_spread=placed.zone_spread,
+                overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
+                                         policy.capacity.pools, placed.ineligible)))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,

@@ -227,6 +227,35 @@ class ResourceQuotaInfo:
 
 
 @dataclass(frozen=True)
+class DaemonSetInfo:
+    """A DaemonSet: `pod` is its pod template as a pod (node selector, affinity, tolerations,
+    requests), one of which runs on every node it matches."""
+
+    name: str
+    namespace: str
+    pod: PodInfo
+
+
+@dataclass(frozen=True)
+class VolumeClaimInfo:
+    """A PersistentVolumeClaim: the PersistentVolume it is bound to (``spec.volumeName``;
+    empty while unbound)."""
+
+    name: str
+    namespace: str
+    volume: str = ""
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A PersistentVolume and the zones it can be used in (its ``topology.kubernetes.io/zone``
+    node affinity or label; empty: any zone)."""
+
+    name: str
+    zones: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EventInfo:
     """A core/v1 Event about some object."""
 

@@ -70,7 +70,8 @@ def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) ->
 @dataclass(frozen=True)
 class Pool:
     """One place instances can come from: a flavor in an availability zone of a region.
-    `labels` are put on its units' Nodes (`core.constraints.unit_labels`)."""
+    `labels` are put on its units' Nodes (`core.constraints.unit_labels`); `limits` cap the
+    units every workload together holds in it (`pools[].limits`, DESIGN §22)."""
 
     name: str
     region: str
@@ -80,6 +81,7 @@ class Pool:
     tier: Tier
     depth: int
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    limits: Limits = field(default_factory=Limits, hash=False)
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,8 @@ class Claim:
     # pools the pods' placement rules out (DESIGN §22), each with the constraint that does
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
     limits: Limits = field(default_factory=Limits, hash=False)  # workloads[].limits
+    # the maxSkew of the pods' DoNotSchedule topology spread over topology.kubernetes.io/zone
+    # (0: none): the planner splits the claim's coverage across the eligible zones (§22)
+    zone_spread: int = 0
+    # per flavor, what the DaemonSet pods that would land on a new unit request (§22)
+    overhead: Mapping[str, Resources] = field(default_factory=dict, hash=False)

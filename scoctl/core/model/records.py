@@ -65,6 +65,9 @@ class ClaimRecord:
     updated: str
     nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
     ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint (§22)
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
+    # per flavor, what the DaemonSet pods on a new unit request (§22)
+    overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -316,4 +316,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (workload, reason)
     );
     """,
+    # 8: the maxSkew of a claim's pods' DoNotSchedule zone topology spread, 0: none; per
+    # flavor, what the DaemonSet pods on a new unit of the claim request (§22)
+    """
+    ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE claims ADD COLUMN overhead TEXT NOT NULL DEFAULT '{}';
+    """,
 )

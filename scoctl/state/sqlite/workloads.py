@@ -154,7 +154,8 @@ class WorkloadTables(SqliteBase):
             requests=loads(row["requests"], {}), largest_pod=loads(row["largest_pod"], {}),
             pods=row["pods"], tolerates_reclaimable=bool(row["tolerates_reclaimable"]),
             source=row["source"], updated=row["updated"],
-            nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}))
+            nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}),
+            zone_spread=row["zone_spread"], overhead=loads(row["overhead"], {}))
 
     def claim(self, workload: str) -> ClaimRecord | None:
         row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
@@ -164,14 +165,18 @@ class WorkloadTables(SqliteBase):
         """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
-            "tolerates_reclaimable, source, updated, nodes, ineligible FROM claims "
+            "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead "
+            "FROM claims "
             "ORDER BY workload")
         return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
                             tolerates_reclaimable=bool(tol), source=src, updated=upd,
                             nodes=tuple(loads(nodes, [])) if nodes != "[]" else (),
-                            ineligible=loads(ineligible, {}) if ineligible != "{}" else {})
-                for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible in cursor]
+                            ineligible=loads(ineligible, {}) if ineligible != "{}" else {},
+                            zone_spread=spread,
+                            overhead=loads(overhead, {}) if overhead != "{}" else {})
+                for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible, spread, overhead
+                in cursor]
 
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
@@ -185,10 +190,13 @@ class WorkloadTables(SqliteBase):
                 self.conn.execute(
                     "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
                     "largest_pod, pods, tolerates_reclaimable, source, nodes, ineligible, "
-                    "updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "zone_spread, overhead, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [c.workload, write.version, c.contract, dumps(dict(c.requests)),
                      dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
                      c.source, dumps(sorted(c.nodes)), dumps(dict(sorted(c.ineligible.items()))),
+                     c.zone_spread, dumps({f: dict(sorted(r.items()))
+                                           for f, r in sorted(c.overhead.items())}),
                      self.now()])
             stored = self.claim(c.workload)
             assert stored is not None
