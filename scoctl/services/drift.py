@@ -1,0 +1,118 @@
+"""Drift's inputs (DESIGN §17) read from the config and the state, and `scoctl drift resume`.
+
+`view` builds what `core.reconcile.decide` compares a region's units against
+(`core.reconcile.DriftView`): each (workload, pool)'s current launch spec (`core.spec.pool_spec`,
+the same rule acquire records), the Node labels the config wants, and — only while some unit
+has drifted — what the event log says was recorded already (`UNIT_DRIFTED` per unit,
+`DRIFT_ROLLOUT_HALTED` per workload and hashes, the last `DRIFT_RESUMED`), so each is written
+once. The specs this process computed are remembered (`_SEEN`, bounded), so after a SIGHUP
+reload `UNIT_DRIFTED` names the fields that changed; a fresh process knows only the hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from scoctl.config.schema import Config, Region
+from scoctl.core import drift
+from scoctl.core.model import InstanceRecord, NewEvent
+from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.reconcile import DriftView
+from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec
+from scoctl.state import Store
+
+_SEEN: dict[str, LaunchSpec] = {}
+_SEEN_MOST = 256
+
+DRIFT_TOKENS = frozenset({"UNIT_DRIFTED", "DRIFT_ROLLOUT_HALTED", "DRIFT_RESUMED"})
+
+
+def specs_of(config: Config, region: Region, template: str,
+             pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], LaunchSpec]:
+    """The current launch spec of each (workload, pool) of `pairs` whose pool is the region's
+    (none when the region has no launch settings)."""
+    launch = region.launch
+    if launch is None:
+        return {}
+    pools = {p.name: p for p in config.pools if p.region == region.name}
+    out: dict[tuple[str, str], LaunchSpec] = {}
+    for workload, name in sorted(set(pairs)):
+        pool = pools.get(name)
+        if pool is None:
+            continue
+        out[(workload, name)] = pool_spec(
+            flavor=pool.flavor, az=pool.az, tier=pool.tier, image=launch.image,
+            networks=launch.networks, security_groups=launch.security_groups,
+            key_name=launch.key_name, server_group=launch.server_group,
+            user_data_template=template)
+    return out
+
+
+def labels_of(config: Config, region: Region,
+              pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
+    """The labels each (workload, pool)'s Nodes carry beyond scoctl's own: the pool's
+    `labels`, then the workload's `node_labels` (as acquire hands them to user data)."""
+    pools = {p.name: p for p in config.pools if p.region == region.name}
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for workload, name in sorted(set(pairs)):
+        pool = pools.get(name)
+        if pool is None:
+            continue
+        spec = config.workload(workload)
+        out[(workload, name)] = {**pool.labels, **(spec.node_labels if spec else {})}
+    return out
+
+
+def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, LaunchSpec]:
+    for spec in specs.values():
+        for version in CANONICAL:
+            _SEEN.setdefault(hash_of(spec, version), spec)
+    while len(_SEEN) > _SEEN_MOST:
+        _SEEN.pop(next(iter(_SEEN)))
+    return dict(_SEEN)
+
+
+def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
+         template: str) -> DriftView:
+    """What drift compares the region's `tracked` instances against (module docstring)."""
+    rows = list(tracked)
+    pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
+    specs = specs_of(config, region, template, pairs)
+    known = _remember(specs)
+    labels = labels_of(config, region, pairs)
+    ready = [i for i in rows if i.status == InstanceStatus.READY]
+    found = drift.drifted(ready, specs)
+    flying = [i for i in ready if i.disruption == DisruptionReason.DRIFTED]
+    if not found and not flying:
+        return DriftView(specs=specs, known=known, node_labels=labels)
+    since = min(i.created for i in [*(i for i in ready if i.id in
+                                      {d.server_id for d in found}), *flying])
+    noted: set[str] = set()
+    halted: list[tuple[str | None, str, str]] = []
+    resumed: dict[str, str] = {}
+    every = ""
+    for event in store.events(since=since):
+        if event.token not in DRIFT_TOKENS:
+            continue
+        if event.token == "UNIT_DRIFTED":
+            noted.add(str(event.detail.get("server", "")))
+        elif event.token == "DRIFT_ROLLOUT_HALTED":
+            hashes = ",".join(str(h) for h in event.detail.get("hashes", ()))
+            halted.append((event.workload, hashes, event.ts))
+        elif event.workload:
+            resumed[event.workload] = max(resumed.get(event.workload, ""), event.ts)
+        else:
+            every = max(every, event.ts)
+    if every:
+        for name in {w for w, _ in pairs} | set(resumed):
+            resumed[name] = max(resumed.get(name, ""), every)
+    kept = frozenset((w, h) for w, h, ts in halted if w and ts >= resumed.get(w, ""))
+    return DriftView(specs=specs, known=known, node_labels=labels, noted=frozenset(noted),
+                     halted=kept, resumed=resumed)
+
+
+def resume(store: Store, workload: str | None) -> int:
+    """`scoctl drift resume`: record `DRIFT_RESUMED` (for `workload`, else every workload);
+    the failed replacements before it no longer halt the rollout. Returns the event's id."""
+    return store.append_event(NewEvent(workload, "DRIFT_RESUMED", "info",
+                                       {"workload": workload}))
