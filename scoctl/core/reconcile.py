@@ -126,6 +126,9 @@ class DriftView:
     noted: frozenset[str] = frozenset()
     halted: frozenset[tuple[str, str]] = frozenset()
     resumed: Mapping[str, str] = field(default_factory=dict)
+    # the rows, deleted ones included, launched on the current specs while units drifted:
+    # the failed replacements in a row are counted over them
+    launched: tuple[InstanceRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -581,8 +584,8 @@ def _adopt(p: _Pass) -> set[str]:
     `sco:launch` names no known launch is an orphan whatever its workload tag (`_orphans`)."""
     adopted: set[str] = set()
     for server in sorted(p.servers.values(), key=lambda s: s.name):
-        if server.id in p.instances:
-            continue
+        if server.id in p.instances or server.status == ServerStatus.DELETED:
+            continue  # a server on its way out is never adopted (its row may be deleted)
         tags = server_tags(server)
         launch = p.launches.get(tags.get("launch", ""))
         if launch is None:
@@ -1058,6 +1061,7 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
                     fields=list(d.fields), spec=p.instances[d.server_id].spec_hash)
     flying = [i for i in ready if p.value(i, "disruption") == DisruptionReason.DRIFTED]
     rows = [replace(i, status=p.status(i)) for i in p.instances.values()]
+    rows += [i for i in view.launched if i.id not in p.instances]
     rollouts: dict[str, drift.Rollout] = {}
     for name in sorted({d.workload for d in found} | {i.workload or "" for i in flying}):
         knobs = p.policy.settings_of(name).drift

@@ -12,6 +12,7 @@ reload `UNIT_DRIFTED` names the fields that changed; a fresh process knows only 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from scoctl.config.schema import Config, Region
 from scoctl.core import drift
@@ -19,6 +20,7 @@ from scoctl.core.model import InstanceRecord, NewEvent
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 from scoctl.core.reconcile import DriftView
 from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec
+from scoctl.errors import ConfigError
 from scoctl.state import Store
 
 _SEEN: dict[str, LaunchSpec] = {}
@@ -107,8 +109,11 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
         for name in {w for w, _ in pairs} | set(resumed):
             resumed[name] = max(resumed.get(name, ""), every)
     kept = frozenset((w, h) for w, h, ts in halted if w and ts >= resumed.get(w, ""))
+    current = {h for name in {w for w, _ in pairs} for h in drift.current_hashes(name, specs)}
+    launched = tuple(i for i in store.instances(region=region.name, include_deleted=True)
+                     if i.spec_hash in current and i.created >= since)
     return DriftView(specs=specs, known=known, node_labels=labels, noted=frozenset(noted),
-                     halted=kept, resumed=resumed)
+                     halted=kept, resumed=resumed, launched=launched)
 
 
 def resume(store: Store, workload: str | None) -> int:
@@ -116,3 +121,48 @@ def resume(store: Store, workload: str | None) -> int:
     the failed replacements before it no longer halt the rollout. Returns the event's id."""
     return store.append_event(NewEvent(workload, "DRIFT_RESUMED", "info",
                                        {"workload": workload}))
+
+
+def progress(config: Config, store: Store, now: datetime) -> list[dict[str, object]]:
+    """Each workload's rollout (`status`, DESIGN §17), for workloads with drifted units or
+    units replaced for drift: ready units not on the current spec (`drifted`, those in flight
+    included), in flight, replaced (deleted for drift), the rollout's phase and its failed
+    replacements in a row. Empty when the template cannot be read."""
+    try:
+        template = config.user_data_template()
+    except ConfigError:
+        return []
+    rows = store.instances(include_deleted=True)
+    drifted_ids: set[str] = set()
+    views: list[DriftView] = []
+    for region in config.regions:
+        mine = [i for i in rows if i.region == region.name
+                and i.status != InstanceStatus.DELETED]
+        seen = view(config, store, region, mine, template)
+        views.append(seen)
+        drifted_ids |= {d.server_id for d in drift.drifted(
+            [i for i in mine if i.status == InstanceStatus.READY], seen.specs)}
+    specs = {k: v for seen in views for k, v in seen.specs.items()}
+    resumed: dict[str, str] = {}
+    for seen in views:
+        for name, ts in seen.resumed.items():
+            resumed[name] = max(resumed.get(name, ""), ts)
+    out: list[dict[str, object]] = []
+    names = sorted({i.workload for i in rows if i.workload and (
+        i.id in drifted_ids or i.disruption == DisruptionReason.DRIFTED)})
+    for name in names:
+        knobs = config.disruption_of(name).drift
+        r = drift.rollout(name, drift.current_hashes(name, specs), rows, now=now,
+                          soak=knobs.soak, halt_after=knobs.halt_after,
+                          resumed=resumed.get(name))
+        mine = [i for i in rows if i.workload == name]
+        out.append({
+            "workload": name,
+            "drifted": sum(1 for i in mine if i.id in drifted_ids),
+            "in_flight": sum(1 for i in mine if i.disruption == DisruptionReason.DRIFTED
+                             and i.status != InstanceStatus.DELETED),
+            "replaced": sum(1 for i in mine if i.disruption == DisruptionReason.DRIFTED
+                            and i.status == InstanceStatus.DELETED),
+            "phase": str(r.phase), "failures": r.failures,
+            "halted": r.phase is drift.Phase.HALTED})
+    return out

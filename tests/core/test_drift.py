@@ -235,3 +235,32 @@ def test_a_label_change_is_patched_onto_the_nodes_in_place_with_no_new_server() 
                   for n in s.k8s_nodes)
     assert decide(replace(s, k8s_nodes=nodes), policy(), NOW).empty
     assert drift.meta_patches({"team": "ml", "x": "1"}, {"team": "ai"}) == {"team": "ai"}
+
+
+# -- the rows a halt counts over -----------------------------------------------------------------
+
+def test_failed_replacements_deleted_already_still_count_toward_the_halt() -> None:
+    # the state's snapshot holds no deleted rows: the view hands the launches on the new spec
+    s = fleet(3)
+    s = apply(s, decide(s, policy(), NOW))
+    gone = tuple(replace(make_instance(sid, status="deleted", created=100 - n),
+                         spec_hash=hash_of(NEW), fault="no ready node after 900s")
+                 for n, sid in enumerate(("f1", "f2")))
+    d = decide(replace(s, drift=view(launched=gone)), policy(halt_after=2), NOW)
+    assert [h["failures"] for h in detail(d, "DRIFT_ROLLOUT_HALTED")] == [2]
+    assert fields(d, "s00") == {"disruption": None, "disruption_at": None}
+
+
+def test_a_server_nova_still_lists_as_deleted_is_never_adopted_again() -> None:
+    # its instance row is deleted (the state hands none), its sco:launch names a known launch:
+    # adopting it would record a unit that is gone, and then a reclaim that never happened
+    from scoctl.core.model import LaunchRecord
+
+    launch = LaunchRecord(launch_id="l-000000000001", region="region-a", workload="web",
+                          pool="p-spot", generation=3, count=1, status="recorded",
+                          created=ago(600), updated=ago(600))
+    d = decide(snap(servers=(make_server("x", status="DELETED"),), launches=(launch,)),
+               POLICY, NOW)
+    assert d.new_instances == () and "LAUNCH_ADOPTED" not in tokens(d)
+    assert "INSTANCE_RECLAIMED" not in tokens(decide(snap(
+        servers=(make_server("x", status="DELETED"),), launches=(launch,)), POLICY, NOW))
