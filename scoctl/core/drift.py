@@ -130,8 +130,9 @@ def rollout(workload: str, hashes: Iterable[str], instances: Iterable[InstanceRe
     mine = sorted((i for i in instances if i.workload == workload
                    and i.spec_hash in current), key=lambda i: (i.created, i.name))
     failures = 0
+    since = parse_rfc3339(resumed) if resumed else None
     for inst in mine:
-        if resumed and inst.created < resumed:
+        if since is not None and parse_rfc3339(inst.created) < since:
             continue
         if inst.ready_at:
             failures = 0

@@ -42,7 +42,6 @@ from scoctl.core.model import (
     SlurmNode,
 )
 from scoctl.core.model.disruption import Budget, DisruptionSettings
-from scoctl.core.spec import LaunchSpec
 from scoctl.core.model.vocabulary import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -55,6 +54,7 @@ from scoctl.core.model.vocabulary import (
     ServerStatus,
 )
 from scoctl.core.quantity import add
+from scoctl.core.spec import LaunchSpec
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 LIVE = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,

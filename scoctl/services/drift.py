@@ -20,6 +20,7 @@ from scoctl.core.model import InstanceRecord, NewEvent
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 from scoctl.core.reconcile import DriftView
 from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import ConfigError
 from scoctl.state import Store
 
@@ -108,7 +109,9 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
     if every:
         for name in {w for w, _ in pairs} | set(resumed):
             resumed[name] = max(resumed.get(name, ""), every)
-    kept = frozenset((w, h) for w, h, ts in halted if w and ts >= resumed.get(w, ""))
+    kept = frozenset((w, h) for w, h, ts in halted
+                     if w and (w not in resumed
+                               or parse_rfc3339(ts) >= parse_rfc3339(resumed[w])))
     current = {h for name in {w for w, _ in pairs} for h in drift.current_hashes(name, specs)}
     launched = tuple(i for i in store.instances(region=region.name, include_deleted=True)
                      if i.spec_hash in current and i.created >= since)

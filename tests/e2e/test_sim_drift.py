@@ -24,17 +24,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from scoctl.errors import ConfigError
 from scoctl.sim import agent
 from scoctl.sim.scenario import stable_id
 from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
 
-pytestmark = [pytest.mark.k8s, pytest.mark.nova, pytest.mark.slow]
+pytestmark = [pytest.mark.k8s, pytest.mark.nova]
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "scoctl" / "data" / "demo.yaml"
@@ -102,6 +104,10 @@ def region(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Region]:
         assert result.returncode == 0, result.stderr
 
 
+def stamp(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(event["ts"]).replace("Z", "+00:00")).timestamp()
+
+
 def planned(status: dict[str, Any]) -> int:
     return sum(p["units"] for w in status["plan"]["workloads"] for p in w["pools"])
 
@@ -158,6 +164,7 @@ def until(what: str, check: Callable[[], bool], controller: Controller,
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_an_image_change_rolls_a_label_change_patches_a_bad_image_halts(region: Region) -> None:
     for _ in range(40):
         region.scoctl("run", "--once")
@@ -208,6 +215,12 @@ def test_an_image_change_rolls_a_label_change_patches_a_bad_image_halts(region: 
                    if e["token"] == "UNIT_DRIFTED")
         ready = [e["detail"] for e in events if e["token"] == "REPLACEMENT_READY"]
         assert {r["old"] for r in ready} == set(old)
+        # the canary: the second unit starts only once a new unit has been Ready for the soak
+        starts = [stamp(e) for e in events if e["token"] == "DISRUPTION_STARTED"
+                  and e["detail"]["reason"] == "drifted"]
+        first_ready = min(stamp(e) for e in events if e["token"] == "INSTANCE_READY"
+                          and e["detail"]["server"] not in old and stamp(e) > starts[0])
+        assert len(starts) == plan and sorted(starts)[1] >= first_ready + 3.0
         print(f"image rollout: {plan} units replaced in {seconds:.1f} s, peak drifted in "
               f"flight {peak} (budget {LIMIT}), fewest Ready units {lowest} (plan {plan}) "
               f"over {samples} samples")
@@ -254,3 +267,34 @@ def test_an_image_change_rolls_a_label_change_patches_a_bad_image_halts(region: 
         code = controller.stop()
         api.close()
     assert code == 0, controller.tail()
+
+
+# --- the pure parts --------------------------------------------------------------------------
+
+
+def test_a_scenario_adds_images_to_those_the_config_names(tmp_path: Path) -> None:
+    from scoctl.config.schema import load_config
+    from scoctl.config.yamlsrc import load_located
+    from scoctl.sim.scenario import nova_seed, parse_scenario
+
+    path = scenario(tmp_path)
+    loaded = parse_scenario(load_located(path.read_text(), "scenario.yaml"), base=tmp_path)
+    assert loaded.images == ("ubuntu-26.04", "broken-image")
+    assert loaded.unregistered_images == ("broken-image",)
+    seed = nova_seed(loaded, load_config(None))
+    assert [(i["id"], i["name"]) for i in seed["images"]] == [
+        (stable_id("image", n), n) for n in ("broken-image", "ubuntu-24.04", "ubuntu-26.04")]
+    bad = "nova: {images: [ubuntu, 7]}\n"
+    with pytest.raises(ConfigError, match=r"scenario.yaml:1: nova.images.1"):
+        parse_scenario(load_located(bad, "scenario.yaml"), base=None)
+
+
+def test_a_server_of_an_unregistered_image_boots_but_never_registers_a_node() -> None:
+    bad, good = stable_id("image", "broken-image"), stable_id("image", "ubuntu-26.04")
+    servers = [{"id": sid, "name": f"sco-web-{sid}", "status": "ACTIVE",
+                "tags": ["sco:managed"], "flavor": "m1.small", "user_data": "", "image": image}
+               for sid, image in (("s-1", bad), ("s-2", good))]
+    actions = agent.plan_nodes(servers, [], {}, 0.0, 2.0, {}, "2026-01-01T00:00:00Z",
+                               unregistered=frozenset({bad}))
+    assert [agent.server_of(n) for n in actions.create] == ["s-2"]
+    assert actions.skipped == ("sco-web-s-1",)
