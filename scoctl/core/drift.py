@@ -19,7 +19,7 @@ No I/O, no clock: time comes in as `now`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -160,7 +160,8 @@ def current_hashes(workload: str, specs: Mapping[tuple[str, str], LaunchSpec]) -
 def candidates(units: Sequence[Unit], found: Sequence[Drifted], rollouts: Mapping[str, Rollout],
                in_flight: Sequence[Disruption]) -> tuple[Disruption, ...]:
     """The `drifted` candidates: the drifted `units` (not yet disrupted), in `order`, at most
-    each workload's rollout `room` (in flight: its drifted disruptions)."""
+    each workload's rollout `room` (in flight: its drifted disruptions); replaced first, but
+    for Slurm CLOUD nodes (drained, then powered down once idle)."""
     ids = {d.server_id for d in found}
     out: list[Disruption] = []
     taken: dict[str, int] = {}
@@ -174,7 +175,10 @@ def candidates(units: Sequence[Unit], found: Sequence[Drifted], rollouts: Mappin
         if room is not None and room <= 0:
             continue
         taken[unit.workload] = taken.get(unit.workload, 0) + 1
-        out.append(disruption(unit, DisruptionReason.DRIFTED))
+        # a Slurm CLOUD node is drained and powered down once idle: its next resume launches
+        # on the new spec (Slurm resumes a node by its name, there is no replacement to wait for)
+        out.append(replace(disruption(unit, DisruptionReason.DRIFTED),
+                           replace_first=not unit.slurm))
     return tuple(out)
 
 

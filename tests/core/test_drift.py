@@ -264,3 +264,21 @@ def test_a_server_nova_still_lists_as_deleted_is_never_adopted_again() -> None:
     assert d.new_instances == () and "LAUNCH_ADOPTED" not in tokens(d)
     assert "INSTANCE_RECLAIMED" not in tokens(decide(snap(
         servers=(make_server("x", status="DELETED"),), launches=(launch,)), POLICY, NOW))
+
+
+# -- Slurm ---------------------------------------------------------------------------------------
+
+def test_a_drifted_slurm_node_is_drained_and_powered_down_once_idle_not_replaced_first() -> None:
+    from scoctl.core.model import SlurmNode
+
+    inst = replace(make_instance("s00", node_name="cloud-1", created=1000),
+                   spec_hash=hash_of(OLD))
+    busy = SlurmNode(name="cloud-1", cpus=1, memory_mb=2000, partitions=("cloud",),
+                     state="allocated", flags=frozenset({"CLOUD"}))
+    s = snap(servers=(make_server("s00"),), instances=(inst,), slurm_nodes=(busy,),
+             targets={"web": {"p-spot": 1}}, drift=view())
+    d = decide(s, policy(), NOW)
+    assert started(d) == [("s00", "drifted")]
+    [down] = d.scale_downs
+    assert (down.slurm_node, down.reason) == ("cloud-1", DisruptionReason.DRIFTED)
+    assert fields(d, "s00")["status"] == "draining"  # no replacement launched for it
