@@ -26,7 +26,7 @@ from enum import StrEnum
 from scoctl.core.disruption import Disruption, Unit, disruption
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
-from scoctl.core.spec import LaunchSpec, changed_fields, hashes_of, matches
+from scoctl.core.spec import LaunchSpec, changed_fields, hashes_of
 from scoctl.core.timefmt import parse_rfc3339
 
 
@@ -75,11 +75,16 @@ def drifted(units: Iterable[InstanceRecord], specs: Mapping[tuple[str, str], Lau
     it), a unit recorded with no hash is taken as current. `known[hash]` is a spec seen
     before (the fields are named from it). By name."""
     out: list[Drifted] = []
+    current: dict[LaunchSpec, frozenset[str]] = {}  # each spec's hashes, computed once
     for inst in sorted(units, key=lambda i: i.name):
         if not (inst.workload and inst.pool):
             continue
         spec = specs.get((inst.workload, inst.pool))
-        if spec is None or matches(inst.spec_hash, spec):
+        if spec is None or not inst.spec_hash:
+            continue
+        if spec not in current:
+            current[spec] = hashes_of(spec)
+        if inst.spec_hash in current[spec]:
             continue
         old = (known or {}).get(inst.spec_hash or "")
         out.append(Drifted(inst.id, inst.name, inst.workload, inst.pool,

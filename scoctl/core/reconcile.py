@@ -1052,7 +1052,7 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
     if view is None:
         return ()
     _patch_meta(p, view, deleting)
-    ready = [replace(i, status=p.status(i)) for i in p.instances.values()
+    ready = [i for i in p.instances.values()
              if i.id not in deleting and p.status(i) == InstanceStatus.READY]
     found = drift.drifted(ready, view.specs, view.known)
     for d in found:
@@ -1060,6 +1060,8 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
             p.event(d.workload, "UNIT_DRIFTED", server=d.server_id, name=d.name, pool=d.pool,
                     fields=list(d.fields), spec=p.instances[d.server_id].spec_hash)
     flying = [i for i in ready if p.value(i, "disruption") == DisruptionReason.DRIFTED]
+    if not found and not flying:
+        return ()
     rows = [replace(i, status=p.status(i)) for i in p.instances.values()]
     rows += [i for i in view.launched if i.id not in p.instances]
     rollouts: dict[str, drift.Rollout] = {}
@@ -1082,6 +1084,8 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
         p.event(inst.workload, "DRIFT_ENDED", server=inst.id, name=inst.name, pool=inst.pool,
                 why="halted" if halted else "reverted")
         p.mark_dirty(inst.workload, "drift rollout ended")
+    if not still:
+        return ()
     units = [u for u in _units(p, deleting) if u.server_id in still]
     return drift.candidates(units, found, rollouts, _in_flight(p))
 

@@ -124,3 +124,18 @@ def test_a_unit_on_the_current_spec_is_left_alone(
     assert slurm.updates == [] and "UNIT_DRIFTED" not in [e.token for e in store.events()]
     inst = store.instance(sid)
     assert inst is not None and (inst.status, inst.disruption) == ("ready", None)
+
+
+def test_acquire_records_the_hash_reconcile_compares_against(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    # one rule (`core.spec.pool_spec`) for both: what acquire launched is never drift
+    from tests.stages.test_acquire import acquire
+
+    set_plan(store, "web", {"small.a": 2, "res.a": 1})
+    acquire(config, store, clock, fake)
+    specs = specs_of(config, config.regions[0], config.user_data_template(),
+                     [("web", "small.a"), ("web", "res.a")])
+    assert {i.pool: i.spec_hash for i in store.instances()} == {
+        pool: hash_of(spec) for (_, pool), spec in specs.items()}
+    assert specs[("web", "small.a")].taints == ("reclaimable=true:NoSchedule",)
+    assert specs[("web", "res.a")].taints == ()
