@@ -12,7 +12,7 @@ plain frozen values (`scoctl.core.model.kubernetes`) and raises only:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Literal, Protocol
 
 from scoctl.core.model import (
@@ -151,6 +151,11 @@ class Cluster(Protocol):
 
     def uncordon(self, node: str) -> None:
         """Mark the node schedulable again. Raises TemporaryError or PermanentError."""
+        ...
+
+    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+        """Set these labels on the node (others untouched; DESIGN §17 meta drift). Raises
+        TemporaryError or PermanentError (also if gone)."""
         ...
 
     def evict(self, namespace: str, name: str) -> bool:

@@ -4,7 +4,7 @@ uncordon, evict, delete pods, drain and delete nodes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scoctl.adapters.cluster import ManagedKind
@@ -86,6 +86,14 @@ class ClusterActions(ClusterReads):
     def uncordon(self, node: str) -> None:
         """See `Cluster.uncordon`."""
         self._set_unschedulable(node, False)
+
+    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+        """See `Cluster.label_node`: a merge patch of ``metadata.labels`` (what ``kubectl label
+        --overwrite`` sends), so labels the patch does not name stay."""
+        resp = self._call(f"label node {node}", self._core.patch_node, node,
+                          {"metadata": {"labels": dict(labels)}}, _preload_content=False)
+        resp.drain_conn()
+        resp.release_conn()
 
     def evict(self, namespace: str, name: str) -> bool:
         """See `Cluster.evict`."""

@@ -38,6 +38,7 @@ COMMAND_MODULES = {
     "events": "events",
     "emit": "emit",
     "notice": "notice",
+    "drift": "drift",
     "sim": "sim",
     "config": "config_cmd",
     "slurm": "slurm_cmd",

@@ -36,6 +36,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.core.model.latency import METRICS
     from scoctl.core.quantity import format_resources
     from scoctl.core.timefmt import rfc3339
+    from scoctl.services.drift import progress as drift_progress
     from scoctl.stages.reconcile import rate_horizon
 
     g = globals_of(ctx, json=json_out)
@@ -53,6 +54,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         latency = latency_json({m: store.latency_samples(m) for m in METRICS})
         notices = {row.server_id: row for row in store.noticed()}  # the open ones
         disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
+        rollouts = drift_progress(config, store, now)
     recorded = {i.id: i for i in disrupted}
     recorded.update({i.id: i for i in instances})
     budgets = {name: config.disruption_of(name).budgets
@@ -74,6 +76,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                             "in_flight": r.in_flight,
                             "next_window": rfc3339(r.next_window) if r.next_window else None}
                            for r in reasons],
+            "drift": rollouts,
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -111,6 +114,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                        "no limit" if r.allowed is None else r.allowed,
                        rfc3339(r.next_window) if r.next_window else "")
                       for r in held])
+    if rollouts:
+        render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
+                     [(r["workload"], r["drifted"], r["in_flight"], r["replaced"], r["phase"])
+                      for r in rollouts])
     if leaders:
         render.table("Leaders", ["region", "holder", "term", "expires"],
                      [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))

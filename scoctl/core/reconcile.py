@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scoctl.core import disruption
+from scoctl.core import disruption, drift
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, must_move
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -55,6 +55,7 @@ from scoctl.core.model.vocabulary import (
     ServerStatus,
 )
 from scoctl.core.quantity import add
+from scoctl.core.spec import LaunchSpec
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 LIVE = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
@@ -117,6 +118,21 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class DriftView:
+    """What drift (DESIGN §17, `core.drift`) compares against: see `Snapshot.drift`."""
+
+    specs: Mapping[tuple[str, str], LaunchSpec] = field(default_factory=dict)
+    known: Mapping[str, LaunchSpec] = field(default_factory=dict)
+    node_labels: Mapping[tuple[str, str], Mapping[str, str]] | None = None
+    noted: frozenset[str] = frozenset()
+    halted: frozenset[tuple[str, str]] = frozenset()
+    resumed: Mapping[str, str] = field(default_factory=dict)
+    # the rows, deleted ones included, launched on the current specs while units drifted:
+    # the failed replacements in a row are counted over them
+    launched: tuple[InstanceRecord, ...] = ()
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything `decide` looks at, for one region.
 
@@ -153,6 +169,12 @@ class Snapshot:
     pools: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()
     blocks: tuple[DisruptionBlock, ...] = ()
+    # DESIGN §17: each (workload, pool)'s current launch spec (None: drift is not checked),
+    # the specs seen before by hash (to name the fields that changed), the Node labels the
+    # config wants per (workload, pool) (None: meta drift is not checked), the units whose
+    # UNIT_DRIFTED is recorded, the (workload, hashes) whose DRIFT_ROLLOUT_HALTED is, and when
+    # each workload's rollout was last resumed (`scoctl drift resume`)
+    drift: DriftView | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +233,14 @@ class NodeAddress:
 
 
 @dataclass(frozen=True)
+class LabelPatch:
+    """Patch these labels onto Kubernetes Node `node` (meta drift, DESIGN §17)."""
+
+    node: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Event:
     workload: str | None
     token: str
@@ -252,6 +282,7 @@ class Decision:
     # (`block_workloads`): stored to write DISRUPTION_BLOCKED once per change
     blocks: tuple[DisruptionBlock, ...] = ()
     block_workloads: tuple[str, ...] = ()
+    label_patches: tuple[LabelPatch, ...] = ()  # meta drift (DESIGN §17)
 
     @property
     def empty(self) -> bool:
@@ -259,7 +290,7 @@ class Decision:
         node addresses given again each pass of a boot change nothing there)."""
         return not (self.new_instances or self.updates or self.launch_updates
                     or self.deletions or self.scale_downs or self.exclusions or self.events
-                    or self.dirty)
+                    or self.dirty or self.label_patches)
 
 
 def server_tags(server: ServerInfo) -> dict[str, str]:
@@ -387,6 +418,7 @@ class _Pass:
         self.addresses: list[NodeAddress] = []
         self.blocks: list[DisruptionBlock] = []
         self.block_workloads: set[str] = set()
+        self.label_patches: list[LabelPatch] = []
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -512,7 +544,8 @@ class _Pass:
             orphans_seen=orphans_seen,
             held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
             addresses=tuple(self.addresses), blocks=tuple(self.blocks),
-            block_workloads=tuple(sorted(self.block_workloads)))
+            block_workloads=tuple(sorted(self.block_workloads)),
+            label_patches=tuple(self.label_patches))
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -552,8 +585,8 @@ def _adopt(p: _Pass) -> set[str]:
     `sco:launch` names no known launch is an orphan whatever its workload tag (`_orphans`)."""
     adopted: set[str] = set()
     for server in sorted(p.servers.values(), key=lambda s: s.name):
-        if server.id in p.instances:
-            continue
+        if server.id in p.instances or server.status == ServerStatus.DELETED:
+            continue  # a server on its way out is never adopted (its row may be deleted)
         tags = server_tags(server)
         launch = p.launches.get(tags.get("launch", ""))
         if launch is None:
@@ -910,6 +943,7 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
             reason = p.value(inst, "disruption")
             p.scale_downs.append(p.scale(inst, DisruptionReason(reason) if reason
                                          else DisruptionReason.EMPTY))
+    drifted = _drift(p, deleting)  # before `_retire`: a reverted or halted rollout ends first
     _retire(p, deleting)
     deleting = {d.instance for d in p.deletions if d.instance}
     in_flight = _in_flight(p)
@@ -941,6 +975,8 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
     candidates += disruption.expired(
         [u for u in units if u.server_id not in chosen], now=p.now,
         expire_after={w: p.policy.settings_of(w).expire_after for w in names})
+    chosen = {c.server_id for c in candidates}
+    candidates += tuple(d for d in drifted if d.server_id not in chosen)
     registered: dict[str, int] = {w: sum(pools.values()) for w, pools in held.items()}
     for d in in_flight:  # retiring units are registered still
         if d.replace_first and d.server_id in p.instances \
@@ -1005,3 +1041,73 @@ def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str
     if {k: v for k, v in before.items() if k[0] in touched} != now:
         p.blocks = [now[k] for k in sorted(now)]
         p.block_workloads = touched
+
+
+def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
+    """Drift (DESIGN §17, `core.drift`): Node labels the config changed are patched in place
+    (`DRIFT_PATCHED`); each ready unit whose spec hash no longer matches is recorded once
+    (`UNIT_DRIFTED {server, fields}`); a drifted unit awaiting its replacement whose spec
+    matches again (the config reverted) or whose workload's rollout halted
+    (`DRIFT_ROLLOUT_HALTED`, once per workload and hashes) goes back in service. Returns the
+    `drifted` candidates for the budgets, in replacement order, within each rollout's room
+    (one at a time while its canary soaks, none when halted)."""
+    view = p.snapshot.drift
+    if view is None:
+        return ()
+    _patch_meta(p, view, deleting)
+    ready = [i for i in p.instances.values()
+             if i.id not in deleting and p.status(i) == InstanceStatus.READY]
+    found = drift.drifted(ready, view.specs, view.known)
+    for d in found:
+        if d.server_id not in view.noted:
+            p.event(d.workload, "UNIT_DRIFTED", server=d.server_id, name=d.name, pool=d.pool,
+                    fields=list(d.fields), spec=p.instances[d.server_id].spec_hash)
+    flying = [i for i in ready if p.value(i, "disruption") == DisruptionReason.DRIFTED]
+    if not found and not flying:
+        return ()
+    rows = [replace(i, status=p.status(i)) for i in p.instances.values()]
+    rows += [i for i in view.launched if i.id not in p.instances]
+    rollouts: dict[str, drift.Rollout] = {}
+    for name in sorted({d.workload for d in found} | {i.workload or "" for i in flying}):
+        knobs = p.policy.settings_of(name).drift
+        r = drift.rollout(name, drift.current_hashes(name, view.specs), rows, now=p.now,
+                          soak=knobs.soak, halt_after=knobs.halt_after,
+                          resumed=view.resumed.get(name))
+        rollouts[name] = r
+        key = (name, ",".join(r.hashes))
+        if r.phase is drift.Phase.HALTED and key not in view.halted:
+            p.event(name, "DRIFT_ROLLOUT_HALTED", "warning", failures=r.failures,
+                    hashes=list(r.hashes), halt_after=knobs.halt_after)
+    still = {d.server_id for d in found}
+    for inst in flying:
+        halted = rollouts[inst.workload or ""].phase is drift.Phase.HALTED
+        if inst.id in still and not halted:
+            continue
+        p.update(p.instances[inst.id], disruption=None, disruption_at=None)
+        p.event(inst.workload, "DRIFT_ENDED", server=inst.id, name=inst.name, pool=inst.pool,
+                why="halted" if halted else "reverted")
+        p.mark_dirty(inst.workload, "drift rollout ended")
+    if not still:
+        return ()
+    units = [u for u in _units(p, deleting) if u.server_id in still]
+    return drift.candidates(units, found, rollouts, _in_flight(p))
+
+
+def _patch_meta(p: _Pass, view: DriftView, deleting: set[str]) -> None:
+    """Meta drift (DESIGN §17): the labels a ready unit's Node lacks or holds otherwise than
+    the config's `pools[].labels` and `workloads[].node_labels` say, patched in place."""
+    if view.node_labels is None:
+        return
+    for inst in sorted(p.instances.values(), key=lambda i: i.name):
+        if inst.id in deleting or p.status(inst) != InstanceStatus.READY \
+                or p.slurm_in_view(inst) or not (inst.workload and inst.pool):
+            continue
+        node = p.k8s_node(inst)
+        want = view.node_labels.get((inst.workload, inst.pool))
+        if node is None or want is None:
+            continue
+        patch = drift.meta_patches(node.labels, want)
+        if patch:
+            p.label_patches.append(LabelPatch(node.name, patch))
+            p.event(inst.workload, "DRIFT_PATCHED", server=inst.id, name=inst.name,
+                    node=node.name, labels=patch)

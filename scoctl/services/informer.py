@@ -217,6 +217,10 @@ class CachedCluster:
         """See `Cluster.uncordon`."""
         self.cluster.uncordon(node)
 
+    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+        """See `Cluster.label_node`."""
+        self.cluster.label_node(node, labels)
+
     def evict(self, namespace: str, name: str) -> bool:
         """See `Cluster.evict`."""
         return self.cluster.evict(namespace, name)

@@ -233,10 +233,11 @@ class NodeActions:
 def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
                registered_at: Mapping[str, float], now: float, ready_after: float,
                shapes: Mapping[str, Mapping[str, Mapping[str, str]]], stamp: str,
-               suffix: str = "") -> NodeActions:
+               suffix: str = "", unregistered: frozenset[str] = frozenset()) -> NodeActions:
     """Nodes for ACTIVE managed servers (named `node_name(server, suffix)`); NotReady → Ready
     after `ready_after`; NotReady for ERROR servers; nodes of servers gone (or DELETED)
-    removed; a node whose kubelet `fail-node` stopped is left alone (never Ready again).
+    removed; a node whose kubelet `fail-node` stopped is left alone (never Ready again); a
+    server booted from an image in `unregistered` (ids) never registers a Node (a bad image).
     `registered_at` maps node names to when the agent first saw them."""
     managed = {str(s["id"]): s for s in servers if MANAGED_TAG in (s.get("tags") or [])}
     by_server = {sid: n for n in nodes if (sid := server_of(n)) is not None}
@@ -252,7 +253,7 @@ def plan_nodes(servers: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str
             if status != "ACTIVE" or node_name(server, suffix) in names:
                 continue
             reg = registration(decode_user_data(server.get("user_data")))
-            if reg.slurm_node:
+            if reg.slurm_node or str(server.get("image") or "") in unregistered:
                 skipped.append(str(server["name"]))
                 continue
             shape = shapes.get(str(server.get("flavor")), {})
@@ -719,6 +720,7 @@ class Agent:
         self.rate = float(settings.get("reclaim_rate_per_hour", 0.0))
         self.mode = str(settings.get("reclaim_mode", "delete"))
         self.node_suffix = str(settings.get("node_suffix") or "")
+        self.unregistered = frozenset(str(i) for i in settings.get("unregistered_images") or ())
         seed = settings.get("seed")
         self.rng = random.Random(seed) if seed is not None else random.Random()
         self.registered_at: dict[str, float] = {}
@@ -742,11 +744,12 @@ class Agent:
         for node in nodes:
             self.registered_at.setdefault(str(node["metadata"]["name"]), now)
         actions = plan_nodes(servers, nodes, self.registered_at, now, self.ready_after,
-                             self.shapes, stamp, self.node_suffix)
+                             self.shapes, stamp, self.node_suffix, self.unregistered)
         for name in actions.skipped:
             if name not in self.skipped:
                 self.skipped.add(name)
-                log.info("server %s is a Slurm node: not joining Kubernetes", name)
+                log.info("server %s is a Slurm node or of an unregistered image: not joining "
+                         "Kubernetes", name)
         for node in actions.create:
             name = node["metadata"]["name"]
             if name in self.failed_names:

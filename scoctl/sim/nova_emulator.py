@@ -454,7 +454,7 @@ class NovaEmulator:
                 {"id": s.id, "name": s.name, "project": s.project, "status": s.status,
                  "tags": list(s.tags), "metadata": dict(s.metadata), "az": s.az,
                  "flavor": s.flavor.name, "reservation_id": s.reservation_id,
-                 "user_data": s.user_data, "fault": s.fault}
+                 "user_data": s.user_data, "fault": s.fault, "image": s.image}
                 for s in self._sorted(project)
             ]
 

@@ -112,6 +112,10 @@ class Scenario:
     reclaim_mode: str = "delete"
     seed: int | None = None
     node_suffix: str = ""  # Nodes are named <server><suffix> (e.g. ".novalocal"), as clouds do
+    # DESIGN §17: images Nova offers beyond the config's (`nova.images`), and those whose
+    # servers boot but never register a Node (`agent.unregistered_images`: a bad image)
+    images: tuple[str, ...] = ()
+    unregistered_images: tuple[str, ...] = ()
 
     def config_path(self) -> Path | None:
         """The config file named by `config:` (None for `bundled` or when absent)."""
@@ -235,7 +239,8 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
             else config
 
     npath: Path_ = ("nova",)
-    nova = r.mapping(root.get("nova"), npath, {"project", "quota", "capacity", "timing"})
+    nova = r.mapping(root.get("nova"), npath, {"project", "quota", "capacity", "timing",
+                                               "images"})
     project = r.string(nova, npath, "project", "admin") or "admin"
     qpath = (*npath, "quota")
     quota_raw = r.mapping(nova.get("quota"), qpath, {"instances", "cores", "ram"})
@@ -254,6 +259,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     tpath = (*npath, "timing")
     timing_raw = r.mapping(nova.get("timing"), tpath, set(TIMING_KEYS))
     timing = {k: r.number(timing_raw, tpath, k, 0.0) for k in timing_raw}
+    images = _names(r, nova.get("images"), (*npath, "images"))
 
     kpath: Path_ = ("kubernetes",)
     kube = r.mapping(root.get("kubernetes"), kpath, {"nodes", "quotas", "deployments"})
@@ -271,7 +277,8 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
 
     apath: Path_ = ("agent",)
     agent = r.mapping(root.get("agent"), apath, {"poll_interval", "ready_after", "reclaim",
-                                                  "seed", "node_suffix"})
+                                                  "seed", "node_suffix",
+                                                  "unregistered_images"})
     rpath = (*apath, "reclaim")
     reclaim = r.mapping(agent.get("reclaim"), rpath, {"rate_per_hour", "mode"})
     mode = r.string(reclaim, rpath, "mode", "delete") or "delete"
@@ -290,7 +297,19 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
         poll_interval=poll, ready_after=r.duration(agent, apath, "ready_after", 2.0),
         reclaim_rate_per_hour=r.number(reclaim, rpath, "rate_per_hour", 0.0),
         reclaim_mode=mode, seed=r.integer(agent, apath, "seed", None), node_suffix=suffix,
+        images=images, unregistered_images=_names(r, agent.get("unregistered_images"),
+                                                  (*apath, "unregistered_images")),
     )
+
+
+def _names(r: _Reader, raw: Any, path: Path_) -> tuple[str, ...]:
+    """A list of non-empty names (image names)."""
+    out: list[str] = []
+    for i, item in enumerate(r.seq(raw, path)):
+        if not isinstance(item, str) or not item:
+            raise r.fail((*path, i), "must be a non-empty string")
+        out.append(item)
+    return tuple(out)
 
 
 def _node(r: _Reader, raw: Any, path: Path_) -> NodeSeed:
@@ -452,7 +471,7 @@ def nova_seed(scenario: Scenario, config: Config) -> dict[str, Any]:
         for f in config.flavors.values()
     ]
     launches = [config.launch_settings(r) for r in config.regions]
-    images = sorted({launch.image for launch in launches})
+    images = sorted({launch.image for launch in launches} | set(scenario.images))
     networks = sorted({n for launch in launches for n in launch.networks})
     groups = sorted({g for launch in launches for g in launch.security_groups} | {"default"})
     keys = sorted({launch.key_name for launch in launches if launch.key_name})
@@ -601,6 +620,7 @@ def agent_settings(scenario: Scenario, config: Config, *, k8s_url: str, nova_url
         "reclaim_mode": scenario.reclaim_mode,
         "seed": scenario.seed,
         "node_suffix": scenario.node_suffix,
+        "unregistered_images": [stable_id("image", n) for n in scenario.unregistered_images],
         "flavors": node_shapes(config),
         # upstream's 40 s each, scaled as the region scales grace periods
         "node_monitor_grace": SIM_NODE_MONITOR_GRACE_S,

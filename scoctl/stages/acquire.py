@@ -76,7 +76,7 @@ from scoctl.core.model.vocabulary import (
     tag,
 )
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
-from scoctl.core.spec import spec_hash
+from scoctl.core.spec import hash_of, pool_spec
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
@@ -468,13 +468,12 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
 
 
 def spec_of(reg: _Region, plan: LaunchPlan) -> str:
-    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.spec_hash`)."""
+    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.pool_spec`)."""
     launch = reg.run.config.launch_settings(reg.region)
-    taints = ["reclaimable=true:NoSchedule"] if plan.tier == "reclaimable" else []
-    return spec_hash(flavor=plan.flavor, image=launch.image, networks=launch.networks,
-                     security_groups=launch.security_groups, key_name=launch.key_name,
-                     server_group=launch.server_group, az=plan.az or None,
-                     user_data_template=reg.run.boot.template(), taints=taints)
+    return hash_of(pool_spec(flavor=plan.flavor, az=plan.az, tier=plan.tier, image=launch.image,
+                             networks=launch.networks, security_groups=launch.security_groups,
+                             key_name=launch.key_name, server_group=launch.server_group,
+                             user_data_template=reg.run.boot.template()))
 
 
 def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:

@@ -45,6 +45,8 @@ from scoctl.core.reconcile import (
     SLURM_POWERED_OFF,
     Decision,
     Deletion,
+    DriftView,
+    LabelPatch,
     NodeAddress,
     Policy,
     ScaleDown,
@@ -56,12 +58,14 @@ from scoctl.core.slurm_power import POWER_DOWN
 from scoctl.core.timefmt import rfc3339
 from scoctl.errors import (
     ApiError,
+    ConfigError,
     EvictionRefused,
     NotLeader,
     ScoctlError,
     StillTerminating,
 )
 from scoctl.host.discovery import host_hints
+from scoctl.services import drift as drift_inputs
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
 from scoctl.state import Store
@@ -254,7 +258,20 @@ class _Region:
             pods={name: tuple(pods) for name, pods in on_nodes.items()},
             pools=frozenset(p.name for p in config.pools if p.region == self.region.name),
             excluded=frozenset(e.pool for e in store.exclusions()),
-            blocks=tuple(store.disruption_blocks()))
+            blocks=tuple(store.disruption_blocks()),
+            drift=self.drift_view(tracked))
+
+    def drift_view(self, tracked: Sequence[InstanceRecord]) -> DriftView | None:
+        """What drift compares against (DESIGN §17, `services.drift.view`); None (drift not
+        checked this pass) when the region launches nothing or the template is unreadable."""
+        if self.region.launch is None:
+            return None
+        try:
+            template = self.config.user_data_template()
+        except ConfigError as exc:
+            self._note("scoctl", "user-data template unreadable (drift not checked)", exc)
+            return None
+        return drift_inputs.view(self.config, self.store, self.region, tracked, template)
 
     # -- record ----------------------------------------------------------------------------
 
@@ -345,6 +362,15 @@ class _Region:
         except ApiError as exc:
             self._note("slurm", f"set the address of Slurm node {target.node}", exc)
 
+    def patch_labels(self, patch: LabelPatch) -> None:
+        """Meta drift (DESIGN §17): the config's labels onto a Node in place."""
+        if self.cluster is None:
+            return
+        try:
+            self.cluster.label_node(patch.node, dict(patch.labels))
+        except ApiError as exc:
+            self._note("kubernetes", f"label node {patch.node}", exc)
+
     def deletion(self, removal: Deletion) -> bool:
         if removal.node and self.cluster is not None:
             try:
@@ -425,7 +451,7 @@ class _Region:
             if not slurm_idle(node):
                 if unit.reason not in CALLED_OFF_WHEN_BUSY:
                     # drained (no new jobs): removed once its running jobs end
-                    self._drain_slurm(unit.slurm_node, node)
+                    self._drain_slurm(unit.slurm_node, node, unit.reason)
                     return ScaleDownOutcome.WAITING
                 self.back_in_service(unit)
                 return ScaleDownOutcome.KEPT
@@ -443,12 +469,15 @@ class _Region:
                                 unit.workload, unit.name)
         return ScaleDownOutcome.DELETED if ok else ScaleDownOutcome.FAILED
 
-    def _drain_slurm(self, name: str, node: SlurmNode | None) -> None:
-        """Slurm consolidation: DRAIN the node (no new jobs; the running ones finish)."""
+    def _drain_slurm(self, name: str, node: SlurmNode | None,
+                     reason: DisruptionReason = DisruptionReason.UNDERUTILIZED) -> None:
+        """Slurm consolidation and drift: DRAIN the node (no new jobs; the running ones
+        finish); a drifted node's reason is ``sco: drifted`` (DESIGN §17)."""
         if self.scheduler is None or node is None or "DRAIN" in node.flags:
             return
+        text = "sco: drifted" if reason is DisruptionReason.DRIFTED else f"scoctl: {reason}"
         try:
-            self.scheduler.update_node(name, state="DRAIN", reason="scoctl: underutilized")
+            self.scheduler.update_node(name, state="DRAIN", reason=text)
         except ApiError as exc:
             self._note("slurm", f"drain Slurm node {name}", exc)
 
@@ -459,6 +488,8 @@ class _Region:
             return RegionOutcome(self.region.name, decision, problems=tuple(self.problems),
                                  servers=snapshot.servers)
         self.record(decision)
+        for patch in decision.label_patches:
+            self.patch_labels(patch)
         for target in decision.addresses:
             self.set_address(target)
         deleted: list[str] = []

@@ -1,0 +1,171 @@
+"""Drift's inputs (DESIGN §17) read from the config and the state, and `scoctl drift resume`.
+
+`view` builds what `core.reconcile.decide` compares a region's units against
+(`core.reconcile.DriftView`): each (workload, pool)'s current launch spec (`core.spec.pool_spec`,
+the same rule acquire records), the Node labels the config wants, and — only while some unit
+has drifted — what the event log says was recorded already (`UNIT_DRIFTED` per unit,
+`DRIFT_ROLLOUT_HALTED` per workload and hashes, the last `DRIFT_RESUMED`), so each is written
+once. The specs this process computed are remembered (`_SEEN`, bounded), so after a SIGHUP
+reload `UNIT_DRIFTED` names the fields that changed; a fresh process knows only the hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from scoctl.config.schema import Config, Region
+from scoctl.core import drift
+from scoctl.core.model import InstanceRecord, NewEvent
+from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.reconcile import DriftView
+from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec
+from scoctl.core.timefmt import parse_rfc3339
+from scoctl.errors import ConfigError
+from scoctl.state import Store
+
+_SEEN: dict[str, LaunchSpec] = {}
+_SEEN_MOST = 256
+
+DRIFT_TOKENS = frozenset({"UNIT_DRIFTED", "DRIFT_ROLLOUT_HALTED", "DRIFT_RESUMED"})
+
+
+def specs_of(config: Config, region: Region, template: str,
+             pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], LaunchSpec]:
+    """The current launch spec of each (workload, pool) of `pairs` whose pool is the region's
+    (none when the region has no launch settings)."""
+    launch = region.launch
+    if launch is None:
+        return {}
+    pools = {p.name: p for p in config.pools if p.region == region.name}
+    out: dict[tuple[str, str], LaunchSpec] = {}
+    for workload, name in sorted(set(pairs)):
+        pool = pools.get(name)
+        if pool is None:
+            continue
+        out[(workload, name)] = pool_spec(
+            flavor=pool.flavor, az=pool.az, tier=pool.tier, image=launch.image,
+            networks=launch.networks, security_groups=launch.security_groups,
+            key_name=launch.key_name, server_group=launch.server_group,
+            user_data_template=template)
+    return out
+
+
+def labels_of(config: Config, region: Region,
+              pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
+    """The labels each (workload, pool)'s Nodes carry beyond scoctl's own: the pool's
+    `labels`, then the workload's `node_labels` (as acquire hands them to user data)."""
+    pools = {p.name: p for p in config.pools if p.region == region.name}
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for workload, name in sorted(set(pairs)):
+        pool = pools.get(name)
+        if pool is None:
+            continue
+        spec = config.workload(workload)
+        out[(workload, name)] = {**pool.labels, **(spec.node_labels if spec else {})}
+    return out
+
+
+def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, LaunchSpec]:
+    for spec in specs.values():
+        for version in CANONICAL:
+            _SEEN.setdefault(hash_of(spec, version), spec)
+    while len(_SEEN) > _SEEN_MOST:
+        _SEEN.pop(next(iter(_SEEN)))
+    return dict(_SEEN)
+
+
+def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
+         template: str) -> DriftView:
+    """What drift compares the region's `tracked` instances against (module docstring)."""
+    rows = list(tracked)
+    pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
+    specs = specs_of(config, region, template, pairs)
+    known = _remember(specs)
+    labels = labels_of(config, region, pairs)
+    ready = [i for i in rows if i.status == InstanceStatus.READY]
+    found = drift.drifted(ready, specs)
+    flying = [i for i in ready if i.disruption == DisruptionReason.DRIFTED]
+    if not found and not flying:
+        return DriftView(specs=specs, known=known, node_labels=labels)
+    since = min(i.created for i in [*(i for i in ready if i.id in
+                                      {d.server_id for d in found}), *flying])
+    noted: set[str] = set()
+    halted: list[tuple[str | None, str, str]] = []
+    resumed: dict[str, str] = {}
+    every = ""
+    for event in store.events(since=since):
+        if event.token not in DRIFT_TOKENS:
+            continue
+        if event.token == "UNIT_DRIFTED":
+            noted.add(str(event.detail.get("server", "")))
+        elif event.token == "DRIFT_ROLLOUT_HALTED":
+            hashes = ",".join(str(h) for h in event.detail.get("hashes", ()))
+            halted.append((event.workload, hashes, event.ts))
+        elif event.workload:
+            resumed[event.workload] = max(resumed.get(event.workload, ""), event.ts)
+        else:
+            every = max(every, event.ts)
+    if every:
+        for name in {w for w, _ in pairs} | set(resumed):
+            resumed[name] = max(resumed.get(name, ""), every)
+    kept = frozenset((w, h) for w, h, ts in halted
+                     if w and (w not in resumed
+                               or parse_rfc3339(ts) >= parse_rfc3339(resumed[w])))
+    current = {h for name in {w for w, _ in pairs} for h in drift.current_hashes(name, specs)}
+    launched = tuple(i for i in store.instances(region=region.name, include_deleted=True)
+                     if i.spec_hash in current and i.created >= since)
+    return DriftView(specs=specs, known=known, node_labels=labels, noted=frozenset(noted),
+                     halted=kept, resumed=resumed, launched=launched)
+
+
+def resume(store: Store, workload: str | None) -> int:
+    """`scoctl drift resume`: record `DRIFT_RESUMED` (for `workload`, else every workload);
+    the failed replacements before it no longer halt the rollout. Returns the event's id."""
+    return store.append_event(NewEvent(workload, "DRIFT_RESUMED", "info",
+                                       {"workload": workload}))
+
+
+def progress(config: Config, store: Store, now: datetime) -> list[dict[str, object]]:
+    """Each workload's rollout (`status`, DESIGN §17), for workloads with drifted units or
+    units replaced for drift: ready units not on the current spec (`drifted`, those in flight
+    included), in flight, replaced (deleted for drift), the rollout's phase and its failed
+    replacements in a row. Empty when the template cannot be read."""
+    try:
+        template = config.user_data_template()
+    except ConfigError:
+        return []
+    rows = store.instances(include_deleted=True)
+    drifted_ids: set[str] = set()
+    views: list[DriftView] = []
+    for region in config.regions:
+        mine = [i for i in rows if i.region == region.name
+                and i.status != InstanceStatus.DELETED]
+        seen = view(config, store, region, mine, template)
+        views.append(seen)
+        drifted_ids |= {d.server_id for d in drift.drifted(
+            [i for i in mine if i.status == InstanceStatus.READY], seen.specs)}
+    specs = {k: v for seen in views for k, v in seen.specs.items()}
+    resumed: dict[str, str] = {}
+    for seen in views:
+        for name, ts in seen.resumed.items():
+            resumed[name] = max(resumed.get(name, ""), ts)
+    out: list[dict[str, object]] = []
+    names = sorted({i.workload for i in rows if i.workload and (
+        i.id in drifted_ids or i.disruption == DisruptionReason.DRIFTED)})
+    for name in names:
+        knobs = config.disruption_of(name).drift
+        r = drift.rollout(name, drift.current_hashes(name, specs), rows, now=now,
+                          soak=knobs.soak, halt_after=knobs.halt_after,
+                          resumed=resumed.get(name))
+        mine = [i for i in rows if i.workload == name]
+        out.append({
+            "workload": name,
+            "drifted": sum(1 for i in mine if i.id in drifted_ids),
+            "in_flight": sum(1 for i in mine if i.disruption == DisruptionReason.DRIFTED
+                             and i.status != InstanceStatus.DELETED),
+            "replaced": sum(1 for i in mine if i.disruption == DisruptionReason.DRIFTED
+                            and i.status == InstanceStatus.DELETED),
+            "phase": str(r.phase), "failures": r.failures,
+            "halted": r.phase is drift.Phase.HALTED})
+    return out

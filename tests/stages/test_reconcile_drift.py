@@ -1,0 +1,141 @@
+"""Reconcile with drift (DESIGN §17) through the stage: the current spec comes from the config
+(`services.drift.view`, the rule acquire records with), a drifted Slurm CLOUD node is drained
+with reason ``sco: drifted`` while it runs jobs and powered down once idle, a second pass
+changes nothing more; a unit on the current spec is left alone.
+
+Nova is the in-package `FakeCloud`, Slurm a recording fake of scoctl's `BatchScheduler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scoctl.adapters.fakes import FakeCloud
+from scoctl.clock import FixedClock
+from scoctl.config.schema import Config
+from scoctl.core.model import InstanceRecord, LaunchRequest, SlurmJob, SlurmNode
+from scoctl.core.spec import hash_of
+from scoctl.services.drift import specs_of
+from scoctl.stages.reconcile import run_reconcile
+from scoctl.state import Store
+from tests.stages.test_acquire import make_config, set_plan
+
+NODE = "cloud-1"
+
+
+class Slurm:
+    """CLOUD node `NODE`, running a job until `idle` is set; records `update_node` calls."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, str, str | None]] = []
+        self.state = "allocated"
+        self.flags = frozenset({"CLOUD"})
+
+    def nodes(self, partition: str | None = None) -> list[SlurmNode]:
+        return [SlurmNode(name=NODE, cpus=1, memory_mb=2000, partitions=("cloud",),
+                          state=self.state, flags=self.flags)]
+
+    def default_partition(self) -> str | None:
+        return None
+
+    def jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        return []
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        return None
+
+    def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
+        self.updates.append((name, state, reason))
+        if state == "DRAIN":
+            self.flags |= {"DRAIN"}
+        if state.startswith("POWER_DOWN"):
+            self.flags = frozenset({"CLOUD", "POWERED_DOWN"})
+
+    def set_node_address(self, name: str, *, address: str, hostname: str) -> None:
+        pass
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return make_config(tmp_path)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCloud]:
+    cloud = FakeCloud()
+    yield cloud
+    cloud.reset()
+
+
+def slurm_unit(store: Store, fake: FakeCloud, spec_hash: str) -> str:
+    [server] = fake.launch(LaunchRequest(
+        name=NODE, flavor="m1.small", image="img-a", min_count=1, max_count=1,
+        tags=("sco:managed", "sco:workload=hpc", "sco:pool=small.a", "sco:gen=1",
+              "sco:launch=l-00000000000c"))).servers
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name=NODE, region="region-a", workload="hpc", pool="small.a",
+        generation=1, launch_id="l-00000000000c", status="ready", created=store.now(),
+        updated=store.now(), node_name=NODE, ready_at=store.now(), spec_hash=spec_hash))
+    set_plan(store, "hpc", {"small.a": 1})
+    return server.id
+
+
+def current(config: Config) -> str:
+    [spec] = specs_of(config, config.regions[0], config.user_data_template(),
+                      [("hpc", "small.a")]).values()
+    return hash_of(spec)
+
+
+def test_a_drifted_slurm_node_is_drained_then_powered_down_once_idle(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    sid = slurm_unit(store, fake, "0123456789ab")
+    slurm = Slurm()
+    run = lambda: run_reconcile(config, store, clock, clouds={"region-a": fake},  # noqa: E731
+                                scheduler=slurm, discover=False)
+    run()
+    [drifted] = [e for e in store.events() if e.token == "UNIT_DRIFTED"]
+    assert drifted.detail["server"] == sid and drifted.detail["spec"] == "0123456789ab"
+    inst = store.instance(sid)
+    assert inst is not None and (inst.status, inst.disruption) == ("draining", "drifted")
+    assert slurm.updates == [(NODE, "DRAIN", "sco: drifted")]  # its job runs on
+    assert fake.server(sid) is not None
+    clock.advance(30)
+    run()
+    assert slurm.updates == [(NODE, "DRAIN", "sco: drifted")]  # drained once
+    assert [e.token for e in store.events()].count("UNIT_DRIFTED") == 1
+    slurm.state = "idle"  # the job ended
+    clock.advance(30)
+    run()
+    assert [u[:2] for u in slurm.updates[1:]] == [(NODE, "POWER_DOWN_FORCE")]
+    gone = store.instance(sid)
+    assert gone is not None and gone.status in ("deleting", "deleted")
+    assert fake.server(sid) is None or fake.server(sid).status == "DELETED"
+
+
+def test_a_unit_on_the_current_spec_is_left_alone(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    sid = slurm_unit(store, fake, current(config))
+    slurm = Slurm()
+    run_reconcile(config, store, clock, clouds={"region-a": fake}, scheduler=slurm,
+                  discover=False)
+    assert slurm.updates == [] and "UNIT_DRIFTED" not in [e.token for e in store.events()]
+    inst = store.instance(sid)
+    assert inst is not None and (inst.status, inst.disruption) == ("ready", None)
+
+
+def test_acquire_records_the_hash_reconcile_compares_against(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    # one rule (`core.spec.pool_spec`) for both: what acquire launched is never drift
+    from tests.stages.test_acquire import acquire
+
+    set_plan(store, "web", {"small.a": 2, "res.a": 1})
+    acquire(config, store, clock, fake)
+    specs = specs_of(config, config.regions[0], config.user_data_template(),
+                     [("web", "small.a"), ("web", "res.a")])
+    assert {i.pool: i.spec_hash for i in store.instances()} == {
+        pool: hash_of(spec) for (_, pool), spec in specs.items()}
+    assert specs[("web", "small.a")].taints == ("reclaimable=true:NoSchedule",)
+    assert specs[("web", "res.a")].taints == ()
