@@ -198,8 +198,11 @@ def test_one_call_per_gaining_pool_with_tags_metadata_and_user_data(env: Env) ->
             server = env.backend.cloud.server(server_id)
             assert server is not None
             by_pool.setdefault(launch.pool, set()).add(server.reservation_id)
+            recorded = env.store.instance(server_id)
+            assert recorded is not None and recorded.spec_hash  # DESIGN §17: tagged as recorded
             assert server.tags == {"sco:managed", "sco:workload=web", f"sco:pool={launch.pool}",
-                                   f"sco:gen={generation}", f"sco:launch={launch.launch_id}"}
+                                   f"sco:gen={generation}", f"sco:launch={launch.launch_id}",
+                                   f"sco:spec={recorded.spec_hash}"}
             assert server.metadata == {"sco:managed": "true", "sco:workload": "web",
                                        "sco:pool": launch.pool, "sco:gen": str(generation),
                                        "sco:launch": launch.launch_id}
