@@ -91,10 +91,11 @@ def test_a_nova_that_never_answers_fails_acquire_and_frees_the_lock(tmp_path, si
 
 def test_a_pass_past_timeouts_run_stops_records_what_it_did_and_exits_1(tmp_path,
                                                                         silent_server):
-    # acquire's first Nova call is still waiting (api 1.5 s) when the deadline (0.5 s) passes:
-    # it is not retried, and neither reconcile nor the notice stage starts
+    # acquire's first Nova call is still waiting (api 4 s) when the deadline (2 s: room for the
+    # watch and plan stages on a loaded machine) passes: it is not retried, and neither
+    # reconcile nor the notice stage starts
     write_config(tmp_path, silent_server.url + "/v2.1",
-                 timeouts="{api: 1.5s, run: 0.5s, retry_budget: 10s}")
+                 timeouts="{api: 4s, run: 2s, retry_budget: 10s}")
     assert scoctl(tmp_path, "init").returncode == 0
     assert scoctl(tmp_path, "plan", "--claims", "claims.yaml", "--dry-run").returncode == 0
     with open_store(tmp_path / "s.db") as store:
