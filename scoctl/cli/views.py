@@ -15,6 +15,7 @@ from scoctl.core.model import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.quantity import to_json_resources
 from scoctl.core.timefmt import rfc3339
 
@@ -73,7 +74,7 @@ def instance_json(i: InstanceRecord, notice: NoticedRecord | None = None) -> dic
     """An instance; a noticed one with its reclaim `deadline` and when scoctl saw the notice."""
     return {"id": i.id, "name": i.name, "workload": i.workload, "pool": i.pool,
             "region": i.region, "generation": i.generation, "status": i.status,
-            "disruption": i.disruption if i.status != "deleted" else None,
+            "disruption": i.disruption if i.status != InstanceStatus.DELETED else None,
             "created": i.created, "spec_hash": i.spec_hash,
             **({"fault": i.fault} if i.fault else {}),
             **({"node": i.node_name} if i.node_name else {}),

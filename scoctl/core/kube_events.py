@@ -51,6 +51,7 @@ from scoctl.core.model import (
     PodInfo,
     WorkloadRecord,
 )
+from scoctl.core.model.vocabulary import InstanceStatus
 
 COMPONENT = "scoctl"  # source.component and reportingComponent (reportingController)
 NOMINATED = "Nominated"
@@ -320,7 +321,7 @@ def node_events(instances: Iterable[InstanceRecord], noticed: Iterable[NoticedRe
             f"reclaim notice from {row.source}{why}: server {row.server_id} is reclaimed at "
             f"{row.deadline}; scoctl cordons and drains the node and replaces it"), "Warning"))
     for inst in sorted(by_id.values(), key=lambda i: i.name):
-        if inst.status != "draining" and not inst.disruption:
+        if inst.status != InstanceStatus.DRAINING and not inst.disruption:
             continue  # neither draining nor a disruption in flight (its replacement first)
         reason = "noticed" if inst.id in open_notices else inst.disruption or "empty"
         out.append(Wanted(node_ref(inst.node_name or inst.name), DISRUPTION_STARTED, (

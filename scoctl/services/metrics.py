@@ -129,7 +129,7 @@ def collect(store: Store, sample: RunSample) -> str:
         states[inst.status] = states.get(inst.status, 0) + 1
         if inst.disruption and inst.disruption_at:  # DESIGN §16
             started[inst.disruption] = started.get(inst.disruption, 0) + 1
-            if inst.status != "deleted":
+            if inst.status != InstanceStatus.DELETED:
                 flying[inst.disruption] = flying.get(inst.disruption, 0) + 1
     statuses: dict[str, int] = {}
     for row in store.workloads():
