@@ -87,6 +87,15 @@ class Cloud(Protocol):
         """
         ...
 
+    def image_id(self, ref: str) -> str:
+        """The id of the image `ref` names now (an id is its own answer): what a launch of
+        `ref` boots and what its spec hash names (DESIGN §17), so an image uploaded again under
+        the same name is a new spec. Answers may be up to a minute old.
+
+        Raises ConfigError (no image, or several, of that name), TemporaryError, PermanentError.
+        """
+        ...
+
 
 def check_tags(tags: Sequence[str]) -> None:
     """Nova's tag rules: at most 50 tags, each 1-60 characters without `/` or `,`.

@@ -153,8 +153,9 @@ class Cluster(Protocol):
         """Mark the node schedulable again. Raises TemporaryError or PermanentError."""
         ...
 
-    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
-        """Set these labels on the node (others untouched; DESIGN §17 meta drift). Raises
+    def label_node(self, node: str, labels: Mapping[str, str | None]) -> None:
+        """Set these labels on the node, remove those given as None (others untouched; DESIGN
+        §17 meta drift). Raises
         TemporaryError or PermanentError (also if gone)."""
         ...
 

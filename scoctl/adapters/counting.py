@@ -87,3 +87,7 @@ class CountingCloud:
     def delete(self, server_id: str) -> None:
         """See `Cloud.delete`."""
         self._counted(lambda: self.inner.delete(server_id))
+
+    def image_id(self, ref: str) -> str:
+        """See `Cloud.image_id`."""
+        return self._counted(lambda: self.inner.image_id(ref))

@@ -63,6 +63,7 @@ class FakeCloud:
     quota_cores: int | None = None
     quota_ram_mb: int | None = None
     spend_token: Callable[[], None] | None = None
+    images: dict[str, str] = field(default_factory=dict)  # name -> id (others: their own id)
     calls: list[tuple[str, object]] = field(default_factory=list)
     requests: list[LaunchRequest] = field(default_factory=list)
     _servers: dict[str, _FakeServer] = field(default_factory=dict)
@@ -212,6 +213,14 @@ class FakeCloud:
             self.spend_token()
         self._enter("delete", server_id)
         self._servers.pop(server_id, None)
+
+    def image_id(self, ref: str) -> str:
+        """The id `images` gives the name `ref`, else `ref` itself (not recorded in `calls`;
+        `fail_next('image_id', ...)` still applies)."""
+        queue = self._failures.get("image_id")
+        if queue:
+            raise queue.pop(0)
+        return self.images.get(ref, ref)
 
     # ------------------------------------------------------------------ internals
 

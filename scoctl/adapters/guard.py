@@ -183,6 +183,10 @@ class GuardedCloud:
         """See `Cloud.delete`."""
         self.guard.call(lambda: self.inner.delete(server_id))
 
+    def image_id(self, ref: str) -> str:
+        """See `Cloud.image_id`."""
+        return self.guard.call(lambda: self.inner.image_id(ref))
+
 
 def cloud_guard(region: str, cloud: Cloud, *, probe: bool) -> Guard:
     """The guard of one region's Nova; `probe`: look for its answer from a thread of its own

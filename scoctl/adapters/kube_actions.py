@@ -87,7 +87,7 @@ class ClusterActions(ClusterReads):
         """See `Cluster.uncordon`."""
         self._set_unschedulable(node, False)
 
-    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+    def label_node(self, node: str, labels: Mapping[str, str | None]) -> None:
         """See `Cluster.label_node`: a merge patch of ``metadata.labels`` (what ``kubectl label
         --overwrite`` sends), so labels the patch does not name stay."""
         resp = self._call(f"label node {node}", self._core.patch_node, node,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -59,6 +60,7 @@ LIST_PAGE = 1000  # Nova's default [api]max_limit
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
 METADATA_KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
 RETRY_LATER = (429, 503)
+IMAGE_TTL = 60.0  # seconds an image name's id is trusted (`image_id`)
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -214,13 +216,16 @@ class NovaCloud:
         retry: RetryPolicy | None = None,
         spend_token: Callable[[], None] | None = None,
         api_timeout: float | None = None,
+        image_ttl: float = IMAGE_TTL,
     ) -> None:
         self._conn = connection
+        self._image_ttl = image_ttl
         self._retry = retry or RetryPolicy()
         self._spend = spend_token
         self._api_timeout = api_timeout  # the session's timeout (`timeouts.api`), if known
         self._flavors: list[FlavorInfo] | None = None
         self._names: dict[tuple[str, str], str] = {}
+        self._images: dict[str, tuple[str, float]] = {}  # name -> (id, when looked up)
 
     @classmethod
     def connect(
@@ -483,18 +488,36 @@ class NovaCloud:
                 return flavor.id
         raise ConfigError(f"flavor {ref!r} not found in the cloud", field="flavor")
 
+    def image_id(self, ref: str) -> str:
+        """See `Cloud.image_id`: a name is looked up again once its answer is `image_ttl`
+        (`IMAGE_TTL`) old, so a long-running controller launches (and hashes) an image
+        uploaded again under its name."""
+        if UUID_RE.match(ref):
+            return ref
+        found = self._images.get(ref)
+        if found is None or time.monotonic() - found[1] >= self._image_ttl:
+            found = (self._lookup("image", ref), time.monotonic())
+            self._images[ref] = found
+        return found[0]
+
     def _resolve(self, kind: str, ref: str) -> str:
+        if kind == "image":
+            return self.image_id(ref)
         if UUID_RE.match(ref):
             return ref
         key = (kind, ref)
         if key not in self._names:
-            path, collection, label = (("/images/detail", "images", "name") if kind == "image"
-                                       else ("/os-networks", "networks", "label"))
-            answer = self._call(lambda: self._raw("GET", path, PROXY_MICROVERSION))
-            matches = [item["id"] for item in (answer or {}).get(collection, [])
-                       if item.get(label) == ref]
-            if len(matches) != 1:
-                what = "not found" if not matches else "ambiguous"
-                raise ConfigError(f"{kind} {ref!r} {what} in the cloud", field=kind)
-            self._names[key] = str(matches[0])
+            self._names[key] = self._lookup(kind, ref)
         return self._names[key]
+
+    def _lookup(self, kind: str, ref: str) -> str:
+        """The one id of the image or network named `ref` (Nova's proxies)."""
+        path, collection, label = (("/images/detail", "images", "name") if kind == "image"
+                                   else ("/os-networks", "networks", "label"))
+        answer = self._call(lambda: self._raw("GET", path, PROXY_MICROVERSION))
+        matches = [item["id"] for item in (answer or {}).get(collection, [])
+                   if item.get(label) == ref]
+        if len(matches) != 1:
+            what = "not found" if not matches else "ambiguous"
+            raise ConfigError(f"{kind} {ref!r} {what} in the cloud", field=kind)
+        return str(matches[0])

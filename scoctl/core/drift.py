@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
+from scoctl.core.constraints import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, REGION_LABEL, ZONE_LABEL
 from scoctl.core.disruption import Disruption, Unit, disruption
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
@@ -68,12 +70,33 @@ class Rollout:
         return None
 
 
+def kept_after_revert(noted: Iterable[tuple[str, str, str]],
+                      specs: Mapping[tuple[str, str], LaunchSpec]) -> frozenset[tuple[str, str]]:
+    """The (workload, hash)s whose units are ordinary units although their hash is not the
+    current spec (DESIGN §17: reverting the config mid-rollout ends the rollout, and the
+    replacements already launched stay). `noted` is each recorded `UNIT_DRIFTED` as
+    (workload, the unit's hash, the hash it was to be replaced on): a rollout from a hash the
+    workload's spec is again to one it no longer is was reverted, and its target is kept —
+    until the spec changes once more (then every unit off the new spec drifts)."""
+    current: dict[str, set[str]] = {}
+    out: set[tuple[str, str]] = set()
+    for workload, was, to in noted:
+        if workload not in current:
+            current[workload] = current_hashes(workload, specs)
+        now = current[workload]
+        if to and was in now and to not in now:
+            out.add((workload, to))
+    return frozenset(out)
+
+
 def drifted(units: Iterable[InstanceRecord], specs: Mapping[tuple[str, str], LaunchSpec],
-            known: Mapping[str, LaunchSpec] | None = None) -> tuple[Drifted, ...]:
+            known: Mapping[str, Mapping[str, Any]] | None = None,
+            kept: frozenset[tuple[str, str]] = frozenset()) -> tuple[Drifted, ...]:
     """The `units` whose recorded hash is not the current spec of their (workload, pool)
     (`specs`); a (workload, pool) the config no longer has is not drift (the planner removes
-    it), a unit recorded with no hash is taken as current. `known[hash]` is a spec seen
-    before (the fields are named from it). By name."""
+    it), a unit recorded with no hash is taken as current, and so is one on a hash the
+    workload `kept` after a revert (`kept_after_revert`). `known[hash]` is what was kept of a
+    spec recorded or seen before (`core.spec.stored`; the fields are named from it). By name."""
     out: list[Drifted] = []
     current: dict[LaunchSpec, frozenset[str]] = {}  # each spec's hashes, computed once
     for inst in sorted(units, key=lambda i: i.name):
@@ -84,7 +107,7 @@ def drifted(units: Iterable[InstanceRecord], specs: Mapping[tuple[str, str], Lau
             continue
         if spec not in current:
             current[spec] = hashes_of(spec)
-        if inst.spec_hash in current[spec]:
+        if inst.spec_hash in current[spec] or (inst.workload, inst.spec_hash) in kept:
             continue
         old = (known or {}).get(inst.spec_hash or "")
         out.append(Drifted(inst.id, inst.name, inst.workload, inst.pool,
@@ -187,7 +210,28 @@ def candidates(units: Sequence[Unit], found: Sequence[Drifted], rollouts: Mappin
     return tuple(out)
 
 
-def meta_patches(labels: Mapping[str, str], want: Mapping[str, str]) -> dict[str, str]:
+# labels that are not the config's to take away, whatever it once said
+SCOCTL_LABELS = frozenset({ZONE_LABEL, REGION_LABEL, INSTANCE_TYPE_LABEL, HOSTNAME_LABEL})
+
+
+def meta_patches(labels: Mapping[str, str], want: Mapping[str, str],
+                 given: Iterable[str] = ()) -> dict[str, str | None]:
     """The labels to patch onto a Node holding `labels` so it carries `want` (the config's
-    `pools[].labels` and `workloads[].node_labels`): those missing or different."""
-    return {k: v for k, v in sorted(want.items()) if labels.get(k) != v}
+    `pools[].labels` and `workloads[].node_labels`): those missing or different, and — as
+    None, which a merge patch deletes — those of the keys the config `given` it before that
+    the config no longer names. Labels scoctl never gave the Node are never removed."""
+    patch: dict[str, str | None] = {k: v for k, v in sorted(want.items()) if labels.get(k) != v}
+    for key in sorted(set(given) - set(want)):
+        if key in labels and key not in SCOCTL_LABELS and not key.startswith("sco/"):
+            patch[key] = None
+    return patch
+
+
+def label_keys(want: Mapping[str, str]) -> str:
+    """What an instance records of the labels it was given (`InstanceRecord.labels`)."""
+    return ",".join(sorted(want))
+
+
+def given_keys(recorded: str | None) -> tuple[str, ...]:
+    """The keys an instance's `InstanceRecord.labels` names."""
+    return tuple(k for k in (recorded or "").split(",") if k)

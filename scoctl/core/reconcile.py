@@ -55,7 +55,7 @@ from scoctl.core.model.vocabulary import (
     ServerStatus,
 )
 from scoctl.core.quantity import add
-from scoctl.core.spec import LaunchSpec
+from scoctl.core.spec import LaunchSpec, hash_of
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 LIVE = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE,
@@ -122,7 +122,7 @@ class DriftView:
     """What drift (DESIGN §17, `core.drift`) compares against: see `Snapshot.drift`."""
 
     specs: Mapping[tuple[str, str], LaunchSpec] = field(default_factory=dict)
-    known: Mapping[str, LaunchSpec] = field(default_factory=dict)
+    known: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # hash -> `spec.stored`
     node_labels: Mapping[tuple[str, str], Mapping[str, str]] | None = None
     noted: frozenset[str] = frozenset()
     halted: frozenset[tuple[str, str]] = frozenset()
@@ -130,6 +130,8 @@ class DriftView:
     # the rows, deleted ones included, launched on the current specs while units drifted:
     # the failed replacements in a row are counted over them
     launched: tuple[InstanceRecord, ...] = ()
+    # (workload, hash)s of replacements a reverted rollout left: ordinary units (§17)
+    kept: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class LabelPatch:
     """Patch these labels onto Kubernetes Node `node` (meta drift, DESIGN §17)."""
 
     node: str
-    labels: Mapping[str, str]
+    labels: Mapping[str, str | None]  # None: remove the label
 
 
 @dataclass(frozen=True)
@@ -1057,11 +1059,12 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
     _patch_meta(p, view, deleting)
     ready = [i for i in p.instances.values()
              if i.id not in deleting and p.status(i) == InstanceStatus.READY]
-    found = drift.drifted(ready, view.specs, view.known)
+    found = drift.drifted(ready, view.specs, view.known, view.kept)
     for d in found:
         if d.server_id not in view.noted:
             p.event(d.workload, "UNIT_DRIFTED", server=d.server_id, name=d.name, pool=d.pool,
-                    fields=list(d.fields), spec=p.instances[d.server_id].spec_hash)
+                    fields=list(d.fields), spec=p.instances[d.server_id].spec_hash,
+                    to=hash_of(view.specs[(d.workload, d.pool)]))
     flying = [i for i in ready if p.value(i, "disruption") == DisruptionReason.DRIFTED]
     if not found and not flying:
         return ()
@@ -1106,8 +1109,11 @@ def _patch_meta(p: _Pass, view: DriftView, deleting: set[str]) -> None:
         want = view.node_labels.get((inst.workload, inst.pool))
         if node is None or want is None:
             continue
-        patch = drift.meta_patches(node.labels, want)
+        patch = drift.meta_patches(node.labels, want, drift.given_keys(inst.labels))
         if patch:
             p.label_patches.append(LabelPatch(node.name, patch))
             p.event(inst.workload, "DRIFT_PATCHED", server=inst.id, name=inst.name,
-                    node=node.name, labels=patch)
+                    node=node.name, labels={k: v for k, v in patch.items() if v is not None},
+                    removed=sorted(k for k, v in patch.items() if v is None))
+        else:  # recorded once the Node carries it: a failed patch is tried again, removals too
+            p.update(inst, labels=drift.label_keys(want))

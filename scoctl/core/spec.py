@@ -51,17 +51,20 @@ class LaunchSpec:
                 "taints": sorted(set(self.taints))}
 
 
-def _v1(spec: LaunchSpec) -> dict[str, Any]:
-    """Version 1: the image by its configured name."""
+def _by_name(spec: LaunchSpec) -> dict[str, Any]:
+    """Versions 1 and 2: the image by its configured name (what releases up to 0.2 and the
+    first drift release recorded: they never resolved the id)."""
     return {**spec.values(), "image": spec.image}
 
 
-def _v2(spec: LaunchSpec) -> dict[str, Any]:
-    """Version 2: the image by the id it resolved to at launch (its name when not resolved)."""
+def _by_id(spec: LaunchSpec) -> dict[str, Any]:
+    """Version 3: the image by the id it resolved to at launch (its name when not resolved),
+    so an image uploaded again under the same name is a new spec."""
     return spec.values()
 
 
-CANONICAL: Mapping[int, Callable[[LaunchSpec], dict[str, Any]]] = {1: _v1, 2: _v2}
+CANONICAL: Mapping[int, Callable[[LaunchSpec], dict[str, Any]]] = {
+    1: _by_name, 2: _by_name, 3: _by_id}
 SPEC_VERSION = max(CANONICAL)
 
 
@@ -83,10 +86,20 @@ def matches(recorded: str | None, spec: LaunchSpec) -> bool:
     return not recorded or recorded in hashes_of(spec)
 
 
-def changed_fields(old: LaunchSpec, new: LaunchSpec) -> tuple[str, ...]:
-    """The fields in which `new` differs from `old`, in `FIELDS` order."""
-    a, b = old.values(), new.values()
-    return tuple(name for name in FIELDS if a[name] != b[name])
+def stored(spec: LaunchSpec) -> dict[str, Any]:
+    """What the state keeps of a recorded spec (`FIELDS`, the template as the SHA-256 of its
+    text: a template may hold what the state should not), enough to name changed fields."""
+    values = spec.values()
+    values["user_data"] = hashlib.sha256(spec.user_data_template.encode()).hexdigest()
+    return values
+
+
+def changed_fields(old: LaunchSpec | Mapping[str, Any], new: LaunchSpec) -> tuple[str, ...]:
+    """The fields in which `new` differs from `old` (a spec, or what `stored` kept of one), in
+    `FIELDS` order; a field `old` did not keep counts as changed."""
+    a = stored(old) if isinstance(old, LaunchSpec) else old
+    b = stored(new)
+    return tuple(name for name in FIELDS if name not in a or a[name] != b[name])
 
 
 RECLAIMABLE_TAINT = "reclaimable=true:NoSchedule"  # the taint a reclaimable pool's Nodes carry
@@ -94,7 +107,7 @@ RECLAIMABLE_TAINT = "reclaimable=true:NoSchedule"  # the taint a reclaimable poo
 
 def pool_spec(*, flavor: str, az: str | None, tier: str, image: str, networks: Iterable[str],
               security_groups: Iterable[str], key_name: str | None, server_group: str | None,
-              user_data_template: str) -> LaunchSpec:
+              user_data_template: str, image_id: str | None = None) -> LaunchSpec:
     """The spec a pool's units are launched from (its flavor, AZ and tier's taints, the
     region's launch settings, the template's text): one rule for acquire, which records it,
     and reconcile, which compares against it."""
@@ -102,4 +115,5 @@ def pool_spec(*, flavor: str, az: str | None, tier: str, image: str, networks: I
                       security_groups=tuple(security_groups), key_name=key_name,
                       server_group=server_group, az=az or None,
                       user_data_template=user_data_template,
-                      taints=(RECLAIMABLE_TAINT,) if tier == "reclaimable" else ())
+                      taints=(RECLAIMABLE_TAINT,) if tier == "reclaimable" else (),
+                      image_id=image_id if image_id and image_id != image else None)

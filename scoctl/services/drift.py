@@ -5,35 +5,40 @@
 the same rule acquire records), the Node labels the config wants, and — only while some unit
 has drifted — what the event log says was recorded already (`UNIT_DRIFTED` per unit,
 `DRIFT_ROLLOUT_HALTED` per workload and hashes, the last `DRIFT_RESUMED`), so each is written
-once. The specs this process computed are remembered (`_SEEN`, bounded), so after a SIGHUP
-reload `UNIT_DRIFTED` names the fields that changed; a fresh process knows only the hash.
+once. `UNIT_DRIFTED` names the fields that changed from what the state recorded of the unit's
+spec at launch (`launch_specs`); for units launched before specs were recorded, from the specs
+this process computed (`_SEEN`, bounded: after a SIGHUP reload). The image is compared by the id
+its name resolves to (`image_id`, asked of Nova by reconcile each pass; `status` uses the id
+reconcile last recorded, `Store.image_ids`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from scoctl.config.schema import Config, Region
 from scoctl.core import drift
 from scoctl.core.model import InstanceRecord, NewEvent
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 from scoctl.core.reconcile import DriftView
-from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec
+from scoctl.core.spec import CANONICAL, LaunchSpec, hash_of, pool_spec, stored
 from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import ConfigError
 from scoctl.state import Store
 
-_SEEN: dict[str, LaunchSpec] = {}
+_SEEN: dict[str, dict[str, Any]] = {}
 _SEEN_MOST = 256
 
 DRIFT_TOKENS = frozenset({"UNIT_DRIFTED", "DRIFT_ROLLOUT_HALTED", "DRIFT_RESUMED"})
 
 
 def specs_of(config: Config, region: Region, template: str,
-             pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], LaunchSpec]:
+             pairs: Iterable[tuple[str, str]],
+             image_id: str | None = None) -> dict[tuple[str, str], LaunchSpec]:
     """The current launch spec of each (workload, pool) of `pairs` whose pool is the region's
-    (none when the region has no launch settings)."""
+    (none when the region has no launch settings), the image by `image_id` when known."""
     launch = region.launch
     if launch is None:
         return {}
@@ -47,7 +52,7 @@ def specs_of(config: Config, region: Region, template: str,
             flavor=pool.flavor, az=pool.az, tier=pool.tier, image=launch.image,
             networks=launch.networks, security_groups=launch.security_groups,
             key_name=launch.key_name, server_group=launch.server_group,
-            user_data_template=template)
+            user_data_template=template, image_id=image_id)
     return out
 
 
@@ -66,31 +71,35 @@ def labels_of(config: Config, region: Region,
     return out
 
 
-def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, LaunchSpec]:
+def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, dict[str, Any]]:
     for spec in specs.values():
         for version in CANONICAL:
-            _SEEN.setdefault(hash_of(spec, version), spec)
+            _SEEN.setdefault(hash_of(spec, version), stored(spec))
     while len(_SEEN) > _SEEN_MOST:
         _SEEN.pop(next(iter(_SEEN)))
     return dict(_SEEN)
 
 
 def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
-         template: str) -> DriftView:
-    """What drift compares the region's `tracked` instances against (module docstring)."""
+         template: str, image_id: str | None = None) -> DriftView:
+    """What drift compares the region's `tracked` instances against (module docstring), the
+    launch image by `image_id` (what its name resolves to now)."""
     rows = list(tracked)
     pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
-    specs = specs_of(config, region, template, pairs)
-    known = _remember(specs)
+    specs = specs_of(config, region, template, pairs, image_id)
     labels = labels_of(config, region, pairs)
     ready = [i for i in rows if i.status == InstanceStatus.READY]
     found = drift.drifted(ready, specs)
     flying = [i for i in ready if i.disruption == DisruptionReason.DRIFTED]
+    known = _remember(specs)
     if not found and not flying:
         return DriftView(specs=specs, known=known, node_labels=labels)
-    since = min(i.created for i in [*(i for i in ready if i.id in
-                                      {d.server_id for d in found}), *flying])
+    every_row = store.instances(region=region.name, include_deleted=True)
+    names = {d.workload for d in found} | {i.workload for i in flying if i.workload}
+    # from the oldest unit of a workload with drift: the rollout's events came after it
+    since = min(i.created for i in every_row if i.workload in names)
     noted: set[str] = set()
+    rolled: list[tuple[str, str, str]] = []
     halted: list[tuple[str | None, str, str]] = []
     resumed: dict[str, str] = {}
     every = ""
@@ -99,6 +108,8 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
             continue
         if event.token == "UNIT_DRIFTED":
             noted.add(str(event.detail.get("server", "")))
+            rolled.append((event.workload or "", str(event.detail.get("spec") or ""),
+                           str(event.detail.get("to") or "")))
         elif event.token == "DRIFT_ROLLOUT_HALTED":
             hashes = ",".join(str(h) for h in event.detail.get("hashes", ()))
             halted.append((event.workload, hashes, event.ts))
@@ -106,17 +117,23 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
             resumed[event.workload] = max(resumed.get(event.workload, ""), event.ts)
         else:
             every = max(every, event.ts)
+    kept = drift.kept_after_revert(rolled, specs)
+    if kept:
+        found = drift.drifted(ready, specs, kept=kept)
+    known.update(store.launch_specs(i.spec_hash for i in ready if i.spec_hash and i.id in
+                                    {d.server_id for d in found}))
     if every:
         for name in {w for w, _ in pairs} | set(resumed):
             resumed[name] = max(resumed.get(name, ""), every)
-    kept = frozenset((w, h) for w, h, ts in halted
-                     if w and (w not in resumed
-                               or parse_rfc3339(ts) >= parse_rfc3339(resumed[w])))
+    stopped = frozenset((w, h) for w, h, ts in halted
+                        if w and (w not in resumed
+                                  or parse_rfc3339(ts) >= parse_rfc3339(resumed[w])))
     current = {h for name in {w for w, _ in pairs} for h in drift.current_hashes(name, specs)}
-    launched = tuple(i for i in store.instances(region=region.name, include_deleted=True)
-                     if i.spec_hash in current and i.created >= since)
+    drifting = {d.server_id for d in found} | {i.id for i in flying}
+    first = min((i.created for i in ready if i.id in drifting), default=since)
+    launched = tuple(i for i in every_row if i.spec_hash in current and i.created >= first)
     return DriftView(specs=specs, known=known, node_labels=labels, noted=frozenset(noted),
-                     halted=kept, resumed=resumed, launched=launched)
+                     halted=stopped, resumed=resumed, launched=launched, kept=kept)
 
 
 def resume(store: Store, workload: str | None) -> int:
@@ -141,10 +158,11 @@ def progress(config: Config, store: Store, now: datetime) -> list[dict[str, obje
     for region in config.regions:
         mine = [i for i in rows if i.region == region.name
                 and i.status != InstanceStatus.DELETED]
-        seen = view(config, store, region, mine, template)
+        image = store.image_ids(region.name).get(region.launch.image) if region.launch else None
+        seen = view(config, store, region, mine, template, image)
         views.append(seen)
         drifted_ids |= {d.server_id for d in drift.drifted(
-            [i for i in mine if i.status == InstanceStatus.READY], seen.specs)}
+            [i for i in mine if i.status == InstanceStatus.READY], seen.specs, kept=seen.kept)}
     specs = {k: v for seen in views for k, v in seen.specs.items()}
     resumed: dict[str, str] = {}
     for seen in views:

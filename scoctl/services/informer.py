@@ -217,7 +217,7 @@ class CachedCluster:
         """See `Cluster.uncordon`."""
         self.cluster.uncordon(node)
 
-    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+    def label_node(self, node: str, labels: Mapping[str, str | None]) -> None:
         """See `Cluster.label_node`."""
         self.cluster.label_node(node, labels)
 

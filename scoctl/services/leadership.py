@@ -266,6 +266,9 @@ class FencedCloud:
     def server(self, server_id: str) -> ServerInfo | None:
         return self.inner.server(server_id)
 
+    def image_id(self, ref: str) -> str:
+        return self.inner.image_id(ref)
+
     def delete(self, server_id: str) -> None:
         record_delete(self.store, self.region, server_id)
         with calls_until(lease_deadline(self.store, self.region)):

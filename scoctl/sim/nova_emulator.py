@@ -411,6 +411,16 @@ class NovaEmulator:
             current.update({k: int(v) for k, v in updates.items() if v is not None})
             self._capacity[az] = current
 
+    def upload_image(self, name: str, image_id: str) -> None:
+        """An image uploaded again under `name` (Glance keeps names unique only by habit): the
+        new image `image_id` takes the name, the old one is renamed `<name>-previous` (its
+        servers still run it), as operators roll a monthly golden image."""
+        with self._lock:
+            for image in self._images:
+                if image["name"] == name:
+                    image["name"] = f"{name}-previous"
+            self._images.append({"id": str(image_id), "name": name})
+
     def fail_quota_recheck(self, count: int = 1) -> None:
         """Make the conductor's quota recheck fail (fault 413) for the next `count` requests."""
         with self._lock:
@@ -1248,6 +1258,7 @@ _CONTROL: dict[str, Callable[..., None]] = {
     "timing": NovaEmulator.set_timing,
     "reclaim": NovaEmulator.reclaim,
     "settle": NovaEmulator.settle,
+    "upload-image": NovaEmulator.upload_image,
 }
 
 

@@ -47,6 +47,7 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, LaunchSettings, Region
 from scoctl.core.acquire import LaunchSnapshot, decide_launches, region_targets
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
+from scoctl.core.drift import label_keys
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
 from scoctl.core.model import (
@@ -76,7 +77,7 @@ from scoctl.core.model.vocabulary import (
     tag,
 )
 from scoctl.core.reconcile import intent_lapsed, lapsed_intent
-from scoctl.core.spec import hash_of, pool_spec
+from scoctl.core.spec import LaunchSpec, hash_of, pool_spec, stored
 from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
@@ -358,6 +359,7 @@ class _Region:
         self.contracts: dict[str, str] = {}
         self._connect = connect
         self._cloud: Cloud | None = None
+        self._image: str | None = None
 
     @property
     def cloud(self) -> Cloud:
@@ -371,6 +373,13 @@ class _Region:
     @property
     def name(self) -> str:
         return self.region.name
+
+    def image_id(self) -> str:
+        """The id the region's launch image resolves to now, asked once per pass: what each
+        launch boots and its spec hash names (DESIGN §17). Raises as `Cloud.image_id`."""
+        if self._image is None:
+            self._image = self.cloud.image_id(self.run.config.launch_settings(self.region).image)
+        return self._image
 
 
 @contextmanager
@@ -451,7 +460,7 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
     check_tags(tags)
     launch = reg.run.config.launch_settings(reg.region)
     request = LaunchRequest(
-        name=server_name(plan, launch_id), flavor=plan.flavor, image=launch.image,
+        name=server_name(plan, launch_id), flavor=plan.flavor, image=reg.image_id(),
         networks=networks_of(launch), az=plan.az or None, min_count=1,
         max_count=plan.count, tags=tags, metadata=launch_metadata(plan, launch_id),
         user_data=user_data, security_groups=launch.security_groups,
@@ -468,12 +477,18 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
 
 
 def spec_of(reg: _Region, plan: LaunchPlan) -> str:
-    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.pool_spec`)."""
+    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.pool_spec`), the image
+    by the id it resolves to now."""
+    return hash_of(launch_spec(reg, plan))
+
+
+def launch_spec(reg: _Region, plan: LaunchPlan) -> LaunchSpec:
+    """The launch spec of `plan`'s units."""
     launch = reg.run.config.launch_settings(reg.region)
-    return hash_of(pool_spec(flavor=plan.flavor, az=plan.az, tier=plan.tier, image=launch.image,
-                             networks=launch.networks, security_groups=launch.security_groups,
-                             key_name=launch.key_name, server_group=launch.server_group,
-                             user_data_template=reg.run.boot.template()))
+    return pool_spec(flavor=plan.flavor, az=plan.az, tier=plan.tier, image=launch.image,
+                     networks=launch.networks, security_groups=launch.security_groups,
+                     key_name=launch.key_name, server_group=launch.server_group,
+                     user_data_template=reg.run.boot.template(), image_id=reg.image_id())
 
 
 def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
@@ -585,15 +600,19 @@ def _record(reg: _Region, plan: LaunchPlan, launch_id: str, servers: list[Server
     """Write the servers as instances and the launch as recorded, in one transaction."""
     store, now = reg.store, reg.run.now()
     ordered = sorted(servers, key=lambda s: s.name)
-    spec = spec_of(reg, plan)
+    launched = launch_spec(reg, plan)
+    spec = hash_of(launched)
     with _fenced(reg):
+        store.save_launch_specs({spec: stored(launched)})
         for index, server in enumerate(ordered):
             node = plan.node_names[index] if index < len(plan.node_names) else None
             store.upsert_instance(InstanceRecord(
                 id=server.id, name=server.name, region=reg.name, workload=plan.workload,
                 pool=plan.pool, generation=plan.generation, launch_id=launch_id,
                 status=NOVA_STATUS.get(server.status, InstanceStatus.ACTIVE), created=now,
-                updated=now, node_name=node, spec_hash=spec))
+                updated=now, node_name=node, spec_hash=spec,
+                labels=label_keys({**reg.pools[plan.pool].labels,
+                                   **_node_labels(reg, plan.workload)})))
         store.update_launch(launch_id, status=LaunchStatus.RECORDED,
                             reservation_id=reservation_id or None)
         store.append_event(NewEvent(
@@ -802,6 +821,8 @@ def _region_pass(reg: _Region, scope: Collection[str] | None) -> None:
     if not wanted:
         return
     launches = _fit(reg, wanted)
+    if launches:
+        reg.image_id()  # once, before the launches: a failure here fails as headroom's would
     if run.dry_run:
         run.out.planned.extend(_call_spec(reg, p, "l-dryrun000000")[1] for p in launches)
         return

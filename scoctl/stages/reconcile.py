@@ -271,7 +271,15 @@ class _Region:
         except ConfigError as exc:
             self._note("scoctl", "user-data template unreadable (drift not checked)", exc)
             return None
-        return drift_inputs.view(self.config, self.store, self.region, tracked, template)
+        name = self.region.launch.image
+        try:
+            image = self.cloud.image_id(name)  # by id: an image uploaded again is a new spec
+        except (ApiError, ConfigError) as exc:
+            self._note("nova", f"image {name!r} not resolved (drift not checked)", exc)
+            return None
+        if self.store.image_ids(self.region.name).get(name) != image:
+            self.store.save_image_id(self.region.name, name, image)  # what `status` compares
+        return drift_inputs.view(self.config, self.store, self.region, tracked, template, image)
 
     # -- record ----------------------------------------------------------------------------
 

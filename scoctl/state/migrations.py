@@ -328,6 +328,25 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE claims ADD COLUMN overhead TEXT NOT NULL DEFAULT '{}';
     """,
+    # 9: drift (DESIGN §17): each recorded launch spec's canonical values by hash (the
+    # template as its digest), so `UNIT_DRIFTED` names the fields in any process; the id each
+    # region's launch image name resolved to when last asked (what `status` compares with);
+    # each instance's configured Node label keys (a key the config drops is removed)
+    """
+    CREATE TABLE launch_specs (
+        hash TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        recorded TEXT NOT NULL
+    );
+    CREATE TABLE image_ids (
+        region TEXT NOT NULL,
+        name TEXT NOT NULL,
+        image_id TEXT NOT NULL,
+        seen TEXT NOT NULL,
+        PRIMARY KEY (region, name)
+    );
+    ALTER TABLE instances ADD COLUMN labels TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

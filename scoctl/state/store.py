@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from scoctl.core.claims import ClaimWrite
 from scoctl.core.model import (
@@ -285,6 +285,23 @@ class FleetState(Protocol):
 
     def save_orphans_seen(self, region: str, seen: Mapping[str, str]) -> None:
         """Replace `region`'s orphan sightings with `seen`."""
+        ...
+
+    def save_launch_specs(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record each launch spec hash's canonical values (DESIGN §17; a hash recorded once
+        keeps its first values)."""
+        ...
+
+    def launch_specs(self, hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The recorded canonical values of those of `hashes` that were recorded."""
+        ...
+
+    def save_image_id(self, region: str, name: str, image_id: str) -> None:
+        """Record the id `region`'s image `name` resolved to when last asked (now)."""
+        ...
+
+    def image_ids(self, region: str) -> dict[str, str]:
+        """The last recorded id of each of `region`'s image names."""
         ...
 
     def suspended_nodes(self) -> frozenset[str]:

@@ -139,6 +139,9 @@ class RacingCloud:
     def delete(self, server_id: str) -> None:
         self.inner.delete(server_id)
 
+    def image_id(self, ref: str) -> str:
+        return self.inner.image_id(ref)
+
 
 class Env:
     """One test's config, state and stage runner on one backend."""

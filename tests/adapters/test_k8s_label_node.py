@@ -35,3 +35,14 @@ def test_label_node_on_a_node_gone_is_a_permanent_error(
         k8s_cluster: KubernetesCluster) -> None:
     with pytest.raises(PermanentError):
         k8s_cluster.label_node("gone", {"team": "x"})
+
+
+def test_label_node_removes_the_labels_given_as_none(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster) -> None:
+    # a strategic merge patch's null deletes the key (apimachinery); the others stay
+    node = ke.make_node("n2")
+    node["metadata"].setdefault("labels", {}).update({"team": "old", "tier": "gold"})
+    k8s_emulator.add(node)
+    k8s_cluster.label_node("n2", {"tier": None, "team": "checkout"})
+    [seen] = k8s_cluster.nodes()
+    assert "tier" not in seen.labels and seen.labels["team"] == "checkout"

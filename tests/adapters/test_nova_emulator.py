@@ -19,7 +19,13 @@ import pytest
 from scoctl.adapters.nova import NovaCloud
 from scoctl.adapters.retry import RetryPolicy
 from scoctl.core.model import LaunchRequest
-from scoctl.errors import InsufficientCapacity, QuotaExceeded, Refused, TemporaryError
+from scoctl.errors import (
+    ConfigError,
+    InsufficientCapacity,
+    QuotaExceeded,
+    Refused,
+    TemporaryError,
+)
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from tests.fixtures.nova import write_clouds_yaml
 
@@ -364,3 +370,25 @@ def test_retry_after_waits_are_never_shorter_and_differ_between_callers() -> Non
     assert len(set(hints)) == len(hints)  # twenty callers told "2 s" come back staggered
     assert RetryPolicy(retry_after_jitter=0).backoff(1, 2.0) == 2.0
     assert RetryPolicy(rng=random.Random(1)).backoff(1, 900.0) <= 120.5  # capped, then jitter
+
+
+def test_an_image_name_resolves_to_its_id_again_once_the_answer_is_old(
+        emulator: NovaEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DESIGN §17: a controller that lives for months must launch (and hash) the image uploaded
+    # again under its name, not the id it resolved on its first day
+    monkeypatch.setenv(
+        "OS_CLIENT_CONFIG_FILE", str(write_clouds_yaml(tmp_path, "emu", emulator.url, "demo")))
+    raw = NovaCloud.connect("emu")
+    cloud = NovaCloud(raw.connection, image_ttl=0.3)
+    name = "fakeimage123456"
+    assert cloud.image_id(name) == IMAGE_ID and cloud.image_id(IMAGE_ID) == IMAGE_ID
+    fresh = "7d3c0d4e-0000-4000-8000-00000000feed"
+    emulator.upload_image(name, fresh)
+    assert cloud.image_id(name) == IMAGE_ID  # within the TTL: the answer it had
+    time.sleep(0.35)
+    assert cloud.image_id(name) == fresh
+    [server] = cloud.launch(launch("again", image=name)).servers  # the create boots it too
+    assert emulator.servers_summary()[0]["image"] == fresh, server
+    with pytest.raises(ConfigError, match="not found"):
+        cloud.image_id("no-such-image")
+    raw.connection.close()

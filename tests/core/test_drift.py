@@ -13,7 +13,7 @@ from scoctl.core.fleet import units_of
 from scoctl.core.model.disruption import Budget, DisruptionSettings, Drift, Units
 from scoctl.core.model.vocabulary import DisruptionReason
 from scoctl.core.reconcile import Decision, DriftView, Snapshot, decide
-from scoctl.core.spec import LaunchSpec, hash_of
+from scoctl.core.spec import LaunchSpec, hash_of, hashes_of
 from tests.core.test_disruption_rules import ALLOC, apply, started
 from tests.core.test_reconcile import (
     NOW,
@@ -163,7 +163,7 @@ def test_halt_after_failed_replacements_in_a_row_keeps_the_old_units() -> None:
     s = failing(s, "f2")
     d = decide(s, policy(halt_after=2), NOW)
     [halt] = detail(d, "DRIFT_ROLLOUT_HALTED")
-    assert halt["failures"] == 2 and halt["hashes"] == sorted({hash_of(NEW, 1), hash_of(NEW)})
+    assert halt["failures"] == 2 and halt["hashes"] == sorted(hashes_of(NEW))
     # the canary's old unit is back in service, nothing else starts, nothing is removed
     assert fields(d, "s00") == {"disruption": None, "disruption_at": None}
     assert [e["why"] for e in detail(d, "DRIFT_ENDED")] == ["halted"]
@@ -211,11 +211,16 @@ def test_reverting_the_config_mid_rollout_ends_it_without_removing_old_units() -
     assert fields(d, "s00") == {"disruption": None, "disruption_at": None}
     assert [e["why"] for e in detail(d, "DRIFT_ENDED")] == ["reverted"]
     assert started(d) == [] and d.scale_downs == () and "UNIT_DRIFTED" not in tokens(d)
-    # its replacement, Ready on the new spec, is an ordinary unit: surplus goes by the plan
+    # its replacement, Ready on the new spec, is an ordinary unit (the revert keeps its hash:
+    # `drift.kept_after_revert`): not drifted back, surplus goes by the plan
     s = with_replacement(apply(s, d), "n00", spec=NEW, ready_for=300)
+    d = decide(replace(s, drift=view(spec=OLD, kept=frozenset({("web", hash_of(NEW))}))),
+               policy(), NOW)
+    assert "REPLACEMENT_READY" not in tokens(d) and "UNIT_DRIFTED" not in tokens(d)
+    assert started(d) == []
+    # without the revert on record it would be drifted back onto the old spec
     d = decide(replace(s, drift=view(spec=OLD)), policy(), NOW)
-    assert "REPLACEMENT_READY" not in tokens(d)
-    assert [(f["server"], f["fields"]) for f in detail(d, "UNIT_DRIFTED")] == [("n00", [])]
+    assert [f["server"] for f in detail(d, "UNIT_DRIFTED")] == ["n00"]
 
 
 # -- meta ---------------------------------------------------------------------------------------
@@ -233,8 +238,30 @@ def test_a_label_change_is_patched_onto_the_nodes_in_place_with_no_new_server() 
     # patched: the next pass changes nothing
     nodes = tuple(replace(n, labels={**n.labels, "team": "ml", "tier": "gold"})
                   for n in s.k8s_nodes)
-    assert decide(replace(s, k8s_nodes=nodes), policy(), NOW).empty
+    d = decide(replace(s, k8s_nodes=nodes), policy(), NOW)
+    assert d.label_patches == () and {u.id: u.fields for u in d.updates} == {
+        i.id: {"labels": "team,tier"} for i in s.instances}  # the keys it now carries
+    s = apply(replace(s, k8s_nodes=nodes), d)
+    assert decide(s, policy(), NOW).empty
     assert drift.meta_patches({"team": "ml", "x": "1"}, {"team": "ai"}) == {"team": "ai"}
+    # a label the config drops is removed; one it never gave (x) stays
+    s = replace(s, drift=view(node_labels={("web", "p-spot"): {"team": "ml"}}))
+    d = decide(s, policy(), NOW)
+    assert [dict(p.labels) for p in d.label_patches] == [{"tier": None}] * 2
+    assert [e["removed"] for e in detail(d, "DRIFT_PATCHED")] == [["tier"]] * 2
+    assert d.updates == ()  # recorded once the Node no longer carries it
+    nodes = tuple(replace(n, labels={k: v for k, v in n.labels.items() if k != "tier"})
+                  for n in s.k8s_nodes)
+    d = decide(replace(s, k8s_nodes=nodes), policy(), NOW)
+    assert d.label_patches == () and {u.fields["labels"] for u in d.updates} == {"team"}
+
+
+def test_only_labels_the_config_gave_are_removed_and_never_the_well_known_ones() -> None:
+    node = {"team": "ml", "x": "1", "topology.kubernetes.io/zone": "az1", "sco/pool": "p"}
+    assert drift.meta_patches(node, {}, given=("team", "topology.kubernetes.io/zone",
+                                               "sco/pool", "gone")) == {"team": None}
+    assert drift.given_keys(drift.label_keys({"b": "1", "a": "2"})) == ("a", "b")
+    assert drift.given_keys(None) == ()
 
 
 # -- the rows a halt counts over -----------------------------------------------------------------
@@ -282,3 +309,17 @@ def test_a_drifted_slurm_node_is_drained_and_powered_down_once_idle_not_replaced
     [down] = d.scale_downs
     assert (down.slurm_node, down.reason) == ("cloud-1", DisruptionReason.DRIFTED)
     assert fields(d, "s00")["status"] == "draining"  # no replacement launched for it
+
+
+def test_a_reverted_rollout_keeps_its_target_until_the_spec_changes_again() -> None:
+    a = LaunchSpec(flavor="f", image="img", image_id="7d3c0d4e-0000-4000-8000-00000000000a")
+    b = replace(a, image_id="7d3c0d4e-0000-4000-8000-00000000000b")
+    c = replace(a, image_id="7d3c0d4e-0000-4000-8000-00000000000c")
+    noted = [("web", hash_of(a), hash_of(b)), ("web", hash_of(a), hash_of(b))]
+    assert drift.kept_after_revert(noted, {("web", "p"): a}) == {("web", hash_of(b))}
+    # still rolling (the spec is the target): nothing kept; moved on: nothing kept
+    assert drift.kept_after_revert(noted, {("web", "p"): b}) == frozenset()
+    assert drift.kept_after_revert(noted, {("web", "p"): c}) == frozenset()
+    # another workload's revert keeps nothing of this one's
+    assert drift.kept_after_revert([("db", hash_of(a), hash_of(b))],
+                                   {("web", "p"): a, ("db", "p"): a}) == {("db", hash_of(b))}

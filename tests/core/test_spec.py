@@ -20,6 +20,7 @@ from scoctl.core.spec import (
     hashes_of,
     matches,
     pool_spec,
+    stored,
 )
 from scoctl.core.userdata import BootContract, render_user_data
 
@@ -94,18 +95,41 @@ def test_a_reclaimable_pool_spec_carries_the_reclaimable_taint() -> None:
 
 
 def test_a_new_version_does_not_roll_the_fleet() -> None:
-    # version 1 named the image by its configured name, version 2 by the id it resolved to;
-    # a unit recorded under version 1 still matches the same spec under version 2
+    # versions 1 and 2 named the image by its configured name (0.2 and the first drift release
+    # never resolved it), version 3 by the id it resolved to; units recorded under the older
+    # versions still match the same spec under version 3
     resolved = replace(SPEC, image_id="7d3c0d4e-0000-4000-8000-000000000001")
-    v1 = hash_of(resolved, 1)
-    assert SPEC_VERSION == 2 and set(CANONICAL) == {1, 2}
-    assert v1 != hash_of(resolved) and v1 in hashes_of(resolved)
-    assert matches(v1, resolved) and matches(hash_of(resolved), resolved)
-    # what main recorded before versions were kept (version 1's exact form) still matches
-    assert v1 == hash_of(SPEC, 1)
+    v1, v2 = hash_of(resolved, 1), hash_of(resolved, 2)
+    assert SPEC_VERSION == 3 and set(CANONICAL) == {1, 2, 3}
+    assert len({v1, v2, hash_of(resolved)}) == 3
+    assert {v1, v2} <= hashes_of(resolved)
+    assert matches(v1, resolved) and matches(v2, resolved) and matches(hash_of(resolved), resolved)
+    # what was recorded before the id was resolved (the name-only spec) still matches
+    assert v1 == hash_of(SPEC, 1) and v2 == hash_of(SPEC, 2)
     # but a real change does roll, under every version
     newer = replace(resolved, image="ubuntu-26.04", image_id="7d3c0d4e-0000-4000-8000-0000000002")
-    assert not matches(v1, newer) and not matches(hash_of(resolved), newer)
+    assert not any(matches(h, newer) for h in (v1, v2, hash_of(resolved)))
+
+
+def test_an_image_uploaded_again_under_its_name_is_a_new_spec_from_version_3() -> None:
+    old = replace(SPEC, image_id="7d3c0d4e-0000-4000-8000-000000000001")
+    again = replace(SPEC, image_id="7d3c0d4e-0000-4000-8000-000000000009")
+    assert not matches(hash_of(old), again)
+    assert changed_fields(old, again) == ("image",)
+    # a unit recorded by name only (version 2) cannot tell: it is taken as current
+    assert matches(hash_of(old, 2), again)
+
+
+def test_the_stored_spec_names_changed_fields_and_keeps_no_template_text() -> None:
+    secretive = replace(SPEC, user_data_template="#cloud-config\npassword: hunter2\n")
+    kept = stored(secretive)
+    assert "hunter2" not in json.dumps(kept)
+    assert set(kept) == set(FIELDS)
+    assert changed_fields(kept, secretive) == ()
+    assert changed_fields(kept, replace(secretive, flavor="m1.xlarge")) == ("flavor",)
+    assert changed_fields(kept, replace(secretive, user_data_template="#cloud-config\n")) == (
+        "user_data",)
+    assert changed_fields({"flavor": secretive.flavor}, secretive) == FIELDS[1:]
 
 
 def test_a_unit_recorded_without_a_hash_is_taken_as_current() -> None:

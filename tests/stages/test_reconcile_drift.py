@@ -9,6 +9,7 @@ Nova is the in-package `FakeCloud`, Slurm a recording fake of scoctl's `BatchSch
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,89 @@ def test_acquire_records_the_hash_reconcile_compares_against(
         pool: hash_of(spec) for (_, pool), spec in specs.items()}
     assert specs[("web", "small.a")].taints == ("reclaimable=true:NoSchedule",)
     assert specs[("web", "res.a")].taints == ()
+
+
+def test_an_image_uploaded_again_under_its_name_drifts_the_units_named_by_field(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    # DESIGN §17: the image is hashed by the id its name resolved to at launch; the recorded
+    # spec (state, not process memory) names the changed field in a process that never saw it
+    from scoctl.services import drift as drift_inputs
+    from scoctl.services.drift import progress
+    from tests.stages.test_acquire import acquire
+
+    assert config.regions[0].launch is not None
+    name = config.regions[0].launch.image
+    fake.images[name] = "7d3c0d4e-0000-4000-8000-000000000001"
+    set_plan(store, "web", {"small.a": 2})
+    acquire(config, store, clock, fake)
+    assert {r.image for r in fake.launch_calls()} == {"7d3c0d4e-0000-4000-8000-000000000001"}
+    units = {i.id: i for i in store.instances()}
+    for inst in units.values():  # registered and Ready
+        store.upsert_instance(replace(inst, status="ready", ready_at=store.now(),
+                                      node_name=inst.name))
+    run = lambda: run_reconcile(config, store, clock, clouds={"region-a": fake},  # noqa: E731
+                                discover=False)
+    run()
+    assert "UNIT_DRIFTED" not in [e.token for e in store.events()]
+    assert progress(config, store, clock.now()) == []
+    fake.images[name] = "7d3c0d4e-0000-4000-8000-000000000002"  # the monthly image, same name
+    drift_inputs._SEEN.clear()  # a fresh process: only the state knows the launched spec
+    clock.advance(30)
+    run()
+    drifted = [e.detail for e in store.events() if e.token == "UNIT_DRIFTED"]
+    assert sorted(str(d["server"]) for d in drifted) == sorted(units)
+    assert all(d["fields"] == ["image"] for d in drifted)
+    assert store.image_ids("region-a") == {name: "7d3c0d4e-0000-4000-8000-000000000002"}
+    [row] = progress(config, store, clock.now())  # `status` compares with the recorded id
+    assert row["workload"] == "web" and row["drifted"] == 2
+
+
+def test_reverting_mid_rollout_keeps_the_replacements_as_ordinary_units(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    # DESIGN §17: reverting the config ends the rollout; replacements already launched are
+    # ordinary units (not drifted back), and no old unit is removed for drift any more
+    from tests.stages.test_acquire import acquire
+
+    assert config.regions[0].launch is not None
+    name = config.regions[0].launch.image
+    old, new = "7d3c0d4e-0000-4000-8000-0000000000a1", "7d3c0d4e-0000-4000-8000-0000000000b2"
+    fake.images[name] = old
+    set_plan(store, "web", {"small.a": 3})
+    acquire(config, store, clock, fake)
+    for inst in store.instances():
+        store.upsert_instance(replace(inst, status="ready", ready_at=store.now(),
+                                      node_name=inst.name))
+    olds = {i.id for i in store.instances()}
+    run = lambda: run_reconcile(config, store, clock, clouds={"region-a": fake},  # noqa: E731
+                                discover=False)
+    fake.images[name] = new
+    clock.advance(30)
+    run()
+    [spec] = specs_of(config, config.regions[0], config.user_data_template(),
+                      [("web", "small.a")], new).values()
+    drifted = [e.detail for e in store.events() if e.token == "UNIT_DRIFTED"]
+    assert {d["server"] for d in drifted} == olds and {d["to"] for d in drifted} == {
+        hash_of(spec)}
+    assert [i.disruption for i in store.instances()].count("drifted") == 1  # the canary
+    # the canary's replacement launched on the new image and turned Ready
+    [server] = fake.launch(LaunchRequest(
+        name="web-repl", flavor="m1.small", image=new, min_count=1, max_count=1,
+        tags=("sco:managed", "sco:workload=web", "sco:pool=small.a", "sco:gen=2",
+              "sco:launch=l-0000000000r1"))).servers
+    store.upsert_instance(InstanceRecord(
+        id=server.id, name="web-repl", region="region-a", workload="web", pool="small.a",
+        generation=2, launch_id="l-0000000000r1", status="ready", created=store.now(),
+        updated=store.now(), node_name="web-repl", ready_at=store.now(),
+        spec_hash=hash_of(spec)))
+    fake.images[name] = old  # the operator reverts
+    clock.advance(30)
+    run()
+    clock.advance(30)
+    run()
+    tokens = [e.token for e in store.events()]
+    assert tokens.count("UNIT_DRIFTED") == 3  # the replacement is not drifted back
+    [ended] = [e.detail for e in store.events() if e.token == "DRIFT_ENDED"]
+    assert ended["why"] == "reverted" and ended["server"] in olds
+    units = {i.id: i for i in store.instances()}
+    assert olds | {server.id} <= set(units)
+    assert all(i.disruption is None and i.status == "ready" for i in units.values())

@@ -144,6 +144,9 @@ class InstanceRecord:
     disruption_at: str | None = None
     unhealthy_since: str | None = None
     spec_hash: str | None = None  # DESIGN §17: the launch spec it was created from
+    # DESIGN §17: the keys of the config's labels (`pools[].labels`, `workloads[].node_labels`)
+    # its Node was given, comma-separated: a key the config drops is removed (None: unknown)
+    labels: str | None = None
 
 
 class Keep(Enum):
@@ -169,12 +172,14 @@ class InstanceUpdate:
     disruption: str | None | Keep = KEEP
     disruption_at: str | None | Keep = KEEP
     unhealthy_since: str | None | Keep = KEEP
+    labels: str | None | Keep = KEEP
 
     @property
     def fields(self) -> dict[str, Any]:
         """The fields this update sets, by name."""
         return {name: value for name in ("status", "active_at", "ready_at", "idle_since", "fault",
-                                         "disruption", "disruption_at", "unhealthy_since")
+                                         "disruption", "disruption_at", "unhealthy_since",
+                                         "labels")
                 if (value := getattr(self, name)) is not KEEP}
 
 

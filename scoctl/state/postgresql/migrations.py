@@ -322,4 +322,20 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE claims ADD COLUMN overhead TEXT NOT NULL DEFAULT '{}';
     """,
+    # 9: drift (DESIGN §17): recorded launch specs by hash; each region's resolved image ids
+    f"""
+    CREATE TABLE launch_specs (
+        hash {T} PRIMARY KEY,
+        body {T} NOT NULL,
+        recorded {T} NOT NULL
+    );
+    CREATE TABLE image_ids (
+        region {T} NOT NULL,
+        name {T} NOT NULL,
+        image_id {T} NOT NULL,
+        seen {T} NOT NULL,
+        PRIMARY KEY (region, name)
+    );
+    ALTER TABLE instances ADD COLUMN labels {T};
+    """,
 )

@@ -177,6 +177,39 @@ class FleetTables(SqliteBase):
                 "INSERT INTO orphans_seen (region, server_id, first_seen) VALUES (?, ?, ?)",
                 [(region, server, first) for server, first in sorted(seen.items())])
 
+    def save_launch_specs(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
+        """See `Store.save_launch_specs`."""
+        if not specs:
+            return
+        now = self.now()
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO launch_specs (hash, body, recorded) VALUES (?, ?, ?)",
+                [(h, dumps(dict(body)), now)
+                 for h, body in sorted(specs.items())])
+
+    def launch_specs(self, hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """See `Store.launch_specs`."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        return {h: loads(body, {}) for h, body in self.conn.execute(
+            f"SELECT hash, body FROM launch_specs WHERE hash IN ({marks})", wanted)}
+
+    def save_image_id(self, region: str, name: str, image_id: str) -> None:
+        """See `Store.save_image_id`."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO image_ids (region, name, image_id, seen) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (region, name) DO UPDATE SET image_id = excluded.image_id, "
+                "seen = excluded.seen", [region, name, image_id, self.now()])
+
+    def image_ids(self, region: str) -> dict[str, str]:
+        """See `Store.image_ids`."""
+        return dict(self.conn.execute(
+            "SELECT name, image_id FROM image_ids WHERE region = ? ORDER BY name", [region]))
+
     def suspended_nodes(self) -> frozenset[str]:
         """Slurm nodes handed back by SuspendProgram / ResumeFailProgram, servers not yet gone."""
         return frozenset(node for (node,) in self.conn.execute("SELECT node FROM slurm_suspended"))
