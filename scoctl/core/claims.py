@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scoctl.core.model import ClaimRecord
+from scoctl.core.model import ClaimPart, ClaimRecord
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ObservedClaim:
     ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint
     zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread (0: none)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # DaemonSets
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,34 @@ class ClaimWrite:
 def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: str,
             tolerates: bool, nodes: tuple[str, ...] | list[str],
             ineligible: Mapping[str, str], zone_spread: int,
-            overhead: Mapping[str, Mapping[str, int]]) -> tuple[object, ...]:
+            overhead: Mapping[str, Mapping[str, int]],
+            parts: tuple[ClaimPart, ...]) -> tuple[object, ...]:
     return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
             sorted(nodes), dict(sorted(ineligible.items())), zone_spread,
-            {f: dict(sorted(r.items())) for f, r in sorted(overhead.items())})
+            {f: dict(sorted(r.items())) for f, r in sorted(overhead.items())},
+            [part_json(p) for p in parts])
+
+
+def part_json(part: ClaimPart) -> dict[str, object]:
+    """A claim part as plain values (how the state stores it, and compares it)."""
+    return {"requests": dict(sorted(part.requests.items())),
+            "largest_pod": dict(sorted(part.largest_pod.items())), "pods": part.pods,
+            "ineligible": dict(sorted(part.ineligible.items())),
+            "zone_spread": part.zone_spread}
+
+
+def part_of(value: Mapping[str, object]) -> ClaimPart:
+    """`part_json`'s value back as a `ClaimPart`."""
+    def mapping(key: str) -> dict[str, object]:
+        found = value.get(key)
+        return dict(found) if isinstance(found, Mapping) else {}
+
+    pods, spread = value.get("pods"), value.get("zone_spread")
+    return ClaimPart(requests={k: int(str(v)) for k, v in mapping("requests").items()},
+                     largest_pod={k: int(str(v)) for k, v in mapping("largest_pod").items()},
+                     pods=int(str(pods)) if pods is not None else 0,
+                     ineligible={k: str(v) for k, v in mapping("ineligible").items()},
+                     zone_spread=int(str(spread)) if spread is not None else 0)
 
 
 def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:
@@ -57,10 +82,11 @@ def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWri
     version (a claim delta)."""
     if stored is not None and _demand(
             stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
-            stored.nodes, stored.ineligible, stored.zone_spread, stored.overhead) == _demand(
+            stored.nodes, stored.ineligible, stored.zone_spread, stored.overhead,
+            stored.parts) == _demand(
                 observed.requests, observed.largest_pod, observed.contract,
                 observed.tolerates_reclaimable, observed.nodes, observed.ineligible,
-                observed.zone_spread, observed.overhead):
+                observed.zone_spread, observed.overhead, observed.parts):
         if stored.pods == observed.pods:
             return None
         return ClaimWrite(observed, stored.version, delta=False)

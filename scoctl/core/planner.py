@@ -963,6 +963,9 @@ def _plan_one(
         return _empty_plan(ctx, claim, contract, current, want_explain)
     if claim.overhead:
         ctx = ctx.less(claim.overhead)
+        claim = replace(claim, overhead={})
+    if len(claim.parts) > 1:
+        return _plan_parts(ctx, claim, contract, current, depth_left, want_explain, prune, idle)
     if claim.zone_spread:
         spread = _plan_spread(ctx, claim, contract, current, depth_left, want_explain, prune)
         if spread is not None:
@@ -1127,6 +1130,81 @@ def _plan_spread(
         committed_coverage=math.fsum(part * plan.committed_coverage for _, part, plan in plans),
         floor_shortfall=math.fsum(part * plan.floor_shortfall for _, part, plan in plans),
         explain=explain)
+
+
+def _plan_parts(
+    ctx: _Context,
+    claim: Claim,
+    contract: Contract,
+    current: Mapping[str, int],
+    depth_left: Mapping[str, int],
+    want_explain: bool,
+    prune: bool,
+    idle: Mapping[str, int] | None,
+) -> WorkloadPlan:
+    """A claim whose pods differ in where they may run (DESIGN §22, `Claim.parts`: the claims
+    `<workload>/<n>`): each part is planned in its own eligible pools, in order (the part
+    that may use the fewest pools first), under the contract scaled to its share of the pods
+    (as a zone spread's shares are), with its share of the limits, from the current units of
+    its pools that the parts before it did not keep, on the depth they left; the plan is their
+    sum, each pool's coverage weighted by its part's share."""
+    pods = max(sum(part.pods for part in claim.parts), 1)
+    weights = [max(part.pods, 1) for part in claim.parts]
+    units = (_shares(claim.limits.units, weights) if claim.limits.units is not None
+             else [None] * len(claim.parts))
+    limited = {r: _shares(most, weights) for r, most in claim.limits.resources.items()}
+    left = {p: n for p, n in current.items() if n > 0}
+    depth = {**{p.name: p.depth for p in ctx.pools}, **depth_left}  # missing: its whole depth
+    plans: list[tuple[int, float, WorkloadPlan]] = []
+    for i, part in enumerate(claim.parts):
+        share = part.pods / pods
+        sub = replace(claim, requests=dict(part.requests), largest_pod=dict(part.largest_pod),
+                      pods=part.pods, ineligible={**claim.ineligible, **part.ineligible},
+                      zone_spread=part.zone_spread, parts=(),
+                      limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i]))
+        terms = replace(contract, pool_cap=contract.pool_cap / share,
+                        group_cap=contract.group_cap / share,
+                        min_pools=max(1, math.ceil(contract.min_pools * share - EPS)))
+        mine = {p: n for p, n in left.items() if p not in sub.ineligible}
+        plan = _plan_one(ctx, sub, terms, mine, depth, want_explain, prune,
+                         idle={p: n for p, n in (idle or {}).items() if p in mine})
+        for pool in plan.pools:
+            kept = min(pool.units, mine.get(pool.pool, 0))
+            if kept:
+                left[pool.pool] -= kept
+            new = pool.units - kept
+            if new > 0 and pool.pool in depth:
+                depth[pool.pool] -= new
+        plans.append((i + 1, share, plan))
+    total = math.fsum(share * plan.coverage for _, share, plan in plans)
+    denominator = max(total, 1.0)
+    summed: dict[str, PoolPlan] = {}
+    for _, share, plan in plans:
+        for pool in plan.pools:
+            was = summed.get(pool.pool)
+            coverage = pool.coverage * share + (was.coverage if was else 0.0)
+            summed[pool.pool] = replace(pool, units=pool.units + (was.units if was else 0),
+                                        coverage=coverage, share=coverage / denominator)
+    pools = sorted(summed.values(), key=lambda p: (p.tier != "committed", -p.key, p.pool))
+    said = set(summed)  # a pool some part holds units of is explained by its units
+    explain: list[ExplainLine] = []
+    for n, _, plan in plans:
+        for line in plan.explain:
+            if line.pool not in said:
+                said.add(line.pool)
+                explain.append(replace(line, reason=f"{claim.workload}/{n}: {line.reason}"))
+    return WorkloadPlan(
+        workload=claim.workload, contract=contract.name,
+        feasible=all(plan.feasible for _, _, plan in plans),
+        degraded=any(plan.degraded for _, _, plan in plans),
+        reasons=tuple(f"{reason} ({claim.workload}/{n}: {plan_pods} of {pods} pods)"
+                      for (n, _, plan), plan_pods in zip(
+                          plans, (part.pods for part in claim.parts), strict=True)
+                      for reason in plan.reasons),
+        pools=tuple(pools), coverage=total,
+        committed_coverage=math.fsum(s * plan.committed_coverage for _, s, plan in plans),
+        floor_shortfall=math.fsum(s * plan.floor_shortfall for _, s, plan in plans),
+        explain=tuple(explain))
 
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],

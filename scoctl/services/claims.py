@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scoctl.core.claims import ObservedClaim, claim_write
-from scoctl.core.model import ClaimRecord
+from scoctl.core.model import ClaimPart, ClaimRecord
 from scoctl.state import Store
 
 
@@ -20,12 +20,13 @@ def record_claim(store: Store, workload: str, *, contract: str, requests: Mappin
                  ineligible: Mapping[str, str] | None = None,
                  zone_spread: int = 0,
                  overhead: Mapping[str, Mapping[str, int]] | None = None,
+                 parts: Sequence[ClaimPart] = (),
                  ) -> tuple[ClaimRecord, bool]:
     """Record the observed claim of `workload`; returns the stored claim and whether it is a
     new version (a claim delta). One transaction."""
     observed = ObservedClaim(workload, contract, dict(requests), dict(largest_pod), pods,
                              source, tolerates_reclaimable, tuple(nodes), dict(ineligible or {}),
-                             zone_spread, dict(overhead or {}))
+                             zone_spread, dict(overhead or {}), tuple(parts))
     with store.transaction():
         stored = store.claim(workload)
         write = claim_write(stored, observed)

@@ -331,7 +331,8 @@ MIGRATIONS: tuple[str, ...] = (
     # 9: drift (DESIGN §17): each recorded launch spec's canonical values by hash (the
     # template as its digest), so `UNIT_DRIFTED` names the fields in any process; the id each
     # region's launch image name resolved to when last asked (what `status` compares with);
-    # each instance's configured Node label keys (a key the config drops is removed)
+    # each instance's configured Node label keys (a key the config drops is removed); a
+    # claim's parts, split by where its pods may run (§22)
     """
     CREATE TABLE launch_specs (
         hash TEXT PRIMARY KEY,
@@ -346,6 +347,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (region, name)
     );
     ALTER TABLE instances ADD COLUMN labels TEXT;
+    ALTER TABLE claims ADD COLUMN parts TEXT NOT NULL DEFAULT '[]';
     """,
 )
 

@@ -172,8 +172,18 @@ def test_a_pool_is_eligible_only_if_every_pod_of_the_claim_could_run_there() -> 
     flavor_pin = Placement(required=((Requirement(ITYPE, "In", ("m5.2xlarge",)),),))
     pods = (placed(make_pod("a"), zonal("az1")), placed(make_pod("b"), flavor_pin))
     (claim,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), policy()).claims
-    eligible = {p.name for p in pools()} - set(claim.ineligible)
-    assert eligible == {"m5.2xlarge.az1.comm", "m5.2xlarge.az1.recl"}
+    # the two pods differ: each is a claim of its own (a part) with the pools it may use
+    eligible = [{p.name for p in pools()} - set(part.ineligible) for part in claim.parts]
+    assert sorted(map(sorted, eligible)) == sorted(map(sorted, [
+        {p.name for p in pools() if p.az == "az1"},
+        {p.name for p in pools() if p.flavor == "m5.2xlarge"}]))
+    # the workload as a whole rules out only what neither may use
+    assert {p.name for p in pools()} - set(claim.ineligible) == set().union(*eligible)
+    # two pods alike: one claim, eligible where both may run
+    (alike,) = decide_k8s_intake(K8sSnapshot(pods=(pods[0], replace(pods[0], name="c")),
+                                             nodes=(node("n0"),)), policy()).claims
+    assert alike.parts == () and {p.name for p in pools()} - set(alike.ineligible) == {
+        p.name for p in pools() if p.az == "az1"}
 
 
 def test_workload_node_labels_and_pool_labels_make_pools_eligible() -> None:
@@ -274,12 +284,26 @@ def test_pool_eligible_iff_every_pod_could_be_scheduled_there(
     pol = replace(pol, capacity=replace(pol.capacity, pools=labelled))
     decision = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), pol)
     claims = [c for c in decision.claims if c.pods]
+
+    def fits(placement: Placement) -> frozenset[str]:
+        return frozenset(q.name for q in labelled if _independent_fits(placement, {
+            ZONE: q.az, ITYPE: q.flavor, "sco/tier": q.tier, "sco/group": q.group,
+            "gen": gen}))
+
     for pool in labelled:
         labels = {ZONE: pool.az, ITYPE: pool.flavor, "sco/tier": pool.tier,
                   "sco/group": pool.group, "gen": gen}
         could = all(_independent_fits(p, labels) for p in placements)
-        if claims:
+        if claims and not claims[0].parts:
             assert (pool.name not in claims[0].ineligible) == could, pool.name
+    if claims and claims[0].parts:
+        # pods that differ are claims of their own (parts): each part's pools are exactly
+        # where each of its pods could be scheduled, and every pod is in one part
+        assert all(fits(p) for p in placements)
+        names = frozenset(q.name for q in labelled)
+        got = {names - frozenset(part.ineligible) for part in claims[0].parts}
+        assert got == {fits(p) for p in placements}
+        assert sum(part.pods for part in claims[0].parts) == len(placements)
     # a workload no pool could serve (and no node: n0 has no labels) fails at once
     if not any(all(_independent_fits(p, {ZONE: q.az, ITYPE: q.flavor, "sco/tier": q.tier,
                                          "sco/group": q.group, "gen": gen})
@@ -491,3 +515,82 @@ def test_the_planner_fits_pods_beside_the_daemonset_overhead() -> None:
     ds = replace(claim, overhead={"m5.xlarge": {"cpu": 500}})
     heavy = plan_workload(ds, loose, pools(), FLAVORS, scores, {}, {})
     assert heavy.units() == {"m5.xlarge.az1.comm": 3}  # 3 beside half a core of DaemonSets
+
+
+# --- pods of one workload that differ in where they may run (claims `<workload>/<n>`) ---------
+
+
+def _two_zone_pods(n: int = 3) -> tuple[PodInfo, ...]:
+    """`n` pods of orders-daily pinned to az1 and `n` to az2 (two Deployments, one workload)."""
+    return (*(placed(make_pod(f"a{i}", cpu="2", memory="4Gi"), zonal("az1")) for i in range(n)),
+            *(placed(make_pod(f"b{i}", cpu="2", memory="4Gi", rs="orders-b-7f6d5c4b3"),
+                     zonal("az2")) for i in range(n)))
+
+
+def test_pods_that_differ_in_where_they_may_run_become_parts_each_with_its_pools() -> None:
+    (claim,) = decide_k8s_intake(K8sSnapshot(pods=_two_zone_pods(), nodes=(node("n0"),)),
+                                 policy()).claims
+    assert len(claim.parts) == 2 and claim.pods == 6
+    eligible = [{p.name for p in pools()} - set(part.ineligible) for part in claim.parts]
+    az = {p.name: p.az for p in pools()}
+    assert sorted(sorted({az[p] for p in pools_of}) for pools_of in eligible) == [["az1"],
+                                                                                   ["az2"]]
+    assert all(part.pods == 3 and part.requests["cpu"] == 6000 for part in claim.parts)
+    # the workload rules out only what no part may use: az3
+    assert {az[p] for p in claim.ineligible} == {"az3"}
+    # one placement for all pods: no parts, as before
+    (same,) = decide_k8s_intake(K8sSnapshot(pods=_two_zone_pods()[:3], nodes=(node("n0"),)),
+                                policy()).claims
+    assert same.parts == () and {az[p] for p in same.ineligible} == {"az2", "az3"}
+
+
+def test_each_part_is_covered_in_its_own_pools_and_a_replan_moves_nothing() -> None:
+    (decided,) = decide_k8s_intake(K8sSnapshot(pods=_two_zone_pods(), nodes=(node("n0"),)),
+                                   policy()).claims
+    claim = Claim("orders-daily", "T1", dict(decided.requests), dict(decided.largest_pod),
+                  pods=decided.pods, ineligible=dict(decided.ineligible), parts=decided.parts)
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.9 if p.az == "az1" else 0.5 for p in pools()}
+    plan = plan_workload(claim, loose, pools(), FLAVORS, scores, {}, {}, explain=True)
+    held = _pods_per_zone(plan, 2)
+    assert held.get("az1", 0) >= 3 and held.get("az2", 0) >= 3 and "az3" not in held, held
+    assert plan.feasible and not plan.degraded and plan.coverage >= 1 - 1e-9
+    assert math.isclose(sum(p.coverage for p in plan.pools), plan.coverage)
+    lines = [line.pool for line in plan.explain]
+    assert len(lines) == len(set(lines)) and not set(lines) & set(plan.units())
+    # the units in place: nothing moves, however often it is planned again
+    again = plan_workload(claim, loose, pools(), FLAVORS, scores, plan.units(), {})
+    assert again.units() == plan.units()
+    # the whole claim confined to the pools every pod may use has none: it cannot be placed
+    union = {p.name: "nodeSelector" for p in pools()}
+    assert not plan_workload(replace(claim, parts=(), ineligible=union), loose, pools(),
+                             FLAVORS, scores, {}, {}).pools
+
+
+def test_parts_share_the_workloads_limits_and_a_pools_depth() -> None:
+    (decided,) = decide_k8s_intake(K8sSnapshot(pods=_two_zone_pods(4), nodes=(node("n0"),)),
+                                   policy()).claims
+    claim = Claim("orders-daily", "T1", dict(decided.requests), dict(decided.largest_pod),
+                  pods=decided.pods, ineligible=dict(decided.ineligible), parts=decided.parts,
+                  limits=Limits(units=1))  # 8 vCPU a part: one m5.2xlarge each would do
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    plan = plan_workload(claim, loose, pools(), FLAVORS, {p.name: 0.5 for p in pools()}, {}, {})
+    assert sum(plan.units().values()) == 1 and plan.degraded
+    assert any("LIMIT_REACHED" in r and "orders-daily/" in r for r in plan.reasons)
+    # two parts that both want the best pool, one unit deep: together they never plan more
+    # new units there than it has, and both are still covered
+    flavor_pin = Placement(required=((Requirement(ITYPE, "In", ("m5.2xlarge",)),),))
+    pods = (*(placed(make_pod(f"a{i}", cpu="2", memory="4Gi"), zonal("az1")) for i in range(4)),
+            *(placed(make_pod(f"b{i}", cpu="2", memory="4Gi", rs="orders-b-7f6d5c4b3"),
+                     flavor_pin) for i in range(4)))
+    (overlap,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), policy()).claims
+    assert len(overlap.parts) == 2
+    best = "m5.2xlarge.az1.recl"
+    shallow = tuple(replace(p, depth=1) for p in pools())
+    scores = {p.name: 0.9 if p.name == best else 0.5 for p in pools()}
+    both = plan_workload(Claim("orders-daily", "T1", dict(overlap.requests),
+                               dict(overlap.largest_pod), pods=8,
+                               ineligible=dict(overlap.ineligible), parts=overlap.parts),
+                         loose, shallow, FLAVORS, scores, {}, {})
+    assert both.units()[best] == 1 and all(n <= 1 for n in both.units().values())
+    assert both.coverage >= 1 - 1e-9 and not both.degraded

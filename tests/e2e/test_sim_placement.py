@@ -13,7 +13,10 @@ node agent registers from the boot contract, so a pod runs only where its constr
   degraded with ``LIMIT_REACHED`` naming ``workloads[].limits.units``, and scoctl never has
   more than 2 live units for it;
 * ``spread`` (a ``DoNotSchedule`` zone topology spread, maxSkew 1): units in every zone and
-  every pod runs.
+  every pod runs;
+* ``split`` (two Deployments of one workload, ``split-a`` pinned to az1 and ``split-b`` to
+  az3): pods that differ in where they may run are separate claims (its parts), so the
+  workload gets units in az1 and az3 — and none in az2 — and every pod of both runs.
 
 The zone and flavor are read from the Nova servers themselves (the emulator's truth), the
 Node a pod runs on mapped to its server by the providerID.
@@ -44,16 +47,18 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nova, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 ZONE = "topology.kubernetes.io/zone"
 FLAVOR = "node.kubernetes.io/instance-type"
-REPLICAS = {"zonal": 6, "pinned": 6, "limited": 9, "spread": 6}
+REPLICAS = {"zonal": 6, "pinned": 6, "limited": 9, "spread": 6, "split-a": 3, "split-b": 3}
+WORKLOAD = {"split-a": "split", "split-b": "split"}  # Deployment -> workload (else its name)
 POD = {"cpu": 4, "memory": "16Gi"}
 
 
 def deployment(name: str, selector: dict[str, str] | None = None, **pod: Any) -> dict[str, Any]:
-    """A Deployment of workload `name` whose pods select its own units (``sco/workload``), so
-    that the four workloads never share a node, plus `selector`."""
+    """A Deployment `name` of its workload whose pods select its own units (``sco/workload``),
+    so that the workloads never share a node, plus `selector`."""
+    workload = WORKLOAD.get(name, name)
     return {"name": name, "namespace": "shop", "replicas": REPLICAS[name], "requests": POD,
-            "workload": name, "managed": True, "tolerate_reclaimable": True,
-            "node_selector": {"sco/workload": name, **(selector or {})}, **pod}
+            "workload": workload, "managed": True, "tolerate_reclaimable": True,
+            "node_selector": {"sco/workload": workload, **(selector or {})}, **pod}
 
 
 SCENARIO = {
@@ -68,6 +73,8 @@ SCENARIO = {
             deployment("spread", topology_spread_constraints=[{
                 "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
                 "labelSelector": {"matchLabels": {"app": "spread"}}}]),
+            deployment("split-a", {ZONE: "az1"}),
+            deployment("split-b", {ZONE: "az3"}),
         ],
     },
     "agent": {"poll_interval": "0.2s", "ready_after": "1s"},
@@ -81,7 +88,7 @@ class Region:
         config["workloads"] = [
             {"name": name, "contract": "T1", "source": "k8s", "kind": "deployment",
              "namespace": "shop", **({"limits": {"units": 2}} if name == "limited" else {})}
-            for name in REPLICAS]
+            for name in dict.fromkeys(WORKLOAD.get(n, n) for n in REPLICAS)]
         config["timeouts"]["reconcile_interval"] = "2s"
         self.config = cwd / "config.yaml"
         self.config.write_text(yaml.safe_dump(config))
@@ -165,7 +172,7 @@ def test_each_workload_runs_only_where_its_pods_may_and_the_limited_one_within_i
             running = {name: len(on) for name, on in where(api).items()}
             # the limited workload's pods fill the units it may hold, and no more run
             room = sum(per_unit(flavors[pools[i["pool"]]["flavor"]]) for i in units)
-            want = {"zonal": 6, "pinned": 6, "spread": 6,
+            want = {"zonal": 6, "pinned": 6, "spread": 6, "split-a": 3, "split-b": 3,
                     "limited": min(room, REPLICAS["limited"]) if len(units) == 2 else -1}
             if all(running[n] == want[n] for n in want):
                 break
@@ -184,6 +191,10 @@ def test_each_workload_runs_only_where_its_pods_may_and_the_limited_one_within_i
         assert {pools[i["pool"]]["az"] for i in live(status, "zonal")} == {"az2"}
         assert {pools[i["pool"]]["flavor"] for i in live(status, "pinned")} == {"c5.xlarge"}
         assert {pools[i["pool"]]["az"] for i in live(status, "spread")} == {"az1", "az2", "az3"}
+        # one workload, two parts: units only where one of its pods may run, pods in both
+        assert {pools[i["pool"]]["az"] for i in live(status, "split")} == {"az1", "az3"}
+        assert {s["az"] for s in placed["split-a"]} == {"az1"}
+        assert {s["az"] for s in placed["split-b"]} == {"az3"}
         servers = {s["id"]: s for s in api.servers()}
         assert {servers[i["id"]]["az"] for i in live(status, "spread")} == {"az1", "az2", "az3"}
 

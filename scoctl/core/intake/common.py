@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scoctl.core.model import Flavor, Pool
+from scoctl.core.model import ClaimPart, Flavor, Pool
 from scoctl.core.quantity import Resources
 from scoctl.core.tokens import INACTIVE_STATUSES
 
@@ -87,6 +87,7 @@ class ClaimDecision:
     zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
     # per flavor, what the DaemonSet pods on a new unit of the claim request (§22)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from scoctl.core.intake.common import (
     _rule_for,
 )
 from scoctl.core.model import (
+    ClaimPart,
     DeploymentInfo,
     EventInfo,
     InferenceServiceInfo,
@@ -234,14 +235,35 @@ class _K8sWorkload:
     requests: dict[str, int] = field(default_factory=dict)  # the sum over `demand`
     largest: dict[str, int] = field(default_factory=dict)
     shapes: dict[tuple[tuple[str, int], ...], PodInfo] = field(default_factory=dict)  # waiting
+    # per distinct placement (as `placements`): its demand pods' requests, largest, count
+    by_place: dict[tuple[Placement | None, str], _Demand] = field(default_factory=dict)
 
-    def add(self, pod: PodInfo, request: Mapping[str, int]) -> None:
+    def add(self, pod: PodInfo, request: Mapping[str, int],
+            place: tuple[Placement | None, str]) -> None:
         self.demand.append(pod)
-        requests, largest = self.requests, self.largest
-        for name, amount in request.items():
-            requests[name] = requests.get(name, 0) + amount
-            if amount > largest.get(name, 0):
-                largest[name] = amount
+        _sum_into(self.requests, self.largest, request)
+        demand = self.by_place.get(place)
+        if demand is None:
+            demand = self.by_place[place] = _Demand()
+        demand.pods += 1
+        _sum_into(demand.requests, demand.largest, request)
+
+
+@dataclass
+class _Demand:
+    """The demand of the pods that share one placement."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    largest: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+
+
+def _sum_into(requests: dict[str, int], largest: dict[str, int],
+              request: Mapping[str, int]) -> None:
+    for name, amount in request.items():
+        requests[name] = requests.get(name, 0) + amount
+        if amount > largest.get(name, 0):
+            largest[name] = amount
 
 
 _OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
@@ -401,10 +423,10 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
         if provisionable or on_ours:
             request, shape = _request_of(pod, requests)
-            w.add(pod, request)
-            w.tolerates = w.tolerates and tolerates_reclaimable(pod)
             placement = pod.placement
             at_ns = pod.namespace if placement is not None and placement.volume_claims else ""
+            w.add(pod, request, (placement, at_ns))
+            w.tolerates = w.tolerates and tolerates_reclaimable(pod)
             w.placements.setdefault((placement, at_ns), pod)
             if provisionable:
                 w.waiting.append(pod)
@@ -438,6 +460,7 @@ class _Placed:
     ineligible: Mapping[str, str] = field(default_factory=dict)
     nowhere: tuple[tuple[PodInfo, str, tuple[str, ...]], ...] = ()  # pod, why, volume zones
     zone_spread: int = 0  # the smallest maxSkew of a DoNotSchedule zone spread, 0: none
+    parts: tuple[ClaimPart, ...] = ()  # when the pods differ in where they may run
 
 
 _UNPLACED = _Placed()
@@ -459,19 +482,55 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
     extra = {p.name: {**p.labels, **w.node_labels} for p in pools}
     ineligible: dict[str, str] = {}
     nowhere: list[tuple[PodInfo, str, tuple[str, ...]]] = []
-    for (placement, _), pod in w.placements.items():
+    # the placements grouped by the pools they rule out (a placement none can use is left
+    # out: its pods fail), for the parts
+    groups: dict[frozenset[str], list[tuple[tuple[Placement | None, str], Mapping[str, str]]]] = {}
+    for place, pod in w.placements.items():
+        placement = place[0]
         zones = _volume_zones(pod, snap)
-        if placement is None and not zones:
-            continue
-        found = pools_for(placement, pools, workload=w.slug, contract=w.contract,
-                          extra=extra, volume_zones=zones)
-        for pool, why in found.ineligible.items():
-            ineligible.setdefault(pool, why)
-        if pools and len(found.ineligible) == len(pools):
-            reasons = sorted(set(found.ineligible.values()))
+        out: Mapping[str, str] = {}
+        if placement is not None or zones:
+            out = pools_for(placement, pools, workload=w.slug, contract=w.contract,
+                            extra=extra, volume_zones=zones).ineligible
+        if pools and len(out) == len(pools):
+            reasons = sorted(set(out.values()))
             nowhere.append((pod, "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3
                                                            else ""), zones))
-    return _Placed(ineligible, tuple(nowhere), zone_spread(p for p, _ in w.placements))
+        elif place in w.by_place:
+            groups.setdefault(frozenset(out), []).append((place, out))
+        for pool, why in out.items():
+            ineligible.setdefault(pool, why)
+    spread = zone_spread(p for p, _ in w.placements)
+    if len(groups) < 2:
+        return _Placed(ineligible, tuple(nowhere), spread)
+    # pods that differ in where they may run are separate claims (DESIGN §22): the workload
+    # rules out only the pools no part may use
+    parts = tuple(_part(w, members) for _, members in sorted(
+        groups.items(), key=lambda g: (-len(g[0]), sorted(g[0]))))
+    common = {p: why for p, why in ineligible.items()
+              if all(p in part.ineligible for part in parts)}
+    return _Placed(common, tuple(nowhere), spread, parts)
+
+
+def _part(w: _K8sWorkload,
+          members: Sequence[tuple[tuple[Placement | None, str], Mapping[str, str]]]
+          ) -> ClaimPart:
+    """The claim part of the placements in `members` (they rule out the same pools)."""
+    total = _Demand()
+    ineligible: dict[str, str] = {}
+    for place, out in members:
+        demand = w.by_place[place]
+        total.pods += demand.pods
+        for name, amount in demand.requests.items():
+            total.requests[name] = total.requests.get(name, 0) + amount
+        for name, amount in demand.largest.items():
+            total.largest[name] = max(total.largest.get(name, 0), amount)
+        for pool, why in out.items():
+            ineligible.setdefault(pool, why)
+    return ClaimPart(requests={k: v for k, v in total.requests.items() if v},
+                     largest_pod={k: v for k, v in total.largest.items() if v},
+                     pods=total.pods, ineligible=dict(sorted(ineligible.items())),
+                     zone_spread=zone_spread(place[0] for place, _ in members))
 
 
 RECLAIMABLE_TAINT = Taint("reclaimable", "NoSchedule", "true")  # core.userdata's, on its units
@@ -584,7 +643,8 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 created=tuple(p.created for p in w.demand if p.created is not None),
                 ineligible=placed.ineligible, zone_spread=placed.zone_spread,
                 overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
-                                         policy.capacity.pools, placed.ineligible)))
+                                         policy.capacity.pools, placed.ineligible),
+                parts=placed.parts))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         SOURCES,
         TIERS,
         Claim,
+        ClaimPart,
         Contract,
         Flavor,
         Kind,
@@ -102,7 +103,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
-    "BootstrapToken", "Claim", "ClaimRecord", "Contract", "EventRecord", "ExclusionRecord",
+    "BootstrapToken", "Claim", "ClaimPart", "ClaimRecord", "Contract", "EventRecord",
+    "ExclusionRecord",
     "FinishedJob", "Flavor", "FlavorInfo", "Headroom", "Histogram", "InstanceRecord", "Kind",
     "LatencySample", "Limits", "LaunchRecord", "LaunchRequest", "LaunchResult", "MetricCounters",
     "Networks", "NodeRelease", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource",
@@ -135,7 +137,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "leases": ("LeaseRecord",),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
     "problems": ("APIS", "Api", "Problem"),
-    "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "Contract", "Flavor", "Kind",
+    "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart", "Contract", "Flavor",
+              "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
                 "InstanceRecord",

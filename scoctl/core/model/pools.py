@@ -97,6 +97,20 @@ class Contract:
 
 
 @dataclass(frozen=True)
+class ClaimPart:
+    """The pods of a claim that may run in the same pools (DESIGN §22: pods of a workload
+    whose constraints differ are separate claims, `<workload>/<n>` with n from 1): their
+    requests, largest pod, count, the pools their placement rules out (each with the
+    constraint) and their zone spread's maxSkew (0: none)."""
+
+    requests: Resources
+    largest_pod: Resources
+    pods: int
+    ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
+    zone_spread: int = 0
+
+
+@dataclass(frozen=True)
 class Claim:
     """A workload's whole normalised demand (never instance counts)."""
 
@@ -115,3 +129,6 @@ class Claim:
     zone_spread: int = 0
     # per flavor, what the DaemonSet pods that would land on a new unit request (§22)
     overhead: Mapping[str, Resources] = field(default_factory=dict, hash=False)
+    # the claim split by where its pods may run, when they differ (§22; two or more, else
+    # none): each is planned in its own pools, the plan is their sum
+    parts: tuple[ClaimPart, ...] = field(default=(), hash=False)

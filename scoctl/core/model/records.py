@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
+from scoctl.core.model.pools import ClaimPart
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 
 
@@ -68,6 +69,7 @@ class ClaimRecord:
     zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
     # per flavor, what the DaemonSet pods on a new unit request (§22)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
 
 
 @dataclass(frozen=True)

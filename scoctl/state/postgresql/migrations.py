@@ -337,5 +337,6 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (region, name)
     );
     ALTER TABLE instances ADD COLUMN labels {T};
+    ALTER TABLE claims ADD COLUMN parts {T} NOT NULL DEFAULT '[]';
     """,
 )

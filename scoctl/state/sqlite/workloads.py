@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
-from scoctl.core.claims import ClaimWrite
+from scoctl.core.claims import ClaimWrite, part_json, part_of
 from scoctl.core.model import ClaimRecord, EventRecord, NewEvent, TokenRecord, WorkloadRecord
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
@@ -155,7 +155,8 @@ class WorkloadTables(SqliteBase):
             pods=row["pods"], tolerates_reclaimable=bool(row["tolerates_reclaimable"]),
             source=row["source"], updated=row["updated"],
             nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}),
-            zone_spread=row["zone_spread"], overhead=loads(row["overhead"], {}))
+            zone_spread=row["zone_spread"], overhead=loads(row["overhead"], {}),
+            parts=tuple(part_of(p) for p in loads(row["parts"], [])))
 
     def claim(self, workload: str) -> ClaimRecord | None:
         row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
@@ -165,8 +166,8 @@ class WorkloadTables(SqliteBase):
         """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
-            "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead "
-            "FROM claims "
+            "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead, "
+            "parts FROM claims "
             "ORDER BY workload")
         return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
@@ -174,9 +175,11 @@ class WorkloadTables(SqliteBase):
                             nodes=tuple(loads(nodes, [])) if nodes != "[]" else (),
                             ineligible=loads(ineligible, {}) if ineligible != "{}" else {},
                             zone_spread=spread,
-                            overhead=loads(overhead, {}) if overhead != "{}" else {})
-                for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible, spread, overhead
-                in cursor]
+                            overhead=loads(overhead, {}) if overhead != "{}" else {},
+                            parts=tuple(part_of(p) for p in loads(parts, []))
+                            if parts != "[]" else ())
+                for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible, spread, overhead,
+                parts in cursor]
 
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
@@ -190,14 +193,14 @@ class WorkloadTables(SqliteBase):
                 self.conn.execute(
                     "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
                     "largest_pod, pods, tolerates_reclaimable, source, nodes, ineligible, "
-                    "zone_spread, overhead, updated) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "zone_spread, overhead, parts, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [c.workload, write.version, c.contract, dumps(dict(c.requests)),
                      dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
                      c.source, dumps(sorted(c.nodes)), dumps(dict(sorted(c.ineligible.items()))),
                      c.zone_spread, dumps({f: dict(sorted(r.items()))
                                            for f, r in sorted(c.overhead.items())}),
-                     self.now()])
+                     dumps([part_json(p) for p in c.parts]), self.now()])
             stored = self.claim(c.workload)
             assert stored is not None
             return stored
