@@ -31,6 +31,7 @@ class ObservedClaim:
     zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread (0: none)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # DaemonSets
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,11 @@ def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: s
             tolerates: bool, nodes: tuple[str, ...] | list[str],
             ineligible: Mapping[str, str], zone_spread: int,
             overhead: Mapping[str, Mapping[str, int]],
-            parts: tuple[ClaimPart, ...]) -> tuple[object, ...]:
+            parts: tuple[ClaimPart, ...], preferred: Mapping[str, int]) -> tuple[object, ...]:
     return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
             sorted(nodes), dict(sorted(ineligible.items())), zone_spread,
             {f: dict(sorted(r.items())) for f, r in sorted(overhead.items())},
-            [part_json(p) for p in parts])
+            [part_json(p) for p in parts], dict(sorted(preferred.items())))
 
 
 def part_json(part: ClaimPart) -> dict[str, object]:
@@ -59,7 +60,8 @@ def part_json(part: ClaimPart) -> dict[str, object]:
     return {"requests": dict(sorted(part.requests.items())),
             "largest_pod": dict(sorted(part.largest_pod.items())), "pods": part.pods,
             "ineligible": dict(sorted(part.ineligible.items())),
-            "zone_spread": part.zone_spread}
+            "zone_spread": part.zone_spread,
+            "preferred": dict(sorted(part.preferred.items()))}
 
 
 def part_of(value: Mapping[str, object]) -> ClaimPart:
@@ -73,7 +75,8 @@ def part_of(value: Mapping[str, object]) -> ClaimPart:
                      largest_pod={k: int(str(v)) for k, v in mapping("largest_pod").items()},
                      pods=int(str(pods)) if pods is not None else 0,
                      ineligible={k: str(v) for k, v in mapping("ineligible").items()},
-                     zone_spread=int(str(spread)) if spread is not None else 0)
+                     zone_spread=int(str(spread)) if spread is not None else 0,
+                     preferred={k: int(str(v)) for k, v in mapping("preferred").items()})
 
 
 def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:
@@ -83,10 +86,10 @@ def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWri
     if stored is not None and _demand(
             stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
             stored.nodes, stored.ineligible, stored.zone_spread, stored.overhead,
-            stored.parts) == _demand(
+            stored.parts, stored.preferred) == _demand(
                 observed.requests, observed.largest_pod, observed.contract,
                 observed.tolerates_reclaimable, observed.nodes, observed.ineligible,
-                observed.zone_spread, observed.overhead, observed.parts):
+                observed.zone_spread, observed.overhead, observed.parts, observed.preferred):
         if stored.pods == observed.pods:
             return None
         return ClaimWrite(observed, stored.version, delta=False)

@@ -86,7 +86,8 @@ def claims_of(records: Iterable[ClaimRecord]) -> list[Claim]:
                   largest_pod=dict(r.largest_pod), pods=r.pods, version=r.version,
                   tolerates_reclaimable=r.tolerates_reclaimable, ineligible=dict(r.ineligible),
                   zone_spread=r.zone_spread,
-                  overhead={f: dict(o) for f, o in r.overhead.items()}, parts=r.parts)
+                  overhead={f: dict(o) for f, o in r.overhead.items()}, parts=r.parts,
+                  preferred=dict(r.preferred))
             for r in records if r.requests]
 
 

@@ -324,8 +324,8 @@ class _Context:
         self._usable = [p for p in self.pools
                         if p.name in self._score and p.flavor in self.alloc]
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
-        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str]],
-                           _Order] = {}
+        self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str],
+                                 tuple[tuple[str, int], ...]], _Order] = {}
 
     def less(self, overhead: Mapping[str, Resources]) -> _Context:
         """This context with each flavor's allocatable less `overhead[flavor]` (what the
@@ -356,11 +356,14 @@ class _Context:
         return found
 
     def order(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool,
-              ruled_out: frozenset[str] = frozenset()) -> _Order:
+              ruled_out: frozenset[str] = frozenset(),
+              preferred: tuple[tuple[str, int], ...] = ()) -> _Order:
         """The eligible pools of a workload shape, best key first; `ruled_out` are the pools
-        its pods' placement rules out (`Claim.ineligible`)."""
+        its pods' placement rules out (`Claim.ineligible`); `preferred` (pool, weight) puts
+        the pools the pods' soft terms prefer first, the heaviest first (`Claim.preferred`:
+        soft terms only order pools, DESIGN §22), the key ordering pools of equal weight."""
         names = frozenset(name for name, _ in requests)
-        cache_key = (largest_pod, names, tolerates, ruled_out)
+        cache_key = (largest_pod, names, tolerates, ruled_out, preferred)
         found = self._orders.get(cache_key)
         if found is not None:
             return found
@@ -375,7 +378,11 @@ class _Context:
         premium = self.depth_premium
         keys = {p.name: pool_key(score[p.name], p.depth, max_depth, premium) for p in eligible}
         # a stable sort of a name-ordered list: equal keys stay in name order
-        keyed = sorted(eligible, key=lambda p: -keys[p.name])
+        if preferred:
+            weight = dict(preferred)
+            keyed = sorted(eligible, key=lambda p: (-weight.get(p.name, 0), -keys[p.name]))
+        else:
+            keyed = sorted(eligible, key=lambda p: -keys[p.name])
         entries = [
             _Entry(p.name, p.tier, p.group, p.flavor, p.depth, score[p.name], keys[p.name], rank)
             for rank, p in enumerate(keyed)
@@ -972,7 +979,7 @@ def _plan_one(
             return spread
     largest = _resource_key(claim.largest_pod)
     order = ctx.order(largest, requests, claim.tolerates_reclaimable,
-                      frozenset(claim.ineligible))
+                      frozenset(claim.ineligible), tuple(sorted(claim.preferred.items())))
     cov = ctx.coverages(order, largest, requests)
     kept = {p: n for p, n in current.items() if p in order.by_name}
     if not order.has_reclaimable:
@@ -1160,7 +1167,7 @@ def _plan_parts(
         share = part.pods / pods
         sub = replace(claim, requests=dict(part.requests), largest_pod=dict(part.largest_pod),
                       pods=part.pods, ineligible={**claim.ineligible, **part.ineligible},
-                      zone_spread=part.zone_spread, parts=(),
+                      zone_spread=part.zone_spread, parts=(), preferred=dict(part.preferred),
                       limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i]))
         terms = replace(contract, pool_cap=contract.pool_cap / share,
                         group_cap=contract.group_cap / share,

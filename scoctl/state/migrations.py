@@ -332,7 +332,7 @@ MIGRATIONS: tuple[str, ...] = (
     # template as its digest), so `UNIT_DRIFTED` names the fields in any process; the id each
     # region's launch image name resolved to when last asked (what `status` compares with);
     # each instance's configured Node label keys (a key the config drops is removed); a
-    # claim's parts, split by where its pods may run (§22)
+    # claim's parts, split by where its pods may run, and its soft terms' weight per pool (§22)
     """
     CREATE TABLE launch_specs (
         hash TEXT PRIMARY KEY,
@@ -348,6 +348,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE instances ADD COLUMN labels TEXT;
     ALTER TABLE claims ADD COLUMN parts TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE claims ADD COLUMN preferred TEXT NOT NULL DEFAULT '{}';
     """,
 )
 

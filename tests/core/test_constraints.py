@@ -594,3 +594,25 @@ def test_parts_share_the_workloads_limits_and_a_pools_depth() -> None:
                          loose, shallow, FLAVORS, scores, {}, {})
     assert both.units()[best] == 1 and all(n <= 1 for n in both.units().values())
     assert both.coverage >= 1 - 1e-9 and not both.degraded
+
+
+def test_preferred_terms_only_order_pools_the_heaviest_match_first() -> None:
+    # DESIGN §22: a soft term rules nothing out, it puts the pools it matches first
+    soft = Placement(preferred=((10, (Requirement(ZONE, "In", ("az3",)),)),
+                                (5, (Requirement(ITYPE, "In", ("m5.2xlarge",)),))))
+    pods = tuple(placed(make_pod(f"p{i}", cpu="2", memory="4Gi"), soft) for i in range(3))
+    (claim,) = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=(node("n0"),)), policy()).claims
+    assert claim.ineligible == {} and claim.parts == ()
+    by_name = {p.name: p for p in pools()}
+    assert {n: (by_name[n].az, by_name[n].flavor) for n in claim.preferred} == {
+        n: (p.az, p.flavor) for n, p in by_name.items() if p.az == "az3" or
+        p.flavor == "m5.2xlarge"}
+    assert claim.preferred["m5.2xlarge.az3.recl"] == 15
+    planned = Claim("orders-daily", "T1", dict(claim.requests), dict(claim.largest_pod),
+                    pods=3, preferred=dict(claim.preferred))
+    loose = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+    scores = {p.name: 0.9 if p.az == "az1" else 0.5 for p in pools()}  # az1 ranks best
+    plan = plan_workload(planned, loose, pools(), FLAVORS, scores, {}, {})
+    assert plan.units() == {"m5.2xlarge.az3.recl": 1}, plan.units()
+    plain = plan_workload(replace(planned, preferred={}), loose, pools(), FLAVORS, scores, {}, {})
+    assert {by_name[p].az for p in plain.units()} == {"az1"}

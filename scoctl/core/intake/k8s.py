@@ -461,6 +461,7 @@ class _Placed:
     nowhere: tuple[tuple[PodInfo, str, tuple[str, ...]], ...] = ()  # pod, why, volume zones
     zone_spread: int = 0  # the smallest maxSkew of a DoNotSchedule zone spread, 0: none
     parts: tuple[ClaimPart, ...] = ()  # when the pods differ in where they may run
+    preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
 
 
 _UNPLACED = _Placed()
@@ -484,25 +485,32 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
     nowhere: list[tuple[PodInfo, str, tuple[str, ...]]] = []
     # the placements grouped by the pools they rule out (a placement none can use is left
     # out: its pods fail), for the parts
-    groups: dict[frozenset[str], list[tuple[tuple[Placement | None, str], Mapping[str, str]]]] = {}
+    groups: dict[frozenset[str], list[tuple[tuple[Placement | None, str], Mapping[str, str],
+                                            Mapping[str, int]]]] = {}
+    preferred: dict[str, int] = {}
     for place, pod in w.placements.items():
         placement = place[0]
         zones = _volume_zones(pod, snap)
         out: Mapping[str, str] = {}
+        soft: Mapping[str, int] = {}
         if placement is not None or zones:
-            out = pools_for(placement, pools, workload=w.slug, contract=w.contract,
-                            extra=extra, volume_zones=zones).ineligible
+            found = pools_for(placement, pools, workload=w.slug, contract=w.contract,
+                              extra=extra, volume_zones=zones)
+            out, soft = found.ineligible, found.preferred
         if pools and len(out) == len(pools):
             reasons = sorted(set(out.values()))
             nowhere.append((pod, "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3
                                                            else ""), zones))
         elif place in w.by_place:
-            groups.setdefault(frozenset(out), []).append((place, out))
+            groups.setdefault(frozenset(out), []).append((place, out, soft))
         for pool, why in out.items():
             ineligible.setdefault(pool, why)
+        _add_weights(preferred, soft)
     spread = zone_spread(p for p, _ in w.placements)
     if len(groups) < 2:
-        return _Placed(ineligible, tuple(nowhere), spread)
+        return _Placed(ineligible, tuple(nowhere), spread,
+                       preferred={p: n for p, n in sorted(preferred.items())
+                                  if p not in ineligible})
     # pods that differ in where they may run are separate claims (DESIGN §22): the workload
     # rules out only the pools no part may use
     parts = tuple(_part(w, members) for _, members in sorted(
@@ -512,13 +520,21 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
     return _Placed(common, tuple(nowhere), spread, parts)
 
 
+def _add_weights(into: dict[str, int], weights: Mapping[str, int]) -> None:
+    for pool, weight in weights.items():
+        into[pool] = into.get(pool, 0) + weight
+
+
 def _part(w: _K8sWorkload,
-          members: Sequence[tuple[tuple[Placement | None, str], Mapping[str, str]]]
+          members: Sequence[tuple[tuple[Placement | None, str], Mapping[str, str],
+                                  Mapping[str, int]]]
           ) -> ClaimPart:
     """The claim part of the placements in `members` (they rule out the same pools)."""
     total = _Demand()
     ineligible: dict[str, str] = {}
-    for place, out in members:
+    preferred: dict[str, int] = {}
+    for place, out, soft in members:
+        _add_weights(preferred, soft)
         demand = w.by_place[place]
         total.pods += demand.pods
         for name, amount in demand.requests.items():
@@ -530,7 +546,8 @@ def _part(w: _K8sWorkload,
     return ClaimPart(requests={k: v for k, v in total.requests.items() if v},
                      largest_pod={k: v for k, v in total.largest.items() if v},
                      pods=total.pods, ineligible=dict(sorted(ineligible.items())),
-                     zone_spread=zone_spread(place[0] for place, _ in members))
+                     zone_spread=zone_spread(place[0] for place, _, _ in members),
+                     preferred=dict(sorted(preferred.items())))
 
 
 RECLAIMABLE_TAINT = Taint("reclaimable", "NoSchedule", "true")  # core.userdata's, on its units
@@ -644,7 +661,7 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 ineligible=placed.ineligible, zone_spread=placed.zone_spread,
                 overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
                                          policy.capacity.pools, placed.ineligible),
-                parts=placed.parts))
+                parts=placed.parts, preferred=placed.preferred))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,

@@ -108,6 +108,7 @@ class ClaimPart:
     pods: int
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
     zone_spread: int = 0
+    preferred: Mapping[str, int] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -132,3 +133,6 @@ class Claim:
     # the claim split by where its pods may run, when they differ (§22; two or more, else
     # none): each is planned in its own pools, the plan is their sum
     parts: tuple[ClaimPart, ...] = field(default=(), hash=False)
+    # per eligible pool, the summed weight of the pods' preferred node affinity terms it
+    # matches (§22: soft terms only order pools, the best-matched first)
+    preferred: Mapping[str, int] = field(default_factory=dict, hash=False)

@@ -70,6 +70,7 @@ class ClaimRecord:
     # per flavor, what the DaemonSet pods on a new unit request (§22)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
 
 
 @dataclass(frozen=True)

@@ -338,5 +338,6 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE instances ADD COLUMN labels {T};
     ALTER TABLE claims ADD COLUMN parts {T} NOT NULL DEFAULT '[]';
+    ALTER TABLE claims ADD COLUMN preferred {T} NOT NULL DEFAULT '{{}}';
     """,
 )

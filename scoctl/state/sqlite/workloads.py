@@ -156,7 +156,8 @@ class WorkloadTables(SqliteBase):
             source=row["source"], updated=row["updated"],
             nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}),
             zone_spread=row["zone_spread"], overhead=loads(row["overhead"], {}),
-            parts=tuple(part_of(p) for p in loads(row["parts"], [])))
+            parts=tuple(part_of(p) for p in loads(row["parts"], [])),
+            preferred=loads(row["preferred"], {}))
 
     def claim(self, workload: str) -> ClaimRecord | None:
         row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
@@ -167,7 +168,7 @@ class WorkloadTables(SqliteBase):
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
             "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead, "
-            "parts FROM claims "
+            "parts, preferred FROM claims "
             "ORDER BY workload")
         return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
@@ -177,9 +178,10 @@ class WorkloadTables(SqliteBase):
                             zone_spread=spread,
                             overhead=loads(overhead, {}) if overhead != "{}" else {},
                             parts=tuple(part_of(p) for p in loads(parts, []))
-                            if parts != "[]" else ())
+                            if parts != "[]" else (),
+                            preferred=loads(preferred, {}) if preferred != "{}" else {})
                 for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible, spread, overhead,
-                parts in cursor]
+                parts, preferred in cursor]
 
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
@@ -193,14 +195,15 @@ class WorkloadTables(SqliteBase):
                 self.conn.execute(
                     "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
                     "largest_pod, pods, tolerates_reclaimable, source, nodes, ineligible, "
-                    "zone_spread, overhead, parts, updated) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "zone_spread, overhead, parts, preferred, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [c.workload, write.version, c.contract, dumps(dict(c.requests)),
                      dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
                      c.source, dumps(sorted(c.nodes)), dumps(dict(sorted(c.ineligible.items()))),
                      c.zone_spread, dumps({f: dict(sorted(r.items()))
                                            for f, r in sorted(c.overhead.items())}),
-                     dumps([part_json(p) for p in c.parts]), self.now()])
+                     dumps([part_json(p) for p in c.parts]),
+                     dumps(dict(sorted(c.preferred.items()))), self.now()])
             stored = self.claim(c.workload)
             assert stored is not None
             return stored
