@@ -1117,25 +1117,37 @@ def _plan_spread(
         zone_current = {p: k for p, k in current.items() if ctx.zone.get(p) == zone}
         plans.append((zone, part, _plan_one(ctx, sub, terms, zone_current, depth_left,
                                             want_explain, prune)))
-    total = math.fsum(part * plan.coverage for _, part, plan in plans)
-    denominator = max(total, 1.0)
-    pools = sorted(
-        (replace(p, coverage=p.coverage * part, share=p.coverage * part / denominator)
-         for _, part, plan in plans for p in plan.pools),
-        key=lambda p: (p.tier != "committed", -p.key, p.pool))
     mine = {zone for zone, _, _ in plans}
     explain = tuple(line for zone, _, plan in plans for line in plan.explain
                     if ctx.zone.get(line.pool) == zone
                     or (zone == plans[0][0] and ctx.zone.get(line.pool) not in mine))
+    return _summed(claim, contract, [(part, plan) for _, part, plan in plans],
+                   tuple(f"{reason} (zone {zone}'s share of the spread)"
+                         for zone, _, plan in plans for reason in plan.reasons), explain)
+
+
+def _summed(claim: Claim, contract: Contract, plans: Sequence[tuple[float, WorkloadPlan]],
+            reasons: tuple[str, ...], explain: tuple[ExplainLine, ...]) -> WorkloadPlan:
+    """The plan of a claim planned in shares (a zone spread's zones, a claim's parts): each
+    share's plan weighted by its fraction of the claim, the units of a pool summed."""
+    total = math.fsum(share * plan.coverage for share, plan in plans)
+    denominator = max(total, 1.0)
+    summed: dict[str, PoolPlan] = {}
+    for share, plan in plans:
+        for pool in plan.pools:
+            was = summed.get(pool.pool)
+            coverage = pool.coverage * share + (was.coverage if was else 0.0)
+            summed[pool.pool] = replace(pool, units=pool.units + (was.units if was else 0),
+                                        coverage=coverage, share=coverage / denominator)
     return WorkloadPlan(
         workload=claim.workload, contract=contract.name,
-        feasible=all(plan.feasible for _, _, plan in plans),
-        degraded=any(plan.degraded for _, _, plan in plans),
-        reasons=tuple(f"{reason} (zone {zone}'s share of the spread)"
-                      for zone, _, plan in plans for reason in plan.reasons),
-        pools=tuple(pools), coverage=total,
-        committed_coverage=math.fsum(part * plan.committed_coverage for _, part, plan in plans),
-        floor_shortfall=math.fsum(part * plan.floor_shortfall for _, part, plan in plans),
+        feasible=all(plan.feasible for _, plan in plans),
+        degraded=any(plan.degraded for _, plan in plans), reasons=reasons,
+        pools=tuple(sorted(summed.values(),
+                           key=lambda p: (p.tier != "committed", -p.key, p.pool))),
+        coverage=total,
+        committed_coverage=math.fsum(share * plan.committed_coverage for share, plan in plans),
+        floor_shortfall=math.fsum(share * plan.floor_shortfall for share, plan in plans),
         explain=explain)
 
 
@@ -1183,35 +1195,18 @@ def _plan_parts(
             if new > 0 and pool.pool in depth:
                 depth[pool.pool] -= new
         plans.append((i + 1, share, plan))
-    total = math.fsum(share * plan.coverage for _, share, plan in plans)
-    denominator = max(total, 1.0)
-    summed: dict[str, PoolPlan] = {}
-    for _, share, plan in plans:
-        for pool in plan.pools:
-            was = summed.get(pool.pool)
-            coverage = pool.coverage * share + (was.coverage if was else 0.0)
-            summed[pool.pool] = replace(pool, units=pool.units + (was.units if was else 0),
-                                        coverage=coverage, share=coverage / denominator)
-    pools = sorted(summed.values(), key=lambda p: (p.tier != "committed", -p.key, p.pool))
-    said = set(summed)  # a pool some part holds units of is explained by its units
+    said = {pool.pool for _, _, plan in plans for pool in plan.pools}  # explained by units
     explain: list[ExplainLine] = []
     for n, _, plan in plans:
         for line in plan.explain:
             if line.pool not in said:
                 said.add(line.pool)
                 explain.append(replace(line, reason=f"{claim.workload}/{n}: {line.reason}"))
-    return WorkloadPlan(
-        workload=claim.workload, contract=contract.name,
-        feasible=all(plan.feasible for _, _, plan in plans),
-        degraded=any(plan.degraded for _, _, plan in plans),
-        reasons=tuple(f"{reason} ({claim.workload}/{n}: {plan_pods} of {pods} pods)"
-                      for (n, _, plan), plan_pods in zip(
-                          plans, (part.pods for part in claim.parts), strict=True)
-                      for reason in plan.reasons),
-        pools=tuple(pools), coverage=total,
-        committed_coverage=math.fsum(s * plan.committed_coverage for _, s, plan in plans),
-        floor_shortfall=math.fsum(s * plan.floor_shortfall for _, s, plan in plans),
-        explain=tuple(explain))
+    reasons = tuple(f"{reason} ({claim.workload}/{n}: {part.pods} of {pods} pods)"
+                    for (n, _, plan), part in zip(plans, claim.parts, strict=True)
+                    for reason in plan.reasons)
+    return _summed(claim, contract, [(share, plan) for _, share, plan in plans], reasons,
+                   tuple(explain))
 
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],
