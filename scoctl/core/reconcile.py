@@ -21,14 +21,14 @@ stage, `scoctl.core.notice`) to ``deleting``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
 from scoctl.core.constraints import opted_out
-from scoctl.core.demand import effective_request, must_move
+from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
 from scoctl.core.model import (
@@ -54,7 +54,6 @@ from scoctl.core.model.vocabulary import (
     LaunchStatus,
     ServerStatus,
 )
-from scoctl.core.quantity import add
 from scoctl.core.spec import LaunchSpec, hash_of
 from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
@@ -845,10 +844,15 @@ def _starts(p: _Pass) -> dict[str, list[tuple[datetime, DisruptionReason]]]:
     return disruption.starts_of(rows.values())
 
 
-def _units(p: _Pass, deleting: set[str]) -> list[Unit]:
-    """The ready units no disruption holds yet, as the candidate rules see them."""
+def _units(p: _Pass, deleting: set[str], only: Collection[str] | None = None) -> list[Unit]:
+    """The ready units no disruption holds yet, as the candidate rules see them (of `only`'s
+    server ids, when given). Each pod's effective request is worked out once, and once per
+    shared container value (the adapter builds one per pod template, as intake's memo)."""
     out: list[Unit] = []
+    memo: dict[tuple[int, int], dict[str, int]] = {}
     for inst in p.instances.values():
+        if only is not None and inst.id not in only:
+            continue
         if not (inst.workload and inst.pool) or inst.id in deleting \
                 or p.status(inst) != InstanceStatus.READY or p.value(inst, "disruption"):
             continue
@@ -856,18 +860,26 @@ def _units(p: _Pass, deleting: set[str]) -> list[Unit]:
         node = None if slurm else p.k8s_node(inst)
         pods = p.snapshot.pods.get(node.name, ()) if node is not None else ()
         used: dict[str, int] = {}
+        movable: list[dict[str, int]] = []
         for pod in pods:
-            if pod.phase not in ("Succeeded", "Failed"):
-                used = add(used, effective_request(pod))
-                used = add(used, {"pods": 1})
+            if pod.phase in ("Succeeded", "Failed"):
+                continue  # neither uses the node nor moves (`must_move`)
+            if pod.pod_requests or pod.overhead:
+                request = effective_request(pod)
+            else:
+                key = (id(pod.containers), id(pod.init_containers))
+                request = memo.get(key) or memo.setdefault(key, effective_request(pod))
+            for name, amount in request.items():
+                used[name] = used.get(name, 0) + amount
+            used["pods"] = used.get("pods", 0) + 1
+            if not pod.deleting and not is_node_bound(pod):  # `must_move` of a live pod
+                movable.append(request)
         out.append(Unit(
             inst.id, inst.name, inst.workload, inst.pool, p.value(inst, "idle_since"),
             created=inst.created, unhealthy_since=p.value(inst, "unhealthy_since"),
             allocatable=dict(node.allocatable) if node is not None and node.ready
             and not node.unschedulable else {},
-            used=used, movable=tuple(effective_request(pod) for pod in pods
-                                     if must_move(pod) and not pod.deleting),
-            slurm=slurm))
+            used=used, movable=tuple(movable), slurm=slurm))
     return out
 
 
@@ -1092,7 +1104,7 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
         p.mark_dirty(inst.workload, "drift rollout ended")
     if not still:
         return ()
-    units = [u for u in _units(p, deleting) if u.server_id in still]
+    units = _units(p, deleting, still)
     return drift.candidates(units, found, rollouts, _in_flight(p))
 
 
