@@ -142,3 +142,21 @@ def buffer_states(buffers: Iterable[Buffer], claims: Mapping[str, tuple[int, Map
                                held(chunk, want, requests, allocatable.get(buffer.workload, ())),
                                chunk))
     return tuple(out)
+
+
+def short(states: Iterable[BufferState], ages: Mapping[str, tuple[int, float]],
+          reported: Iterable[str], grace: float) -> tuple[tuple[str, dict[str, object]], ...]:
+    """The `BUFFER_SHORT` events to write: a buffer still unmet `grace` seconds (the launch
+    timeout: time for its capacity to arrive) after its claim was last written (`ages`:
+    workload → (claim version, seconds since)), once per claim write (`reported`: the
+    workloads that already have one since it). Events as (workload, detail)."""
+    done = set(reported)
+    out: list[tuple[str, dict[str, object]]] = []
+    for state in states:
+        if not state.short or state.workload in done or state.workload not in ages:
+            continue
+        version, age = ages[state.workload]
+        if age >= grace:
+            out.append((state.workload, {"desired": state.desired, "held": state.held,
+                                         "claim_version": version}))
+    return tuple(out)

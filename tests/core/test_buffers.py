@@ -122,3 +122,15 @@ def test_buffer_states_report_desired_held_and_short() -> None:
                              {"web": (0, {"cpu": 12000, "memory": 48 * GIB}, POD)},
                              {"web": [unit]}, NOON)
     assert (short.desired, short.held, short.short) == (3, 2, True)
+
+
+def test_short_reports_an_unmet_buffer_past_the_grace_once() -> None:
+    from scoctl.core.buffers import BufferState, short
+
+    unmet, met = BufferState("web", 3, 1, POD), BufferState("api", 2, 2, POD)
+    ages = {"web": (4, 400.0), "api": (1, 900.0)}
+    assert short([unmet, met], ages, [], 300) == (
+        ("web", {"desired": 3, "held": 1, "claim_version": 4}),)
+    assert short([unmet], {"web": (4, 10.0)}, [], 300) == ()   # still within the grace
+    assert short([unmet], ages, ["web"], 300) == ()            # already reported
+    assert short([unmet], {}, [], 300) == ()                   # no claim: nothing planned yet

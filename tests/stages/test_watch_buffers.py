@@ -11,7 +11,7 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.config.schema import load_config
 from scoctl.sim.k8s_emulator import K8sEmulator
 from scoctl.state import Store
-from tests.stages.test_watch_k8s import GI, nodes, once, orders, wstore, write_config
+from tests.stages.test_watch_k8s import GI, nodes, once, orders, write_config, wstore
 
 pytestmark = pytest.mark.k8s
 __all__ = ["wstore"]  # the fixture, imported for its tests here
