@@ -84,7 +84,8 @@ def with_buffers(claims: Sequence[ClaimDecision], buffers: Iterable[Buffer],
     """`claims` with each buffer's chunks added to its workload's claim: requests grow by
     desired × chunk, the largest pod covers the chunk, the pod count is unchanged. A buffered
     workload without a claim this pass starts from `bare` (its empty claim). A chunk of the
-    largest pod for a workload without pods now is the stored claim's largest pod."""
+    largest pod for a workload without pods now is the stored claim's largest pod, which a
+    claim without pods keeps."""
     by_workload = {c.workload: c for c in claims}
     out = dict(by_workload)
     for buffer in buffers:
@@ -96,7 +97,10 @@ def with_buffers(claims: Sequence[ClaimDecision], buffers: Iterable[Buffer],
         count = desired(buffer, chunk, claim.pods, now)
         if not count or chunk is None:
             if buffer.workload in by_workload:
-                out[buffer.workload] = claim
+                # outside its window at zero pods the claim keeps the largest pod it knew, so
+                # a buffer of the largest pod still has its chunk when the window opens
+                out[buffer.workload] = (replace(claim, largest_pod=dict(largest))
+                                        if largest and not claim.largest_pod else claim)
             continue
         requests = dict(claim.requests)
         for resource, size in chunk.items():

@@ -134,3 +134,12 @@ def test_short_reports_an_unmet_buffer_past_the_grace_once() -> None:
     assert short([unmet], {"web": (4, 10.0)}, [], 300) == ()   # still within the grace
     assert short([unmet], ages, ["web"], 300) == ()            # already reported
     assert short([unmet], {}, [], 300) == ()                   # no claim: nothing planned yet
+
+
+def test_a_claim_without_pods_keeps_the_largest_pod_outside_the_window() -> None:
+    closed = Buffer("web", replicas=3, schedule=parse_cron("0 0 1 1 *"), duration=60)
+    (out,) = with_buffers([bare()], [closed], {}, {"web": POD}, NOON)
+    assert (out.requests, out.largest_pod, out.pods) == ({}, POD, 0)
+    opened = NOON.replace(month=1, day=1, hour=0)
+    (back,) = with_buffers([bare()], [closed], {}, {"web": out.largest_pod}, opened)
+    assert back.requests == {"cpu": 12000, "memory": 48 * GIB}
