@@ -36,6 +36,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.core.model.latency import METRICS
     from scoctl.core.quantity import format_resources
     from scoctl.core.timefmt import rfc3339
+    from scoctl.services.buffers import buffers_now
     from scoctl.services.drift import progress as drift_progress
     from scoctl.stages.reconcile import rate_horizon
 
@@ -60,6 +61,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     budgets = {name: config.disruption_of(name).budgets
                for name in {*plans, *(i.workload for i in instances if i.workload)}}
     reasons = disruption_status(budgets, instances=recorded.values(), budgets_of=budgets, now=now)
+    buffers = buffers_now(config, claims, instances, now)
     if g.json:
         plan = plan_json(generation, plans)
         plan.pop("changed", None)
@@ -77,6 +79,8 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                             "next_window": rfc3339(r.next_window) if r.next_window else None}
                            for r in reasons],
             "drift": rollouts,
+            "buffers": [{"workload": b.workload, "desired": b.desired, "held": b.held,
+                         "problem": "BUFFER_SHORT" if b.short else None} for b in buffers],
         })
         return
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
@@ -118,6 +122,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
                      [(r["workload"], r["drifted"], r["in_flight"], r["replaced"], r["phase"])
                       for r in rollouts])
+    if buffers:
+        render.table("Buffers", ["workload", "desired", "held", "problem"],
+                     [(b.workload, b.desired, b.held, "BUFFER_SHORT" if b.short else "")
+                      for b in buffers])
     if leaders:
         render.table("Leaders", ["region", "holder", "term", "expires"],
                      [(lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at))

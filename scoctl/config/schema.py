@@ -46,6 +46,7 @@ from scoctl.core.model import (
     is_slug,
     rest_api_version,
 )
+from scoctl.core.model.buffers import Buffer
 from scoctl.core.model.disruption import (
     Budget,
     DisruptionSettings,
@@ -308,6 +309,7 @@ class Config:
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
     disruption_budget: float | None = setting(None, "number", low=0.0001, high=1)
     elastic: bool = setting(True, "boolean")
+    buffers: tuple[Buffer, ...] = ()  # DESIGN §20
 
     @property
     def source_name(self) -> str:
@@ -422,6 +424,7 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
     ("workloads", "[]", "disruption", "budgets", "[]", "rate"): Rate,
     ("workloads", "[]", "disruption", "drift"): Drift,
     ("workloads", "[]", "disruption", "rebalance"): Rebalance,
+    ("buffers", "[]"): Buffer,
     ("kubernetes",): KubernetesSettings,
     ("slurm",): SlurmSettings,
     ("bootstrap",): Bootstrap,
@@ -434,11 +437,14 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
 
 
 _LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})  # `limits:` (DESIGN §22)
+_CHUNK_KEYS = frozenset({"cpu", "memory", "accelerators"})  # `buffers[].chunk` (DESIGN §20)
 
 
 def _field_table() -> dict[tuple[str, ...], frozenset[str]]:
     table = {section: keys_of(cls) for section, cls in SECTIONS.items()}
     table[("workloads", "[]", "limits")] = table[("pools", "[]", "limits")] = _LIMIT_KEYS
+    table[("buffers", "[]", "limits")] = _LIMIT_KEYS
+    table[("buffers", "[]", "chunk")] = _CHUNK_KEYS
     table[("contracts", "*")] -= {"name"}  # the contract's key in the mapping
     table.update({(under,): keys_under(Config, under) for under in sections_under(Config)})
     return table
@@ -1061,6 +1067,89 @@ def _reason(r: _Reader, value: Any, path: Path_) -> DisruptionReason:
     return DisruptionReason(value)
 
 
+def _buffers(r: _Reader, root: Mapping[str, Any],
+             workloads: tuple[WorkloadSpec, ...]) -> tuple[Buffer, ...]:
+    """`buffers:` (DESIGN §20), each naming a configured workload, at most one per workload."""
+    names = {w.name for w in workloads}
+    out: list[Buffer] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(r.seq(root.get("buffers"), ("buffers",))):
+        path: Path_ = ("buffers", i)
+        buffer = _buffer(r, raw, path)
+        if buffer.workload not in names:
+            raise r.fail((*path, "workload"), f"unknown workload {buffer.workload!r} (a "
+                         "buffer names one of workloads[].name)")
+        if buffer.workload in seen:
+            raise r.fail((*path, "workload"), f"a second buffer for {buffer.workload!r} "
+                         f"(first at buffers[{seen[buffer.workload]}])")
+        seen[buffer.workload] = i
+        out.append(buffer)
+    return tuple(out)
+
+
+def _buffer(r: _Reader, raw: Any, path: Path_) -> Buffer:
+    """One buffer: `workload` (required), `chunk` (null: the largest pod), `replicas`,
+    `percentage` (of the workload's pods, 0-100 or "20%"), `limits`, and a window as a
+    disruption budget's: `schedule` with `duration` (both or neither), `time_zone`."""
+    data = r.mapping(raw, path, allowed=FIELDS[("buffers", "[]")])
+    workload = r.req_string(data, path, "workload")
+    chunk = None
+    if data.get("chunk") is not None:
+        chunk_path = (*path, "chunk")
+        given = r.mapping(data["chunk"], chunk_path, allowed=_CHUNK_KEYS)
+        chunk = r.resources({k: given[k] for k in ("cpu", "memory")
+                             if given.get(k) is not None}, chunk_path)
+        acc_path = (*chunk_path, "accelerators")
+        for key, value in r.mapping(given.get("accelerators"), acc_path).items():
+            chunk[str(key)] = r.quantity(value, (*acc_path, str(key)), parse_count)
+        chunk = {k: v for k, v in chunk.items() if v}
+        if not chunk:
+            raise r.fail(chunk_path, "gives no resource: give cpu, memory or accelerators, "
+                         "or null for the workload's largest pod")
+    replicas = r.integer(data, path, "replicas", 0)
+    percentage = _percentage(r, data.get("percentage"), (*path, "percentage"))
+    limits = _limits(r, data.get("limits"), (*path, "limits"))
+    text = r.string(data, path, "schedule")
+    schedule = None
+    if text is not None:
+        try:
+            schedule = parse_cron(text)
+        except CronError as exc:
+            raise r.fail((*path, "schedule"), str(exc)) from exc
+    duration = None
+    if data.get("duration") is not None:
+        duration = r.duration(data, path, "duration", 0.0)
+        if duration <= 0:
+            raise r.fail((*path, "duration"), "must be more than 0s")
+    if schedule is not None and duration is None:
+        raise r.fail((*path, "duration"), "is required with schedule (how long each window is)")
+    if duration is not None and schedule is None:
+        raise r.fail((*path, "schedule"), "is required with duration (when each window starts)")
+    zone = r.string(data, path, "time_zone")
+    if zone is not None:
+        if schedule is None:
+            raise r.fail((*path, "time_zone"), "applies only with schedule")
+        _check_zone(r, zone, (*path, "time_zone"))
+    if not replicas and not percentage:
+        raise r.fail(path, "wants no chunk: give replicas or percentage")
+    return Buffer(workload=workload, chunk=chunk, replicas=replicas, percentage=percentage,
+                  limits=limits, schedule=schedule, duration=duration, time_zone=zone or "UTC")
+
+
+def _percentage(r: _Reader, value: Any, path: Path_) -> float:
+    """A percentage: a number 0-100 or its text with ``%`` (``"20%"``)."""
+    if value is None:
+        return 0.0
+    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else value
+    try:
+        share = float(text) if not isinstance(text, bool) else math.nan
+    except (TypeError, ValueError):
+        share = math.nan
+    if not math.isfinite(share) or not 0 <= share <= 100:
+        raise r.fail(path, f'must be a percentage from 0 to 100 (20 or "20%"), not {value!r}')
+    return share
+
+
 def _check_zone(r: _Reader, zone: str, path: Path_) -> None:
     """An IANA time zone name the tz database on this host knows (``Europe/Berlin``)."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only a config with a window
@@ -1111,6 +1200,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         retention=_retention(r, root),
         **_top_level(r, root),
     )
+    config = replace(config, buffers=_buffers(r, root, config.workloads))
     _joinable(r, config)  # across sections: once every field is read
     return config
 

@@ -66,6 +66,7 @@ from scoctl.errors import (
 )
 from scoctl.host.discovery import host_hints
 from scoctl.services import drift as drift_inputs
+from scoctl.services.buffers import record_short
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
 from scoctl.state import Store
@@ -585,6 +586,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
             outcomes.append(outcome)
             problems.extend(outcome.problems)
         problems.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
+        if not dry_run and outcomes:
+            record_short(config, store, clock.now())  # buffers still unmet (DESIGN §20)
         torn: tuple[str, ...] = ()
         if teardown and not dry_run:
             torn = _teardown(config, store, cluster, problems)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from scoctl.bulk import collector_paused
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
+from scoctl.core.buffers import with_buffers
 from scoctl.core.demand import is_provisionable
 from scoctl.core.intake.batch import BatchWindow, extend_window, window_deadline, window_due
 from scoctl.core.intake.common import (
@@ -372,11 +374,30 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
             pending.items.append((row, token.teardown))
 
 
+def _buffered(config: Config, store: Store, claims: Sequence[ClaimDecision], source: Source,
+              now: float) -> tuple[ClaimDecision, ...]:
+    """`claims` with the chunks of the buffers of `source`'s workloads added (DESIGN §20,
+    `core.buffers.with_buffers`); read with the config as it is now, so a SIGHUP reload
+    applies a changed buffer in the next pass."""
+    specs = {w.name: w for w in config.workloads if w.source == source}
+    buffers = [b for b in config.buffers if b.workload in specs]
+    if not buffers:
+        return tuple(claims)
+    bare = {b.workload: ClaimDecision(
+        workload=b.workload, contract=specs[b.workload].contract, kind=specs[b.workload].kind,
+        source=source, requests={}, largest_pod={}, pods=0,
+        namespace=specs[b.workload].namespace) for b in buffers}
+    stored = {b.workload: dict(c.largest_pod) for b in buffers
+              if (c := store.claim(b.workload)) is not None}
+    return with_buffers(claims, buffers, bare, stored, datetime.fromtimestamp(now, UTC))
+
+
 def _record(store: Store, decision: IntakeDecision, counts: SourceCounts, result: WatchResult,
-            pending: _Pending, now: float) -> None:
+            pending: _Pending, now: float, config: Config, source: Source) -> None:
     counts.workloads = decision.workloads
     result.warnings.extend(decision.warnings)
-    _record_claims(store, decision.claims, counts, result, now)
+    claims = _buffered(config, store, decision.claims, source, now)
+    _record_claims(store, claims, counts, result, now)
     _record_tokens(store, decision.tokens, counts, pending)
 
 
@@ -489,7 +510,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
             snap = K8sSnapshot(**{**k8s_read.__dict__, "workloads": states,
                                   "claims": _claimed(store, "k8s")})
             _record(store, decide_k8s_intake(snap, k8s_policy(config)), result.sources["k8s"],
-                    result, pending, now)
+                    result, pending, now, config, "k8s")
             states = _states(store)
         if slurm_read is not None:
             tracked = tuple(_state(w) for w in store.workloads(active_only=True)
@@ -501,7 +522,7 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
                                    workloads=states, tracked=tracked, known_jobs=known,
                                    claims=_claimed(store, "slurm"))
             _record(store, decide_slurm_intake(snap_s, slurm_policy(config)),
-                    result.sources["slurm"], result, pending, now)
+                    result.sources["slurm"], result, pending, now, config, "slurm")
             _record_job_ends(store, listed, accounted, result.sources["slurm"], pending,
                              _default_contract(config))
     for event in events:  # only after the commit: a crash re-ingests, never loses

@@ -74,7 +74,8 @@ def test_every_example_key_is_a_field_the_parser_accepts():
             # the user's own label keys and accelerator names (DESIGN §22)
             ("pools", "[]", "labels"), ("workloads", "[]", "node_labels"),
             ("pools", "[]", "limits", "accelerators"),
-            ("workloads", "[]", "limits", "accelerators")}
+            ("workloads", "[]", "limits", "accelerators"),
+            ("buffers", "[]", "limits", "accelerators"), ("buffers", "[]", "chunk", "accelerators")}
     keys = example_keys(data)
     assert keys
     for path in keys:

@@ -232,6 +232,26 @@ def test_sighup_reloads_and_an_invalid_config_is_refused_naming_file_line_and_fi
     assert "config reloaded" in err
 
 
+def test_sighup_applies_a_new_buffer_at_once(region: Region) -> None:
+    # DESIGN §16/§20: a reload applies `buffers` without a restart and without a pod event
+    controller = region.follow()
+    web_pods(region.k8s, 2)
+    controller.read_until(planned("web"), timeout=30)
+    good = region.config.read_text(encoding="utf-8")
+    region.config.write_text(good + "buffers: [{workload: web, replicas: 4}]\n",
+                             encoding="utf-8")
+    controller.process.send_signal(signal.SIGHUP)
+    one = controller.read_until(planned("web"), timeout=30)
+    assert step(one, "watch")["changed"] == ["web"]
+    code, err = controller.stop()
+    assert code == 0, err
+    with region.store() as store:
+        claim = store.claim("web")
+    # 2 pods of 250m / 64Mi and 4 chunks of the largest pod
+    assert claim is not None and claim.pods == 2
+    assert claim.requests == {"cpu": 6 * 250, "memory": 6 * 64 * 2**20}
+
+
 def test_the_kubernetes_api_going_away_degrades_then_the_controller_relists_and_catches_up(
     region: Region,
 ) -> None:

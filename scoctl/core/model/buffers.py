@@ -1,0 +1,28 @@
+"""Capacity buffers (DESIGN §20): Ready headroom a workload keeps for the pods to come."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scoctl.core.cron import Cron
+from scoctl.core.model.pools import Limits
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """`buffers[]`: keep `desired` chunks of capacity for `workload` beyond its pods, where
+    desired = min(max(`replicas`, ⌈`percentage`% × the workload's pods⌉), `limits`) and 0
+    outside the window (`schedule` for `duration` seconds in `time_zone`; always without a
+    schedule). `chunk` is in canonical units (cpu millicores, memory bytes, accelerator
+    counts); None: the workload's largest pod. `limits` bounds the chunks' resources summed,
+    and `limits.units` the number of chunks."""
+
+    workload: str
+    chunk: Mapping[str, int] | None = None
+    replicas: int = 0
+    percentage: float = 0.0
+    limits: Limits = field(default_factory=Limits)
+    schedule: Cron | None = None
+    duration: float | None = None
+    time_zone: str = "UTC"
