@@ -1319,3 +1319,44 @@ def promised_depth(
         if new > 0:
             out[pool] = out.get(pool, 0) + new
     return out
+
+
+def plan_fresh(
+    claims: Iterable[Claim],
+    contracts: Mapping[str, Contract],
+    pools: Sequence[Pool],
+    flavors: Mapping[str, Flavor],
+    scores: Mapping[str, float],
+    current_by_workload: Mapping[str, Mapping[str, int]],
+    excluded: Collection[str] = frozenset(),
+    depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+) -> dict[str, WorkloadPlan]:
+    """Each claim planned afresh (DESIGN §18): the same claim, contract, exclusions, scores
+    and depth, as if the workload held no unit. A pool offers what it has beyond every
+    workload's current units (`initial_depth`, so a committed pool's reserved instances others
+    hold stay theirs) plus this workload's own units there (they would be given back). Each
+    workload is planned on its own: fresh plans take no depth from each other, since they are
+    what each workload should hold, not a generation. One context serves every claim, so the
+    cost is one more planning pass over the same pools. Raises `ConfigError` for an unknown
+    contract."""
+    ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    base = initial_depth(ctx.pools, current_by_workload)
+    _cap_depth(ctx, base, current_by_workload)
+    empty: Mapping[str, int] = {}
+    out: dict[str, WorkloadPlan] = {}
+    for claim in planning_order(claims):
+        contract = contracts.get(claim.contract)
+        if contract is None:
+            raise ConfigError(
+                f"workload {claim.workload} names unknown contract {claim.contract!r}",
+                field="contract")
+        own = current_by_workload.get(claim.workload, empty)
+        depth: Mapping[str, int] = base
+        if own:
+            depth = dict(base)
+            for pool, n in own.items():
+                if n > 0 and pool in depth:
+                    depth[pool] += n
+        out[claim.workload] = _plan_one(ctx, claim, contract, empty, depth, False,
+                                        prune=False)
+    return out
