@@ -1208,6 +1208,7 @@ def plan_all(
     explain: Collection[str] = (),
     promised: Mapping[str, int] | None = None,
     idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
+    fresh: dict[str, WorkloadPlan] | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1219,8 +1220,10 @@ def plan_all(
     lines. `promised`, when given, must be
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
     date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
-    current units per pool that run no work (`plan_workload`'s `idle`). Raises `ConfigError`
-    for a claim naming an unknown contract or a slug planned twice.
+    current units per pool that run no work (`plan_workload`'s `idle`). `fresh`, when given,
+    receives each re-planned workload's fresh plan (`plan_fresh`, DESIGN §18), planned first
+    in the same context, so the pools' order, bounds and coverages are worked out once for
+    both. Raises `ConfigError` for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     ordered = planning_order(claims)
@@ -1245,6 +1248,9 @@ def plan_all(
     depth_left = initial_depth(ctx.pools, current_by_workload)
     _cap_depth(ctx, depth_left, current_by_workload)
     empty: Mapping[str, int] = {}
+    if fresh is not None:  # before any plan prunes the shared orders
+        fresh.update(_fresh(ctx, [c for c in ordered if c.workload in replan], contracts,
+                            current_by_workload, depth_left))
     if promised is None:
         for claim in ordered:
             if claim.workload not in replan:
@@ -1342,14 +1348,23 @@ def plan_fresh(
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     base = initial_depth(ctx.pools, current_by_workload)
     _cap_depth(ctx, base, current_by_workload)
-    empty: Mapping[str, int] = {}
-    out: dict[str, WorkloadPlan] = {}
-    for claim in planning_order(claims):
-        contract = contracts.get(claim.contract)
-        if contract is None:
+    ordered = planning_order(claims)
+    for claim in ordered:
+        if claim.contract not in contracts:
             raise ConfigError(
                 f"workload {claim.workload} names unknown contract {claim.contract!r}",
                 field="contract")
+    return _fresh(ctx, ordered, contracts, current_by_workload, base)
+
+
+def _fresh(ctx: _Context, claims: Sequence[Claim], contracts: Mapping[str, Contract],
+           current_by_workload: Mapping[str, Mapping[str, int]],
+           base: Mapping[str, int]) -> dict[str, WorkloadPlan]:
+    """`plan_fresh` in a context: `base` is each pool's depth beyond every current unit."""
+    empty: Mapping[str, int] = {}
+    out: dict[str, WorkloadPlan] = {}
+    for claim in claims:
+        contract = contracts[claim.contract]
         own = current_by_workload.get(claim.workload, empty)
         depth: Mapping[str, int] = base
         if own:

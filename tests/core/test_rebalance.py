@@ -14,7 +14,7 @@ from scoctl.core import rebalance
 from scoctl.core.model import Contract, Flavor
 from scoctl.core.model.disruption import Rebalance
 from scoctl.core.model.vocabulary import RebalanceTrigger
-from scoctl.core.planner import WorkloadPlan, plan_fresh, plan_workload
+from scoctl.core.planner import WorkloadPlan, plan_all, plan_fresh, plan_workload
 from scoctl.core.rebalance import Held
 from scoctl.core.timefmt import rfc3339
 from tests.core.builders_planner import make_claim, make_flavor, make_pool
@@ -203,3 +203,16 @@ def test_moves_are_deterministic(s: Scenario, rnd: random.Random) -> None:
     extra = rebalance.surplus(current, fresh)
     for pool in {m.pool for m in first.moves}:
         assert sum(m.pool == pool for m in first.moves) <= extra[pool]
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_plan_all_gives_the_same_fresh_plans_as_plan_fresh(s: Scenario) -> None:
+    pools = [replace(p, depth=s.depth_left.get(p.name, p.depth)) for p in s.pools]
+    current = {s.claim.workload: s.current}
+    contracts = {s.claim.contract: s.contract}
+    fresh: dict[str, WorkloadPlan] = {}
+    plan_all([s.claim], contracts, pools, FLAVORS, s.scores, current, s.excluded, s.premium,
+             fresh=fresh)
+    assert fresh == plan_fresh([s.claim], contracts, pools, FLAVORS, s.scores, current,
+                               s.excluded, s.premium)
