@@ -285,7 +285,9 @@ def rebalance_of(config: Config, store: Store, clock: Clock, slug: str) -> rebal
     fresh plan (`planner.plan_fresh`: the same claim, exclusions, depth and scores, as if it
     held no unit), with its ready units. A trigger shows as holding since now: the stabilize
     window is not carried between runs yet, so `planned` is only True with ``stabilize: 0``."""
-    claims = [c for c in claims_of(store.claims()) if c.workload == slug]
+    limits = {w.name: w.limits for w in config.workloads if w.limits}
+    claims = [replace(c, limits=limits[slug]) if slug in limits else c
+              for c in claims_of(store.claims()) if c.workload == slug]  # as `_read` does
     if not claims or claims[0].contract not in config.contracts:
         return rebalance.Decision(None)
     replanned = run_plan(config, store, clock, only=[slug], dry_run=True)
@@ -299,5 +301,6 @@ def rebalance_of(config: Config, store: Store, clock: Clock, slug: str) -> rebal
     held = [rebalance.Held(i.id, i.name, i.pool, i.created) for i in instances
             if i.workload == slug and i.pool and i.status == InstanceStatus.READY
             and not i.disruption]
-    return rebalance.decide(slug, replanned.plans[slug], fresh[slug], config.contracts[claims[0].contract], held,
-                            None, config.disruption_of(slug).rebalance, now=clock.now())
+    contract = config.contracts[claims[0].contract]
+    return rebalance.decide(slug, replanned.plans[slug], fresh[slug], contract, held, None,
+                            config.disruption_of(slug).rebalance, now=clock.now())
