@@ -77,12 +77,14 @@ def plan(
             "workloads": [plan_workload_json(r, explain=(r.workload == explain),
                                              blast=view.blasts[name].as_json()
                                              if name in view.blasts else None)
-                          | ({"disruption": waits} if r.workload == explain else {})
+                          | ({"disruption": waits, "rebalance": _rebalance_json(view)}
+                             if r.workload == explain else {})
                           for name, r in view.records.items()]})
     else:
         _show(view, dry_run)
         if explain is not None:
             _show_waits(explain, waits)
+            _show_rebalance(view, dry_run)
     if check and any(not r.feasible or r.degraded for r in view.records.values()):
         raise typer.Exit(EXIT_PLAN_CHECK)
 
@@ -116,6 +118,36 @@ def _show(view: PlanView, dry_run: bool) -> None:
         render.line(f"reason: {reason}")
     if view.explain in view.blasts:
         _show_blast(view.explain, view.blasts[view.explain])
+
+
+def _rebalance_json(view: PlanView) -> dict[str, Any] | None:
+    """The explained workload's rebalance (DESIGN §18): None when nothing triggers; else the
+    trigger, since when, whether the moves are planned, the units that move and where."""
+    decided = view.rebalance
+    if decided is None or decided.pending is None:
+        return None
+    pending = decided.pending
+    return {"trigger": pending.trigger.value, "since": pending.since.isoformat(),
+            "planned": decided.planned,
+            "moves": [{"server": m.server_id, "name": m.name, "pool": m.pool}
+                      for m in pending.moves],
+            "into": dict(sorted((decided.into or {}).items()))}
+
+
+def _show_rebalance(view: PlanView, dry_run: bool) -> None:
+    from scoctl.cli import render
+
+    shown = _rebalance_json(view)
+    if shown is None:
+        render.line(f"{view.explain}: no rebalance pending")
+        return
+    verb = "would move" if dry_run or not shown["planned"] else "moves"
+    render.line(f"{view.explain}: rebalance pending ({shown['trigger']}, since "
+                f"{shown['since']}); {verb} {len(shown['moves'])} unit(s)"
+                + (f" into {', '.join(f'{p} +{n}' for p, n in shown['into'].items())}"
+                   if shown["into"] else ""))
+    render.table(f"{view.explain}: rebalance moves", ["server", "name", "from pool"],
+                 [(m["server"], m["name"], m["pool"]) for m in shown["moves"]])
 
 
 def _waits(config: Config, store: Store, workload: str) -> list[dict[str, Any]]:

@@ -1288,6 +1288,7 @@ def plan_all(
     explain: Collection[str] = (),
     promised: Mapping[str, int] | None = None,
     idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
+    fresh: dict[str, WorkloadPlan] | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1299,8 +1300,10 @@ def plan_all(
     lines. `promised`, when given, must be
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
     date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
-    current units per pool that run no work (`plan_workload`'s `idle`). Raises `ConfigError`
-    for a claim naming an unknown contract or a slug planned twice.
+    current units per pool that run no work (`plan_workload`'s `idle`). `fresh`, when given,
+    receives each re-planned workload's fresh plan (`plan_fresh`, DESIGN §18), planned first
+    in the same context, so the pools' order, bounds and coverages are worked out once for
+    both. Raises `ConfigError` for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     ordered = planning_order(claims)
@@ -1325,6 +1328,9 @@ def plan_all(
     depth_left = initial_depth(ctx.pools, current_by_workload)
     _cap_depth(ctx, depth_left, current_by_workload)
     empty: Mapping[str, int] = {}
+    if fresh is not None:  # before any plan prunes the shared orders
+        fresh.update(_fresh(ctx, [c for c in ordered if c.workload in replan], contracts,
+                            current_by_workload, depth_left))
     if promised is None:
         for claim in ordered:
             if claim.workload not in replan:
@@ -1398,4 +1404,54 @@ def promised_depth(
         new = units - current_by_workload.get(workload, empty).get(pool, 0)
         if new > 0:
             out[pool] = out.get(pool, 0) + new
+    return out
+
+
+def plan_fresh(
+    claims: Iterable[Claim],
+    contracts: Mapping[str, Contract],
+    pools: Sequence[Pool],
+    flavors: Mapping[str, Flavor],
+    scores: Mapping[str, float],
+    current_by_workload: Mapping[str, Mapping[str, int]],
+    excluded: Collection[str] = frozenset(),
+    depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+) -> dict[str, WorkloadPlan]:
+    """Each claim planned afresh (DESIGN §18): the same claim, contract, exclusions, scores
+    and depth, as if the workload held no unit. A pool offers what it has beyond every
+    workload's current units (`initial_depth`, so a committed pool's reserved instances others
+    hold stay theirs) plus this workload's own units there (they would be given back). Each
+    workload is planned on its own: fresh plans take no depth from each other, since they are
+    what each workload should hold, not a generation. One context serves every claim, so the
+    cost is one more planning pass over the same pools. Raises `ConfigError` for an unknown
+    contract."""
+    ctx = _Context(pools, flavors, scores, excluded, depth_premium)
+    base = initial_depth(ctx.pools, current_by_workload)
+    _cap_depth(ctx, base, current_by_workload)
+    ordered = planning_order(claims)
+    for claim in ordered:
+        if claim.contract not in contracts:
+            raise ConfigError(
+                f"workload {claim.workload} names unknown contract {claim.contract!r}",
+                field="contract")
+    return _fresh(ctx, ordered, contracts, current_by_workload, base)
+
+
+def _fresh(ctx: _Context, claims: Sequence[Claim], contracts: Mapping[str, Contract],
+           current_by_workload: Mapping[str, Mapping[str, int]],
+           base: Mapping[str, int]) -> dict[str, WorkloadPlan]:
+    """`plan_fresh` in a context: `base` is each pool's depth beyond every current unit."""
+    empty: Mapping[str, int] = {}
+    out: dict[str, WorkloadPlan] = {}
+    for claim in claims:
+        contract = contracts[claim.contract]
+        own = current_by_workload.get(claim.workload, empty)
+        depth: Mapping[str, int] = base
+        if own:
+            depth = dict(base)
+            for pool, n in own.items():
+                if n > 0 and pool in depth:
+                    depth[pool] += n
+        out[claim.workload] = _plan_one(ctx, claim, contract, empty, depth, False,
+                                        prune=False)
     return out

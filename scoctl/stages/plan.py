@@ -26,10 +26,11 @@ from scoctl.clock import Clock
 from scoctl.config.claims_file import load_claims
 from scoctl.config.ranking import Ranking
 from scoctl.config.schema import Config, is_url
-from scoctl.core import planner
+from scoctl.core import planner, rebalance
 from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, idle_units_of, units_of
 from scoctl.core.model import Claim, NewEvent, PlanWorkloadRecord, RankingCache
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
 from scoctl.services.claims import record_claim
@@ -59,6 +60,7 @@ class PlanView:
     records: Mapping[str, PlanWorkloadRecord]
     explain: str | None = None
     blasts: Mapping[str, Blast] = field(default_factory=dict)  # when asked: per workload
+    rebalance: rebalance.Decision | None = None  # the `explain` workload's (DESIGN §18)
 
 
 @dataclass(frozen=True)
@@ -271,5 +273,34 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
     blasts = blast_radii(records, claims_of(store.claims()), result.plans, config.flavors,
                          config.pools, {name: c.floor for name, c in config.contracts.items()}
                          ) if blast else {}
+    moving = (rebalance_of(config, store, clock, explain)
+              if explain and claims_path is None else None)
     return PlanView(result=result, records=dict(sorted(records.items())), explain=explain,
-                    blasts=blasts)
+                    blasts=blasts, rebalance=moving)
+
+
+def rebalance_of(config: Config, store: Store, clock: Clock, slug: str) -> rebalance.Decision:
+    """What a rebalance (DESIGN §18) would do for one workload now: its plan as the planner
+    gives it now (a dry re-plan: an unchanged claim re-plans to its stored plan) against its
+    fresh plan (`planner.plan_fresh`: the same claim, exclusions, depth and scores, as if it
+    held no unit), with its ready units. A trigger shows as holding since now: the stabilize
+    window is not carried between runs yet, so `planned` is only True with ``stabilize: 0``."""
+    limits = {w.name: w.limits for w in config.workloads if w.limits}
+    claims = [replace(c, limits=limits[slug]) if slug in limits else c
+              for c in claims_of(store.claims()) if c.workload == slug]  # as `_read` does
+    if not claims or claims[0].contract not in config.contracts:
+        return rebalance.Decision(None)
+    replanned = run_plan(config, store, clock, only=[slug], dry_run=True)
+    instances = store.instances()
+    current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
+    known = {c.name for c in config.pools}
+    excluded = {e.pool for e in store.exclusions()} & known
+    fresh = planner.plan_fresh(claims, config.contracts, config.pools, config.flavors,
+                               replanned.ranking.scores, current, excluded=excluded,
+                               depth_premium=config.depth_premium)
+    held = [rebalance.Held(i.id, i.name, i.pool, i.created) for i in instances
+            if i.workload == slug and i.pool and i.status == InstanceStatus.READY
+            and not i.disruption]
+    contract = config.contracts[claims[0].contract]
+    return rebalance.decide(slug, replanned.plans[slug], fresh[slug], contract, held, None,
+                            config.disruption_of(slug).rebalance, now=clock.now())

@@ -62,6 +62,17 @@ class DisruptionReason(StrEnum):
     LATE = "late"  # a unit of a launch failed before its servers appeared: above the plan
 
 
+class RebalanceTrigger(StrEnum):
+    """Why a workload's fleet should move back (DESIGN §18), in the order they are named."""
+
+    DEGRADED = "degraded"  # the current plan is degraded, the fresh one is not
+    POOL_CAP = "pool_cap"  # a reclaimable pool above the pool cap
+    GROUP_CAP = "group_cap"  # a correlation group's reclaimable units above the group cap
+    MIN_POOLS = "min_pools"  # reclaimable units in fewer than min_pools pools
+    COMMITTED = "committed"  # committed units beyond what the floor needs
+    GAIN = "gain"  # the fresh plan's mean key better by rebalance.min_gain
+
+
 # Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
 TAG_MANAGED = "sco:managed"
 TAG_WORKLOAD = "sco:workload"
