@@ -32,7 +32,7 @@ def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluste
     cli.env.update({"SLURM_CONF": str(slurm_cluster.conf), "SCOCTL_CONFIG": str(config),
                     "SCOCTL": str(BIN / "scoctl")})
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\n#SBATCH -c 1 --mem=100M\n#SBATCH -J ignored-name\nsleep 1\n",
+    script.write_text("#!/bin/sh\n#SBATCH -c 1 --mem=100M\n#SBATCH -J ignored-name\nsleep 6\n",
                       encoding="utf-8")
 
     assert cli("emit", "SLURM_INIT_REPO_CLONE", "--workload", "train-9").code == 0
@@ -57,6 +57,9 @@ def test_launcher_flow_through_the_wrapper_and_watch(cli, tmp_path, slurm_cluste
 
         assert watch() == "queued"
         slurm_cluster.run("scontrol", "release", str(job))
+        # the job sleeps long enough for a watch pass (a process each) to see it run, even
+        # on a loaded machine, where a 1 s job could start and end between two passes
+        assert wait_for(lambda: watch() == "running", timeout=30, interval=0.2)
         assert wait_for(lambda: watch() == "succeeded", timeout=30, interval=0.5)
     finally:
         slurm_cluster.cancel(job)
