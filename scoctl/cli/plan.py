@@ -34,6 +34,12 @@ def plan(
     check: Annotated[bool, typer.Option(
         "--check", help="Exit 4 when any workload's plan is infeasible or degraded (CI).")
                      ] = False,
+    blast: Annotated[bool, typer.Option(
+        "--blast", help="The blast radius of every shown plan (JSON: under `blast`), not only "
+        "of the --explain workload's.")] = False,
+    pretty: Annotated[bool, typer.Option(
+        "--pretty", help="Indented JSON (the default when stdout is a terminal; else compact, "
+        "one line).")] = False,
     json_out: JsonOption = False,
     wait: WaitOption = None,
 ) -> None:
@@ -44,11 +50,15 @@ def plan(
 
     Commits one new plan generation when anything changed; untouched workloads keep their rows.
 
+    `--json` prints compact JSON unless stdout is a terminal (or `--pretty`); the blast radius
+    is computed for the --explain workload, and with `--blast` for every shown one.
+
     \b
     Example:
       scoctl plan --claims what-if.yaml --dry-run --check --json
     """
     import contextlib
+    import sys
 
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -65,7 +75,7 @@ def plan(
     with store_cm as store:
         view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
                          claims_path=claims, dry_run=dry_run, explain=explain,
-                         blast=g.json or explain is not None)
+                         blast=blast)
         waits = _waits(config, store, explain) if explain is not None else []
     result = view.result
     if result.ranking.stale:
@@ -79,9 +89,14 @@ def plan(
                                              if name in view.blasts else None)
                           | ({"disruption": waits, "rebalance": _rebalance_json(view)}
                              if r.workload == explain else {})
-                          for name, r in view.records.items()]})
+                          for name, r in view.records.items()]},
+            pretty=pretty or sys.stdout.isatty())
     else:
         _show(view, dry_run)
+        if blast:
+            for name, shown in view.blasts.items():
+                if name != view.explain:
+                    _show_blast(name, shown)
         if explain is not None:
             _show_waits(explain, waits)
             _show_rebalance(view, dry_run)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from scoctl.core.model import Placement, PodInfo, Pool, Requirement, Taint, Toleration
 from scoctl.core.model.vocabulary import DisruptionReason
+
+if TYPE_CHECKING:  # annotations only: the Slurm gate (config -> user data) builds no pod
+    from scoctl.core.model import Placement, PodInfo, Pool, Requirement, Taint, Toleration
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"

@@ -26,7 +26,6 @@ from scoctl.core.gate import (
     decide_k8s,
     decide_slurm,
 )
-from scoctl.core.model import NewEvent
 from scoctl.errors import ScoctlError, StateError
 
 if TYPE_CHECKING:
@@ -113,6 +112,7 @@ def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, 
     """Create (or reuse) the workload row; on over capacity fail a `pending` row and log
     `CAPACITY_EXCEEDED` with the request and the best node. A row already past `pending`
     only gets the event: the gate never fails a running workload."""
+    from scoctl.core.model import NewEvent  # the records' types: only a recorded verdict
     from scoctl.core.tokens import map_token  # with the state rows: only a recorded verdict
 
     with store.transaction():

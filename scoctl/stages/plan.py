@@ -250,8 +250,9 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
               explain: str | None = None, blast: bool = False) -> PlanView:
     """``scoctl plan``: `run_plan`, then the plans to show. An `explain` workload the run did
     not re-plan is explained by a dry re-plan of just that workload (an unchanged claim
-    re-plans to the very same plan: no churn). With `blast`, each shown plan's blast radius
-    (`core.blast`). Raises UsageError when `explain` has no plan."""
+    re-plans to the very same plan: no churn). The blast radius (`core.blast`) of the `explain`
+    workload's plan, and with `blast` of every shown plan; of no other (it is most of the cost
+    of a large plan's output). Raises UsageError when `explain` has no plan."""
     result = run_plan(config, store, clock, only=only, full=full, claims_path=claims_path,
                       dry_run=dry_run, explain=[explain] if explain else [])
     if claims_path is not None:
@@ -270,9 +271,10 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
             explained, generation=stored.generation if stored else explained.generation)
     if explain and explain not in records:
         raise UsageError(f"--explain {explain}: no plan for this workload")
-    blasts = blast_radii(records, claims_of(store.claims()), result.plans, config.flavors,
+    asked = records if blast else {explain: records[explain]} if explain else {}
+    blasts = blast_radii(asked, claims_of(store.claims()), result.plans, config.flavors,
                          config.pools, {name: c.floor for name, c in config.contracts.items()}
-                         ) if blast else {}
+                         ) if asked else {}
     moving = (rebalance_of(config, store, clock, explain)
               if explain and claims_path is None else None)
     return PlanView(result=result, records=dict(sorted(records.items())), explain=explain,

@@ -1,4 +1,6 @@
-"""`plan --json` carries each workload's blast radius under `blast`; `plan --explain` shows it."""
+"""`plan --json --blast` carries each workload's blast radius under `blast`; `plan --explain`
+shows the explained workload's; plain `plan --json` computes none and prints compact JSON to a
+non-terminal (`--pretty` indents it)."""
 
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli
                         requests=parse_resources({"cpu": "64", "memory": "256Gi"}),
                         largest_pod=parse_resources({"cpu": "4", "memory": "16Gi"}), pods=16,
                         source="k8s")
-    committed = cli("--config", str(config), "plan", "--json")  # planned in this run
+    committed = cli("--config", str(config), "plan", "--json", "--blast")  # planned in this run
     assert committed.code == 0, committed.stderr
     fresh = json.loads(committed.stdout)["workloads"][0]["blast"]
-    stored = cli("--config", str(config), "plan", "--json")  # unchanged: from the stored rows
+    stored = cli("--config", str(config), "plan", "--json", "--blast")  # from the stored rows
     assert stored.code == 0, stored.stderr
     [alpha] = json.loads(stored.stdout)["workloads"]
     blast = alpha["blast"]
@@ -39,3 +41,14 @@ def test_plan_json_and_explain_show_the_blast_radius_of_the_stored_plan(cli: Cli
     explain = cli("--config", str(config), "plan", "--explain", "alpha")
     assert explain.code == 0 and "blast radius" in explain.stdout
     assert "holds" in explain.stdout and "breaks" in explain.stdout  # each row says which
+    plain = cli("--config", str(config), "plan", "--json")
+    assert plain.code == 0, plain.stderr
+    assert plain.stdout.count("\n") == 1  # compact: one line, stdout is not a terminal
+    [bare] = json.loads(plain.stdout)["workloads"]
+    assert "blast" not in bare and bare == {k: v for k, v in alpha.items() if k != "blast"}
+    pretty = cli("--config", str(config), "plan", "--json", "--pretty", "--blast")
+    assert pretty.code == 0 and pretty.stdout.startswith('{\n  "generation"')
+    assert json.loads(pretty.stdout) == json.loads(stored.stdout)
+    explained = cli("--config", str(config), "plan", "--json", "--explain", "alpha")
+    assert explained.code == 0, explained.stderr
+    assert json.loads(explained.stdout)["workloads"][0]["blast"] == blast
