@@ -32,7 +32,7 @@ from scoctl.config.fields import (
 from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.cron import CronError, parse_cron
-from scoctl.core.gang import PLACEMENTS, GangPolicy
+from scoctl.core.gang import DEFAULT_GANG_POLICY, PLACEMENTS, GangPolicy
 from scoctl.core.model import (
     KINDS,
     OLDEST_REST_API,
@@ -262,13 +262,13 @@ def is_url(state: Path | str) -> bool:
 
 @dataclass(frozen=True)
 class Gang:
-    """The `gang` section (DESIGN §19); these defaults are the only ones."""
+    """The `gang` section (DESIGN §19), defaults from `core.gang.DEFAULT_GANG_POLICY`."""
 
-    placement: str = setting("same_group", "string")  # same_group | same_az | any
-    max_pools: int = setting(2, "integer", low=1)
-    deadline: float = setting(600.0, "duration")  # launch to every member Ready
-    retries: int = setting(3, "integer", low=0)
-    booking: float = setting(1200.0, "duration")  # a Ready gang is kept for its job this long
+    placement: str = setting(DEFAULT_GANG_POLICY.placement, "string")  # same_group|same_az|any
+    max_pools: int = setting(DEFAULT_GANG_POLICY.max_pools, "integer", low=1)
+    deadline: float = setting(DEFAULT_GANG_POLICY.deadline, "duration")  # launch to all Ready
+    retries: int = setting(DEFAULT_GANG_POLICY.retries, "integer", low=0)
+    booking: float = setting(DEFAULT_GANG_POLICY.booking, "duration")  # kept for its job
 
     def policy(self) -> GangPolicy:
         placement = next(p for p in PLACEMENTS if p == self.placement)

@@ -49,6 +49,10 @@ class GangPolicy:
     booking: float  # seconds a Ready gang is kept for its job, idle or not
 
 
+DEFAULT_GANG_POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retries=3,
+                                 booking=1200.0)  # the config's `gang` defaults
+
+
 # --------------------------------------------------------------------------- sources
 
 

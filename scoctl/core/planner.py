@@ -102,11 +102,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter, truediv
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from scoctl.core.gang import GangPolicy
+
 
 EPS = 1e-9
 DEFAULT_DEPTH_PREMIUM = 0.05  # the one default of the config's planner.depth_premium (`Config`)
@@ -1208,6 +1212,7 @@ def plan_all(
     explain: Collection[str] = (),
     promised: Mapping[str, int] | None = None,
     idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
+    gang_policy: GangPolicy | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1219,7 +1224,9 @@ def plan_all(
     lines. `promised`, when given, must be
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
     date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
-    current units per pool that run no work (`plan_workload`'s `idle`). Raises `ConfigError`
+    current units per pool that run no work (`plan_workload`'s `idle`). A gang claim
+    (`Claim.gang`) is planned by `core.gang.plan_gang` under `gang_policy` (the config's
+    `gang` defaults when None). Raises `ConfigError`
     for a claim naming an unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
@@ -1265,9 +1272,16 @@ def plan_all(
             out[slug] = previous[slug]
             continue
         current = current_by_workload.get(slug, empty)
-        plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
-                         slug in explain_set, prune=True,
-                         idle=(idle_by_workload or {}).get(slug))
+        if claim.gang > 0:
+            from scoctl.core.gang import DEFAULT_GANG_POLICY, plan_gang  # gang builds on this
+
+            plan = plan_gang(claim, contracts[claim.contract], claim.gang,
+                             gang_policy or DEFAULT_GANG_POLICY, ctx.pools, flavors, scores,
+                             current, depth_left, excluded, depth_premium)
+        else:
+            plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
+                             slug in explain_set, prune=True,
+                             idle=(idle_by_workload or {}).get(slug))
         _consume(depth_left, plan, current)
         out[slug] = plan
     return out

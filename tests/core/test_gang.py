@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from scoctl.config.claims_file import load_claims
 from scoctl.core.gang import (
     GANG_FAILED,
     GANG_PROVISIONED,
@@ -18,6 +21,8 @@ from scoctl.core.gang import (
     pod_group_size,
     slurm_gang_size,
 )
+from scoctl.core.planner import plan_all
+from scoctl.errors import ConfigError
 from tests.core.builders_planner import T1, make_claim, make_flavor, make_pool
 
 POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retries=3, booking=1200.0)
@@ -198,3 +203,34 @@ def test_a_ready_gang_is_provisioned_once_reported_up_and_booked():
     assert gang_booked(step.record, POLICY, 60.0 + 1199.0)
     assert not gang_booked(step.record, POLICY, 60.0 + 1200.0)
     assert not gang_booked(record, POLICY, 60.0)
+
+
+# --------------------------------------------------------------------------- plan_all, claims file
+
+
+def test_plan_all_plans_a_gang_claim_whole_beside_an_ordinary_claim(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        "claims:\n"
+        "  - {workload: train, contract: T1, pods: 6, gang: {size: 6},\n"
+        "     requests: {cpu: '48', memory: 192Gi}, largest_pod: {cpu: '8', memory: 32Gi}}\n"
+        "  - {workload: web, contract: T1, pods: 2,\n"
+        "     requests: {cpu: '8', memory: 32Gi}, largest_pod: {cpu: '4', memory: 16Gi}}\n",
+        encoding="utf-8")
+    claims = load_claims(path, {"T1": T1})
+    assert [c.gang for c in claims] == [6, 0]
+    pools = [make_pool(f"{g}.az1.p{i}", group=g, depth=40) for g in "ab" for i in range(2)]
+    scores = {p.name: 0.9 - i / 100 for i, p in enumerate(pools)}
+    plans = plan_all(claims, {"T1": T1}, pools, FLAVORS, scores, {})
+    assert plans["train"].feasible and sum(plans["train"].units().values()) == 6
+    assert len({p.group for p in plans["train"].pools}) == 1
+    assert plans["web"].units()  # the ordinary claim is planned by the usual rules
+
+
+def test_a_claims_file_gang_larger_than_its_pods_names_the_field(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text("claims:\n  - {workload: train, pods: 2, gang: {size: 6},\n"
+                    "     requests: {cpu: '16'}, largest_pod: {cpu: '8'}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_claims(path, {"T1": T1})
+    assert "claims[0].gang.size" in str(caught.value)

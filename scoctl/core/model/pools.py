@@ -115,3 +115,5 @@ class Claim:
     zone_spread: int = 0
     # per flavor, what the DaemonSet pods that would land on a new unit request (§22)
     overhead: Mapping[str, Resources] = field(default_factory=dict, hash=False)
+    # DESIGN §19: members per gang (0: not a gang); `pods // gang` gangs, one member per unit
+    gang: int = 0
