@@ -18,7 +18,7 @@ from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.errors import ConfigError
 
 CLAIM_FIELDS = frozenset({"workload", "contract", "requests", "largest_pod", "pods",
-                          "tolerates_reclaimable"})
+                          "tolerates_reclaimable", "gang"})
 MAX_PODS = 10**9
 
 
@@ -74,7 +74,21 @@ def _claim(raw: Any, where: str, file: str, contracts: Mapping[str, Any]) -> Cla
         raise ConfigError("must be true or false", file=file,
                           field=f"{where}.tolerates_reclaimable")
     return Claim(workload=workload, contract=contract, requests=requests, largest_pod=largest,
-                 pods=pods, tolerates_reclaimable=tolerates)
+                 pods=pods, tolerates_reclaimable=tolerates,
+                 gang=_gang(raw.get("gang"), pods, where, file))
+
+
+def _gang(raw: Any, pods: int, where: str, file: str) -> int:
+    """``gang: {size: N}`` (DESIGN §19): N members per gang, `largest_pod` one member."""
+    if raw is None:
+        return 0
+    if not isinstance(raw, Mapping) or set(raw) != {"size"}:
+        raise ConfigError("must be a mapping with only `size`", file=file, field=f"{where}.gang")
+    size = raw["size"]
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= pods:
+        raise ConfigError(f"must be a whole number from 1 to the claim's pods ({pods})",
+                          file=file, field=f"{where}.gang.size")
+    return size
 
 
 def _resources(raw: Mapping[str, Any], key: str, where: str, file: str) -> dict[str, int]:

@@ -32,6 +32,7 @@ from scoctl.config.fields import (
 from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.cron import CronError, parse_cron
+from scoctl.core.gang import DEFAULT_GANG_POLICY, PLACEMENTS, GangPolicy
 from scoctl.core.model import (
     KINDS,
     OLDEST_REST_API,
@@ -261,6 +262,21 @@ def is_url(state: Path | str) -> bool:
 
 
 @dataclass(frozen=True)
+class Gang:
+    """The `gang` section (DESIGN §19), defaults from `core.gang.DEFAULT_GANG_POLICY`."""
+
+    placement: str = setting(DEFAULT_GANG_POLICY.placement, "string")  # same_group|same_az|any
+    max_pools: int = setting(DEFAULT_GANG_POLICY.max_pools, "integer", low=1)
+    deadline: float = setting(DEFAULT_GANG_POLICY.deadline, "duration")  # launch to all Ready
+    retries: int = setting(DEFAULT_GANG_POLICY.retries, "integer", low=0)
+    booking: float = setting(DEFAULT_GANG_POLICY.booking, "duration")  # kept for its job
+
+    def policy(self) -> GangPolicy:
+        placement = next(p for p in PLACEMENTS if p == self.placement)
+        return GangPolicy(placement, self.max_pools, self.deadline, self.retries, self.booking)
+
+
+@dataclass(frozen=True)
 class Intake:
     batch_idle: float = setting(1.0, "duration")
     batch_max: float = setting(5.0, "duration")
@@ -300,6 +316,7 @@ class Config:
     timeouts: Timeouts = field(default_factory=Timeouts)
     retention: Retention = field(default_factory=Retention)
     intake: Intake = field(default_factory=Intake)
+    gang: Gang = field(default_factory=Gang)
     gate: GateSettings = field(default_factory=GateSettings)
     lease: Lease = field(default_factory=Lease)
     state_password_file: Path | None = setting(None, "path")
@@ -432,6 +449,7 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
     ("retention",): Retention,
     ("gate",): GateSettings,
     ("intake",): Intake,
+    ("gang",): Gang,
     ("lease",): Lease,
 }
 
@@ -913,6 +931,15 @@ def _intake(r: _Reader, root: Mapping[str, Any]) -> Intake:
     return intake
 
 
+def _gang(r: _Reader, root: Mapping[str, Any]) -> Gang:
+    gang = Gang(**r.settings(_section(r, root, "gang"), ("gang",), Gang))
+    if gang.placement not in PLACEMENTS:
+        raise r.fail(("gang", "placement"), f"must be one of {', '.join(PLACEMENTS)}")
+    if gang.deadline <= 0:
+        raise r.fail(("gang", "deadline"), "must be more than 0s")
+    return gang
+
+
 def _quota_block(r: _Reader, quota_block: str) -> Literal["fail", "queue"]:
     if quota_block == "queue":
         return "queue"
@@ -1189,6 +1216,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         bootstrap=_bootstrap(r, root),
         timeouts=_timeouts(r, root),
         intake=_intake(r, root),
+        gang=_gang(r, root),
         gate=_gate(r, root),
         state=_state(r, root),
         lease=_lease(r, root),

@@ -102,11 +102,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import attrgetter, truediv
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from scoctl.core.gang import GangPolicy
+
 
 EPS = 1e-9
 DEFAULT_DEPTH_PREMIUM = 0.05  # the one default of the config's planner.depth_premium (`Config`)
@@ -1289,6 +1293,7 @@ def plan_all(
     promised: Mapping[str, int] | None = None,
     idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
     fresh: dict[str, WorkloadPlan] | None = None,
+    gang_policy: GangPolicy | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1303,7 +1308,9 @@ def plan_all(
     current units per pool that run no work (`plan_workload`'s `idle`). `fresh`, when given,
     receives each re-planned workload's fresh plan (`plan_fresh`, DESIGN §18), planned first
     in the same context, so the pools' order, bounds and coverages are worked out once for
-    both. Raises `ConfigError` for a claim naming an unknown contract or a slug planned twice.
+    both. A gang claim (`Claim.gang`) is planned by `core.gang.plan_gang` under `gang_policy`
+    (the config's `gang` defaults when None). Raises `ConfigError` for a claim naming an
+    unknown contract or a slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     ordered = planning_order(claims)
@@ -1351,9 +1358,16 @@ def plan_all(
             out[slug] = previous[slug]
             continue
         current = current_by_workload.get(slug, empty)
-        plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
-                         slug in explain_set, prune=True,
-                         idle=(idle_by_workload or {}).get(slug))
+        if claim.gang > 0:
+            from scoctl.core.gang import DEFAULT_GANG_POLICY, plan_gang  # gang builds on this
+
+            plan = plan_gang(claim, contracts[claim.contract], claim.gang,
+                             gang_policy or DEFAULT_GANG_POLICY, ctx.pools, flavors, scores,
+                             current, depth_left, excluded, depth_premium)
+        else:
+            plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
+                             slug in explain_set, prune=True,
+                             idle=(idle_by_workload or {}).get(slug))
         _consume(depth_left, plan, current)
         out[slug] = plan
     return out

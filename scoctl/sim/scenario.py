@@ -102,6 +102,7 @@ class Scenario:
     project: str = "admin"
     quota: Mapping[str, int] = field(default_factory=dict)  # instances, cores, ram (MiB)
     capacity: Mapping[str, int] | None = None  # per-AZ host: vcpus, ram (MiB); None: unlimited
+    az_capacity: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # one AZ's host
     timing: Mapping[str, float] = field(default_factory=dict)
     nodes: tuple[NodeSeed, ...] = ()
     quotas: tuple[QuotaSeed, ...] = ()
@@ -239,8 +240,8 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
             else config
 
     npath: Path_ = ("nova",)
-    nova = r.mapping(root.get("nova"), npath, {"project", "quota", "capacity", "timing",
-                                               "images"})
+    nova = r.mapping(root.get("nova"), npath, {"project", "quota", "capacity", "az_capacity",
+                                               "timing", "images"})
     project = r.string(nova, npath, "project", "admin") or "admin"
     qpath = (*npath, "quota")
     quota_raw = r.mapping(nova.get("quota"), qpath, {"instances", "cores", "ram"})
@@ -251,11 +252,13 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     capacity: dict[str, int] | None = None
     cap_raw = nova.get("capacity", "unlimited")
     if cap_raw != "unlimited":
-        cpath = (*npath, "capacity")
-        cap = r.mapping(cap_raw, cpath, {"vcpus", "ram"})
-        capacity = {"vcpus": r.integer(cap, cpath, "vcpus", 10**6, low=1) or 1,
-                    "ram": r.quantity(cap.get("ram", "64Ti"), (*cpath, "ram"), parse_memory)
-                    // MIB, "disk": 10**7}
+        capacity = _host(r, cap_raw, (*npath, "capacity"))
+    # DESIGN §19: one AZ's host size; a multi-create it cannot take whole is NoValidHost
+    azpath = (*npath, "az_capacity")
+    az_raw = nova.get("az_capacity") or {}
+    az_map = r.mapping(az_raw, azpath,
+                       {str(k) for k in az_raw} if isinstance(az_raw, Mapping) else set())
+    az_capacity = {str(az): _host(r, cap, (*azpath, str(az))) for az, cap in az_map.items()}
     tpath = (*npath, "timing")
     timing_raw = r.mapping(nova.get("timing"), tpath, set(TIMING_KEYS))
     timing = {k: r.number(timing_raw, tpath, k, 0.0) for k in timing_raw}
@@ -293,6 +296,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
                      ".novalocal")
     return Scenario(
         source=doc.file, config=config, project=project, quota=quota, capacity=capacity,
+        az_capacity=az_capacity,
         timing=timing, nodes=nodes, quotas=quotas, deployments=deployments,
         poll_interval=poll, ready_after=r.duration(agent, apath, "ready_after", 2.0),
         reclaim_rate_per_hour=r.number(reclaim, rpath, "rate_per_hour", 0.0),
@@ -300,6 +304,13 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
         images=images, unregistered_images=_names(r, agent.get("unregistered_images"),
                                                   (*apath, "unregistered_images")),
     )
+
+
+def _host(r: _Reader, raw: Any, path: Path_) -> dict[str, int]:
+    cap = r.mapping(raw, path, {"vcpus", "ram"})
+    return {"vcpus": r.integer(cap, path, "vcpus", 10**6, low=1) or 1,
+            "ram": r.quantity(cap.get("ram", "64Ti"), (*path, "ram"), parse_memory) // MIB,
+            "disk": 10**7}
 
 
 def _names(r: _Reader, raw: Any, path: Path_) -> tuple[str, ...]:
@@ -484,7 +495,7 @@ def nova_seed(scenario: Scenario, config: Config) -> dict[str, Any]:
         "keypairs": keys,
         "quota": dict(scenario.quota),
         "capacity": None if scenario.capacity is None else dict(scenario.capacity),
-        "az_capacity": {},
+        "az_capacity": {az: dict(cap) for az, cap in scenario.az_capacity.items()},
     }
     if scenario.timing:
         seed["timing"] = dict(scenario.timing)

@@ -400,11 +400,20 @@ def test_the_bundled_scenario_takes_its_flavors_and_zones_from_the_demo_config()
     ("agent: {reclaim: {mode: explode}}\n", "scenario.yaml:1: agent.reclaim.mode"),
     ("agent: {node_suffix: novalocal}\n", "scenario.yaml:1: agent.node_suffix"),
     ("bogus: 1\n", "scenario.yaml:1: bogus"),
+    ("nova: {az_capacity: {az1: {vcpus: 0}}}\n", "scenario.yaml:1: nova.az_capacity.az1.vcpus"),
 ])
 def test_a_bad_scenario_names_its_file_line_and_field(text, where):
     with pytest.raises(ConfigError) as caught:
         parse_scenario(load_located(text, "scenario.yaml"), base=None)
     assert str(caught.value).startswith(where)
+
+
+def test_az_capacity_sizes_one_zones_host_in_the_nova_seed():
+    text = "nova: {az_capacity: {az2: {vcpus: 32, ram: 128Gi}}}\n"
+    scenario = parse_scenario(load_located(text, "scenario.yaml"), base=None)
+    seed = nova_seed(scenario, load_config(None))
+    assert seed["az_capacity"] == {"az2": {"vcpus": 32, "ram": 128 * 1024, "disk": 10**7}}
+    assert seed["capacity"] is None  # the other zones stay unlimited
 
 
 def test_nodes_take_the_scenarios_suffix_and_carry_their_servers_identity():

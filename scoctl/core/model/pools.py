@@ -136,3 +136,5 @@ class Claim:
     # per eligible pool, the summed weight of the pods' preferred node affinity terms it
     # matches (§22: soft terms only order pools, the best-matched first)
     preferred: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # DESIGN §19: members per gang (0: not a gang); `pods // gang` gangs, one member per unit
+    gang: int = 0

@@ -1,0 +1,368 @@
+"""Gangs: all-or-nothing for multi-node work (DESIGN §19), as pure decisions over values.
+
+A gang is work that is useless until every member runs: a Slurm job needing more than one node,
+Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``gang: {size}``.
+
+- `slurm_gang_size`, `pod_group_size`: how big a gang a source asks for.
+- `plan_gang`: N members per gang, each on its own node, every gang inside one placement
+  bucket (a correlation group by default), in at most `max_pools` pools; the pool cap and
+  `min_pools` count gangs, not members.
+- `gang_launch_count`: all members in one pass, or none (never more than N servers).
+- `gang_step`: after a pass, whether the gang is provisioned, still booting, or failed — and
+  then every member is deleted, the failing pools are excluded and the retry waits
+  `gang_backoff`; after `retries` failures the gang is unsatisfiable and the workload failed.
+- `gang_booked`: a Ready gang is not idle-scaled down before its booking ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scoctl.core.model import Claim, Contract, Flavor, Pool, flavor_allocatable
+from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM, PoolPlan, WorkloadPlan, pool_key
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GANG_SIZE_ANNOTATION = "sco/gang-size"
+GANG_FAILED = "GANG_FAILED"
+GANG_PROVISIONED = "GANG_PROVISIONED"
+GANG_UNSATISFIABLE = "GANG_UNSATISFIABLE"
+
+Placement = Literal["same_group", "same_az", "any"]
+PLACEMENTS: tuple[Placement, ...] = ("same_group", "same_az", "any")
+BACKOFF_BASE = 60.0
+BACKOFF_CAP = 1800.0
+_MAX_COMBINATIONS = 20_000
+
+
+@dataclass(frozen=True)
+class GangPolicy:
+    """The config's `gang` section (its defaults live on the config's `Gang`)."""
+
+    placement: Placement
+    max_pools: int
+    deadline: float  # seconds from the launch to every member Ready
+    retries: int  # failures before the gang is unsatisfiable
+    booking: float  # seconds a Ready gang is kept for its job, idle or not
+
+
+DEFAULT_GANG_POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retries=3,
+                                 booking=1200.0)  # the config's `gang` defaults
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def slurm_gang_size(num_nodes: int) -> int:
+    """The gang a Slurm job is: its node count when it needs more than one node, else 0."""
+    return num_nodes if num_nodes > 1 else 0
+
+
+def pod_group_size(annotations: Sequence[str | None], min_member: int | None,
+                   pods_seen: int) -> tuple[int, str | None]:
+    """The size of a pod group (DESIGN §19) and a problem, if any.
+
+    `annotations`: each seen pod's ``sco/gang-size`` (None where absent); the size is that
+    annotation, else the PodGroup's ``spec.minMember`` where the API is served (`min_member`),
+    else the pods seen. Pods disagreeing, or an annotation that is not a whole number of at
+    least 1, is a problem named in the second value (the pods seen stand in for the size).
+    """
+    given = sorted({a.strip() for a in annotations if a is not None})
+    if len(given) > 1:
+        return pods_seen, f"pods disagree on {GANG_SIZE_ANNOTATION}: {', '.join(given)}"
+    if given:
+        text = given[0]
+        if not text.isdigit() or int(text) < 1:
+            return pods_seen, f"{GANG_SIZE_ANNOTATION} {text!r} is not a whole number of at least 1"
+        return int(text), None
+    if min_member is not None and min_member >= 1:
+        return min_member, None
+    return pods_seen, None
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _bucket(pool: Pool, placement: Placement) -> str:
+    if placement == "same_group":
+        return pool.group
+    if placement == "same_az":
+        return f"{pool.region}/{pool.az}"
+    return ""
+
+
+def _holds(flavor: Flavor, largest_pod: Mapping[str, int]) -> bool:
+    alloc = flavor_allocatable(flavor)
+    return all(alloc.get(name, 0) >= amount for name, amount in largest_pod.items() if amount > 0)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    pool: Pool
+    score: float
+    key: float
+    depth: int  # members it can hold: current units plus depth left
+
+
+def _candidates(claim: Claim, pools: Sequence[Pool], flavors: Mapping[str, Flavor],
+                scores: Mapping[str, float], current: Mapping[str, int],
+                depth_left: Mapping[str, int], excluded: Collection[str],
+                depth_premium: float) -> tuple[list[_Candidate], list[str]]:
+    eligible: list[tuple[Pool, int]] = []
+    reasons: list[str] = []
+    for pool in pools:
+        flavor = flavors.get(pool.flavor)
+        if pool.name not in scores or pool.name in excluded or flavor is None:
+            continue
+        if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
+            continue
+        if pool.name in claim.ineligible or not _holds(flavor, claim.largest_pod):
+            continue
+        depth = current.get(pool.name, 0) + max(0, depth_left.get(pool.name, pool.depth))
+        if depth > 0:
+            eligible.append((pool, depth))
+    if not eligible:
+        reasons.append("no eligible pool holds a gang member")
+    deepest = max((d for _, d in eligible), default=0)
+    out = [_Candidate(p, scores[p.name], pool_key(scores[p.name], d, deepest, depth_premium), d)
+           for p, d in eligible]
+    out.sort(key=lambda c: (-c.key, c.pool.name))
+    return out, reasons
+
+
+def _place_one(size: int, bucket: Sequence[_Candidate], left: Mapping[str, int],
+               gangs_in: Mapping[str, int], per_pool_gangs: int, max_pools: int,
+               fresh_first: bool) -> dict[str, int] | None:
+    """One gang's members over at most `max_pools` pools of one bucket, best key first (pools
+    holding no gang yet first while fewer than `min_pools` do): the fewest pools that hold it,
+    then the best-keyed such set; None when it cannot fit."""
+    usable = [c for c in bucket if left[c.pool.name] > 0
+              and gangs_in.get(c.pool.name, 0) < per_pool_gangs]
+    if fresh_first:
+        usable.sort(key=lambda c: gangs_in.get(c.pool.name, 0) > 0)  # stable: keys kept
+    for k in range(1, max_pools + 1):
+        if math.comb(len(usable), k) > _MAX_COMBINATIONS:  # too many: the deepest pools
+            chosen = sorted(usable, key=lambda c: -left[c.pool.name])[:k]
+            combos: Iterable[tuple[_Candidate, ...]] = [tuple(chosen)]
+        else:
+            combos = itertools.combinations(usable, k)  # best keys first
+        for combo in combos:
+            if sum(left[c.pool.name] for c in combo) >= size:
+                taken: dict[str, int] = {}
+                need = size
+                for cand in combo:
+                    n = min(need, left[cand.pool.name])
+                    if n:
+                        taken[cand.pool.name] = n
+                    need -= n
+                return taken
+    return None
+
+
+def plan_gang(
+    claim: Claim,
+    contract: Contract,
+    size: int,
+    policy: GangPolicy,
+    pools: Sequence[Pool],
+    flavors: Mapping[str, Flavor],
+    scores: Mapping[str, float],
+    current: Mapping[str, int] | None = None,
+    depth_left: Mapping[str, int] | None = None,
+    excluded: Collection[str] = frozenset(),
+    depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+) -> WorkloadPlan:
+    """Plan a gang claim (DESIGN §19): ``claim.pods // size`` gangs (at least one) of `size`
+    members, one member per unit, each gang inside one placement bucket in at most
+    `policy.max_pools` pools.
+
+    No pool holds members of more than ⌈pool_cap × gangs⌉ gangs, and while fewer than
+    `min_pools` pools hold a gang, pools holding none come first. Buckets are tried best pool
+    key first (ties by name). Units the workload holds (`current`) are kept when they already
+    form the whole plan in eligible pools. A gang that fits no bucket makes the plan
+    infeasible: a partial gang is never planned.
+    """
+    if size < 1:
+        raise ValueError("a gang has at least one member")
+    current = dict(current or {})
+    depth_left = dict(depth_left or {})
+    gangs = max(1, claim.pods // size)
+    needed = gangs * size
+    cands, reasons = _candidates(claim, pools, flavors, scores, current, depth_left, excluded,
+                                 depth_premium)
+    by_name = {c.pool.name: c for c in cands}
+    kept = {p: n for p, n in current.items() if n > 0}
+    if kept and sum(kept.values()) == needed and all(p in by_name for p in kept) \
+            and len({_bucket(by_name[p].pool, policy.placement) for p in kept}) == 1 \
+            and len(kept) <= policy.max_pools * gangs:
+        return _gang_plan(claim, contract, kept, by_name, needed, True, ())
+    buckets: dict[str, list[_Candidate]] = {}
+    for cand in cands:
+        buckets.setdefault(_bucket(cand.pool, policy.placement), []).append(cand)
+    order = sorted(buckets, key=lambda b: (-buckets[b][0].key, b))
+    per_pool_gangs = max(1, math.ceil(contract.pool_cap * gangs - 1e-9))
+    left = {c.pool.name: c.depth for c in cands}
+    gangs_in: dict[str, int] = {}
+    units: dict[str, int] = {}
+    for _ in range(gangs):
+        fresh_first = len(gangs_in) < contract.min_pools
+        for name in order:
+            taken = _place_one(size, buckets[name], left, gangs_in, per_pool_gangs,
+                               policy.max_pools, fresh_first)
+            if taken is not None:
+                break
+        else:
+            placed = sum(units.values()) // size
+            reasons.append(f"gang: {placed} of {gangs} gangs of {size} fit in one "
+                           f"{policy.placement.replace('_', ' ')} within {policy.max_pools} "
+                           "pools")
+            return _gang_plan(claim, contract, units, by_name, needed, False, reasons)
+        for pool, n in taken.items():
+            left[pool] -= n
+            gangs_in[pool] = gangs_in.get(pool, 0) + 1
+            units[pool] = units.get(pool, 0) + n
+    return _gang_plan(claim, contract, units, by_name, needed, True, ())
+
+
+def _gang_plan(claim: Claim, contract: Contract, units: Mapping[str, int],
+               by_name: Mapping[str, _Candidate], needed: int, feasible: bool,
+               reasons: Sequence[str]) -> WorkloadPlan:
+    rows = []
+    for name in sorted(units, key=lambda p: (-by_name[p].key, p)):
+        cand = by_name[name]
+        share = units[name] / needed
+        rows.append(PoolPlan(name, cand.pool.tier, cand.pool.group, units[name], share,
+                             cand.score, cand.key, share))
+    total = sum(units.values()) / needed
+    committed = sum(r.coverage for r in rows if r.tier == "committed")
+    return WorkloadPlan(claim.workload, contract.name, feasible, False, tuple(reasons),
+                        tuple(rows), total, committed, 0.0)
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def gang_launch_count(live: int, size: int, headroom: int) -> int:
+    """How many members to create this pass: all that are missing (``size - live``) when the
+    quota headroom takes them all, else none — a partial gang is never launched, and never
+    more than `size` servers of a gang exist."""
+    missing = max(0, size - live)
+    return missing if missing <= headroom else 0
+
+
+def gang_backoff(failures: int) -> float:
+    """Seconds before a gang that failed `failures` times is launched again: 60 s · 2ⁿ for the
+    n-th retry (n from 0), at most 30 min."""
+    if failures <= 0:
+        return 0.0
+    return min(BACKOFF_BASE * float(2 ** min(failures - 1, 10)), BACKOFF_CAP)
+
+
+MemberState = Literal["requested", "building", "active", "ready", "error", "create_failed"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One live member of a gang as the reconciler sees it."""
+
+    server: str  # server id, or the launch id of a create that failed
+    pool: str
+    state: MemberState
+    reason: str = ""  # the fault, for error and create_failed
+
+
+@dataclass(frozen=True)
+class GangRecord:
+    """What the state remembers of a gang between passes."""
+
+    workload: str
+    size: int
+    launched_at: float | None = None  # the pass its members were created in
+    failures: int = 0
+    failed_at: float | None = None
+    provisioned_at: float | None = None
+
+
+@dataclass(frozen=True)
+class GangEvent:
+    token: str
+    detail: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GangDecision:
+    """What to do with a gang this pass."""
+
+    record: GangRecord  # to save
+    delete: tuple[str, ...] = ()  # every member's server, on failure
+    exclude: tuple[str, ...] = ()  # the failing pools
+    events: tuple[GangEvent, ...] = ()
+    may_launch: bool = False  # the acquirer may create the missing members now
+    workload_failed: bool = False
+    report_up: tuple[str, ...] = ()  # Slurm: the members reported up (all, once provisioned)
+
+
+def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
+              now: float) -> GangDecision:
+    """The gang's next step (DESIGN §19), a pure function of what is stored and seen.
+
+    - Any member whose create failed or that went ERROR, or members not all Ready
+      `policy.deadline` after the launch: every member is deleted, ``GANG_FAILED {pool,
+      reason}`` per failing pool, those pools excluded; the failure count grows, and past
+      `policy.retries` the gang is ``GANG_UNSATISFIABLE`` and the workload failed.
+    - All `size` members Ready: ``GANG_PROVISIONED`` once; every member is reported up.
+    - No member: a launch is allowed once the back-off after the last failure has passed.
+    """
+    servers = tuple(sorted(m.server for m in members if m.state != "create_failed"))
+    failing = [m for m in members if m.state in ("error", "create_failed")]
+    ready = [m for m in members if m.state == "ready"]
+    if not failing and len(ready) >= record.size and members:
+        if record.provisioned_at is not None:
+            return GangDecision(record, report_up=servers)
+        done = GangRecord(record.workload, record.size, record.launched_at, record.failures,
+                          record.failed_at, now)
+        pools = sorted({m.pool for m in members})
+        return GangDecision(done, events=(GangEvent(GANG_PROVISIONED, {
+            "members": len(members), "pools": pools}),), report_up=servers)
+    late = bool(not failing and members and record.launched_at is not None
+                and now - record.launched_at >= policy.deadline)
+    if failing or late:
+        if failing:
+            by_pool: dict[str, str] = {}
+            for m in sorted(failing, key=lambda m: (m.pool, m.server)):
+                by_pool.setdefault(m.pool, m.reason or m.state)
+        else:
+            by_pool = {m.pool: f"not Ready within {policy.deadline:g}s"
+                       for m in sorted(members, key=lambda m: m.pool) if m.state != "ready"}
+        failures = record.failures + 1
+        events = [GangEvent(GANG_FAILED, {"pool": p, "reason": r, "attempt": failures})
+                  for p, r in sorted(by_pool.items())]
+        gave_up = failures > policy.retries
+        if gave_up:
+            events.append(GangEvent(GANG_UNSATISFIABLE, {"failures": failures,
+                                                         "pools": sorted(by_pool)}))
+        return GangDecision(
+            GangRecord(record.workload, record.size, None, failures, now, None),
+            delete=servers, exclude=tuple(sorted(by_pool)), events=tuple(events),
+            workload_failed=gave_up)
+    if not members:
+        if record.failures > policy.retries:
+            return GangDecision(record)
+        wait = gang_backoff(record.failures)
+        ready_to_go = record.failed_at is None or now - record.failed_at >= wait
+        return GangDecision(record, may_launch=ready_to_go)
+    return GangDecision(record)  # booting, within the deadline: nothing is reported up yet
+
+
+def gang_launched(record: GangRecord, now: float) -> GangRecord:
+    """The record after the acquirer created the gang's members at `now` (the deadline runs
+    from here)."""
+    return GangRecord(record.workload, record.size, now, record.failures, record.failed_at, None)
+
+
+def gang_booked(record: GangRecord, policy: GangPolicy, now: float) -> bool:
+    """A provisioned gang is kept, idle or not, until `policy.booking` after it was Ready."""
+    return record.provisioned_at is not None and now - record.provisioned_at < policy.booking
