@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from scoctl.core.model import Claim, Contract, Flavor, Pool, flavor_allocatable
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM, PoolPlan, WorkloadPlan, pool_key
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -261,17 +262,20 @@ def gang_backoff(failures: int) -> float:
     return min(BACKOFF_BASE * float(2 ** min(failures - 1, 10)), BACKOFF_CAP)
 
 
-MemberState = Literal["requested", "building", "active", "ready", "error", "create_failed"]
-
-
 @dataclass(frozen=True)
 class Member:
-    """One live member of a gang as the reconciler sees it."""
+    """One member of a gang as the reconciler sees it: its instance's status, or a create
+    that failed (`created` False: no server, `server` is the launch id)."""
 
     server: str  # server id, or the launch id of a create that failed
     pool: str
-    state: MemberState
-    reason: str = ""  # the fault, for error and create_failed
+    state: InstanceStatus
+    reason: str = ""  # the fault, for an ERROR member or a failed create
+    created: bool = True
+
+    @property
+    def failed(self) -> bool:
+        return not self.created or self.state == InstanceStatus.ERROR
 
 
 @dataclass(frozen=True)
@@ -316,9 +320,9 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
     - All `size` members Ready: ``GANG_PROVISIONED`` once; every member is reported up.
     - No member: a launch is allowed once the back-off after the last failure has passed.
     """
-    servers = tuple(sorted(m.server for m in members if m.state != "create_failed"))
-    failing = [m for m in members if m.state in ("error", "create_failed")]
-    ready = [m for m in members if m.state == "ready"]
+    servers = tuple(sorted(m.server for m in members if m.created))
+    failing = [m for m in members if m.failed]
+    ready = [m for m in members if m.created and m.state == InstanceStatus.READY]
     if not failing and len(ready) >= record.size and members:
         if record.provisioned_at is not None:
             return GangDecision(record, report_up=servers)
@@ -333,10 +337,12 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
         if failing:
             by_pool: dict[str, str] = {}
             for m in sorted(failing, key=lambda m: (m.pool, m.server)):
-                by_pool.setdefault(m.pool, m.reason or m.state)
+                by_pool.setdefault(m.pool, m.reason or (
+                    "create failed" if not m.created else str(m.state)))
         else:
             by_pool = {m.pool: f"not Ready within {policy.deadline:g}s"
-                       for m in sorted(members, key=lambda m: m.pool) if m.state != "ready"}
+                       for m in sorted(members, key=lambda m: m.pool)
+                       if m.state != InstanceStatus.READY}
         failures = record.failures + 1
         events = [GangEvent(GANG_FAILED, {"pool": p, "reason": r, "attempt": failures})
                   for p, r in sorted(by_pool.items())]

@@ -21,6 +21,7 @@ from scoctl.core.gang import (
     pod_group_size,
     slurm_gang_size,
 )
+from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.planner import plan_all
 from scoctl.errors import ConfigError
 from tests.core.builders_planner import T1, make_claim, make_flavor, make_pool
@@ -149,13 +150,13 @@ def test_backoff_doubles_from_a_minute_up_to_half_an_hour():
 
 
 def members(state, n=6, pool="a.az1.p1"):
-    return [Member(f"s{i}", pool, state) for i in range(n)]
+    return [Member(f"s{i}", pool, InstanceStatus(state)) for i in range(n)]
 
 
 def test_a_failed_create_deletes_every_member_and_excludes_the_pool():
     record = gang_launched(GangRecord("train", 6), 100.0)
-    seen = members("building", 5) + [Member("launch-1", "a.az1.p1", "create_failed",
-                                            "NoValidHost")]
+    seen = members("building", 5) + [Member("launch-1", "a.az1.p1", InstanceStatus.REQUESTED,
+                                            "NoValidHost", created=False)]
     step = gang_step(record, seen, POLICY, 110.0)
     assert step.delete == tuple(f"s{i}" for i in range(5))
     assert step.exclude == ("a.az1.p1",)
@@ -175,7 +176,7 @@ def test_after_a_failure_the_retry_waits_the_backoff():
 
 def test_members_not_ready_by_the_deadline_fail_the_gang():
     record = gang_launched(GangRecord("train", 6), 0.0)
-    seen = members("ready", 5) + [Member("s9", "b.az2.p1", "active")]
+    seen = members("ready", 5) + [Member("s9", "b.az2.p1", InstanceStatus.ACTIVE)]
     assert gang_step(record, seen, POLICY, 599.0).delete == ()
     step = gang_step(record, seen, POLICY, 600.0)
     assert len(step.delete) == 6
@@ -185,7 +186,8 @@ def test_members_not_ready_by_the_deadline_fail_the_gang():
 
 def test_after_the_retries_the_gang_is_unsatisfiable_and_the_workload_failed():
     record = gang_launched(GangRecord("train", 6, failures=3, failed_at=0.0), 5000.0)
-    step = gang_step(record, [Member("x", "a.az1.p1", "error", "fault")], POLICY, 5001.0)
+    step = gang_step(record, [Member("x", "a.az1.p1", InstanceStatus.ERROR, "fault")], POLICY,
+                     5001.0)
     assert [e.token for e in step.events] == [GANG_FAILED, GANG_UNSATISFIABLE]
     assert step.workload_failed
     assert not gang_step(step.record, [], POLICY, 99999.0).may_launch
