@@ -31,7 +31,7 @@ from scoctl.config.fields import (
 )
 from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
-from scoctl.core.cron import CronError, parse_cron
+from scoctl.core.cron import Cron, CronError, parse_cron
 from scoctl.core.gang import DEFAULT_GANG_POLICY, PLACEMENTS, GangPolicy
 from scoctl.core.model import (
     KINDS,
@@ -1029,27 +1029,7 @@ def _budget(r: _Reader, raw: Any, path: Path_, section: tuple[str, ...]) -> Budg
     units = _units(r, data["units"], (*path, "units"))
     reasons = frozenset(_reason(r, item, (*path, "reasons", i)) for i, item in enumerate(
         r.seq(data.get("reasons"), (*path, "reasons"))))
-    text = r.string(data, path, "schedule")
-    schedule = None
-    if text is not None:
-        try:
-            schedule = parse_cron(text)
-        except CronError as exc:
-            raise r.fail((*path, "schedule"), str(exc)) from exc
-    duration = None
-    if data.get("duration") is not None:
-        duration = r.duration(data, path, "duration", 0.0)
-        if duration <= 0:
-            raise r.fail((*path, "duration"), "must be more than 0s")
-    if schedule is not None and duration is None:
-        raise r.fail((*path, "duration"), "is required with schedule (how long each window is)")
-    if duration is not None and schedule is None:
-        raise r.fail((*path, "schedule"), "is required with duration (when each window starts)")
-    zone = r.string(data, path, "time_zone")
-    if zone is not None:
-        if schedule is None:
-            raise r.fail((*path, "time_zone"), "applies only with schedule")
-        _check_zone(r, zone, (*path, "time_zone"))
+    schedule, duration, zone = _window(r, data, path)
     rate = None
     if data.get("rate") is not None:
         rate = _rate(r, data["rate"], (*path, "rate"), (*section, "[]", "rate"))
@@ -1136,6 +1116,31 @@ def _buffer(r: _Reader, raw: Any, path: Path_) -> Buffer:
     replicas = r.integer(data, path, "replicas", 0)
     percentage = _percentage(r, data.get("percentage"), (*path, "percentage"))
     limits = _limits(r, data.get("limits"), (*path, "limits"))
+    schedule, duration, zone = _window(r, data, path)
+    if not replicas and not percentage:
+        raise r.fail(path, "wants no chunk: give replicas or percentage")
+    return Buffer(workload=workload, chunk=chunk, replicas=replicas, percentage=percentage,
+                  limits=limits, schedule=schedule, duration=duration, time_zone=zone or "UTC")
+
+
+def _percentage(r: _Reader, value: Any, path: Path_) -> float:
+    """A percentage: a number 0-100 or its text with ``%`` (``"20%"``)."""
+    if value is None:
+        return 0.0
+    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else value
+    try:
+        share = float(text) if not isinstance(text, bool) else math.nan
+    except (TypeError, ValueError):
+        share = math.nan
+    if not math.isfinite(share) or not 0 <= share <= 100:
+        raise r.fail(path, f'must be a percentage from 0 to 100 (20 or "20%"), not {value!r}')
+    return share
+
+
+def _window(r: _Reader, data: Mapping[str, Any],
+            path: Path_) -> tuple[Cron | None, float | None, str | None]:
+    """A window's `schedule` (5-field cron), `duration` and `time_zone` (IANA; only with a
+    schedule): both of the first two or neither (a budget's, a buffer's)."""
     text = r.string(data, path, "schedule")
     schedule = None
     if text is not None:
@@ -1157,24 +1162,7 @@ def _buffer(r: _Reader, raw: Any, path: Path_) -> Buffer:
         if schedule is None:
             raise r.fail((*path, "time_zone"), "applies only with schedule")
         _check_zone(r, zone, (*path, "time_zone"))
-    if not replicas and not percentage:
-        raise r.fail(path, "wants no chunk: give replicas or percentage")
-    return Buffer(workload=workload, chunk=chunk, replicas=replicas, percentage=percentage,
-                  limits=limits, schedule=schedule, duration=duration, time_zone=zone or "UTC")
-
-
-def _percentage(r: _Reader, value: Any, path: Path_) -> float:
-    """A percentage: a number 0-100 or its text with ``%`` (``"20%"``)."""
-    if value is None:
-        return 0.0
-    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else value
-    try:
-        share = float(text) if not isinstance(text, bool) else math.nan
-    except (TypeError, ValueError):
-        share = math.nan
-    if not math.isfinite(share) or not 0 <= share <= 100:
-        raise r.fail(path, f'must be a percentage from 0 to 100 (20 or "20%"), not {value!r}')
-    return share
+    return schedule, duration, zone
 
 
 def _check_zone(r: _Reader, zone: str, path: Path_) -> None:
