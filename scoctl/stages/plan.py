@@ -261,10 +261,11 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
         records = dict(store.plans()) if not dry_run else {}
         records.update(result.records)
     explained = result.records.get(explain) if explain else None
+    planned = result  # the run that planned the `explain` workload now
     if explain and explained is None and claims_path is None:
-        probe = run_plan(config, store, clock, only=[explain], dry_run=True,
-                         explain=[explain], option="--explain")
-        explained = probe.records.get(explain)
+        planned = run_plan(config, store, clock, only=[explain], dry_run=True,
+                           explain=[explain], option="--explain")
+        explained = planned.records.get(explain)
     if explained is not None:
         stored = records.get(explained.workload)
         records[explained.workload] = replace(
@@ -275,15 +276,17 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
     blasts = blast_radii(asked, claims_of(store.claims()), result.plans, config.flavors,
                          config.pools, {name: c.floor for name, c in config.contracts.items()}
                          ) if asked else {}
-    moving = (rebalance_of(config, store, clock, explain)
+    moving = (rebalance_of(config, store, clock, explain, planned)
               if explain and claims_path is None else None)
     return PlanView(result=result, records=dict(sorted(records.items())), explain=explain,
                     blasts=blasts, rebalance=moving)
 
 
-def rebalance_of(config: Config, store: Store, clock: Clock, slug: str) -> rebalance.Decision:
+def rebalance_of(config: Config, store: Store, clock: Clock, slug: str,
+                 planned: PlanResult | None = None) -> rebalance.Decision:
     """What a rebalance (DESIGN §18) would do for one workload now: its plan as the planner
-    gives it now (a dry re-plan: an unchanged claim re-plans to its stored plan) against its
+    gives it now (`planned`, the run that planned it, else a dry re-plan: an unchanged claim
+    re-plans to its stored plan) against its
     fresh plan (`planner.plan_fresh`: the same claim, exclusions, depth and scores, as if it
     held no unit), with its ready units. A trigger shows as holding since now: the stabilize
     window is not carried between runs yet, so `planned` is only True with ``stabilize: 0``."""
@@ -292,7 +295,8 @@ def rebalance_of(config: Config, store: Store, clock: Clock, slug: str) -> rebal
               for c in claims_of(store.claims()) if c.workload == slug]  # as `_read` does
     if not claims or claims[0].contract not in config.contracts:
         return rebalance.Decision(None)
-    replanned = run_plan(config, store, clock, only=[slug], dry_run=True)
+    replanned = planned if planned is not None and slug in planned.plans else run_plan(
+        config, store, clock, only=[slug], dry_run=True)
     instances = store.instances()
     current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
     known = {c.name for c in config.pools}
