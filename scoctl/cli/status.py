@@ -56,6 +56,9 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         notices = {row.server_id: row for row in store.noticed()}  # the open ones
         disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
         rollouts = drift_progress(config, store, now)
+        rebalances = [{"workload": r.workload, "trigger": r.trigger, "since": r.since,
+                       "moves": list(r.moves), "planned": r.planned}
+                      for r in store.rebalances().values()]  # DESIGN §18
     recorded = {i.id: i for i in disrupted}
     recorded.update({i.id: i for i in instances})
     budgets = {name: config.disruption_of(name).budgets
@@ -79,6 +82,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                             "next_window": rfc3339(r.next_window) if r.next_window else None}
                            for r in reasons],
             "drift": rollouts,
+            "rebalance": rebalances,
             "buffers": [{"workload": b.workload, "desired": b.desired, "held": b.held,
                          "problem": "BUFFER_SHORT" if b.short else None} for b in buffers],
         })
@@ -122,6 +126,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
                      [(r["workload"], r["drifted"], r["in_flight"], r["replaced"], r["phase"])
                       for r in rollouts])
+    if rebalances:
+        render.table("Rebalance", ["workload", "trigger", "since", "moves", "planned"],
+                     [(r["workload"], r["trigger"], r["since"], len(r["moves"]),
+                       r["planned"] or "waiting") for r in rebalances])
     if buffers:
         render.table("Buffers", ["workload", "desired", "held", "problem"],
                      [(b.workload, b.desired, b.held, "BUFFER_SHORT" if b.short else "")

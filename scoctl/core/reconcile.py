@@ -176,6 +176,8 @@ class Snapshot:
     # UNIT_DRIFTED is recorded, the (workload, hashes) whose DRIFT_ROLLOUT_HALTED is, and when
     # each workload's rollout was last resumed (`scoctl drift resume`)
     drift: DriftView | None = None
+    # DESIGN §18: the units a planned rebalance moves (server ids), started as `rebalanced`
+    rebalance_moves: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -949,7 +951,8 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
              deleting: set[str]) -> tuple[Blocked, ...]:
     """The disruptions (DESIGN §16): scale-downs in flight go on (draining), units awaiting
     their replacement are removed once it is ready (`_retire`); then the candidates — `late`,
-    `empty`, `unhealthy`, `underutilized`, `expired`, in that order — go through the budgets
+    `empty`, `unhealthy`, `underutilized`, `expired`, `rebalanced` (a planned rebalance's
+    moves), `drifted`, in that order — go through the budgets
     (`core.disruption.plan`: counted in flight, rates over the recorded starts). Returns the
     ones the budgets hold back, and records the blocks that changed."""
     for inst in sorted(p.instances.values(), key=lambda i: i.name):
@@ -989,6 +992,13 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
     candidates += disruption.expired(
         [u for u in units if u.server_id not in chosen], now=p.now,
         expire_after={w: p.policy.settings_of(w).expire_after for w in names})
+    chosen = {c.server_id for c in candidates}
+    ready = {u.server_id: u for u in units}
+    candidates += tuple(  # §18: a planned rebalance's moves in its order, replaced first
+        Disruption(u.server_id, u.name, u.workload, u.pool, DisruptionReason.REBALANCED,
+                   disruption.REPLACE_FIRST[DisruptionReason.REBALANCED])
+        for u in (ready.get(s) for s in p.snapshot.rebalance_moves)
+        if u is not None and u.server_id not in chosen)
     chosen = {c.server_id for c in candidates}
     candidates += tuple(d for d in drifted if d.server_id not in chosen)
     registered: dict[str, int] = {w: sum(pools.values()) for w, pools in held.items()}

@@ -29,14 +29,15 @@ from scoctl.config.schema import Config, is_url
 from scoctl.core import planner, rebalance
 from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, idle_units_of, units_of
-from scoctl.core.model import Claim, NewEvent, PlanWorkloadRecord, RankingCache
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model import Claim, InstanceRecord, NewEvent, PlanWorkloadRecord, RankingCache
 from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
 from scoctl.errors import UsageError
+from scoctl.services import rebalance as services_rebalance
 from scoctl.services.claims import record_claim
 from scoctl.state import Store, open_store
 
 FILE_SOURCE = "file"
+REBALANCE_PENDING = "rebalance pending"  # the reason a workload is re-planned for its rebalance
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class PlanResult:
     committed: bool
     seconds: float
     reasons_for_change: Mapping[str, str] = field(default_factory=dict)
+    # DESIGN §18: each re-planned workload's rebalance this run (recorded unless a dry run)
+    rebalances: Mapping[str, rebalance.Decision] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,16 +136,17 @@ def _reasons(config: Config, store: Store, inputs: _Inputs, *, only: Collection[
 
 
 def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str, str],
-            removed: Sequence[str], *, full: bool,
-            explain: Collection[str]) -> dict[str, planner.WorkloadPlan]:
-    instances = store.instances()
+            removed: Sequence[str], *, full: bool, explain: Collection[str],
+            instances: Sequence[InstanceRecord],
+            fresh: dict[str, planner.WorkloadPlan] | None) -> dict[str, planner.WorkloadPlan]:
     current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
     idle = idle_units_of(instances)  # a shrunk claim gives these back first (DESIGN §16)
     if full:
         return planner.plan_all(
             inputs.claims, config.contracts, config.pools, config.flavors,
             inputs.ranking.scores, current, excluded=inputs.excluded,
-            depth_premium=config.depth_premium, explain=set(explain), idle_by_workload=idle)
+            depth_premium=config.depth_premium, explain=set(explain), idle_by_workload=idle,
+            fresh=fresh)
     # Incremental: plan just the changed claims. Every kept plan's new units arrive as
     # `promised` depth (one pass over plain rows), and the plans being replaced or removed
     # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
@@ -154,7 +158,7 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
         current, excluded=inputs.excluded, depth_premium=config.depth_premium,
         only=set(reasons), previous=previous, explain=set(explain),
         promised=planner.promised_depth(store.planned_units(), current),
-        idle_by_workload=idle)
+        idle_by_workload=idle, fresh=fresh)
 
 
 def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRecord],
@@ -201,11 +205,24 @@ def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], 
             raise UsageError(f"{option} {slug}: no claim for this workload")
     full = full or what_if is not None
     reasons = _reasons(config, store, inputs, only=only, full=full, why=why)
+    stored = store.rebalances() if what_if is None else {}
+    if what_if is None and not only and not full:
+        # a rebalance waiting out its stabilize window is decided again each run: its
+        # workload is re-planned, and kept as it is when the plan comes out the same
+        for name in stored:
+            if name in names and name not in reasons:
+                reasons[name] = REBALANCE_PENDING
     removed = sorted(set(inputs.previous) - names) if what_if is None else []
-    plans = _decide(config, store, inputs, reasons, removed, full=full, explain=explain)
+    instances = store.instances()
+    fresh: dict[str, planner.WorkloadPlan] | None = {} if what_if is None else None
+    plans = _decide(config, store, inputs, reasons, removed, full=full, explain=explain,
+                    instances=instances, fresh=fresh)
     by_name = {c.workload: c for c in inputs.claims}
     records = {name: to_record(plan, by_name[name], inputs.ranking.id, inputs.excluded)
                for name, plan in plans.items() if name in reasons}
+    records = _without_unchanged(store, records, reasons)
+    decided = (services_rebalance.decide_all(config, instances, plans, fresh, stored,
+                                             now=clock.now()) if fresh is not None else {})
     changed = tuple(sorted(set(records) | set(removed)))
     latest = store.latest_generation()
     generation = latest.generation if latest else 0
@@ -215,10 +232,31 @@ def _plan(config: Config, store: Store, clock: Clock, *, only: Collection[str], 
     committed = None
     if not dry_run and (changed or inputs.cache_entry):
         committed = _commit(store, inputs, records, removed, reasons, full=full)
+    if not dry_run and fresh is not None:
+        with store.transaction():
+            services_rebalance.record(store, decided, stored,
+                                      gone=[n for n in stored if n not in names])
     return PlanResult(generation=committed or generation, ranking=inputs.ranking,
                       changed=changed, plans=plans, records=records,
                       committed=committed is not None, seconds=clock.monotonic() - started,
-                      reasons_for_change=reasons)
+                      reasons_for_change=reasons, rebalances=decided)
+
+
+def _without_unchanged(store: Store, records: Mapping[str, PlanWorkloadRecord],
+                       reasons: Mapping[str, str]) -> dict[str, PlanWorkloadRecord]:
+    """`records` less those of workloads re-planned only for a pending rebalance whose plan
+    came out as stored (the stable planner's usual answer): no generation for no change."""
+    again = {n for n in records if reasons.get(n) == REBALANCE_PENDING}
+    if not again:
+        return dict(records)
+    stored = store.plans(only=again)
+    return {n: r for n, r in records.items()
+            if n not in again or n not in stored or not _same_plan(r, stored[n])}
+
+
+def _same_plan(new: PlanWorkloadRecord, old: PlanWorkloadRecord) -> bool:
+    return (new.claim_version, new.feasible, new.degraded, new.reasons, new.pools) == (
+        old.claim_version, old.feasible, old.degraded, old.reasons, old.pools)
 
 
 def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
@@ -284,29 +322,11 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
 
 def rebalance_of(config: Config, store: Store, clock: Clock, slug: str,
                  planned: PlanResult | None = None) -> rebalance.Decision:
-    """What a rebalance (DESIGN §18) would do for one workload now: its plan as the planner
-    gives it now (`planned`, the run that planned it, else a dry re-plan: an unchanged claim
-    re-plans to its stored plan) against its
-    fresh plan (`planner.plan_fresh`: the same claim, exclusions, depth and scores, as if it
-    held no unit), with its ready units. A trigger shows as holding since now: the stabilize
-    window is not carried between runs yet, so `planned` is only True with ``stabilize: 0``."""
-    limits = {w.name: w.limits for w in config.workloads if w.limits}
-    claims = [replace(c, limits=limits[slug]) if slug in limits else c
-              for c in claims_of(store.claims()) if c.workload == slug]  # as `_read` does
-    if not claims or claims[0].contract not in config.contracts:
-        return rebalance.Decision(None)
-    replanned = planned if planned is not None and slug in planned.plans else run_plan(
-        config, store, clock, only=[slug], dry_run=True)
-    instances = store.instances()
-    current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
-    known = {c.name for c in config.pools}
-    excluded = {e.pool for e in store.exclusions()} & known
-    fresh = planner.plan_fresh(claims, config.contracts, config.pools, config.flavors,
-                               replanned.ranking.scores, current, excluded=excluded,
-                               depth_premium=config.depth_premium)
-    held = [rebalance.Held(i.id, i.name, i.pool, i.created) for i in instances
-            if i.workload == slug and i.pool and i.status == InstanceStatus.READY
-            and not i.disruption]
-    contract = config.contracts[claims[0].contract]
-    return rebalance.decide(slug, replanned.plans[slug], fresh[slug], contract, held, None,
-                            config.disruption_of(slug).rebalance, now=clock.now())
+    """What a rebalance (DESIGN §18) does for one workload now: its plan as the planner gives
+    it now (`planned`, the run that planned it, else a dry re-plan: an unchanged claim
+    re-plans to its stored plan) against its fresh plan (`planner.plan_fresh`: the same
+    claim, exclusions, depth and scores, as if it held no unit), with its ready units and the
+    trigger's since as the last run recorded it."""
+    if planned is None or slug not in planned.rebalances:
+        planned = run_plan(config, store, clock, only=[slug], dry_run=True)
+    return planned.rebalances.get(slug) or rebalance.Decision(None)

@@ -69,6 +69,7 @@ from scoctl.services import drift as drift_inputs
 from scoctl.services.buffers import record_short
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
+from scoctl.services.rebalance import planned_moves
 from scoctl.state import Store
 from scoctl.state.coordination import check_fence, intents_held
 
@@ -260,7 +261,8 @@ class _Region:
             pools=frozenset(p.name for p in config.pools if p.region == self.region.name),
             excluded=frozenset(e.pool for e in store.exclusions()),
             blocks=tuple(store.disruption_blocks()),
-            drift=self.drift_view(tracked))
+            drift=self.drift_view(tracked),
+            rebalance_moves=planned_moves(store.rebalances()))
 
     def drift_view(self, tracked: Sequence[InstanceRecord]) -> DriftView | None:
         """What drift compares against (DESIGN §17, `services.drift.view`); None (drift not

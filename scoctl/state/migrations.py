@@ -350,6 +350,17 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN parts TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE claims ADD COLUMN preferred TEXT NOT NULL DEFAULT '{}';
     """,
+    # 10: rebalance (DESIGN §18): each workload's trigger and since when it has held, carried
+    # between passes for `rebalance.stabilize`, the units it moves, and when it was planned
+    """
+    CREATE TABLE rebalances (
+        workload TEXT PRIMARY KEY,
+        trigger TEXT NOT NULL,
+        since TEXT NOT NULL,
+        moves TEXT NOT NULL DEFAULT '[]',
+        planned TEXT
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -41,6 +41,7 @@ from scoctl.core.model import (
     PlanGeneration,
     PlanWorkloadRecord,
     RankingCache,
+    RebalanceRecord,
     Sighting,
     TokenRecord,
     WorkloadRecord,
@@ -264,6 +265,16 @@ class FleetState(Protocol):
     def save_disruption_blocks(self, workloads: Iterable[str],
                                blocks: Iterable[DisruptionBlock]) -> None:
         """Replace the blocks of `workloads` with `blocks` (other workloads keep theirs)."""
+        ...
+
+    def rebalances(self) -> dict[str, RebalanceRecord]:
+        """Each workload's rebalance that waits out its stabilize window or is planned
+        (DESIGN §18), by workload."""
+        ...
+
+    def save_rebalances(self, workloads: Iterable[str],
+                        records: Iterable[RebalanceRecord]) -> None:
+        """Replace the rebalances of `workloads` with `records` (others keep theirs)."""
         ...
 
     def exclude(self, pool: str, reason: str, until: str) -> None:

@@ -58,9 +58,10 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     body = result.json()
     assert isinstance(body, dict)
     assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency",
-                          "disruption", "drift", "buffers"]
+                          "disruption", "drift", "rebalance", "buffers"]
     assert body["buffers"] == []  # DESIGN §20: none configured
     assert body["drift"] == []  # DESIGN §17: every unit on its pool's current spec
+    assert body["rebalance"] == []  # DESIGN §18: nothing waits or moves
     # DESIGN §16: per workload and reason, what the budgets allow (the default 10 % of its
     # registered units, rounded up), nothing in flight, no scheduled budget
     for entry in body["disruption"]:

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         PlanUnitRecord,
         PlanWorkloadRecord,
         RankingCache,
+        RebalanceRecord,
         TokenRecord,
         WorkloadRecord,
     )
@@ -122,6 +123,7 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "Placement", "Requirement", "Spread",
 ]
 __all__ += ["DisruptionBlock"]  # DESIGN §16
+__all__ += ["RebalanceRecord"]  # DESIGN §18
 __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
@@ -141,6 +143,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
               "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
+                "RebalanceRecord",
                 "InstanceRecord",
                 "InstanceUpdate", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
                 "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache",

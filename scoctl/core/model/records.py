@@ -199,6 +199,20 @@ class DisruptionBlock:
 
 
 @dataclass(frozen=True)
+class RebalanceRecord:
+    """A workload's rebalance between passes (DESIGN §18): the first trigger that holds, since
+    when some trigger has held (RFC 3339), the units it moves (server ids), and when it was
+    planned (None: waiting out `rebalance.stabilize`). Reconcile starts the planned moves as
+    `rebalanced` disruptions under the budgets."""
+
+    workload: str
+    trigger: str
+    since: str
+    moves: tuple[str, ...] = ()
+    planned: str | None = None
+
+
+@dataclass(frozen=True)
 class ExclusionRecord:
     """A pool on the negative cache until `until` (the one exclusion type: stored, decided by
     `core.faults.judge_fault` for a capacity fault or by `core.notice` for a reclaim notice,

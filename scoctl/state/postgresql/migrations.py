@@ -340,4 +340,14 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN parts {T} NOT NULL DEFAULT '[]';
     ALTER TABLE claims ADD COLUMN preferred {T} NOT NULL DEFAULT '{{}}';
     """,
+    # 10: rebalance (DESIGN §18): each workload's trigger, since, moves and when planned
+    f"""
+    CREATE TABLE rebalances (
+        workload {T} PRIMARY KEY,
+        trigger {T} NOT NULL,
+        since {T} NOT NULL,
+        moves {T} NOT NULL DEFAULT '[]',
+        planned {T}
+    );
+    """,
 )

@@ -11,6 +11,7 @@ from scoctl.core.model import (
     InstanceRecord,
     InstanceUpdate,
     LaunchRecord,
+    RebalanceRecord,
 )
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
@@ -112,6 +113,24 @@ class FleetTables(SqliteBase):
                 "INSERT INTO disruption_blocks (workload, reason, budget, until) "
                 "VALUES (?, ?, ?, ?)",
                 [(b.workload, b.reason, b.budget, b.until) for b in blocks])
+
+    def rebalances(self) -> dict[str, RebalanceRecord]:
+        """See `Store.rebalances`."""
+        return {r["workload"]: RebalanceRecord(r["workload"], r["trigger"], r["since"],
+                                               tuple(loads(r["moves"], [])), r["planned"])
+                for r in self.db.query("SELECT * FROM rebalances ORDER BY workload")}
+
+    def save_rebalances(self, workloads: Iterable[str],
+                        records: Iterable[RebalanceRecord]) -> None:
+        """See `Store.save_rebalances`."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM rebalances WHERE workload = ?",
+                                  [(w,) for w in sorted(set(workloads))])
+            self.conn.executemany(
+                "INSERT INTO rebalances (workload, trigger, since, moves, planned) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(r.workload, r.trigger, r.since, dumps(list(r.moves)), r.planned)
+                 for r in records])
 
     def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
         """Delete up to `limit` of the oldest instances with one of `statuses` last updated
