@@ -159,26 +159,28 @@ def _resources(values: Any) -> dict[str, int]:
     return out
 
 
-@_shared
-def _containers_of(key: tuple[tuple[str, Any, tuple[tuple[str, str], ...]], ...]
-                   ) -> tuple[Container, ...]:
-    return tuple(Container(name, _resources(dict(requests)), policy)
-                 for name, policy, requests in key)
-
-
-def _containers(raws: Any) -> tuple[Container, ...]:
-    key = []
-    for raw in raws or ():
-        resources = raw.get("resources") or {}
+def _containers_of(fields: list[tuple[Any, Any, Any]]) -> tuple[Container, ...]:
+    out = []
+    for name, policy, resources in fields:
+        resources = resources or {}
         # The apiserver defaults missing requests from limits; so do we, for objects that
         # skipped it.
         limits, requests = resources.get("limits"), resources.get("requests") or {}
         if limits or type(requests) is not dict:  # only read: a plain dict needs no copy
             requests = {**(limits or {}), **requests}
-        key.append((str(raw.get("name", "")), raw.get("restartPolicy") or None,
-                    tuple([(str(name), value if isinstance(value, str) else str(value))
-                           for name, value in requests.items()])))
-    return _containers_of(tuple(key))
+        out.append(Container(str(name if name is not None else ""), _resources(requests),
+                             policy or None))
+    return tuple(out)
+
+
+# The containers of one pod template are the same but for what scoctl does not read (their
+# volume mounts name each pod's API token): keyed on the fields read.
+_CONTAINERS = _ByRepr(_containers_of)
+
+
+def _containers(raws: Any) -> tuple[Container, ...]:
+    return _CONTAINERS.get([(raw.get("name"), raw.get("restartPolicy"), raw.get("resources"))
+                            for raw in raws or ()])
 
 
 def _int(value: Any) -> int:
