@@ -7,6 +7,7 @@ which is checked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,15 +107,23 @@ def start_sim(cwd: Path, *options: str) -> Sim:
     return Sim(cwd=cwd, directory=cwd / ".scoctl-sim", state=state, up_seconds=seconds)
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
-    region = start_sim(tmp_path_factory.mktemp("sim"))
+@contextlib.contextmanager
+def sim_running(cwd: Path, *options: str) -> Iterator[Sim]:
+    """`scoctl sim up` in `cwd` (with `options`), brought down at the end (`sim down`, then
+    any component still alive killed by its PID)."""
+    region = start_sim(cwd, *options)
     try:
         yield region
     finally:
         result = run_scoctl(region.cwd, "sim", "down")
         kill_leftovers(region.pids)
         assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
+    with sim_running(tmp_path_factory.mktemp("sim")) as region:
+        yield region
 
 
 def contract(pool: str, tier: str, flavor: str, az: str) -> BootContract:

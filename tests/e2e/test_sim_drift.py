@@ -34,7 +34,7 @@ import yaml
 from scoctl.errors import ConfigError
 from scoctl.sim import agent
 from scoctl.sim.scenario import stable_id
-from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
+from tests.e2e.test_sim import run_scoctl, sim_running
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
 
@@ -93,15 +93,10 @@ def scenario(cwd: Path) -> Path:
 @pytest.fixture(scope="module")
 def region(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Region]:
     cwd = tmp_path_factory.mktemp("drift")
-    sim = start_sim(cwd, "--scenario", str(scenario(cwd)))
-    story = Region(cwd)
-    try:
+    with sim_running(cwd, "--scenario", str(scenario(cwd))):
+        story = Region(cwd)
         story.scoctl("init")
         yield story
-    finally:
-        result = run_scoctl(cwd, "sim", "down")
-        kill_leftovers(sim.pids)
-        assert result.returncode == 0, result.stderr
 
 
 def stamp(event: dict[str, Any]) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
+from tests.e2e.test_sim import sim_running
 from tests.e2e.test_sim_drift import Controller, Region, live, planned, servers, until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
@@ -71,14 +71,9 @@ def region(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Region]:
     cwd = tmp_path_factory.mktemp("rebalance")
     story = Region(cwd)
     configure(story)
-    sim = start_sim(cwd, "--scenario", str(scenario(cwd, story.config)))
-    try:
+    with sim_running(cwd, "--scenario", str(scenario(cwd, story.config))):
         story.scoctl("init")
         yield story
-    finally:
-        result = run_scoctl(cwd, "sim", "down")
-        kill_leftovers(sim.pids)
-        assert result.returncode == 0, result.stderr
 
 
 def pools_of(status: dict[str, Any]) -> dict[str, int]:
