@@ -200,6 +200,19 @@ class DisruptionBlock:
 
 
 @dataclass(frozen=True)
+class GangRecord:
+    """What the state remembers of a gang between passes (DESIGN §19; `core.gang`): its
+    members needed, and when (Unix seconds) it was launched, last failed and provisioned."""
+
+    workload: str
+    size: int
+    launched_at: float | None = None  # the pass its members were created in
+    failures: int = 0
+    failed_at: float | None = None
+    provisioned_at: float | None = None
+
+
+@dataclass(frozen=True)
 class RebalanceRecord:
     """A workload's rebalance between passes (DESIGN §18): the first trigger that holds, since
     when some trigger has held (RFC 3339), the units it moves (server ids), and when it was
