@@ -426,3 +426,11 @@ def may_launch_gang(decision: GangDecision, record: GangRecord, members: Sequenc
         return decision.may_launch
     return (record.provisioned_at is not None and missing % size == 0
             and not any(m.failed for m in members))
+
+
+def gang_retry_due(record: GangRecord, policy: GangPolicy, now: float) -> bool:
+    """A failed gang whose back-off has ended waits for its launch (not given up, not
+    launched since): the controller plans and acquires for it then."""
+    return (record.launched_at is None and record.failed_at is not None
+            and 0 < record.failures <= policy.retries
+            and now - record.failed_at >= gang_backoff(record.failures, policy.backoff))

@@ -60,6 +60,7 @@ from scoctl.runner.compose import (
 )
 from scoctl.runner.serve import serve as run_serve
 from scoctl.runner.signals import Signals
+from scoctl.services.gangs import retry_due
 from scoctl.services.informer import CachedCluster, Informer
 from scoctl.services.kube_events import EventWriter
 from scoctl.services.latency import claim_sizes, record_progress, record_sightings
@@ -459,7 +460,7 @@ class Steps:
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(problems), changed=bool(changed),
                                          replan=bool(o.store.dirty()) or self.plans_behind()
-                                         or self.plan_unacquired())
+                                         or self.plan_unacquired() or self.gang_due())
 
     def act(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
@@ -492,7 +493,7 @@ class Steps:
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
                                             failed=self.failed(problems),
                                             booting=view.booting or view.noticed,
-                                            replan=bool(o.store.dirty()),
+                                            replan=bool(o.store.dirty()) or self.gang_due(),
                                             reclaimable=view.reclaimable)
 
     def failed(self, problems: Sequence[Problem]) -> bool:
@@ -521,6 +522,11 @@ class Steps:
                 found = None if held is None else Problem(api, None, "", held)
             if found is not None or state is None:
                 o.api(api, None if found is None else str(found))
+
+    def gang_due(self) -> bool:
+        """A failed gang's back-off ended (DESIGN §19): plan and acquire for its retry."""
+        o = self.owner
+        return retry_due(o.store, o.config.gang.policy(), o.clock.now().timestamp())
 
     def plan_unacquired(self) -> bool:
         """A plan generation another runner committed that no acquire here has run after."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from scoctl.core.gang import GangDecision, gang_needed
+from scoctl.core.gang import GangDecision, GangPolicy, gang_needed, gang_retry_due
 from scoctl.core.model import GangRecord
 from scoctl.core.timefmt import rfc3339
 from scoctl.services.tokens import record_token
@@ -77,3 +77,14 @@ def forget_gangs(store: Store, keep: Iterable[str]) -> None:
     gone = [w for w in store.gangs() if w not in kept]
     if gone:
         store.save_gangs(gone, [])
+
+
+def retry_due(store: Store, policy: GangPolicy, now: float) -> bool:
+    """Some failed gang's back-off has ended and its claim still asks for it (the gang
+    records are few: each one's claim is read, never all the claims)."""
+    for name, record in store.gangs().items():
+        if gang_retry_due(record, policy, now):
+            claim = store.claim(name)
+            if claim is not None and claim.gang > 0 and claim.requests:
+                return True
+    return False
