@@ -10,7 +10,6 @@ the back-off provisions the gang whole in the other group, with every pod runnin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
