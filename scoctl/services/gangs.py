@@ -35,9 +35,9 @@ class GangClaim:
 def gang_claims(store: Store, workloads: Iterable[str] | None = None) -> dict[str, GangClaim]:
     """The gang claims that ask for something (of `workloads`, else all), by workload."""
     if workloads is None:
-        records = store.claims()
-    else:
-        records = [c for w in sorted(set(workloads)) if (c := store.claim(w)) is not None]
+        return {w: GangClaim(w, size, gang_needed(pods, size))
+                for w, (size, pods) in store.gang_claims().items()}
+    records = [c for w in sorted(set(workloads)) if (c := store.claim(w)) is not None]
     return {c.workload: GangClaim(c.workload, c.gang, gang_needed(c.pods, c.gang))
             for c in records if c.gang > 0 and c.requests}
 

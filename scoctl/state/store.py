@@ -282,6 +282,11 @@ class FleetState(Protocol):
         """Each gang's record between passes (DESIGN §19), by workload."""
         ...
 
+    def gang_claims(self) -> dict[str, tuple[int, int]]:
+        """(members per gang, pods) of each gang claim that asks for something, by workload
+        (one narrow query: reconcile asks every pass)."""
+        ...
+
     def save_gangs(self, workloads: Iterable[str], records: Iterable[GangRecord]) -> None:
         """Replace the gang records of `workloads` with `records` (others keep theirs)."""
         ...

@@ -12,8 +12,10 @@ from scoctl.core.gang import (
     GANG_PROVISIONED,
     Member,
     gang_backoff,
+    gang_launched,
     gang_needed,
     gang_pass,
+    gang_retry_due,
     may_launch_gang,
     members_of,
 )
@@ -135,3 +137,13 @@ def test_the_backoff_base_is_the_policy_s() -> None:
     assert (gang_needed(6, 6), gang_needed(13, 6), gang_needed(3, 6), gang_needed(4, 0)) \
         == (6, 12, 6, 0)
     assert timedelta(seconds=GANG.backoff) == timedelta(minutes=1)
+
+
+def test_a_retry_is_due_once_the_backoff_ended_and_not_after_giving_up() -> None:
+    failed = GangRecord("web", 4, failures=1, failed_at=T)
+    assert not gang_retry_due(failed, GANG, T + 59)
+    assert gang_retry_due(failed, GANG, T + 60)
+    assert not gang_retry_due(gang_launched(failed, T + 60), GANG, T + 61)  # launched again
+    gave_up = GangRecord("web", 4, failures=GANG.retries + 1, failed_at=T)
+    assert not gang_retry_due(gave_up, GANG, T + 10_000)
+    assert not gang_retry_due(GangRecord("web", 4), GANG, T)  # never failed: nothing owed

@@ -67,6 +67,7 @@ def test_a_pod_group_is_a_gang_claim_planned_whole_in_one_group(
     claim = store.claim("train")
     assert claim is not None and (claim.pods, claim.gang, claim.version) == (6, 6, 1)
     assert [c.gang for c in store.claims()] == [6]
+    assert store.gang_claims() == {"train": (6, 6)}
 
     plan = run_plan(config, store, store.clock).plans["train"]
     assert plan.feasible

@@ -139,6 +139,12 @@ class FleetTables(SqliteBase):
                                           r["failures"], r["failed_at"], r["provisioned_at"])
                 for r in self.db.query("SELECT * FROM gangs ORDER BY workload")}
 
+    def gang_claims(self) -> dict[str, tuple[int, int]]:
+        """See `Store.gang_claims`."""
+        return {w: (gang, pods) for w, gang, pods in self.conn.execute(
+            "SELECT workload, gang, pods FROM claims WHERE gang > 0 AND requests != '{}' "
+            "ORDER BY workload")}
+
     def save_gangs(self, workloads: Iterable[str], records: Iterable[GangRecord]) -> None:
         """See `Store.save_gangs`."""
         with self.transaction():
