@@ -4,12 +4,15 @@ size, and `plan` plans it whole in one correlation group."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.config.schema import Config, load_config
+from scoctl.core.model import FinishedJob, SlurmJob, SlurmNode
 from scoctl.sim import k8s_emulator as ke
 from scoctl.sim.k8s_emulator import K8sEmulator
 from scoctl.stages.plan import run_plan
@@ -97,3 +100,42 @@ def test_a_committed_claims_file_gang_is_stored_and_kept_by_the_next_plan(
     assert [(p.pool, p.units) for p in first.pools] == [("big.b", 6)]
     again = run_plan(config, store, store.clock, full=True).plans["train"]  # from the state
     assert [(p.pool, p.units) for p in again.pools] == [("big.b", 6)]
+
+
+class Squeue:
+    """A recording fake of scoctl's `BatchScheduler` (the real-Slurm ``sbatch -N 4`` flow is
+    not run here): one CLOUD partition and the jobs it is given."""
+
+    def __init__(self, *jobs: SlurmJob) -> None:
+        self.listed = list(jobs)
+
+    def nodes(self, partition: str | None = None) -> list[SlurmNode]:
+        return [SlurmNode(f"cloud-{i}", 16, 64000, partitions=("cloud",),
+                          flags=frozenset({"CLOUD", "POWERED_DOWN"})) for i in range(1, 9)]
+
+    def default_partition(self) -> str | None:
+        return "cloud"
+
+    def jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        return list(self.listed)
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        return next((j for j in self.listed if j.job_id == job_id), None)
+
+    def finished(self, job_ids: Sequence[int]) -> list[FinishedJob]:
+        return []
+
+
+def test_a_slurm_job_needing_four_nodes_is_a_gang_claim_of_four(
+        config: Config, store: Store) -> None:
+    config = replace(config, workloads=(*config.workloads, replace(
+        config.workloads[0], name="hpc", source="slurm", kind="job", namespace=None,
+        partition="cloud")))
+    job = SlurmJob(job_id=7, name="mpi", state="PENDING", reason="Resources",
+                   partition="cloud", account="ml", cpus=16, memory_per_node_mb=8192,
+                   node_count=4)
+    run_pass(config, store, store.clock, sources=["slurm"], scheduler=Squeue(job))
+    claim = store.claim("hpc")
+    assert claim is not None and (claim.pods, claim.gang, claim.source) == (4, 4, "slurm")
+    assert claim.largest_pod == {"cpu": 4000, "memory": 8192 * 2**20}
+    assert store.gang_claims() == {"hpc": (4, 4)}
