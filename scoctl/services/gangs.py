@@ -43,10 +43,15 @@ def gang_claims(store: Store, workloads: Iterable[str] | None = None) -> dict[st
 
 
 def record_of(records: Mapping[str, GangRecord], claim: GangClaim) -> GangRecord:
-    """The gang's stored record, its size following the claim (a fresh record if none)."""
+    """The gang's stored record, its size following the claim (a fresh record if none). A
+    provisioned gang whose claim changed by other than whole gangs (a pod group seen growing)
+    is a new gang: its members are held to the deadline again, never topped up."""
     stored = records.get(claim.workload)
     if stored is None:
         return GangRecord(claim.workload, claim.needed)
+    if stored.provisioned_at is not None and (claim.needed - stored.size) % claim.size:
+        return GangRecord(stored.workload, claim.needed, failures=stored.failures,
+                          failed_at=stored.failed_at)
     if stored.size != claim.needed:
         return GangRecord(stored.workload, claim.needed, stored.launched_at, stored.failures,
                           stored.failed_at, stored.provisioned_at)

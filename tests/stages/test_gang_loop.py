@@ -14,9 +14,10 @@ import pytest
 from scoctl.adapters.fakes import FakeCloud
 from scoctl.clock import FixedClock
 from scoctl.config.schema import Config, Gang
-from scoctl.core.model import InstanceRecord, LaunchRequest
+from scoctl.core.model import GangRecord, InstanceRecord, LaunchRequest
 from scoctl.errors import Refused
 from scoctl.services.claims import record_claim
+from scoctl.services.gangs import GangClaim, record_of
 from scoctl.stages.reconcile import run_reconcile
 from scoctl.state import Store
 from tests.stages.test_acquire import acquire, make_config, set_plan, tokens
@@ -161,3 +162,12 @@ def test_a_create_that_fails_deletes_the_members_already_created(
     assert live(fake) == []
     [failed] = tokens(store, "GANG_FAILED")
     assert "429" in str(failed["reason"]) and store.gangs()["web"].failures == 1
+
+
+def test_a_provisioned_gang_whose_size_changed_is_a_new_gang_unless_by_whole_gangs() -> None:
+    up = GangRecord("web", 4, launched_at=10.0, provisioned_at=20.0)
+    grown = record_of({"web": up}, GangClaim("web", 4, 8))  # one more gang of 4
+    assert (grown.size, grown.provisioned_at) == (8, 20.0)
+    changed = record_of({"web": up}, GangClaim("web", 6, 6))  # the group is 6, not 4
+    assert (changed.size, changed.provisioned_at, changed.launched_at) == (6, None, None)
+    assert record_of({}, GangClaim("web", 6, 12)) == GangRecord("web", 12)
