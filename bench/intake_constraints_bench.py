@@ -10,7 +10,8 @@ none, and times, in process:
 * decide — `core.intake.k8s.decide_k8s_intake` against 24 pools (three zones, four flavors,
   both tiers): claims with their ineligible pools, the never-satisfiable check.
 
-The HTTP list itself is `bench/intake_bench.py`'s. Medians of `--runs` runs are printed.
+Each run pauses the cyclic collector, as the watch pass does. The HTTP list itself is
+`bench/intake_bench.py`'s. Medians of `--runs` runs are printed.
 Usage: ``python bench/intake_constraints_bench.py [--pods 40000] [--runs 5]``. Not part of the
 test command.
 """
@@ -24,6 +25,7 @@ import time
 from typing import Any
 
 from scoctl.adapters.kube_convert import pod_info
+from scoctl.bulk import collector_paused
 from scoctl.core.intake.common import Capacity
 from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
 from scoctl.core.model import Flavor, NodeInfo, Pool
@@ -87,11 +89,12 @@ def main() -> None:
     convert, decide = [], []
     for _ in range(args.runs):
         gc.collect()
-        started = time.perf_counter()
-        pods = tuple(pod_info(raw) for raw in raws)
-        converted = time.perf_counter()
-        decision = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=nodes), policy)
-        done = time.perf_counter()
+        with collector_paused():  # as the watch pass runs (`stages.watch.run_pass`)
+            started = time.perf_counter()
+            pods = tuple(pod_info(raw) for raw in raws)
+            converted = time.perf_counter()
+            decision = decide_k8s_intake(K8sSnapshot(pods=pods, nodes=nodes), policy)
+            done = time.perf_counter()
         convert.append(converted - started)
         decide.append(done - converted)
     constrained = sum(1 for c in decision.claims if c.ineligible)

@@ -7,9 +7,10 @@ taint) under contracts T1-T3. Timed, per run:
 
 * plan — `planner.plan_all`, every workload (the plan step of a full pass), with half the
   workloads holding their plan already (so the fresh plan has units to give back);
-* fresh — the same `plan_all` with `fresh=` (each workload also planned afresh in the same
-  context, `planner.plan_fresh`), then `rebalance.triggers` per workload, less the plan time:
-  what the rebalance adds to that pass;
+* fresh — the same `plan_all` with `fresh=` (each workload that holds units also planned
+  afresh in the same context, `planner.plan_fresh`; one that holds none has nothing to
+  move), then `rebalance.triggers` per workload, less the plan time: what the rebalance adds
+  to that pass;
 * incremental — `plan_all` re-planning a tenth of the claims (the others keep their plans),
   without and with `fresh=` (the fresh plans of just those).
 
@@ -107,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         plan_all(claims, CONTRACTS, pools, flavors, scores, current, fresh=fresh)
         found = sum(bool(rebalance.triggers(plans[slug], fresh[slug],
                                             CONTRACTS[plans[slug].contract], 0.1))
-                    for slug in plans)
+                    for slug in fresh)
         fresh_s.append(time.perf_counter() - started - plan_s[-1])
     plan_m, fresh_m = statistics.median(plan_s), statistics.median(fresh_s)
     print(f"{len(claims)} claims, {len(pools)} pools, {args.runs} runs (medians)")
     print(f"plan (plan_all):               {plan_m:.3f} s")
-    print(f"fresh (fresh= + triggers):     {fresh_m:.3f} s  ({found} workloads triggered)")
+    print(f"fresh (fresh= + triggers):     {fresh_m:.3f} s  ({len(fresh)} planned afresh: "
+          f"those holding units; {found} triggered)")
     print(f"plan + fresh:                  {plan_m + fresh_m:.3f} s  "
           f"(+{100 * fresh_m / plan_m:.0f}% of the plan step)")
     # an incremental pass (the controller's): a tenth of the claims changed; only those are

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Derandomised and without deadlines: the same examples on every run, on any machine.
@@ -21,3 +22,24 @@ pytest_plugins = [
     for p in sorted(_FIXTURES.glob("*.py"))
     if p.stem != "__init__"
 ]
+
+
+# The suite runs on several workers (`--dist loadgroup`, scripts/test). One worker owns each
+# session-wide real component that is costly or host-wide (a Slurm cluster's munged and
+# slurmd, Debian's Nova harness): the tests that use it go to that worker, which starts it
+# once. Every other test stays with the tests of its file, in file order, on one worker: a
+# module-scoped region is started once, and tests that build on the one before (an e2e
+# story) see what it left.
+_GROUPS = {"slurm_cluster": "slurm", "real_nova": "realnova"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups: dict[str, str] = {}  # file → group: a file using a shared component goes whole
+    for item in items:
+        path = item.nodeid.partition("::")[0]
+        names = getattr(item, "fixturenames", ())
+        found = next((g for fixture, g in _GROUPS.items() if fixture in names), None)
+        if found is not None or path not in groups:
+            groups[path] = found or groups.get(path) or path
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.partition("::")[0]]))

@@ -11,11 +11,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from scoctl.adapters.kube_client import Raw
 from scoctl.core.constraints import NAME_FIELD
@@ -103,16 +102,43 @@ def _conditions(obj: Raw) -> tuple[Condition, ...]:
         for c in conds or () if _is_map(c)]))
 
 
-@_shared
-def _owners_of(key: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerRef, ...]:
-    return tuple(OwnerRef(*fields) for fields in key)
+class _ByRepr(Generic[T]):
+    """Values built from raw JSON values, one shared value per distinct raw value. The key is
+    the raw value's repr: equal reprs are equal values (repr of dicts, lists, strings, numbers,
+    booleans and None is faithful), so a hit is always right, and the same value in another
+    key order only misses. repr runs in C, about twice as fast as a sorted json.dumps and far
+    faster than a key built field by field in Python. Bounded: cleared when full."""
+
+    def __init__(self, build: Callable[..., T], size: int = 4096) -> None:
+        self.build, self.size = build, size
+        self.values: dict[str, T] = {}
+
+    def get(self, *raw: Any) -> T:
+        key = repr(raw)
+        try:
+            return self.values[key]
+        except KeyError:
+            pass
+        value = self.build(*raw)
+        if len(self.values) >= self.size:
+            self.values.clear()
+        self.values[key] = value
+        return value
+
+
+def _owners_of(raws: Any) -> tuple[OwnerRef, ...]:
+    return tuple(OwnerRef(str(r.get("kind", "")), str(r.get("name", "")),
+                          str(r.get("uid") or ""), str(r.get("apiVersion") or ""),
+                          bool(r.get("controller")))
+                 for r in raws or () if _is_map(r))
+
+
+_OWNERS = _ByRepr(_owners_of)  # the pods of one controller name the same owner
 
 
 def _owners(meta: Raw) -> tuple[OwnerRef, ...]:
-    return _owners_of(tuple([
-        (str(r.get("kind", "")), str(r.get("name", "")), str(r.get("uid") or ""),
-         str(r.get("apiVersion") or ""), bool(r.get("controller")))
-        for r in meta.get("ownerReferences") or () if _is_map(r)]))
+    raws = meta.get("ownerReferences")
+    return _OWNERS.get(raws) if raws else ()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -133,26 +159,28 @@ def _resources(values: Any) -> dict[str, int]:
     return out
 
 
-@_shared
-def _containers_of(key: tuple[tuple[str, Any, tuple[tuple[str, str], ...]], ...]
-                   ) -> tuple[Container, ...]:
-    return tuple(Container(name, _resources(dict(requests)), policy)
-                 for name, policy, requests in key)
-
-
-def _containers(raws: Any) -> tuple[Container, ...]:
-    key = []
-    for raw in raws or ():
-        resources = raw.get("resources") or {}
+def _containers_of(fields: list[tuple[Any, Any, Any]]) -> tuple[Container, ...]:
+    out = []
+    for name, policy, resources in fields:
+        resources = resources or {}
         # The apiserver defaults missing requests from limits; so do we, for objects that
         # skipped it.
         limits, requests = resources.get("limits"), resources.get("requests") or {}
         if limits or type(requests) is not dict:  # only read: a plain dict needs no copy
             requests = {**(limits or {}), **requests}
-        key.append((str(raw.get("name", "")), raw.get("restartPolicy") or None,
-                    tuple([(str(name), value if isinstance(value, str) else str(value))
-                           for name, value in requests.items()])))
-    return _containers_of(tuple(key))
+        out.append(Container(str(name if name is not None else ""), _resources(requests),
+                             policy or None))
+    return tuple(out)
+
+
+# The containers of one pod template are the same but for what scoctl does not read (their
+# volume mounts name each pod's API token): keyed on the fields read.
+_CONTAINERS = _ByRepr(_containers_of)
+
+
+def _containers(raws: Any) -> tuple[Container, ...]:
+    return _CONTAINERS.get([(raw.get("name"), raw.get("restartPolicy"), raw.get("resources"))
+                            for raw in raws or ()])
 
 
 def _int(value: Any) -> int:
@@ -184,11 +212,9 @@ def _term(raw: Any) -> tuple[Requirement, ...]:
     return _requirements(raw.get("matchExpressions")) + fields_
 
 
-@functools.lru_cache(maxsize=4096)
-def _placement_of(key: str) -> Placement | None:
-    spec = json.loads(key)
-    selector = spec.get("nodeSelector")
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+def _placement_of(selector: Any, affinity: Any, spread_raws: Any, volumes: list[Raw]
+                  ) -> Placement | None:
+    affinity = (affinity.get("nodeAffinity") if _is_map(affinity) else None) or {}
     required_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = (tuple(_term(t) for t in required_raw.get("nodeSelectorTerms") or ())
                 if _is_map(required_raw) else None)
@@ -197,28 +223,30 @@ def _placement_of(key: str) -> Placement | None:
                       or () if _is_map(p))
     spread = tuple(Spread(str(c.get("topologyKey") or ""), _int(c.get("maxSkew")) or 1,
                           str(c.get("whenUnsatisfiable") or "DoNotSchedule"))
-                   for c in spec.get("topologySpreadConstraints") or () if _is_map(c))
+                   for c in spread_raws or () if _is_map(c))
     claims = tuple(sorted({str(v["persistentVolumeClaim"].get("claimName") or "")
-                           for v in spec.get("volumes") or ()
-                           if _is_map(v) and _is_map(v.get("persistentVolumeClaim"))}))
+                           for v in volumes if _is_map(v["persistentVolumeClaim"])}))
     placement = Placement(
         node_selector=tuple(sorted(_str_map(selector).items())) if _is_map(selector) else (),
         required=required, preferred=preferred, spread=spread, volume_claims=claims)
     return None if placement == Placement() else placement
 
 
-_PLACEMENT_KEYS = ("nodeSelector", "affinity", "topologySpreadConstraints", "volumes")
+_PLACEMENTS = _ByRepr(_placement_of)  # one per pod template, as a rule
 
 
 def _placement(spec: Raw) -> Placement | None:
     """The pod's placement, one shared value per distinct spec (None: it says nothing)."""
-    parts = {k: spec[k] for k in _PLACEMENT_KEYS if spec.get(k)}
-    if not parts:
+    selector = spec.get("nodeSelector")
+    affinity = spec.get("affinity")
+    spread = spec.get("topologySpreadConstraints")
+    volumes = spec.get("volumes")
+    # Only claims matter: most volumes are config maps, secrets and the API token.
+    claims = ([v for v in volumes if _is_map(v) and v.get("persistentVolumeClaim")]
+              if isinstance(volumes, list) else [])
+    if not (selector or affinity or spread or claims):
         return None
-    if "volumes" in parts:  # only the claims matter: most volumes are config maps, secrets
-        parts["volumes"] = [v for v in parts["volumes"]
-                            if _is_map(v) and v.get("persistentVolumeClaim")]
-    return _placement_of(json.dumps(parts, sort_keys=True, default=str))
+    return _PLACEMENTS.get(selector, affinity, spread, claims)
 
 
 def pod_info(obj: Raw) -> PodInfo:

@@ -56,9 +56,9 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         notices = {row.server_id: row for row in store.noticed()}  # the open ones
         disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
         rollouts = drift_progress(config, store, now)
-        rebalances = [{"workload": r.workload, "trigger": r.trigger, "since": r.since,
-                       "moves": list(r.moves), "planned": r.planned}
-                      for r in store.rebalances().values()]  # DESIGN §18
+        rebalancing = list(store.rebalances().values())  # DESIGN §18
+    rebalances = [{"workload": r.workload, "trigger": r.trigger, "since": r.since,
+                   "moves": list(r.moves), "planned": r.planned} for r in rebalancing]
     recorded = {i.id: i for i in disrupted}
     recorded.update({i.id: i for i in instances})
     budgets = {name: config.disruption_of(name).budgets
@@ -126,10 +126,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
                      [(r["workload"], r["drifted"], r["in_flight"], r["replaced"], r["phase"])
                       for r in rollouts])
-    if rebalances:
+    if rebalancing:
         render.table("Rebalance", ["workload", "trigger", "since", "moves", "planned"],
-                     [(r["workload"], r["trigger"], r["since"], len(r["moves"]),
-                       r["planned"] or "waiting") for r in rebalances])
+                     [(r.workload, r.trigger, r.since, len(r.moves), r.planned or "waiting")
+                      for r in rebalancing])
     if buffers:
         render.table("Buffers", ["workload", "desired", "held", "problem"],
                      [(b.workload, b.desired, b.held, "BUFFER_SHORT" if b.short else "")

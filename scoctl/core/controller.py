@@ -28,7 +28,7 @@ notice when it ends. Time is the caller's monotonic clock, passed in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -252,6 +252,18 @@ def plans_behind(claims: Iterable[tuple[str, int, bool]], planned: Mapping[str, 
             if planned.get(workload, 0) < version:
                 return True
     return any(workload not in demand for workload in planned)
+
+
+def plans_stale(excluded_then: Collection[str] | None, excluded: Collection[str],
+                rebalances_due: Iterable[float], now: float) -> bool:
+    """A pool excluded when the plan step last ran (`excluded_then`; None: it has not run) is
+    no longer (the exclusion lapsed or was lifted: the stable re-plan may differ now, and the
+    fresh plan with it, DESIGN §18), or a pending rebalance's stabilize window has run out
+    (`rebalances_due`: when each waiting one may be planned, on the `now` clock): the plan
+    step runs again though no claim changed."""
+    if excluded_then is not None and any(pool not in excluded for pool in excluded_then):
+        return True
+    return any(at <= now for at in rebalances_due)
 
 
 def plan_unacquired(latest: int | None, acquired: int | None) -> bool:

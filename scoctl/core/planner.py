@@ -1306,7 +1306,8 @@ def plan_all(
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
     date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
     current units per pool that run no work (`plan_workload`'s `idle`). `fresh`, when given,
-    receives each re-planned workload's fresh plan (`plan_fresh`, DESIGN §18), planned first
+    receives the fresh plan (`plan_fresh`, DESIGN §18) of each re-planned workload that holds
+    current units (one that holds none has nothing to move), planned first
     in the same context, so the pools' order, bounds and coverages are worked out once for
     both. A gang claim (`Claim.gang`) is planned by `core.gang.plan_gang` under `gang_policy`
     (the config's `gang` defaults when None). Raises `ConfigError` for a claim naming an
@@ -1335,9 +1336,11 @@ def plan_all(
     depth_left = initial_depth(ctx.pools, current_by_workload)
     _cap_depth(ctx, depth_left, current_by_workload)
     empty: Mapping[str, int] = {}
-    if fresh is not None:  # before any plan prunes the shared orders
-        fresh.update(_fresh(ctx, [c for c in ordered if c.workload in replan], contracts,
-                            current_by_workload, depth_left))
+    if fresh is not None:  # before any plan prunes the shared orders; a workload that holds
+        # no unit has nothing to move: its fresh plan is not needed
+        fresh.update(_fresh(ctx, [c for c in ordered if c.workload in replan
+                                  and any(current_by_workload.get(c.workload, empty).values())],
+                            contracts, current_by_workload, depth_left))
     if promised is None:
         for claim in ordered:
             if claim.workload not in replan:

@@ -791,7 +791,8 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
     timeout = p.policy.registration_timeout
     if up:
         p.update(inst, status=InstanceStatus.READY, ready_at=p.stamp, active_at=active_at)
-        p.event(inst.workload, "INSTANCE_READY", server=inst.id, name=inst.name, pool=inst.pool)
+        p.event(inst.workload, "INSTANCE_READY", server=inst.id, name=inst.name, pool=inst.pool,
+                ready_at=p.stamp)
     elif up is False and p.age(active_at) >= timeout:
         p.event(inst.workload, "REGISTRATION_TIMEOUT", "warning", server=inst.id,
                 name=inst.name, pool=inst.pool)

@@ -45,6 +45,7 @@ from scoctl.core.demand import demand_shape, is_provisionable, workload_of
 from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.errors import LockHeld, NotLeader, ScoctlError, TemporaryError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
@@ -405,6 +406,7 @@ class Steps:
         self.pending: dict[str, int] = {}
         self.plan_seconds: float | None = None
         self.acquired: int | None = None  # the plan generation of the last acquire that ran
+        self.excluded_at_plan: set[str] | None = None  # the pools excluded at the last plan
         self.events = EventWriter()  # the Kubernetes Event series, kept between passes
 
     def deps(self) -> Deps:
@@ -460,15 +462,18 @@ class Steps:
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(problems), changed=bool(changed),
                                          replan=bool(o.store.dirty()) or self.plans_behind()
-                                         or self.plan_unacquired() or self.gang_due())
+                                         or self.plan_unacquired() or self.plans_stale()
+                                         or self.gang_due())
 
     def act(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
         mark = len(one.reports)
+        excluded = {e.pool for e in o.store.exclusions()}
         planned, acquired = one.act(on_planned=self.progress)
         problems = problems_of(one.reports[mark:])
         if planned is not None:
             self.plan_seconds = planned.seconds
+            self.excluded_at_plan = excluded
         # no launch, no call: no news about Nova
         self.heard(problems, ["nova"] if acquired is None or acquired.problems
                    or acquired.launches else [])
@@ -493,7 +498,8 @@ class Steps:
         o.schedule = decide.after_reconcile(o.schedule, o.timers, o.clock.monotonic(),
                                             failed=self.failed(problems),
                                             booting=view.booting or view.noticed,
-                                            replan=bool(o.store.dirty()) or self.gang_due(),
+                                            replan=bool(o.store.dirty())
+                                            or self.plans_stale() or self.gang_due(),
                                             reclaimable=view.reclaimable)
 
     def failed(self, problems: Sequence[Problem]) -> bool:
@@ -527,6 +533,17 @@ class Steps:
         """A failed gang's back-off ended (DESIGN §19): plan and acquire for its retry."""
         o = self.owner
         return retry_due(o.store, o.config.gang.policy(), o.clock.now().timestamp())
+
+    def plans_stale(self) -> bool:
+        """An exclusion lapsed since the last plan step, or a pending rebalance may be
+        planned now (`core.controller.plans_stale`)."""
+        o = self.owner
+        now = o.clock.now()
+        due = [parse_rfc3339(r.since).timestamp()
+               + o.config.disruption_of(r.workload).rebalance.stabilize
+               for r in o.store.rebalances().values() if r.planned is None]
+        return decide.plans_stale(self.excluded_at_plan, {e.pool for e in o.store.exclusions()},
+                                  due, now.timestamp())
 
     def plan_unacquired(self) -> bool:
         """A plan generation another runner committed that no acquire here has run after."""

@@ -49,7 +49,8 @@ def two_workloads(path: Path) -> None:
 def env() -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.startswith("SCOCTL_")}
     out["PYTHONPATH"] = str(REPO)
-    out.pop("COLUMNS", None)
+    out.pop("COLUMNS", None)  # the terminal's size is tmux's, not the runner's (pytest-xdist
+    out.pop("LINES", None)  # workers export COLUMNS=80 and LINES=24)
     return out
 
 
@@ -107,7 +108,7 @@ def test_top_live_in_a_real_terminal(tmp_path: Path) -> None:
                                   capture_output=True, text=True, check=True,
                                   timeout=10).stdout
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while "Leaders" not in (shown := screen()):
             assert time.monotonic() < deadline, shown
             time.sleep(0.2)
@@ -118,7 +119,7 @@ def test_top_live_in_a_real_terminal(tmp_path: Path) -> None:
                 id="b0", name="sco-batch-0", region="sim-region", workload="batch",
                 pool="c4.large.row-a.spot", generation=1, launch_id="l-2", status="ready",  # type: ignore[arg-type]
                 created=store.now(), updated=store.now()))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while workload_row(shown := screen(), "batch") != ["batch", "queued", "3", "1", "1",
                                                              "ok"]:
             assert time.monotonic() < deadline, shown

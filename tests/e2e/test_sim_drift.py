@@ -218,7 +218,9 @@ def test_an_image_change_rolls_a_label_change_patches_a_bad_image_halts(region: 
         # the canary: the second unit starts only once a new unit has been Ready for the soak
         starts = [stamp(e) for e in events if e["token"] == "DISRUPTION_STARTED"
                   and e["detail"]["reason"] == "drifted"]
-        first_ready = min(stamp(e) for e in events if e["token"] == "INSTANCE_READY"
+        # from when the pass saw it Ready (the event itself is written at the pass's end)
+        first_ready = min(stamp({"ts": e["detail"]["ready_at"]}) for e in events
+                          if e["token"] == "INSTANCE_READY"
                           and e["detail"]["server"] not in old and stamp(e) > starts[0])
         assert len(starts) == plan and sorted(starts)[1] >= first_ready + 3.0
         print(f"image rollout: {plan} units replaced in {seconds:.1f} s, peak drifted in "

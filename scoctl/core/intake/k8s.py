@@ -242,16 +242,33 @@ class _K8sWorkload:
     by_place: dict[tuple[Placement | None, str], _Demand] = field(default_factory=dict)
     # per pod group (DESIGN §19): each seen pod's sco/gang-size annotation (None: absent)
     groups: dict[str, list[str | None]] = field(default_factory=dict)
+    # pods counted per (placement, identity of their shared request value) until `settle`:
+    # the pods of one template add one request value, summed once times their count
+    counted: dict[tuple[tuple[Placement | None, str], int], list[Any]] = field(
+        default_factory=dict)
 
     def add(self, pod: PodInfo, request: Mapping[str, int],
             place: tuple[Placement | None, str]) -> None:
         self.demand.append(pod)
-        _sum_into(self.requests, self.largest, request)
-        demand = self.by_place.get(place)
-        if demand is None:
-            demand = self.by_place[place] = _Demand()
-        demand.pods += 1
-        _sum_into(demand.requests, demand.largest, request)
+        key = (place, id(request))  # `counted` holds the value: its id is not reused
+        seen = self.counted.get(key)
+        if seen is None:
+            self.counted[key] = [request, 1]
+        else:
+            seen[1] += 1
+
+    def settle(self) -> None:
+        """The sums `add` counted: `requests` and `largest` over the demand, and per
+        placement (`by_place`) its pods, requests and largest."""
+        for (place, _), (request, pods) in self.counted.items():
+            demand = self.by_place.get(place)
+            if demand is None:
+                demand = self.by_place[place] = _Demand()
+            demand.pods += pods
+            scaled = {name: amount * pods for name, amount in request.items()}
+            _sum_into(self.requests, self.largest, scaled, request)
+            _sum_into(demand.requests, demand.largest, scaled, request)
+        self.counted.clear()
 
 
 @dataclass
@@ -264,9 +281,12 @@ class _Demand:
 
 
 def _sum_into(requests: dict[str, int], largest: dict[str, int],
-              request: Mapping[str, int]) -> None:
-    for name, amount in request.items():
+              total: Mapping[str, int], request: Mapping[str, int]) -> None:
+    """Add `total` (some pods' requests summed) into `requests`, and one pod's `request`
+    into the per-resource `largest`."""
+    for name, amount in total.items():
         requests[name] = requests.get(name, 0) + amount
+    for name, amount in request.items():
         if amount > largest.get(name, 0):
             largest[name] = amount
 
@@ -441,6 +461,8 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
                 w.shapes.setdefault(shape, pod)
         if not provisionable and _initialising(pod):
             w.starting.append(pod)
+    for w in found.values():
+        w.settle()
     return found, bad_slugs
 
 
