@@ -270,10 +270,12 @@ class Gang:
     deadline: float = setting(DEFAULT_GANG_POLICY.deadline, "duration")  # launch to all Ready
     retries: int = setting(DEFAULT_GANG_POLICY.retries, "integer", low=0)
     booking: float = setting(DEFAULT_GANG_POLICY.booking, "duration")  # kept for its job
+    backoff: float = setting(DEFAULT_GANG_POLICY.backoff, "duration")  # first retry's wait
 
     def policy(self) -> GangPolicy:
         placement = next(p for p in PLACEMENTS if p == self.placement)
-        return GangPolicy(placement, self.max_pools, self.deadline, self.retries, self.booking)
+        return GangPolicy(placement, self.max_pools, self.deadline, self.retries, self.booking,
+                          self.backoff)
 
 
 @dataclass(frozen=True)
@@ -937,6 +939,8 @@ def _gang(r: _Reader, root: Mapping[str, Any]) -> Gang:
         raise r.fail(("gang", "placement"), f"must be one of {', '.join(PLACEMENTS)}")
     if gang.deadline <= 0:
         raise r.fail(("gang", "deadline"), "must be more than 0s")
+    if gang.backoff <= 0:
+        raise r.fail(("gang", "backoff"), "must be more than 0s")
     return gang
 
 

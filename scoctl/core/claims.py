@@ -3,8 +3,9 @@
 A claim gets a new version only when its normalised demand changed — requests, largest pod,
 contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for, the pools
 its pods' placement rules out, the zone spread its pods ask for, the DaemonSet overhead of its
-flavors. That change wakes the planner. A pod count that changed alone is saved in place (the
-same version). The state saves what this decides; it never compares claims itself.
+flavors, the members per gang (DESIGN §19). That change wakes the planner. A pod count that
+changed alone is saved in place (the same version). The state saves what this decides; it
+never compares claims itself.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ObservedClaim:
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # DaemonSets
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
+    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,12 @@ def _demand(requests: Mapping[str, int], largest: Mapping[str, int], contract: s
             tolerates: bool, nodes: tuple[str, ...] | list[str],
             ineligible: Mapping[str, str], zone_spread: int,
             overhead: Mapping[str, Mapping[str, int]],
-            parts: tuple[ClaimPart, ...], preferred: Mapping[str, int]) -> tuple[object, ...]:
+            parts: tuple[ClaimPart, ...], preferred: Mapping[str, int],
+            gang: int) -> tuple[object, ...]:
     return (dict(sorted(requests.items())), dict(sorted(largest.items())), contract, tolerates,
             sorted(nodes), dict(sorted(ineligible.items())), zone_spread,
             {f: dict(sorted(r.items())) for f, r in sorted(overhead.items())},
-            [part_json(p) for p in parts], dict(sorted(preferred.items())))
+            [part_json(p) for p in parts], dict(sorted(preferred.items())), gang)
 
 
 def part_json(part: ClaimPart) -> dict[str, object]:
@@ -86,10 +89,11 @@ def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWri
     if stored is not None and _demand(
             stored.requests, stored.largest_pod, stored.contract, stored.tolerates_reclaimable,
             stored.nodes, stored.ineligible, stored.zone_spread, stored.overhead,
-            stored.parts, stored.preferred) == _demand(
+            stored.parts, stored.preferred, stored.gang) == _demand(
                 observed.requests, observed.largest_pod, observed.contract,
                 observed.tolerates_reclaimable, observed.nodes, observed.ineligible,
-                observed.zone_spread, observed.overhead, observed.parts, observed.preferred):
+                observed.zone_spread, observed.overhead, observed.parts, observed.preferred,
+                observed.gang):
         if stored.pods == observed.pods:
             return None
         return ClaimWrite(observed, stored.version, delta=False)

@@ -19,10 +19,18 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from scoctl.core.model import Claim, Contract, Flavor, Pool, flavor_allocatable
+from scoctl.core.model import (
+    Claim,
+    Contract,
+    Flavor,
+    GangRecord,
+    InstanceRecord,
+    Pool,
+    flavor_allocatable,
+)
 from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM, PoolPlan, WorkloadPlan, pool_key
 
@@ -48,6 +56,7 @@ class GangPolicy:
     deadline: float  # seconds from the launch to every member Ready
     retries: int  # failures before the gang is unsatisfiable
     booking: float  # seconds a Ready gang is kept for its job, idle or not
+    backoff: float = BACKOFF_BASE  # seconds before the first retry (doubling, at most 30 min)
 
 
 DEFAULT_GANG_POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retries=3,
@@ -254,12 +263,12 @@ def gang_launch_count(live: int, size: int, headroom: int) -> int:
     return missing if missing <= headroom else 0
 
 
-def gang_backoff(failures: int) -> float:
-    """Seconds before a gang that failed `failures` times is launched again: 60 s · 2ⁿ for the
-    n-th retry (n from 0), at most 30 min."""
+def gang_backoff(failures: int, base: float = BACKOFF_BASE) -> float:
+    """Seconds before a gang that failed `failures` times is launched again: `base` (60 s)
+    · 2ⁿ for the n-th retry (n from 0), at most 30 min."""
     if failures <= 0:
         return 0.0
-    return min(BACKOFF_BASE * float(2 ** min(failures - 1, 10)), BACKOFF_CAP)
+    return min(base * float(2 ** min(failures - 1, 10)), BACKOFF_CAP)
 
 
 @dataclass(frozen=True)
@@ -276,18 +285,6 @@ class Member:
     @property
     def failed(self) -> bool:
         return not self.created or self.state == InstanceStatus.ERROR
-
-
-@dataclass(frozen=True)
-class GangRecord:
-    """What the state remembers of a gang between passes."""
-
-    workload: str
-    size: int
-    launched_at: float | None = None  # the pass its members were created in
-    failures: int = 0
-    failed_at: float | None = None
-    provisioned_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -357,7 +354,7 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
     if not members:
         if record.failures > policy.retries:
             return GangDecision(record)
-        wait = gang_backoff(record.failures)
+        wait = gang_backoff(record.failures, policy.backoff)
         ready_to_go = record.failed_at is None or now - record.failed_at >= wait
         return GangDecision(record, may_launch=ready_to_go)
     return GangDecision(record)  # booting, within the deadline: nothing is reported up yet
@@ -372,3 +369,68 @@ def gang_launched(record: GangRecord, now: float) -> GangRecord:
 def gang_booked(record: GangRecord, policy: GangPolicy, now: float) -> bool:
     """A provisioned gang is kept, idle or not, until `policy.booking` after it was Ready."""
     return record.provisioned_at is not None and now - record.provisioned_at < policy.booking
+
+
+# --------------------------------------------------------------------------- the loop's view
+
+
+MEMBER_STATES = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING,
+                           InstanceStatus.ACTIVE, InstanceStatus.READY, InstanceStatus.ERROR})
+
+
+def gang_needed(pods: int, size: int) -> int:
+    """The members a gang claim needs: ``pods // size`` gangs (at least one) of `size`."""
+    return max(1, pods // size) * size if size > 0 else 0
+
+
+def members_of(instances: Iterable[InstanceRecord], workload: str) -> tuple[Member, ...]:
+    """The workload's gang members: its instances that are live or in ERROR (a unit being
+    drained or deleted is no longer a member), by server id."""
+    return tuple(Member(i.id, i.pool or "", i.status, i.fault or "")
+                 for i in sorted(instances, key=lambda i: i.id)
+                 if i.workload == workload and i.status in MEMBER_STATES)
+
+
+def gang_pass(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
+              now: float) -> GangDecision:
+    """`gang_step` as the loop runs it each pass.
+
+    Members seen with no launch recorded (adopted after a crash) start the deadline now. A
+    provisioned gang is left alone while no member failed (its units may be draining for a
+    scale-down or a disruption: that is no gang failure), and once no member is left it is a
+    fresh gang again (the next launch waits for no back-off); a member that fails after
+    provisioning fails the whole gang.
+    """
+    if members and record.launched_at is None and record.provisioned_at is None:
+        record = gang_launched(record, now)
+    if record.provisioned_at is not None and not any(m.failed for m in members):
+        if not members:
+            fresh = GangRecord(record.workload, record.size, failures=record.failures,
+                               failed_at=record.failed_at)
+            return replace(gang_step(fresh, (), policy, now), record=fresh)
+        ready = [m for m in members if m.state == InstanceStatus.READY]
+        if len(ready) >= record.size and len(ready) == len(members):
+            return gang_step(record, members, policy, now)
+        return GangDecision(record)
+    return gang_step(record, members, policy, now)
+
+
+def may_launch_gang(decision: GangDecision, record: GangRecord, members: Sequence[Member],
+                    missing: int, size: int) -> bool:
+    """Whether the acquirer may create `missing` members of a gang workload now: a whole
+    gang with no member live (`decision.may_launch`: not given up, the back-off passed), or
+    whole more gangs beside a provisioned one (the claim grew) — never part of a gang."""
+    if missing <= 0 or size <= 0:
+        return False
+    if not members:
+        return decision.may_launch
+    return (record.provisioned_at is not None and missing % size == 0
+            and not any(m.failed for m in members))
+
+
+def gang_retry_due(record: GangRecord, policy: GangPolicy, now: float) -> bool:
+    """A failed gang whose back-off has ended waits for its launch (not given up, not
+    launched since): the controller plans and acquires for it then."""
+    return (record.launched_at is None and record.failed_at is not None
+            and 0 < record.failures <= policy.retries
+            and now - record.failed_at >= gang_backoff(record.failures, policy.backoff))

@@ -87,7 +87,7 @@ def claims_of(records: Iterable[ClaimRecord]) -> list[Claim]:
                   tolerates_reclaimable=r.tolerates_reclaimable, ineligible=dict(r.ineligible),
                   zone_spread=r.zone_spread,
                   overhead={f: dict(o) for f, o in r.overhead.items()}, parts=r.parts,
-                  preferred=dict(r.preferred))
+                  preferred=dict(r.preferred), gang=r.gang)
             for r in records if r.requests]
 
 

@@ -31,9 +31,18 @@ from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
+from scoctl.core.gang import (
+    MEMBER_STATES,
+    GangDecision,
+    GangPolicy,
+    Member,
+    gang_booked,
+    gang_pass,
+)
 from scoctl.core.model import (
     DisruptionBlock,
     ExclusionRecord,
+    GangRecord,
     InstanceRecord,
     InstanceUpdate,
     LaunchRecord,
@@ -178,6 +187,10 @@ class Snapshot:
     drift: DriftView | None = None
     # DESIGN §18: the units a planned rebalance moves (server ids), started as `rebalanced`
     rebalance_moves: tuple[str, ...] = ()
+    # DESIGN §19: the record of each gang claim served in this region (sized to the claim),
+    # and the config's gang policy (None: no gang is followed)
+    gangs: Mapping[str, GangRecord] = field(default_factory=dict)
+    gang_policy: GangPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -286,6 +299,8 @@ class Decision:
     blocks: tuple[DisruptionBlock, ...] = ()
     block_workloads: tuple[str, ...] = ()
     label_patches: tuple[LabelPatch, ...] = ()  # meta drift (DESIGN §17)
+    # DESIGN §19: each gang whose record changes or whose members are deleted this pass
+    gangs: tuple[GangDecision, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -293,7 +308,7 @@ class Decision:
         node addresses given again each pass of a boot change nothing there)."""
         return not (self.new_instances or self.updates or self.launch_updates
                     or self.deletions or self.scale_downs or self.exclusions or self.events
-                    or self.dirty or self.label_patches)
+                    or self.dirty or self.label_patches or self.gangs)
 
 
 def server_tags(server: ServerInfo) -> dict[str, str]:
@@ -422,6 +437,7 @@ class _Pass:
         self.blocks: list[DisruptionBlock] = []
         self.block_workloads: set[str] = set()
         self.label_patches: list[LabelPatch] = []
+        self.gangs: list[GangDecision] = []
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -548,7 +564,7 @@ class _Pass:
             held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
             addresses=tuple(self.addresses), blocks=tuple(self.blocks),
             block_workloads=tuple(sorted(self.block_workloads)),
-            label_patches=tuple(self.label_patches))
+            label_patches=tuple(self.label_patches), gangs=tuple(self.gangs))
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -561,11 +577,47 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
     for inst in sorted(p.instances.values(), key=lambda i: (i.workload or "", i.name)):
         _track(p, inst, p.servers.get(inst.id))
     seen = _orphans(p)
+    _gangs(p)
     deleting = {d.instance for d in p.deletions if d.instance}
     held = _held(p, deleting)
     _follow_idle(p, deleting)
     blocked = _disrupt(p, held, deleting)
     return p.decision(seen, held, blocked)
+
+
+def _gangs(p: _Pass) -> None:
+    """Gangs (DESIGN §19, `core.gang.gang_pass`) over the statuses this pass gave their
+    members: a failed member or a gang not Ready by the deadline deletes every member;
+    all Ready is `GANG_PROVISIONED`. Only decisions that change something are kept."""
+    gang_policy = p.snapshot.gang_policy
+    if gang_policy is None:
+        return
+    deleting = {d.instance for d in p.deletions if d.instance}
+    for name, record in sorted(p.snapshot.gangs.items()):
+        mine = sorted((i for i in p.instances.values() if i.workload == name),
+                      key=lambda i: i.id)
+        members = [Member(i.id, i.pool or "", p.status(i), p.value(i, "fault") or "")
+                   for i in mine if p.status(i) in MEMBER_STATES]
+        decision = gang_pass(record, members, gang_policy, p.now.timestamp())
+        if decision.record == record and not decision.delete and not decision.events:
+            continue
+        p.gangs.append(decision)
+        reasons = {str(e.detail.get("pool")): str(e.detail.get("reason"))
+                   for e in decision.events if e.token == "GANG_FAILED"}
+        for inst in mine:
+            if inst.id in decision.delete and inst.id not in deleting:
+                p.delete(inst, f"gang failed: {reasons.get(inst.pool or '', 'a member failed')}",
+                         status=InstanceStatus.DELETING)
+
+
+def _booked(p: _Pass) -> set[str]:
+    """Gang workloads whose Ready gang is still within its booking (no idle scale-down)."""
+    gang_policy = p.snapshot.gang_policy
+    if gang_policy is None:
+        return set()
+    now = p.now.timestamp()
+    return {name for name, record in p.snapshot.gangs.items()
+            if gang_booked(record, gang_policy, now)}
 
 
 def _adopted_record(p: _Pass, server: ServerInfo, tags: Mapping[str, str],
@@ -976,8 +1028,10 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
     draining = [d for d in in_flight if not d.replace_first]
     candidates = disruption.late(late, targets=targets, held=held, in_flight=draining)
     chosen = {c.server_id for c in candidates}
+    booked = _booked(p)  # a Ready gang waiting for its job is kept (DESIGN §19)
     candidates += disruption.empty(
-        [u for u in units if u.server_id not in chosen], targets=targets,
+        [u for u in units if u.server_id not in chosen and u.workload not in booked],
+        targets=targets,
         held=held, in_flight=[*draining, *candidates], now=p.now,
         idle_timeout=p.policy.idle_timeout)
     sick_pools = _unhealthy_pools(p, units)

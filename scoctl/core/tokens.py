@@ -18,6 +18,8 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
 * ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
 * ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
 * ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
+* gangs (DESIGN §19): ``GANG_FAILED`` -> log only (warning: the gang is retried);
+  ``GANG_PROVISIONED`` -> log only; ``GANG_UNSATISFIABLE`` -> failed (error)
 * anything else -> logged, no status change
 
 An inactive status is terminal for its row: a late token never revives it. Among active
@@ -56,7 +58,9 @@ SLURM_STATE_STATUS: Mapping[str, str] = {
 SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 # log only, at their level: the gate's over-capacity verdict is an error wherever it is recorded
 LOG_ONLY_TOKENS: Mapping[str, Level] = {"POD_CREATION_BLOCKED": "warning",
-                                        "CAPACITY_EXCEEDED": "error"}
+                                        "CAPACITY_EXCEEDED": "error",
+                                        # a failed gang is retried (DESIGN §19)
+                                        "GANG_FAILED": "warning", "GANG_PROVISIONED": "info"}
 
 # Pending reasons that waiting cannot clear: the gate's capacity check decides.
 HOPELESS_SLURM_REASONS = frozenset(
@@ -111,6 +115,8 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
         return TokenMeaning("failed", "error")
     if token in LOG_ONLY_TOKENS:
         return TokenMeaning(None, LOG_ONLY_TOKENS[token])
+    if token == "GANG_UNSATISFIABLE":
+        return TokenMeaning("failed", "error")
     if token.endswith("_QUEUED"):
         return TokenMeaning("queued", "warning")
     if token.endswith("_FAILED"):

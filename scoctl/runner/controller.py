@@ -61,6 +61,7 @@ from scoctl.runner.compose import (
 )
 from scoctl.runner.serve import serve as run_serve
 from scoctl.runner.signals import Signals
+from scoctl.services.gangs import retry_due
 from scoctl.services.informer import CachedCluster, Informer
 from scoctl.services.kube_events import EventWriter
 from scoctl.services.latency import claim_sizes, record_progress, record_sightings
@@ -461,7 +462,8 @@ class Steps:
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
                                          failed=bool(problems), changed=bool(changed),
                                          replan=bool(o.store.dirty()) or self.plans_behind()
-                                         or self.plan_unacquired() or self.plans_stale())
+                                         or self.plan_unacquired() or self.plans_stale()
+                                         or self.gang_due())
 
     def act(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
@@ -497,7 +499,7 @@ class Steps:
                                             failed=self.failed(problems),
                                             booting=view.booting or view.noticed,
                                             replan=bool(o.store.dirty())
-                                            or self.plans_stale(),
+                                            or self.plans_stale() or self.gang_due(),
                                             reclaimable=view.reclaimable)
 
     def failed(self, problems: Sequence[Problem]) -> bool:
@@ -526,6 +528,11 @@ class Steps:
                 found = None if held is None else Problem(api, None, "", held)
             if found is not None or state is None:
                 o.api(api, None if found is None else str(found))
+
+    def gang_due(self) -> bool:
+        """A failed gang's back-off ended (DESIGN §19): plan and acquire for its retry."""
+        o = self.owner
+        return retry_due(o.store, o.config.gang.policy(), o.clock.now().timestamp())
 
     def plans_stale(self) -> bool:
         """An exclusion lapsed since the last plan step, or a pending rebalance may be

@@ -22,13 +22,14 @@ def record_claim(store: Store, workload: str, *, contract: str, requests: Mappin
                  overhead: Mapping[str, Mapping[str, int]] | None = None,
                  parts: Sequence[ClaimPart] = (),
                  preferred: Mapping[str, int] | None = None,
+                 gang: int = 0,
                  ) -> tuple[ClaimRecord, bool]:
     """Record the observed claim of `workload`; returns the stored claim and whether it is a
     new version (a claim delta). One transaction."""
     observed = ObservedClaim(workload, contract, dict(requests), dict(largest_pod), pods,
                              source, tolerates_reclaimable, tuple(nodes), dict(ineligible or {}),
                              zone_spread, dict(overhead or {}), tuple(parts),
-                             dict(preferred or {}))
+                             dict(preferred or {}), gang)
     with store.transaction():
         stored = store.claim(workload)
         write = claim_write(stored, observed)

@@ -50,9 +50,18 @@ from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.drift import label_keys
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES
+from scoctl.core.gang import (
+    Member,
+    gang_launch_count,
+    gang_launched,
+    gang_pass,
+    may_launch_gang,
+    members_of,
+)
 from scoctl.core.model import (
     KEEP,
     ExclusionRecord,
+    GangRecord,
     InstanceRecord,
     InstanceUpdate,
     LaunchRecord,
@@ -82,6 +91,7 @@ from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
 from scoctl.secrets import remember
+from scoctl.services.gangs import GangClaim, gang_claims, record_gang, record_of
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.state import Store
 from scoctl.state.coordination import check_fence, intents_held
@@ -357,6 +367,7 @@ class _Region:
         self.pools: dict[str, Pool] = {p.name: p for p in run.config.pools
                                        if p.region == region.name}
         self.contracts: dict[str, str] = {}
+        self.gangs: dict[str, GangClaim] = {}  # this pass's gang workloads (DESIGN §19)
         self._connect = connect
         self._cloud: Cloud | None = None
         self._image: str | None = None
@@ -459,16 +470,17 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
     tags = (*launch_tags(plan, launch_id), tag(TAG_SPEC, spec_of(reg, plan)))
     check_tags(tags)
     launch = reg.run.config.launch_settings(reg.region)
+    least = plan.count if plan.workload in reg.gangs else 1  # a gang's members: all or none
     request = LaunchRequest(
         name=server_name(plan, launch_id), flavor=plan.flavor, image=reg.image_id(),
-        networks=networks_of(launch), az=plan.az or None, min_count=1,
+        networks=networks_of(launch), az=plan.az or None, min_count=least,
         max_count=plan.count, tags=tags, metadata=launch_metadata(plan, launch_id),
         user_data=user_data, security_groups=launch.security_groups,
         key_name=launch.key_name, server_group=launch.server_group)
     shown = CallSpec(
         region=reg.name, workload=plan.workload, pool=plan.pool, name=request.name,
         flavor=plan.flavor, image=launch.image, az=plan.az, networks=request.networks,
-        min_count=1, max_count=plan.count, tags=tags, metadata=dict(request.metadata),
+        min_count=least, max_count=plan.count, tags=tags, metadata=dict(request.metadata),
         user_data=redacted(user_data, secret), node_names=plan.node_names)
     return request, shown
 
@@ -753,6 +765,7 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
         if launch_id in launches:
             by_launch.setdefault(launch_id, []).append(server)
     excluded: list[ExclusionRecord] = []
+    gangs: dict[str, list[Member]] = {}
     for launch_id, failed in by_launch.items():
         outcome = launches[launch_id]
         # one capacity fault among the launch's servers makes it a capacity fault
@@ -783,6 +796,12 @@ def _handle_faults(reg: _Region, errors: list[ServerInfo],
             _release(reg, nodes, "launch failed: quota exceeded")
         else:
             reg.run.out.lost.add(outcome.workload)
+        if outcome.workload in reg.gangs:
+            gangs.setdefault(outcome.workload, []).extend(
+                Member(s.id, outcome.pool, InstanceStatus.ERROR, verdict.fault or "ERROR")
+                for s in failed)
+    for name, members in sorted(gangs.items()):  # a gang fails once, all its members
+        _fail_gang(reg, name, members)
     reg.run.out.exclusions.extend(merge_exclusions(excluded))
 
 
@@ -808,6 +827,87 @@ def _launch_of(server: ServerInfo) -> str:
     return next((t.split("=", 1)[1] for t in server.tags if t.startswith(prefix)), "")
 
 
+# --------------------------------------------------------------------------- gangs
+
+
+def _gang_gate(reg: _Region, snapshot: LaunchSnapshot,
+               wanted: list[LaunchPlan]) -> list[LaunchPlan]:
+    """Gang workloads (DESIGN §19) launch whole or not at all (`core.gang.may_launch_gang`):
+    not while a launch of theirs is in flight, not during the back-off after a failure, never
+    after they were found unsatisfiable, never part of a gang."""
+    reg.gangs = gang_claims(reg.store, {p.workload for p in wanted})
+    if not reg.gangs:
+        return wanted
+    records = reg.store.gangs()
+    policy = reg.run.config.gang.policy()
+    now = reg.run.clock.now().timestamp()
+    flying = {launch.workload for launch in snapshot.in_flight}
+    allowed = set()
+    for name, claim in reg.gangs.items():
+        record = record_of(records, claim)
+        members = members_of(snapshot.instances, name)
+        missing = sum(p.count for p in wanted if p.workload == name)
+        decision = gang_pass(record, members, policy, now)
+        if name not in flying and may_launch_gang(decision, decision.record, members, missing,
+                                                  claim.size):
+            allowed.add(name)
+    return [p for p in wanted if p.workload not in reg.gangs or p.workload in allowed]
+
+
+def _whole_gangs(reg: _Region, wanted: Sequence[LaunchPlan],
+                 fitted: list[LaunchPlan]) -> list[LaunchPlan]:
+    """A gang the quota headroom cannot take whole is not launched this pass
+    (`core.gang.gang_launch_count`): its shortfall is recorded, no member is created."""
+    out = []
+    for plan in fitted:
+        if plan.workload in reg.gangs:
+            missing = sum(p.count for p in wanted if p.workload == plan.workload)
+            room = sum(p.count for p in fitted if p.workload == plan.workload)
+            if gang_launch_count(0, missing, room) == 0:
+                continue
+        out.append(plan)
+    return out
+
+
+def _gangs_launched(reg: _Region, outcomes: Sequence[LaunchOutcome]) -> None:
+    """Start each launched gang's deadline; a gang one of whose creates failed is failed
+    whole at once (every member deleted, `GANG_FAILED`)."""
+    now = reg.run.clock.now().timestamp()
+    records = reg.store.gangs()
+    for name in sorted({o.workload for o in outcomes if o.workload in reg.gangs}):
+        mine = [o for o in outcomes if o.workload == name]
+        record = gang_launched(record_of(records, reg.gangs[name]), now)
+        failed = [Member(o.launch_id, o.pool, InstanceStatus.ERROR, o.error or "create failed",
+                         created=False)
+                  for o in mine if o.status == LaunchStatus.FAILED]
+        if failed:
+            _fail_gang(reg, name, failed, record)
+            continue
+        with _fenced(reg):
+            reg.store.save_gangs([name], [record])
+
+
+def _fail_gang(reg: _Region, workload: str, failed: Sequence[Member],
+               record: GangRecord | None = None) -> None:
+    """A gang with failed members (`failed`): `core.gang.gang_pass` over them and its live
+    members; record, then delete every member not being deleted already."""
+    now = reg.run.clock.now().timestamp()
+    if record is None:
+        record = record_of(reg.store.gangs(), reg.gangs[workload])
+    gone = {m.server for m in failed}
+    members = [*(m for m in members_of(reg.store.instances(), workload) if m.server not in gone),
+               *failed]
+    decision = gang_pass(record, members, reg.run.config.gang.policy(), now)
+    with _fenced(reg):
+        record_gang(reg.store, decision, now=now,
+                    negative_cache=reg.run.config.timeouts.negative_cache)
+    deleting = {i.id for i in reg.store.instances()
+                if i.status in (InstanceStatus.DELETING, InstanceStatus.DELETED)}
+    for server in decision.delete:
+        if server not in deleting:
+            _delete(reg, server)
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -818,16 +918,20 @@ def _region_pass(reg: _Region, scope: Collection[str] | None) -> None:
         _adopt_intents(reg)
     snapshot = _snapshot(reg, scope)
     wanted = decide_launches(snapshot, scope) if snapshot is not None else []
+    if snapshot is not None and wanted:
+        wanted = _gang_gate(reg, snapshot, wanted)
     if not wanted:
         return
-    launches = _fit(reg, wanted)
+    launches = _whole_gangs(reg, wanted, _fit(reg, wanted))
     if launches:
         reg.image_id()  # once, before the launches: a failure here fails as headroom's would
     if run.dry_run:
         run.out.planned.extend(_call_spec(reg, p, "l-dryrun000000")[1] for p in launches)
         return
     if launches:
-        _follow_up(reg, _launch_all(reg, launches))
+        outcomes = _launch_all(reg, launches)
+        _gangs_launched(reg, outcomes)
+        _follow_up(reg, outcomes)
 
 
 def run_acquire(

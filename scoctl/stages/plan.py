@@ -102,7 +102,8 @@ def record_file_claims(store: Store, claims: Sequence[Claim]) -> list[str]:
             _, new = record_claim(store, claim.workload, contract=claim.contract,
                                      requests=claim.requests, largest_pod=claim.largest_pod,
                                      pods=claim.pods, source=FILE_SOURCE,
-                                     tolerates_reclaimable=claim.tolerates_reclaimable)
+                                     tolerates_reclaimable=claim.tolerates_reclaimable,
+                                     gang=claim.gang)
             if new:
                 changed.append(claim.workload)
     return changed
@@ -146,7 +147,7 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
             inputs.claims, config.contracts, config.pools, config.flavors,
             inputs.ranking.scores, current, excluded=inputs.excluded,
             depth_premium=config.depth_premium, explain=set(explain), idle_by_workload=idle,
-            fresh=fresh)
+            fresh=fresh, gang_policy=config.gang.policy())
     # Incremental: plan just the changed claims. Every kept plan's new units arrive as
     # `promised` depth (one pass over plain rows), and the plans being replaced or removed
     # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
@@ -158,7 +159,7 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
         current, excluded=inputs.excluded, depth_premium=config.depth_premium,
         only=set(reasons), previous=previous, explain=set(explain),
         promised=planner.promised_depth(store.planned_units(), current),
-        idle_by_workload=idle, fresh=fresh)
+        idle_by_workload=idle, fresh=fresh, gang_policy=config.gang.policy())
 
 
 def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRecord],

@@ -27,6 +27,7 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core.demand import must_move
 from scoctl.core.model import (
+    GangRecord,
     InstanceRecord,
     InstanceUpdate,
     NewEvent,
@@ -67,6 +68,7 @@ from scoctl.errors import (
 from scoctl.host.discovery import host_hints
 from scoctl.services import drift as drift_inputs
 from scoctl.services.buffers import record_short
+from scoctl.services.gangs import forget_gangs, gang_claims, record_gang, record_of
 from scoctl.services.join_tokens import prune_or_report
 from scoctl.services.leadership import FencedCloud
 from scoctl.services.rebalance import planned_moves
@@ -262,7 +264,22 @@ class _Region:
             excluded=frozenset(e.pool for e in store.exclusions()),
             blocks=tuple(store.disruption_blocks()),
             drift=self.drift_view(tracked),
-            rebalance_moves=planned_moves(store.rebalances()))
+            rebalance_moves=planned_moves(store.rebalances()),
+            gangs=self.gangs(tracked, plans), gang_policy=config.gang.policy())
+
+    def gangs(self, tracked: Sequence[InstanceRecord],
+              plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, GangRecord]:
+        """The record of each gang claim this region serves: planned in its pools, or
+        holding instances here (DESIGN §19)."""
+        claims = gang_claims(self.store)
+        if not claims:
+            return {}
+        pools = {p.name for p in self.config.pools if p.region == self.region.name}
+        here = {i.workload for i in tracked if i.workload}
+        records = self.store.gangs()
+        return {name: record_of(records, claim) for name, claim in claims.items()
+                if name in here or (name in plans
+                                    and {u.pool for u in plans[name].pools} & pools)}
 
     def drift_view(self, tracked: Sequence[InstanceRecord]) -> DriftView | None:
         """What drift compares against (DESIGN §17, `services.drift.view`); None (drift not
@@ -311,6 +328,9 @@ class _Region:
                 store.save_disruption_blocks(decision.block_workloads, decision.blocks)
             if store.orphans_seen(self.region.name) != dict(decision.orphans_seen):
                 store.save_orphans_seen(self.region.name, decision.orphans_seen)
+            for gang in decision.gangs:  # before the deletes, as every record (DESIGN §19)
+                record_gang(store, gang, now=self.clock.now().timestamp(),
+                            negative_cache=self.config.timeouts.negative_cache)
 
     # -- act -------------------------------------------------------------------------------
 
@@ -588,6 +608,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
             outcomes.append(outcome)
             problems.extend(outcome.problems)
         problems.extend(prune_or_report(store, cluster, clock, dry_run=dry_run))  # join tokens
+        if not dry_run and outcomes:
+            forget_gangs(store, gang_claims(store))  # gangs whose claim ended
         if not dry_run and outcomes:
             record_short(config, store, clock.now())  # buffers still unmet (DESIGN §20)
         torn: tuple[str, ...] = ()

@@ -346,7 +346,8 @@ def _record_claims(store: Store, claims: Sequence[ClaimDecision], counts: Source
             largest_pod=claim.largest_pod, pods=claim.pods, source=claim.source,
             tolerates_reclaimable=claim.tolerates_reclaimable, nodes=claim.nodes,
             ineligible=claim.ineligible, zone_spread=claim.zone_spread,
-            overhead=claim.overhead, parts=claim.parts, preferred=claim.preferred)
+            overhead=claim.overhead, parts=claim.parts, preferred=claim.preferred,
+            gang=claim.gang)
         counts.claims_written += 1
         if changed:
             counts.claims_changed += 1

@@ -361,6 +361,19 @@ MIGRATIONS: tuple[str, ...] = (
         planned TEXT
     );
     """,
+    # 11: gangs (DESIGN §19): a claim's members per gang (0: not a gang); each gang's launch,
+    # failures and when it was provisioned, carried between passes (Unix seconds)
+    """
+    ALTER TABLE claims ADD COLUMN gang INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE gangs (
+        workload TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        launched_at REAL,
+        failures INTEGER NOT NULL DEFAULT 0,
+        failed_at REAL,
+        provisioned_at REAL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

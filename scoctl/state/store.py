@@ -29,6 +29,7 @@ from scoctl.core.model import (
     DisruptionBlock,
     EventRecord,
     ExclusionRecord,
+    GangRecord,
     Histogram,
     InstanceRecord,
     InstanceUpdate,
@@ -275,6 +276,19 @@ class FleetState(Protocol):
     def save_rebalances(self, workloads: Iterable[str],
                         records: Iterable[RebalanceRecord]) -> None:
         """Replace the rebalances of `workloads` with `records` (others keep theirs)."""
+        ...
+
+    def gangs(self) -> dict[str, GangRecord]:
+        """Each gang's record between passes (DESIGN §19), by workload."""
+        ...
+
+    def gang_claims(self) -> dict[str, tuple[int, int]]:
+        """(members per gang, pods) of each gang claim that asks for something, by workload
+        (one narrow query: reconcile asks every pass)."""
+        ...
+
+    def save_gangs(self, workloads: Iterable[str], records: Iterable[GangRecord]) -> None:
+        """Replace the gang records of `workloads` with `records` (others keep theirs)."""
         ...
 
     def exclude(self, pool: str, reason: str, until: str) -> None:

@@ -89,6 +89,7 @@ class ClaimDecision:
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
+    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
 
 
 @dataclass(frozen=True)

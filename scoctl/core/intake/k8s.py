@@ -10,7 +10,9 @@ Kubernetes (DESIGN §2-§3, DD-0018 §4b):
   ``sco/managed=true``), of managed workloads only (named in the config, or pods carrying the
   workload label), their effective requests (`core.demand.effective_request`, computed once
   per distinct container set) summed per workload into one claim, with the largest pod as the
-  envelope;
+  envelope; pods sharing ``scheduling.x-k8s.io/pod-group`` (label or annotation) make it a gang
+  claim (DESIGN §19) of the group's ``sco/gang-size``, else the pods seen (PodGroup objects are
+  not read);
 * backstop, first match wins per watched workload (settled ones, running or inactive, are no
   longer watched — except a running one whose desired replicas grew: its Deployments want more
   replicas than are available while its pods wait for capacity): a quota block of a
@@ -46,6 +48,7 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
+from scoctl.core.gang import GANG_SIZE_ANNOTATION, POD_GROUP_LABEL, pod_group_size
 from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
@@ -237,6 +240,8 @@ class _K8sWorkload:
     shapes: dict[tuple[tuple[str, int], ...], PodInfo] = field(default_factory=dict)  # waiting
     # per distinct placement (as `placements`): its demand pods' requests, largest, count
     by_place: dict[tuple[Placement | None, str], _Demand] = field(default_factory=dict)
+    # per pod group (DESIGN §19): each seen pod's sco/gang-size annotation (None: absent)
+    groups: dict[str, list[str | None]] = field(default_factory=dict)
     # pods counted per (placement, identity of their shared request value) until `settle`:
     # the pods of one template add one request value, summed once times their count
     counted: dict[tuple[tuple[Placement | None, str], int], list[Any]] = field(
@@ -439,6 +444,9 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
                 node_labels=rule.node_labels if rule else {})
         if owner is not None:
             w.owners.add((owner.kind, owner.namespace, owner.name))
+        group = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(POD_GROUP_LABEL)
+        if group and not pod.deleting:
+            w.groups.setdefault(group, []).append(pod.annotations.get(GANG_SIZE_ANNOTATION))
         provisionable = is_provisionable(pod)
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
         if provisionable or on_ours:
@@ -674,6 +682,8 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         ending = token is not None and map_token(token.token).status in INACTIVE_STATUSES
         inactive = ending or (current is not None and current.status in INACTIVE_STATUSES)
         if w.demand and not inactive:
+            gang, problems = gang_of(w.groups)
+            warnings.extend(f"workload {slug}: {problem}" for problem in problems)
             claims.append(ClaimDecision(
                 workload=slug, contract=w.contract, kind=w.kind, source="k8s",
                 requests={k: v for k, v in w.requests.items() if v},
@@ -683,7 +693,7 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                 ineligible=placed.ineligible, zone_spread=placed.zone_spread,
                 overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
                                          policy.capacity.pools, placed.ineligible),
-                parts=placed.parts, preferred=placed.preferred))
+                parts=placed.parts, preferred=placed.preferred, gang=gang))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,
@@ -696,6 +706,25 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                                     largest_pod={}, pods=0))
     return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
                           workloads=len(found))
+
+
+def gang_of(groups: Mapping[str, Sequence[str | None]]) -> tuple[int, list[str]]:
+    """A workload's members per gang from its pod groups (each group's seen pods'
+    ``sco/gang-size`` annotations; `core.gang.pod_group_size`), and the problems: 0 without a
+    group; groups of different sizes are planned as gangs of the largest."""
+    sizes: dict[str, int] = {}
+    problems: list[str] = []
+    for name in sorted(groups):
+        seen = groups[name]
+        size, problem = pod_group_size(seen, None, len(seen))
+        sizes[name] = size
+        if problem:
+            problems.append(f"pod group {name}: {problem}")
+    if len(set(sizes.values())) > 1:
+        problems.append("pod groups of different sizes (" + ", ".join(
+            f"{n}: {s}" for n, s in sizes.items()) + f"); planned as gangs of "
+            f"{max(sizes.values())}")
+    return max(sizes.values(), default=0), problems
 
 
 def _grown(w: _K8sWorkload, state: WorkloadState, objects: _Objects, *,

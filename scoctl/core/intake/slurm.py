@@ -9,7 +9,8 @@ Slurm (DESIGN §2-§3, DD-0018 §3):
 * demand: pending jobs of managed workloads (a ``sco:workload=<slug>`` comment, or the config's
   account / partition mapping) that more capacity could start, plus running jobs on CLOUD nodes
   (the nodes Slurm resumed for them), normalised per node from CPUs, memory per node or per CPU,
-  GRES and the node count;
+  GRES and the node count; a job needing more than one node makes its workload's claim a gang
+  of that many members (DESIGN §19: jobs of different node counts, the largest);
 * tracked jobs (rows with a job id): ``PENDING`` → ``SLURM_JOB_QUEUED`` with the reason, once per
   distinct reason; a reason waiting cannot clear gets the gate's capacity check
   (`core.gate.decide_slurm`) and ``SLURM_JOB_SCHEDULING_FAILED`` when nothing could ever hold
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scoctl.core.gang import slurm_gang_size
 from scoctl.core.gate import OVER_CAPACITY, GateRequest, decide_slurm
 from scoctl.core.gres import gpu_count, to_resources
 from scoctl.core.intake.common import (
@@ -198,6 +200,7 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
     held: dict[str, set[str]] = {}
     contracts: dict[str, str] = {}
     submitted: dict[str, list[float]] = {}
+    gangs: dict[str, set[int]] = {}
     warnings: list[str] = []
     tokens: list[TokenDecision] = []
     discovered: dict[str, SlurmJob] = {}
@@ -236,13 +239,20 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
         counts[slug] = counts.get(slug, 0) + count
         held.setdefault(slug, set()).update(names)
         contracts.setdefault(slug, contract)
+        if size := slurm_gang_size(nodes):
+            gangs.setdefault(slug, set()).add(size)
         if job.submitted is not None:
             submitted.setdefault(slug, []).append(job.submitted)
 
+    for slug, sizes in sorted(gangs.items()):
+        if len(sizes) > 1:
+            warnings.append(f"workload {slug}: jobs need {', '.join(map(str, sorted(sizes)))} "
+                            f"nodes; planned as gangs of {max(sizes)}")
     claims = [ClaimDecision(workload=slug, contract=contracts[slug], kind="job", source="slurm",
                             requests=sums[slug], largest_pod=largest[slug], pods=counts[slug],
                             nodes=tuple(sorted(held[slug])),
-                            created=tuple(submitted.get(slug, ())))
+                            created=tuple(submitted.get(slug, ())),
+                            gang=max(gangs.get(slug, {0})))
               for slug in sorted(sums)]
     for slug in sorted(snap.claims - set(sums)):
         claims.append(ClaimDecision(workload=slug, contract=policy.default_contract, kind="job",

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         DisruptionBlock,
         EventRecord,
         ExclusionRecord,
+        GangRecord,
         InstanceRecord,
         InstanceUpdate,
         Keep,
@@ -124,6 +125,7 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
 ]
 __all__ += ["DisruptionBlock"]  # DESIGN §16
 __all__ += ["RebalanceRecord"]  # DESIGN §18
+__all__ += ["GangRecord"]  # DESIGN §19
 __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)
@@ -143,11 +145,10 @@ _NAMES: dict[str, tuple[str, ...]] = {
               "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
-                "InstanceRecord",
-                "InstanceUpdate", "Keep", "LaunchRecord", "MetricCounters", "NewEvent",
-                "PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache",
-                "RebalanceRecord",
-                "TokenRecord", "WorkloadRecord"),
+                "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep", "LaunchRecord",
+                "MetricCounters", "NewEvent", "PlanGeneration", "PlanUnitRecord",
+                "PlanWorkloadRecord", "RankingCache", "RebalanceRecord", "TokenRecord",
+                "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
               "SlurmNode", "rest_api_version"),
 }

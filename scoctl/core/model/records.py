@@ -71,6 +71,7 @@ class ClaimRecord:
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
+    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,19 @@ class DisruptionBlock:
     reason: str
     budget: int
     until: str | None = None
+
+
+@dataclass(frozen=True)
+class GangRecord:
+    """What the state remembers of a gang between passes (DESIGN §19; `core.gang`): its
+    members needed, and when (Unix seconds) it was launched, last failed and provisioned."""
+
+    workload: str
+    size: int
+    launched_at: float | None = None  # the pass its members were created in
+    failures: int = 0
+    failed_at: float | None = None
+    provisioned_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -350,4 +350,17 @@ PG_MIGRATIONS: tuple[str, ...] = (
         planned {T}
     );
     """,
+    # 11: gangs (DESIGN §19): a claim's members per gang; each gang's launch, failures and
+    # when it was provisioned (Unix seconds)
+    f"""
+    ALTER TABLE claims ADD COLUMN gang INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE gangs (
+        workload {T} PRIMARY KEY,
+        size INTEGER NOT NULL,
+        launched_at DOUBLE PRECISION,
+        failures INTEGER NOT NULL DEFAULT 0,
+        failed_at DOUBLE PRECISION,
+        provisioned_at DOUBLE PRECISION
+    );
+    """,
 )

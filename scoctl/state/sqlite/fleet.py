@@ -8,6 +8,7 @@ from typing import Any
 from scoctl.core.model import (
     DisruptionBlock,
     ExclusionRecord,
+    GangRecord,
     InstanceRecord,
     InstanceUpdate,
     LaunchRecord,
@@ -130,6 +131,29 @@ class FleetTables(SqliteBase):
                 "INSERT INTO rebalances (workload, trigger, since, moves, planned) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [(r.workload, r.trigger, r.since, dumps(list(r.moves)), r.planned)
+                 for r in records])
+
+    def gangs(self) -> dict[str, GangRecord]:
+        """See `Store.gangs`."""
+        return {r["workload"]: GangRecord(r["workload"], r["size"], r["launched_at"],
+                                          r["failures"], r["failed_at"], r["provisioned_at"])
+                for r in self.db.query("SELECT * FROM gangs ORDER BY workload")}
+
+    def gang_claims(self) -> dict[str, tuple[int, int]]:
+        """See `Store.gang_claims`."""
+        return {w: (gang, pods) for w, gang, pods in self.conn.execute(
+            "SELECT workload, gang, pods FROM claims WHERE gang > 0 AND requests != '{}' "
+            "ORDER BY workload")}
+
+    def save_gangs(self, workloads: Iterable[str], records: Iterable[GangRecord]) -> None:
+        """See `Store.save_gangs`."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM gangs WHERE workload = ?",
+                                  [(w,) for w in sorted(set(workloads))])
+            self.conn.executemany(
+                "INSERT INTO gangs (workload, size, launched_at, failures, failed_at, "
+                "provisioned_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.workload, r.size, r.launched_at, r.failures, r.failed_at, r.provisioned_at)
                  for r in records])
 
     def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:

@@ -157,7 +157,7 @@ class WorkloadTables(SqliteBase):
             nodes=tuple(loads(row["nodes"], [])), ineligible=loads(row["ineligible"], {}),
             zone_spread=row["zone_spread"], overhead=loads(row["overhead"], {}),
             parts=tuple(part_of(p) for p in loads(row["parts"], [])),
-            preferred=loads(row["preferred"], {}))
+            preferred=loads(row["preferred"], {}), gang=row["gang"])
 
     def claim(self, workload: str) -> ClaimRecord | None:
         row = self._one("SELECT * FROM claims WHERE workload = ?", [workload])
@@ -168,7 +168,7 @@ class WorkloadTables(SqliteBase):
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
             "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead, "
-            "parts, preferred FROM claims "
+            "parts, preferred, gang FROM claims "
             "ORDER BY workload")
         return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
@@ -179,9 +179,10 @@ class WorkloadTables(SqliteBase):
                             overhead=loads(overhead, {}) if overhead != "{}" else {},
                             parts=tuple(part_of(p) for p in loads(parts, []))
                             if parts != "[]" else (),
-                            preferred=loads(preferred, {}) if preferred != "{}" else {})
+                            preferred=loads(preferred, {}) if preferred != "{}" else {},
+                            gang=gang)
                 for w, v, c, req, lp, pods, tol, src, upd, nodes, ineligible, spread, overhead,
-                parts, preferred in cursor]
+                parts, preferred, gang in cursor]
 
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
@@ -195,15 +196,15 @@ class WorkloadTables(SqliteBase):
                 self.conn.execute(
                     "INSERT OR REPLACE INTO claims (workload, version, contract, requests, "
                     "largest_pod, pods, tolerates_reclaimable, source, nodes, ineligible, "
-                    "zone_spread, overhead, parts, preferred, updated) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "zone_spread, overhead, parts, preferred, gang, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [c.workload, write.version, c.contract, dumps(dict(c.requests)),
                      dumps(dict(c.largest_pod)), c.pods, int(c.tolerates_reclaimable),
                      c.source, dumps(sorted(c.nodes)), dumps(dict(sorted(c.ineligible.items()))),
                      c.zone_spread, dumps({f: dict(sorted(r.items()))
                                            for f, r in sorted(c.overhead.items())}),
                      dumps([part_json(p) for p in c.parts]),
-                     dumps(dict(sorted(c.preferred.items()))), self.now()])
+                     dumps(dict(sorted(c.preferred.items()))), c.gang, self.now()])
             stored = self.claim(c.workload)
             assert stored is not None
             return stored
