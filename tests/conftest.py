@@ -27,10 +27,13 @@ pytest_plugins = [
 # The suite runs on several workers (`--dist loadgroup`, scripts/test). One worker owns each
 # session-wide real component that is costly or host-wide (a Slurm cluster's munged and
 # slurmd, Debian's Nova harness): the tests that use it go to that worker, which starts it
-# once. Every other test stays with the tests of its file, in file order, on one worker: a
-# module-scoped region is started once, and tests that build on the one before (an e2e
-# story) see what it left.
+# once. The end-to-end stories (tests/e2e) run one after another on one worker: each drives
+# a simulated region or several controllers against the clock, and two at once on two cores
+# starve each other's timers. Every other test stays with the tests of its file, in file
+# order, on one worker: a module-scoped fixture is set up once, and tests that build on the
+# one before see what it left.
 _GROUPS = {"slurm_cluster": "slurm", "real_nova": "realnova"}
+_E2E = "tests/e2e/"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,6 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         found = next((g for fixture, g in _GROUPS.items() if fixture in names), None)
         if found is not None or path not in groups:
-            groups[path] = found or groups.get(path) or path
+            groups[path] = found or groups.get(path) or ("e2e" if path.startswith(_E2E)
+                                                         else path)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.partition("::")[0]]))

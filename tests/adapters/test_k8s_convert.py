@@ -4,9 +4,12 @@ container, condition and owner values, which equal those built for each pod alon
 from __future__ import annotations
 
 import copy
+import dataclasses
+
+import pytest
 
 from scoctl.adapters.kube_convert import pod_info
-from scoctl.core.model import Container, OwnerRef
+from scoctl.core.model import Container, OwnerRef, PodInfo
 from scoctl.sim import k8s_emulator as ke
 
 
@@ -45,3 +48,22 @@ def test_a_pods_creation_timestamp_is_read_and_an_unreadable_one_is_unknown():
     assert pod_info(raw).created is None
     del raw["metadata"]["creationTimestamp"]  # type: ignore[attr-defined]
     assert pod_info(raw).created is None
+
+
+def test_a_converted_pod_has_every_field_and_equals_one_built_by_its_class():
+    [raw] = _pods(1)
+    pod = pod_info(raw)
+    assert set(vars(pod)) == {f.name for f in dataclasses.fields(PodInfo)}
+    assert pod == PodInfo(**{f.name: getattr(pod, f.name) for f in dataclasses.fields(PodInfo)})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pod.name = "other"  # type: ignore[misc]
+
+
+def test_pods_that_differ_only_in_what_scoctl_does_not_read_share_their_values():
+    first, second = _pods(2)
+    for container in second["spec"]["containers"]:  # each pod's own API token mount
+        container["volumeMounts"] = [{"name": "kube-api-access-x7k2p", "mountPath": "/var"}]
+    a, b = pod_info(first), pod_info(second)
+    assert a.containers is b.containers and a.owners is b.owners
+    second["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    assert pod_info(second).containers[0].requests["cpu"] == 2000  # a read field: its own
