@@ -34,6 +34,7 @@ from scoctl.config.schema import Config, load_config
 from scoctl.runner.controller import Controller
 from scoctl.runner.signals import Signals
 from scoctl.sim import k8s_emulator as ke
+from scoctl.sim.k8s_auth import shipped_rbac
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
 
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=2_000)
     args = parser.parse_args(argv)
     emulator = ke.K8sEmulator().start()
+    emulator.add_many(shipped_rbac())  # scoctl's role (configs/kubernetes/rbac.yaml)
     try:
         t0 = time.perf_counter()
         seed(emulator, args.pods, args.nodes)

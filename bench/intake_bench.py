@@ -38,6 +38,7 @@ from scoctl.config.schema import Config, load_config
 from scoctl.core.intake.k8s import K8sPolicy, K8sSnapshot, decide_k8s_intake
 from scoctl.core.quantity import format_resources
 from scoctl.sim import k8s_emulator as ke
+from scoctl.sim.k8s_auth import shipped_rbac
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     emulator = ke.K8sEmulator().start()
+    emulator.add_many(shipped_rbac())  # scoctl's role (configs/kubernetes/rbac.yaml)
     runs: list[dict[str, float]] = []
     try:
         started = time.perf_counter()

@@ -41,6 +41,7 @@ from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.clock import SystemClock
 from scoctl.config.schema import load_config
 from scoctl.sim import k8s_emulator as ke
+from scoctl.sim.k8s_auth import shipped_rbac
 from scoctl.stages.plan import run_plan
 from scoctl.stages.watch import run_pass
 from scoctl.state import open_store
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     rnd = random.Random(16)
     served = ServedCpu()
     emulator = ke.K8sEmulator().start()
+    emulator.add_many(shipped_rbac())  # scoctl's role (configs/kubernetes/rbac.yaml)
     runs: list[dict[str, float]] = []
     try:
         seed(emulator, rnd)
