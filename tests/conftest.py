@@ -36,6 +36,7 @@ _GROUPS = {"slurm_cluster": "slurm", "real_nova": "realnova"}
 _E2E = "tests/e2e/"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     groups: dict[str, str] = {}  # file → group: a file using a shared component goes whole
     for item in items:
