@@ -51,7 +51,7 @@ from scoctl.core.model import (
     PodInfo,
     WorkloadRecord,
 )
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 
 COMPONENT = "scoctl"  # source.component and reportingComponent (reportingController)
 NOMINATED = "Nominated"
@@ -323,7 +323,8 @@ def node_events(instances: Iterable[InstanceRecord], noticed: Iterable[NoticedRe
     for inst in sorted(by_id.values(), key=lambda i: i.name):
         if inst.status != InstanceStatus.DRAINING and not inst.disruption:
             continue  # neither draining nor a disruption in flight (its replacement first)
-        reason = "noticed" if inst.id in open_notices else inst.disruption or "empty"
+        reason = (DisruptionReason.NOTICED if inst.id in open_notices
+                  else inst.disruption or DisruptionReason.EMPTY)
         out.append(Wanted(node_ref(inst.node_name or inst.name), DISRUPTION_STARTED, (
             f"scoctl is disrupting the node (reason {reason}): cordoned, draining, then the "
             f"server {inst.id} is deleted")))

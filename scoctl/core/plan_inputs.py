@@ -103,6 +103,13 @@ def to_workload_plan(record: PlanWorkloadRecord) -> planner.WorkloadPlan:
         coverage=0.0, committed_coverage=0.0, floor_shortfall=0.0)
 
 
+def same_plan(new: PlanWorkloadRecord, old: PlanWorkloadRecord) -> bool:
+    """Whether a re-planned workload's record plans what its stored one does (the same claim
+    version, units per pool, feasibility, degradation and reasons): no new generation."""
+    return (new.claim_version, new.feasible, new.degraded, new.reasons, new.pools) == (
+        old.claim_version, old.feasible, old.degraded, old.reasons, old.pools)
+
+
 def to_record(plan: planner.WorkloadPlan, claim: Claim, ranking: str,
               excluded: set[str]) -> PlanWorkloadRecord:
     """A plan as the row the state stores (its generation is set when committed)."""

@@ -33,13 +33,12 @@ class GangClaim:
 
 
 def gang_claims(store: Store, workloads: Iterable[str] | None = None) -> dict[str, GangClaim]:
-    """The gang claims that ask for something (of `workloads`, else all), by workload."""
-    if workloads is None:
-        return {w: GangClaim(w, size, gang_needed(pods, size))
-                for w, (size, pods) in store.gang_claims().items()}
-    records = [c for w in sorted(set(workloads)) if (c := store.claim(w)) is not None]
-    return {c.workload: GangClaim(c.workload, c.gang, gang_needed(c.pods, c.gang))
-            for c in records if c.gang > 0 and c.requests}
+    """The gang claims that ask for something (of `workloads`, else all), by workload: one
+    narrow query whichever (not a claim read per launching workload)."""
+    wanted = None if workloads is None else set(workloads)
+    return {w: GangClaim(w, size, gang_needed(pods, size))
+            for w, (size, pods) in store.gang_claims().items()
+            if wanted is None or w in wanted}
 
 
 def record_of(records: Mapping[str, GangRecord], claim: GangClaim) -> GangRecord:

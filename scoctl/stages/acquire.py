@@ -895,13 +895,13 @@ def _fail_gang(reg: _Region, workload: str, failed: Sequence[Member],
     if record is None:
         record = record_of(reg.store.gangs(), reg.gangs[workload])
     gone = {m.server for m in failed}
-    members = [*(m for m in members_of(reg.store.instances(), workload) if m.server not in gone),
-               *failed]
+    instances = reg.store.instances()  # once: the members and those being deleted already
+    members = [*(m for m in members_of(instances, workload) if m.server not in gone), *failed]
     decision = gang_pass(record, members, reg.run.config.gang.policy(), now)
     with _fenced(reg):
         record_gang(reg.store, decision, now=now,
                     negative_cache=reg.run.config.timeouts.negative_cache)
-    deleting = {i.id for i in reg.store.instances()
+    deleting = {i.id for i in instances
                 if i.status in (InstanceStatus.DELETING, InstanceStatus.DELETED)}
     for server in decision.delete:
         if server not in deleting:

@@ -30,7 +30,13 @@ from scoctl.core import planner, rebalance
 from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, idle_units_of, units_of
 from scoctl.core.model import Claim, InstanceRecord, NewEvent, PlanWorkloadRecord, RankingCache
-from scoctl.core.plan_inputs import changed_workloads, claims_of, to_record, to_workload_plan
+from scoctl.core.plan_inputs import (
+    changed_workloads,
+    claims_of,
+    same_plan,
+    to_record,
+    to_workload_plan,
+)
 from scoctl.errors import UsageError
 from scoctl.services import rebalance as services_rebalance
 from scoctl.services.claims import record_claim
@@ -252,12 +258,7 @@ def _without_unchanged(store: Store, records: Mapping[str, PlanWorkloadRecord],
         return dict(records)
     stored = store.plans(only=again)
     return {n: r for n, r in records.items()
-            if n not in again or n not in stored or not _same_plan(r, stored[n])}
-
-
-def _same_plan(new: PlanWorkloadRecord, old: PlanWorkloadRecord) -> bool:
-    return (new.claim_version, new.feasible, new.degraded, new.reasons, new.pools) == (
-        old.claim_version, old.feasible, old.degraded, old.reasons, old.pools)
+            if n not in again or n not in stored or not same_plan(r, stored[n])}
 
 
 def run_plan(config: Config, store: Store, clock: Clock, *, only: Collection[str] = (),
