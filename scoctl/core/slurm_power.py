@@ -7,7 +7,8 @@ configured resource name), one "pod" per node; the planner then picks each node'
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,19 @@ def resume_file_jobs(data: Any) -> dict[str, str]:
     for job in jobs if isinstance(jobs, list) else []:
         if not isinstance(job, dict):
             continue
-        for node in expand_hostlist(str(job.get("nodes") or "")):
+        # Slurm 22.05+ lists a job's `nodes_alloc` (and the `nodes_resume` among them)
+        listed = job.get("nodes_alloc") or job.get("nodes") or job.get("nodes_resume")
+        for node in expand_hostlist(str(listed or "")):
             out.setdefault(node, str(job.get("job_id")))
     return out
+
+
+def resume_gang_size(nodes: Iterable[str], jobs: Mapping[str, str]) -> int:
+    """The gang size Slurm's resume of `nodes` asks for (DESIGN §19): the most nodes one job
+    of the resume file (`jobs`: node → job id) waits on, when that is more than one; else 0."""
+    per_job = Counter(jobs[n] for n in nodes if n in jobs)
+    most = max(per_job.values(), default=0)
+    return most if most > 1 else 0
 
 
 @dataclass(frozen=True)

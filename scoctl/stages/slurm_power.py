@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
+from scoctl.core.gang import slurm_gang_size
 from scoctl.core.model import InstanceUpdate, NewEvent, NodeRelease
 from scoctl.core.model.problems import Problem
 from scoctl.core.slurm_power import (
@@ -42,6 +43,7 @@ from scoctl.core.slurm_power import (
     releases,
     request_of,
     resume_file_jobs,
+    resume_gang_size,
     resume_workload,
 )
 from scoctl.core.timefmt import rfc3339
@@ -64,11 +66,24 @@ def _rules(config: Config) -> list[NodeRule]:
 
 def _put_claim(store: Store, workload: str, nodes: Sequence[str],
                shapes: Mapping[str, Mapping[str, int]], contract: str,
-               tolerates: bool) -> None:
+               tolerates: bool, gang: int) -> None:
     requests, largest = nodes_demand(nodes, shapes)
     record_claim(store, workload, contract=contract, requests=requests, largest_pod=largest,
-                    pods=len(nodes), source="slurm", tolerates_reclaimable=tolerates,
-                    nodes=list(nodes))
+                 pods=len(nodes), source="slurm", tolerates_reclaimable=tolerates,
+                 nodes=list(nodes), gang=gang)
+
+
+def _gang_size(scheduler: BatchScheduler, nodes: Sequence[str],
+               jobs: Mapping[str, str]) -> int:
+    """The gang a resume of `nodes` serves (DESIGN §19): the most nodes one of the resume
+    file's jobs asks for, as Slurm says (a job's resume may list only the nodes not up yet),
+    else as many of `nodes` as the file gives that job."""
+    size = resume_gang_size(nodes, jobs)
+    for job_id in sorted({jobs[n] for n in nodes if n in jobs}):
+        job = scheduler.job(int(job_id)) if job_id.isdigit() else None
+        if job is not None:
+            size = max(size, slurm_gang_size(job.node_count))
+    return size
 
 
 def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
@@ -104,8 +119,9 @@ def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
             old = store.claim(slug)
             nodes = sorted(set(old.nodes if old else ()) | set(added))
             contract = wanted.contract if wanted else (old.contract if old else "T1")
+            gang = max(old.gang if old else 0, _gang_size(scheduler, added, jobs or {}))
             _put_claim(store, slug, nodes, shapes, contract,
-                       wanted.tolerates_reclaimable if wanted else True)
+                       wanted.tolerates_reclaimable if wanted else True, gang)
             store.append_event(NewEvent(slug, "SLURM_NODES_RESUME", "info",
                                         {"nodes": ",".join(sorted(added))}))
     return by_workload
@@ -127,7 +143,7 @@ def release_nodes(store: Store, handed_back: Iterable[NodeRelease], *,
             for release in releases(store.claims(), names):
                 claim = release.claim
                 _put_claim(store, claim.workload, release.keep, shapes, claim.contract,
-                           claim.tolerates_reclaimable)
+                           claim.tolerates_reclaimable, claim.gang if release.keep else 0)
                 dropped.setdefault(claim.workload, []).extend(release.gone)
                 store.append_event(NewEvent(claim.workload, "SLURM_NODES_RELEASED", "info",
                                             {"nodes": ",".join(release.gone), "reason": reason}))
