@@ -704,6 +704,8 @@ class _TypeState:
 
 
 SNAPSHOTS = 16  # list snapshots kept for their continue tokens
+# json.dumps(obj, separators=(",", ":")) without building an encoder per call (per listed item)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 SCOCTL_TOKEN = "scoctl-sim"
 ADMIN_TOKEN = "scoctl-sim-admin"
 DEFAULT_TOKENS: Mapping[str, User] = {SCOCTL_TOKEN: SCOCTL, ADMIN_TOKEN: ADMIN}
@@ -1449,7 +1451,7 @@ class K8sEmulator:
             key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             hit = cache.get(key)
             if hit is None or hit[0] is not obj:
-                hit = (obj, json.dumps(obj, separators=(",", ":")))
+                hit = (obj, _COMPACT.encode(obj))
                 cache[key] = hit
             texts.append(hit[1])
         head = json.dumps({k: v for k, v in page.items() if k != "items"},
