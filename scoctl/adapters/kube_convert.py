@@ -95,7 +95,10 @@ def _conditions_of(key: tuple[tuple[str, str, str, str], ...]) -> tuple[Conditio
 
 
 def _conditions(obj: Raw) -> tuple[Condition, ...]:
-    status = obj.get("status")
+    return _status_conditions(obj.get("status"))
+
+
+def _status_conditions(status: Any) -> tuple[Condition, ...]:
     conds = status.get("conditions") if _is_map(status) else None
     return _conditions_of(tuple([  # a list first: faster than a generator, per listed object
         (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
@@ -262,9 +265,13 @@ def _frozen(cls: type[F], fields: dict[str, Any]) -> F:
 
 def pod_info(obj: Raw) -> PodInfo:
     """A pod API object (JSON dict) as a PodInfo; raises QuantityError/ValueError if unreadable."""
-    meta = _meta(obj)
+    # this runs for every listed pod: `_meta` and `_conditions` inline, each part read once
+    meta = obj.get("metadata")
+    if not _is_map(meta):
+        meta = {}
     spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    raw_status = obj.get("status")
+    status = raw_status or {}
     pod_resources = spec.get("resources")
     gates = spec.get("schedulingGates")
     tolerations = spec.get("tolerations")
@@ -283,10 +290,10 @@ def pod_info(obj: Raw) -> PodInfo:
         "node_name": str(spec.get("nodeName") or ""),
         "nominated_node_name": str(status.get("nominatedNodeName") or ""),
         "phase": str(status.get("phase") or "Pending"),
-        "conditions": _conditions(obj),
+        "conditions": _status_conditions(raw_status),
         "scheduling_gates": tuple(str(g.get("name", "")) for g in gates) if gates else (),
         "tolerations": _tolerations(tolerations) if tolerations else (),
-        "placement": _placement(spec) if _is_map(spec) else None,
+        "placement": _placement(spec),  # a spec that is no map failed `spec.get` above
         "deleting": bool(meta.get("deletionTimestamp")),
         "resource_version": str(meta.get("resourceVersion") or ""),
         "created": _created(str(meta.get("creationTimestamp") or "")),

@@ -58,6 +58,32 @@ def test_every_page_of_a_list_comes_from_the_snapshot_of_its_first_page(
     assert int(fresh.metadata.resource_version) > int(first.metadata.resource_version)
 
 
+def test_a_listed_object_is_written_as_stored_after_every_change(
+        k8s_emulator: K8sEmulator) -> None:
+    """A list reuses each item's text while the item is the stored object it was made from
+    (`K8sEmulator._list_json`): the bytes are those of the whole page encoded at once, and a
+    replaced, patched or deleted object is listed as it is now."""
+    pods = ke.resource_type("Pod")
+    for i in range(3):
+        k8s_emulator.add(ke.make_pod(f"p{i}"))
+
+    def listed() -> bytes:
+        with k8s_emulator._cond:
+            page = k8s_emulator._list(pods, ke._Filter("default"), None, None)
+        data = k8s_emulator._list_json(pods, page)
+        assert data == json.dumps(page, separators=(",", ":")).encode()
+        return data
+
+    assert listed() == listed()
+    k8s_emulator.update("Pod", "default", "p1", {"metadata": {"labels": {"changed": "yes"}}})
+    k8s_emulator.delete("Pod", "default", "p2")
+    items = json.loads(listed())["items"]
+    assert [p["metadata"]["name"] for p in items] == ["p0", "p1"]
+    assert items[1]["metadata"]["labels"]["changed"] == "yes"
+    k8s_emulator.add(ke.make_pod("p2"))  # the same name again: a new object, a new text
+    assert [p["metadata"]["name"] for p in json.loads(listed())["items"]] == ["p0", "p1", "p2"]
+
+
 def test_a_continue_token_of_a_compacted_revision_gets_410_expired(
         k8s_emulator: K8sEmulator, k8s_api: Any) -> None:
     """etcd3/store.go `GetList`: reading a continuation at a compacted revision answers
