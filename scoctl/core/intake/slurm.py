@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -190,25 +190,10 @@ def _slurm_workload(job: SlurmJob, policy: SlurmPolicy,
     return None
 
 
-def elastic_partitions(nodes: Iterable[SlurmNode]) -> frozenset[str]:
-    """Partitions whose every node is a CLOUD node. A multi-node job pending there is not
-    demand yet (DESIGN §19): its gang's members are the nodes Slurm allocates to it and asks
-    for by name (ResumeProgram); it counts once it holds them (CONFIGURING), since servers
-    made for it before would carry no node name its slurmds could register under."""
-    fixed: set[str] = set()
-    seen: set[str] = set()
-    for node in nodes:
-        seen.update(node.partitions)
-        if not node.cloud:
-            fixed.update(node.partitions)
-    return frozenset(seen - fixed)
-
-
 def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecision:
     """Claims and status tokens for the Slurm side (see the module docstring)."""
     by_job = {t.job_id: t for t in snap.tracked if t.job_id}
     cloud_nodes = {n.name for n in snap.nodes or () if n.cloud}
-    elastic = elastic_partitions(snap.nodes or ())
     sums: dict[str, dict[str, int]] = {}
     largest: dict[str, dict[str, int]] = {}
     counts: dict[str, int] = {}
@@ -235,8 +220,7 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
                 and slug not in discovered:
             discovered[slug] = job  # a new single-job workload: track it from now on
         shape, nodes = job_node_shape(job, policy.gres_map)
-        if job.state == "PENDING" and job.reason not in NOT_DEMAND_REASONS \
-                and not (nodes > 1 and job.partition in elastic):
+        if job.state == "PENDING" and job.reason not in NOT_DEMAND_REASONS:
             count = nodes
             names: list[str] = []
         elif job.state in SLURM_HOLDING_STATES:
