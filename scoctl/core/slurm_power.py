@@ -78,11 +78,15 @@ def resume_file_jobs(data: Any) -> dict[str, str]:
     return out
 
 
-def resume_gang_size(nodes: Iterable[str], jobs: Mapping[str, str]) -> int:
-    """The gang size Slurm's resume of `nodes` asks for (DESIGN §19): the most nodes one job
-    of the resume file (`jobs`: node → job id) waits on, when that is more than one; else 0."""
+def resume_gang_size(nodes: Iterable[str], jobs: Mapping[str, str],
+                     node_counts: Mapping[str, int]) -> int:
+    """The gang a resume of `nodes` serves (DESIGN §19): of the resume file's jobs (`jobs`:
+    node → job id), the most nodes one asks for — Slurm's count (`node_counts`: job id →
+    NumNodes, for the jobs Slurm still knows), since a resume lists only the nodes not up yet,
+    else how many of `nodes` the file gives it — when that is more than one; else 0."""
     per_job = Counter(jobs[n] for n in nodes if n in jobs)
-    most = max(per_job.values(), default=0)
+    most = max((max(listed, node_counts.get(job, 0)) for job, listed in per_job.items()),
+               default=0)
     return most if most > 1 else 0
 
 

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 from scoctl.clock import Clock
 from scoctl.config.schema import Config
 from scoctl.core.fleet import LIVE_STATUSES
-from scoctl.core.gang import slurm_gang_size
 from scoctl.core.model import InstanceUpdate, NewEvent, NodeRelease
 from scoctl.core.model.problems import Problem
 from scoctl.core.slurm_power import (
@@ -73,17 +72,14 @@ def _put_claim(store: Store, workload: str, nodes: Sequence[str],
                  nodes=list(nodes), gang=gang)
 
 
-def _gang_size(scheduler: BatchScheduler, nodes: Sequence[str],
-               jobs: Mapping[str, str]) -> int:
-    """The gang a resume of `nodes` serves (DESIGN §19): the most nodes one of the resume
-    file's jobs asks for, as Slurm says (a job's resume may list only the nodes not up yet),
-    else as many of `nodes` as the file gives that job."""
-    size = resume_gang_size(nodes, jobs)
-    for job_id in sorted({jobs[n] for n in nodes if n in jobs}):
+def _node_counts(scheduler: BatchScheduler, jobs: Mapping[str, str]) -> dict[str, int]:
+    """job id → the nodes Slurm says it needs, for the resume file's jobs Slurm still knows."""
+    out: dict[str, int] = {}
+    for job_id in sorted(set(jobs.values())):
         job = scheduler.job(int(job_id)) if job_id.isdigit() else None
         if job is not None:
-            size = max(size, slurm_gang_size(job.node_count))
-    return size
+            out[job_id] = job.node_count
+    return out
 
 
 def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
@@ -111,6 +107,7 @@ def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
         target = resume_workload(node, workload=workload,
                                  job_owner=owner.slug if owner else None, rules=_rules(config))
         by_workload.setdefault(target, []).append(name)
+    counts = _node_counts(scheduler, jobs or {})  # read before the transaction
     with store.transaction():
         store.save_node_shapes({name: shapes[name] for name in names if name in known})
         store.clear_suspended(names)
@@ -119,7 +116,7 @@ def resume_nodes(config: Config, store: Store, scheduler: BatchScheduler,
             old = store.claim(slug)
             nodes = sorted(set(old.nodes if old else ()) | set(added))
             contract = wanted.contract if wanted else (old.contract if old else "T1")
-            gang = max(old.gang if old else 0, _gang_size(scheduler, added, jobs or {}))
+            gang = max(old.gang if old else 0, resume_gang_size(added, jobs or {}, counts))
             _put_claim(store, slug, nodes, shapes, contract,
                        wanted.tolerates_reclaimable if wanted else True, gang)
             store.append_event(NewEvent(slug, "SLURM_NODES_RESUME", "info",

@@ -31,7 +31,8 @@ class Slurm:
     """Two CLOUD nodes of partition `cloud` (2 CPUs, 1000 MB) and every `update_node` and
     `set_node_address` call."""
 
-    def __init__(self) -> None:
+    def __init__(self, *jobs: SlurmJob) -> None:
+        self.listed = list(jobs)
         self.updates: list[tuple[str, str]] = []
         self.addresses: list[tuple[str, str, str]] = []
         self.down = False
@@ -50,7 +51,7 @@ class Slurm:
         return []
 
     def job(self, job_id: int) -> SlurmJob | None:
-        return None
+        return next((j for j in self.listed if j.job_id == job_id), None)
 
     def update_node(self, name: str, *, state: str, reason: str | None = None) -> None:
         self.updates.append((name, state))
@@ -90,6 +91,32 @@ def test_a_spooled_resume_is_no_claim_until_a_pass_applies_it(
     assert claim.requests == {"cpu": 2000, "memory": 1000 * 2**20}
     assert [e.token for e in store.events(workload="hpc")] == ["SLURM_NODES_RESUME"]
     assert apply_requests(config, store, Slurm()).applied == 0  # applied once, file gone
+
+
+def test_a_resume_for_a_multi_node_job_is_a_gang_of_the_nodes_slurm_says_it_needs(
+    config: Config, store: Store, clock: FixedClock,
+) -> None:
+    # after a requeue Slurm's resume file may name only the nodes not up yet: one of two
+    spool(config, clock, RESUME, "cloud-2", workload="hpc", jobs={"cloud-2": "7"})
+    mpi = SlurmJob(job_id=7, name="mpi", state="CONFIGURING", partition="cloud", node_count=2)
+    apply_requests(config, store, Slurm(mpi))
+    claim = store.claim("hpc")
+    assert claim is not None and (claim.nodes, claim.gang) == (("cloud-2",), 2)
+    # without Slurm's word, the file's own count; one node of one job is no gang
+    spool(config, clock, RESUME, "cloud-1", workload="solo", jobs={"cloud-1": "8"})
+    apply_requests(config, store, Slurm())
+    solo = store.claim("solo")
+    assert solo is not None and solo.gang == 0
+    # a release keeps the gang of what stays and drops it with the last node
+    spool(config, clock, RESUME, "cloud-1", workload="hpc", jobs={"cloud-1": "7"})
+    spool(config, clock, SUSPEND, "cloud-1")
+    apply_requests(config, store, Slurm(mpi))
+    kept = store.claim("hpc")
+    assert kept is not None and (kept.nodes, kept.gang) == (("cloud-2",), 2)
+    spool(config, clock, SUSPEND, "cloud-2")
+    apply_requests(config, store, Slurm(mpi))
+    gone = store.claim("hpc")
+    assert gone is None or (gone.nodes, gone.gang) == ((), 0)
 
 
 def test_requests_apply_in_order_and_a_suspend_marks_the_server_for_deletion(
