@@ -124,7 +124,8 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                       for r in held])
     if rollouts:
         render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
-                     [(r["workload"], r["drifted"], r["in_flight"], r["replaced"], r["phase"])
+                     [(r["workload"], r["drifted"], r["in_flight"], r["replaced"],
+                       "canary (soaking)" if r["soaking"] else r["phase"])
                       for r in rollouts])
     if rebalancing:
         render.table("Rebalance", ["workload", "trigger", "since", "moves", "planned"],

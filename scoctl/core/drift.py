@@ -7,9 +7,10 @@ they are replaced, and whether a workload's rollout may go on.
 - `order`: empty units first, then busy ones; within each, round-robin across pools, each
   pool's oldest first — so one pool is never emptied of old units before another starts.
 - `rollout`: a workload's rollout onto its current hashes — ``canary`` until a unit on one of
-  them has stayed Ready for `drift.soak` (then one drifted unit at a time), ``open`` once one
-  has, ``halted`` after `drift.halt_after` failed launches in a row on them (launch or
-  registration timeout, ERROR) since the last resume: old units stay.
+  them has stayed Ready for `drift.soak` (one drifted unit at a time until a replacement is
+  Ready, then none while it soaks), ``open`` once one has, ``halted`` after
+  `drift.halt_after` failed launches in a row on them (launch or registration timeout,
+  ERROR) since the last resume: old units stay.
 - `meta_patches`: Node labels (`workloads[].node_labels`, `pools[].labels`) that differ from
   the config: patched in place, no new server (`DRIFT_PATCHED`).
 
@@ -59,14 +60,17 @@ class Rollout:
     phase: Phase
     failures: int
     hashes: tuple[str, ...]
+    soaking: bool = False  # a canary: a unit on them is Ready, not yet for the soak
 
     def room(self, in_flight: int) -> int | None:
         """How many more drifted units may start now, before the budgets (None: only the
-        budgets limit): none when halted, one at a time while the canary soaks."""
+        budgets limit): none when halted; a canary is one at a time, and none more while a
+        unit on the new spec soaks (DESIGN §17: it stays Ready for the soak before the rest
+        of the rollout starts, even once its old unit is gone)."""
         if self.phase is Phase.HALTED:
             return 0
         if self.phase is Phase.CANARY:
-            return max(0, 1 - in_flight)
+            return 0 if self.soaking else max(0, 1 - in_flight)
         return None
 
 
@@ -153,7 +157,7 @@ def rollout(workload: str, hashes: Iterable[str], instances: Iterable[InstanceRe
     """The workload's rollout onto `hashes` (its pools' current spec hashes, every version):
     halted after `halt_after` failed launches in a row on them (by creation, counted after
     the last one that became Ready and since `resumed`); else open once one of them has been
-    Ready for `soak` seconds and is still ready; else canary."""
+    Ready for `soak` seconds and is still ready; else canary (`soaking` once one is Ready)."""
     current = frozenset(hashes)
     mine = sorted((i for i in instances if i.workload == workload
                    and i.spec_hash in current), key=lambda i: (i.created, i.name))
@@ -166,14 +170,16 @@ def rollout(workload: str, hashes: Iterable[str], instances: Iterable[InstanceRe
             failures = 0
         elif _failed(inst):
             failures += 1
+    ready = [(now - parse_rfc3339(i.ready_at)).total_seconds() for i in mine
+             if i.status == InstanceStatus.READY and i.ready_at]
     if halt_after > 0 and failures >= halt_after:
         phase = Phase.HALTED
-    elif any(i.status == InstanceStatus.READY and i.ready_at
-             and (now - parse_rfc3339(i.ready_at)).total_seconds() >= soak for i in mine):
+    elif any(age >= soak for age in ready):
         phase = Phase.OPEN
     else:
         phase = Phase.CANARY
-    return Rollout(workload, phase, failures, tuple(sorted(current)))
+    return Rollout(workload, phase, failures, tuple(sorted(current)),
+                   soaking=phase is Phase.CANARY and bool(ready))
 
 
 def current_hashes(workload: str, specs: Mapping[tuple[str, str], LaunchSpec]) -> set[str]:

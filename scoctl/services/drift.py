@@ -184,6 +184,6 @@ def progress(config: Config, store: Store, now: datetime) -> list[dict[str, obje
                              and i.status != InstanceStatus.DELETED),
             "replaced": sum(1 for i in mine if i.disruption == DisruptionReason.DRIFTED
                             and i.status == InstanceStatus.DELETED),
-            "phase": str(r.phase), "failures": r.failures,
+            "phase": str(r.phase), "soaking": r.soaking, "failures": r.failures,
             "halted": r.phase is drift.Phase.HALTED})
     return out

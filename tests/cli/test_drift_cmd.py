@@ -48,7 +48,8 @@ def rollouts(cli: Cli, config: Path) -> list[dict[str, object]]:
 def test_status_shows_a_halted_rollout_and_drift_resume_goes_on(cli: Cli, world: Path,
                                                                 tmp_path: Path) -> None:
     assert rollouts(cli, world) == [{"workload": "web", "drifted": 2, "in_flight": 1,
-                                     "replaced": 0, "phase": "halted", "failures": 2,
+                                     "replaced": 0, "phase": "halted", "soaking": False,
+                                     "failures": 2,
                                      "halted": True}]
     done = cli("--config", str(world), "drift", "resume", "--workload", "web", "--json")
     assert done.code == 0, done.stderr

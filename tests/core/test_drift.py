@@ -130,6 +130,14 @@ def test_the_first_replacement_is_a_canary_one_at_a_time_until_it_soaked() -> No
     [down] = d.scale_downs
     assert (down.instance, down.reason) == ("s00", DisruptionReason.DRIFTED)
     assert started(d) == []
+    # the canary's old unit is gone, its replacement still soaking: nothing more starts
+    gone = replace(s, instances=tuple(i for i in s.instances if i.id != "s00"),
+                   servers=tuple(v for v in s.servers if v.id != "s00"),
+                   k8s_nodes=tuple(n for n in s.k8s_nodes if n.name != "sco-web-s00"),
+                   targets={"web": {"p-spot": 3}})
+    assert [i.disruption for i in gone.instances] == [None, None, None]
+    assert started(decide(gone, policy(soak=120.0), NOW)) == []
+    assert started(decide(gone, policy(soak=30.0), NOW)) != []  # soaked: it goes on
     # Ready for the soak: the rest of the rollout starts, as the budget allows
     s = with_replacement(fleet(3), "n00", ready_for=130)
     d = decide(replace(s, targets={"web": {"p-spot": 3}}), policy(soak=120.0), NOW)
