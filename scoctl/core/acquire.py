@@ -26,7 +26,12 @@ from scoctl.core.model import (
 @dataclass(frozen=True)
 class LaunchSnapshot:
     """What acquire reads for one region: the latest plan rows, the instances and in-flight
-    launch intents, the Slurm node names each claim asks for, and the region's pools."""
+    launch intents, the Slurm node names each claim asks for, and the region's pools.
+
+    `claim_nodes` holds every Slurm claim, with the node names Slurm asked for (none yet for a
+    job still pending): a Slurm claim launches one server per name no unit holds, never an
+    unnamed one — its slurmd could register under no name (DESIGN §11, §19: a pending gang's
+    members are the nodes Slurm allocates and resumes by name)."""
 
     plans: Mapping[str, PlanWorkloadRecord]
     instances: tuple[InstanceRecord, ...] = ()
@@ -69,7 +74,7 @@ def decide_launches(snapshot: LaunchSnapshot,
     if not targets:
         return []
     claim_nodes = {name: list(nodes) for name, nodes in snapshot.claim_nodes.items()
-                   if name in targets and nodes}
+                   if name in targets}
     held = held_node_names(snapshot.instances, snapshot.in_flight) if claim_nodes else {}
     return launches_needed(targets, units_of(snapshot.instances, snapshot.in_flight),
                            snapshot.pools,

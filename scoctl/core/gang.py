@@ -303,7 +303,6 @@ class GangDecision:
     events: tuple[GangEvent, ...] = ()
     may_launch: bool = False  # the acquirer may create the missing members now
     workload_failed: bool = False
-    report_up: tuple[str, ...] = ()  # Slurm: the members reported up (all, once provisioned)
 
 
 def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
@@ -314,7 +313,7 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
       `policy.deadline` after the launch: every member is deleted, ``GANG_FAILED {pool,
       reason}`` per failing pool, those pools excluded; the failure count grows, and past
       `policy.retries` the gang is ``GANG_UNSATISFIABLE`` and the workload failed.
-    - All `size` members Ready: ``GANG_PROVISIONED`` once; every member is reported up.
+    - All `size` members Ready: ``GANG_PROVISIONED`` once.
     - No member: a launch is allowed once the back-off after the last failure has passed.
     """
     servers = tuple(sorted(m.server for m in members if m.created))
@@ -322,12 +321,12 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
     ready = [m for m in members if m.created and m.state == InstanceStatus.READY]
     if not failing and len(ready) >= record.size and members:
         if record.provisioned_at is not None:
-            return GangDecision(record, report_up=servers)
+            return GangDecision(record)
         done = GangRecord(record.workload, record.size, record.launched_at, record.failures,
                           record.failed_at, now)
         pools = sorted({m.pool for m in members})
         return GangDecision(done, events=(GangEvent(GANG_PROVISIONED, {
-            "members": len(members), "pools": pools}),), report_up=servers)
+            "members": len(members), "pools": pools}),))
     late = bool(not failing and members and record.launched_at is not None
                 and now - record.launched_at >= policy.deadline)
     if failing or late:
@@ -357,7 +356,22 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
         wait = gang_backoff(record.failures, policy.backoff)
         ready_to_go = record.failed_at is None or now - record.failed_at >= wait
         return GangDecision(record, may_launch=ready_to_go)
-    return GangDecision(record)  # booting, within the deadline: nothing is reported up yet
+    return GangDecision(record)  # booting, within the deadline
+
+
+BOOTED = frozenset({InstanceStatus.ACTIVE, InstanceStatus.READY})
+
+
+def report_up(members: Sequence[Member], size: int) -> tuple[str, ...]:
+    """Slurm (DESIGN §19): the members whose nodes are reported up to slurmctld (their
+    NodeAddr / NodeHostname): every member once all of them have booted (ACTIVE or Ready)
+    and they make whole gangs of `size`; none while one is still being created, has failed,
+    or the gang is short — so slurmctld never reaches part of a gang."""
+    if size <= 0 or not members or len(members) % size:
+        return ()
+    if not all(m.created and m.state in BOOTED for m in members):
+        return ()
+    return tuple(sorted(m.server for m in members))
 
 
 def gang_launched(record: GangRecord, now: float) -> GangRecord:

@@ -38,6 +38,7 @@ from scoctl.core.gang import (
     Member,
     gang_booked,
     gang_pass,
+    report_up,
 )
 from scoctl.core.model import (
     DisruptionBlock,
@@ -434,6 +435,7 @@ class _Pass:
         self.adopted: list[str] = []
         self.orphans: list[Orphan] = []
         self.addresses: list[NodeAddress] = []
+        self.gang_addresses: dict[str, dict[str, NodeAddress]] = {}  # held: workload → server
         self.blocks: list[DisruptionBlock] = []
         self.block_workloads: set[str] = set()
         self.label_patches: list[LabelPatch] = []
@@ -588,7 +590,9 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
 def _gangs(p: _Pass) -> None:
     """Gangs (DESIGN §19, `core.gang.gang_pass`) over the statuses this pass gave their
     members: a failed member or a gang not Ready by the deadline deletes every member;
-    all Ready is `GANG_PROVISIONED`. Only decisions that change something are kept."""
+    all Ready is `GANG_PROVISIONED`. Only decisions that change something are kept. A Slurm
+    gang's nodes are reported up (their addresses) only once every member has booted
+    (`core.gang.report_up`): slurmctld never reaches part of a gang."""
     gang_policy = p.snapshot.gang_policy
     if gang_policy is None:
         return
@@ -599,6 +603,10 @@ def _gangs(p: _Pass) -> None:
         members = [Member(i.id, i.pool or "", p.status(i), p.value(i, "fault") or "")
                    for i in mine if p.status(i) in MEMBER_STATES]
         decision = gang_pass(record, members, gang_policy, p.now.timestamp())
+        held = p.gang_addresses.get(name, {})
+        if held and not decision.delete:
+            p.addresses.extend(held[sid] for sid in report_up(members, record.size)
+                               if sid in held)
         if decision.record == record and not decision.delete and not decision.events:
             continue
         p.gangs.append(decision)
@@ -779,7 +787,8 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
     yet (powering up, not registered) is given the server's address on every pass until it
     is up: the update is idempotent, so an ``scontrol`` that failed, a server acquire already
     recorded ACTIVE (no transition for reconcile to see) and a slurmctld restart that forgot
-    the address all heal on the next pass, and it ends with the boot."""
+    the address all heal on the next pass, and it ends with the boot. A gang member's address
+    waits for the whole gang (`_gangs`)."""
     active_at = inst.active_at or p.stamp
     status = inst.status
     up = p.ready(inst)
@@ -800,7 +809,11 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
         p.delete(inst, "registration timeout", status=InstanceStatus.ERROR, active_at=active_at,
                  fault=f"no ready node after {timeout:g}s")
     elif up is False and inst.node_name and server.address:
-        p.addresses.append(NodeAddress(inst.node_name, server.address, server.name))
+        address = NodeAddress(inst.node_name, server.address, server.name)
+        if p.snapshot.gang_policy is not None and inst.workload in p.snapshot.gangs:
+            p.gang_addresses.setdefault(inst.workload, {})[inst.id] = address  # see _gangs
+        else:
+            p.addresses.append(address)
 
 
 def _orphans(p: _Pass) -> dict[str, str]:

@@ -418,8 +418,8 @@ def _snapshot(reg: _Region, scope: Collection[str] | None) -> LaunchSnapshot | N
     claim_nodes: dict[str, tuple[str, ...]] = {}
     for name in wanted:
         claim = store.claim(name)
-        if claim is not None and claim.nodes:
-            claim_nodes[name] = claim.nodes
+        if claim is not None and (claim.nodes or claim.source == "slurm"):
+            claim_nodes[name] = claim.nodes  # a Slurm claim launches only for node names
     return LaunchSnapshot(plans=plans, instances=tuple(store.instances()),
                           in_flight=tuple(store.launches(status=IN_FLIGHT_LAUNCHES)),
                           claim_nodes=claim_nodes, pools=reg.pools)

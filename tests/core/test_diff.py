@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scoctl.core.acquire import LaunchSnapshot, decide_launches
 from scoctl.core.diff import (
     clamp_to_headroom,
     diff_plan,
     launches_needed,
     surplus,
 )
-from scoctl.core.model import Flavor, Headroom, Pool
+from scoctl.core.model import Flavor, Headroom, PlanUnitRecord, PlanWorkloadRecord, Pool
 
 GI = 2**30
 POOLS = {name: Pool(name, "r1", "az1", "c16", "g1", "reclaimable", 50) for name in "abc"}
@@ -35,6 +38,20 @@ def test_slurm_claims_launch_one_instance_per_waiting_node_name():
 def test_a_slurm_claim_whose_nodes_are_all_held_launches_nothing():
     assert launches_needed({"hpc": {"a": 2}}, {}, POOLS, {"hpc": 1},
                            claim_nodes={"hpc": ["n1"]}, held_nodes={"hpc": {"n1"}}) == []
+
+
+def test_a_slurm_claim_with_no_node_named_yet_launches_nothing():
+    """DESIGN §11/§19: a pending job's claim is planned, but its servers wait for the names
+    Slurm resumes (an unnamed server's slurmd could register under no node)."""
+    plans = {"hpc": PlanWorkloadRecord("hpc", 1, 1, "T2", None, True, False, (),
+                                       (PlanUnitRecord("a", "reclaimable", "g1", 4, 1.0, 0.9),))}
+    snapshot = LaunchSnapshot(plans=plans, claim_nodes={"hpc": ()}, pools=POOLS)
+    assert decide_launches(snapshot) == []
+    named = replace(snapshot, claim_nodes={"hpc": ("n1", "n2", "n3", "n4")})
+    assert [p.node_names for p in decide_launches(named)] == [("n1",), ("n2",), ("n3",),
+                                                              ("n4",)]
+    # a Kubernetes claim (not in claim_nodes) launches unnamed units as planned
+    assert [p.count for p in decide_launches(replace(snapshot, claim_nodes={}))] == [4]
 
 
 def test_the_quota_clamp_shrinks_launches_in_order_and_names_the_limit():

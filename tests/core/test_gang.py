@@ -19,6 +19,7 @@ from scoctl.core.gang import (
     gang_step,
     plan_gang,
     pod_group_size,
+    report_up,
     slurm_gang_size,
 )
 from scoctl.core.model.vocabulary import InstanceStatus
@@ -164,7 +165,21 @@ def test_a_failed_create_deletes_every_member_and_excludes_the_pool():
     assert step.events[0].detail["pool"] == "a.az1.p1"
     assert step.events[0].detail["reason"] == "NoValidHost"
     assert step.record.failures == 1 and not step.workload_failed
-    assert step.report_up == ()
+    assert report_up(seen, 6) == ()
+
+
+def test_slurm_nodes_are_reported_up_only_once_every_member_has_booted():
+    assert report_up(members("building", 5) + members("active", 1, "b"), 6) == ()
+    assert report_up(members("active", 5), 6) == ()  # a member short
+    failed = members("active", 5) + [Member("s9", "b", InstanceStatus.ERROR, "fault")]
+    assert report_up(failed, 6) == ()
+    booted = members("active", 4) + [Member(f"r{i}", "b", InstanceStatus.READY)
+                                     for i in range(2)]
+    assert report_up(booted, 6) == ("r0", "r1", "s0", "s1", "s2", "s3")
+    # a second gang of the workload still booting holds back every member's report
+    assert report_up(booted + members("building", 6, "c"), 6) == ()
+    assert len(report_up(booted + [Member(f"t{i}", "c", InstanceStatus.ACTIVE)
+                                   for i in range(6)], 6)) == 12
 
 
 def test_after_a_failure_the_retry_waits_the_backoff():
@@ -193,15 +208,14 @@ def test_after_the_retries_the_gang_is_unsatisfiable_and_the_workload_failed():
     assert not gang_step(step.record, [], POLICY, 99999.0).may_launch
 
 
-def test_a_ready_gang_is_provisioned_once_reported_up_and_booked():
+def test_a_ready_gang_is_provisioned_once_and_booked():
     record = gang_launched(GangRecord("train", 6), 0.0)
     booting = gang_step(record, members("active"), POLICY, 30.0)
-    assert booting.report_up == () and booting.events == ()
+    assert booting.events == () and booting.delete == ()
     step = gang_step(record, members("ready"), POLICY, 60.0)
     assert [e.token for e in step.events] == [GANG_PROVISIONED]
-    assert len(step.report_up) == 6
     again = gang_step(step.record, members("ready"), POLICY, 70.0)
-    assert again.events == () and len(again.report_up) == 6
+    assert again.events == ()
     assert gang_booked(step.record, POLICY, 60.0 + 1199.0)
     assert not gang_booked(step.record, POLICY, 60.0 + 1200.0)
     assert not gang_booked(record, POLICY, 60.0)

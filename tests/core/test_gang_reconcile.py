@@ -4,7 +4,9 @@ left alone while it drains, a booked gang is not idle-scaled down, and a gang la
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from scoctl.core.gang import (
     DEFAULT_GANG_POLICY,
@@ -19,7 +21,7 @@ from scoctl.core.gang import (
     may_launch_gang,
     members_of,
 )
-from scoctl.core.model import GangRecord
+from scoctl.core.model import GangRecord, SlurmNode
 from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.reconcile import decide
 from tests.core.test_reconcile import (
@@ -147,3 +149,34 @@ def test_a_retry_is_due_once_the_backoff_ended_and_not_after_giving_up() -> None
     gave_up = GangRecord("web", 4, failures=GANG.retries + 1, failed_at=T)
     assert not gang_retry_due(gave_up, GANG, T + 10_000)
     assert not gang_retry_due(GangRecord("web", 4), GANG, T)  # never failed: nothing owed
+
+
+def test_a_slurm_gangs_nodes_are_reported_up_only_once_every_member_has_booted() -> None:
+    """DESIGN §19: slurmctld is given no member's address (NodeAddr) while another member is
+    still building; once all have booted, every member's address goes out in one pass."""
+    names = [f"hpc-{i}" for i in range(3)]
+    servers = tuple(replace(make_server(f"s{i}", workload="hpc", name=f"sco-hpc-s{i}"),
+                            address=f"127.0.0.{i + 5}") for i in range(3))
+    booting = tuple(SlurmNode(name=n, cpus=8, memory_mb=1000, state="idle",
+                              flags=frozenset({"CLOUD", "POWERING_UP"})) for n in names)
+
+    def decided(*states: str) -> Any:
+        insts = tuple(make_instance(f"s{i}", status=state, workload="hpc", node_name=names[i],
+                                    name=f"sco-hpc-s{i}")
+                      for i, state in enumerate(states))
+        shown = tuple(s for s, state in zip(servers, states, strict=True) if state != "building")
+        building = tuple(replace(s, status="BUILD") for s, state in
+                         zip(servers, states, strict=True) if state == "building")
+        return decide(snap(servers=shown + building, instances=insts, slurm_nodes=booting,
+                           gangs={"hpc": gang_launched(GangRecord("hpc", 3), T - 10)},
+                           gang_policy=GANG, targets={"hpc": {"p-spot": 3}}), POLICY, NOW)
+
+    assert decided("active", "active", "building").addresses == ()
+    up = decided("active", "active", "active").addresses
+    assert sorted((a.node, a.address) for a in up) == [
+        ("hpc-0", "127.0.0.5"), ("hpc-1", "127.0.0.6"), ("hpc-2", "127.0.0.7")]
+    # without a gang the same node is told its address at once (as before)
+    alone = decide(snap(servers=servers[:1], instances=(make_instance(
+        "s0", status="active", workload="hpc", node_name="hpc-0", name="sco-hpc-s0"),),
+        slurm_nodes=booting[:1], targets={"hpc": {"p-spot": 1}}), POLICY, NOW)
+    assert [a.node for a in alone.addresses] == ["hpc-0"]
