@@ -2593,6 +2593,15 @@ def make_event(involved: Mapping[str, Any], reason: str, message: str,
 # --- process entry point -------------------------------------------------------------------------
 
 
+def seed(emu: K8sEmulator, data: Mapping[str, Any]) -> None:
+    """Load a seed ``{"crds": [names], "objects": [...]}``: its CRDs installed first (as a
+    cluster has them before their objects can be created), then each object applied."""
+    for name in data.get("crds") or ():
+        emu.install_crd(str(name))
+    for obj in data.get("objects") or ():
+        emu.apply(obj)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; write ``{"url", "pid"}`` to --ready-file once listening."""
     parser = argparse.ArgumentParser(prog="python -m scoctl.sim.k8s_emulator",
@@ -2600,7 +2609,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", help="write {url, pid} here (atomically) when listening")
-    parser.add_argument("--seed", help="a JSON file {\"objects\": [...]} to load first")
+    parser.add_argument("--seed", help="a JSON file {\"crds\": [...], \"objects\": [...]} to "
+                                       "load first (the CRDs installed, then the objects)")
     parser.add_argument("--tokens-file",
                         help="a JSON file {token: {\"user\": name, \"groups\": [...]}}: the "
                              "bearer tokens accepted (default: scoctl's and the admin's "
@@ -2620,8 +2630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       crds=(*DEFAULT_CRDS, *args.crd))
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
-            for obj in json.load(fh).get("objects", []):
-                emu.apply(obj)
+            seed(emu, json.load(fh))
     emu.start()
     done = threading.Event()
 
