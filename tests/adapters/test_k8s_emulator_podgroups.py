@@ -108,3 +108,23 @@ def test_a_podgroup_against_its_crds_schema_is_a_422(
     assert (invalid.value.status, status["reason"]) == (422, "Invalid")
     assert ('spec.minMember: Invalid value: "string": spec.minMember in body must be of type '
             'integer: "string"') in status["message"]
+
+
+def test_scoctl_sim_installs_a_crd_through_the_control_api(k8s_emulator: K8sEmulator) -> None:
+    """``POST /_sim/install-crd`` (the simulator's own API, for an emulator in another
+    process): a known CRD is installed, an unknown one is a 400 naming the ones it serves."""
+
+    def install(name: str) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            f"{k8s_emulator.url}/_sim/install-crd", data=json.dumps({"name": name}).encode(),
+            method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    assert install("widgets.example.com")[0] == 400
+    assert get(k8s_emulator, f"/apis/{GROUP}/{VERSION}")[0] == 404
+    assert install(ke.PODGROUP_CRD) == (200, {"ok": True})
+    assert get(k8s_emulator, f"/apis/{GROUP}/{VERSION}/podgroups")[0] == 200
