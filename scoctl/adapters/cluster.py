@@ -27,7 +27,12 @@ from scoctl.core.model import (
     ReplicaSetInfo,
     ResourceQuotaInfo,
 )
-from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import (
+    DaemonSetInfo,
+    PodGroupInfo,
+    VolumeClaimInfo,
+    VolumeInfo,
+)
 
 __all__ = ["MANAGED_KINDS", "Cluster", "ManagedKind"]
 
@@ -100,6 +105,15 @@ class Cluster(Protocol):
 
     def inference_services(self, namespace: str | None = None) -> list[InferenceServiceInfo]:
         """KServe InferenceServices; an empty list when the CRD is not installed.
+
+        Raises TemporaryError or PermanentError.
+        """
+        ...
+
+    def pod_groups(self, namespace: str | None = None) -> list[PodGroupInfo]:
+        """scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1) and their
+        ``spec.minMember`` (DESIGN §19); an empty list when the API is not served (the CRD is
+        not installed: 404).
 
         Raises TemporaryError or PermanentError.
         """

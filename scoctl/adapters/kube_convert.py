@@ -37,7 +37,12 @@ from scoctl.core.model import (
     TokenSecret,
     Toleration,
 )
-from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import (
+    DaemonSetInfo,
+    PodGroupInfo,
+    VolumeClaimInfo,
+    VolumeInfo,
+)
 from scoctl.core.model.vocabulary import LABEL_LAUNCH
 from scoctl.core.quantity import QuantityError, parse_quantity
 from scoctl.core.timefmt import parse_rfc3339
@@ -515,6 +520,16 @@ def volume_info(obj: Raw) -> VolumeInfo:
                 zones = set(str(labels[key]).split("__"))
                 break
     return VolumeInfo(name=str(meta.get("name", "")), zones=tuple(sorted(zones)))
+
+
+def pod_group_info(obj: Raw) -> PodGroupInfo:
+    """A PodGroup (custom object dict) as a PodGroupInfo: ``spec.minMember`` when it is a whole
+    number (the CRD's schema says ``integer``; anything else is no size)."""
+    meta = _meta(obj)
+    value = (obj.get("spec") or {}).get("minMember")
+    return PodGroupInfo(name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
+                        min_member=value if isinstance(value, int)
+                        and not isinstance(value, bool) else None)
 
 
 def daemonset_info(obj: Raw) -> DaemonSetInfo:

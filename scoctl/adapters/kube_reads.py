@@ -1,5 +1,5 @@
 """What `KubernetesCluster` reads: nodes, pods, Deployments, ReplicaSets, Jobs,
-InferenceServices, ResourceQuotas, Events, DaemonSets, PersistentVolumeClaims and
+InferenceServices, PodGroups, ResourceQuotas, Events, DaemonSets, PersistentVolumeClaims and
 PersistentVolumes, listed in pages as raw JSON, and the pod and node
 watches (the client's `Watch` with model deserialisation, as the client intends: its raw mode
 mishandles 410 events)."""
@@ -18,6 +18,7 @@ from scoctl.adapters.kube_convert import (
     inference_service_info,
     job_info,
     node_info,
+    pod_group_info,
     pod_info,
     replicaset_info,
     resource_quota_info,
@@ -37,11 +38,20 @@ from scoctl.core.model import (
     ReplicaSetInfo,
     ResourceQuotaInfo,
 )
-from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import (
+    DaemonSetInfo,
+    PodGroupInfo,
+    VolumeClaimInfo,
+    VolumeInfo,
+)
 
 KSERVE_GROUP = "serving.kserve.io"
 KSERVE_VERSION = "v1beta1"
 KSERVE_PLURAL = "inferenceservices"
+# scheduler-plugins' coscheduling PodGroup (manifests/coscheduling/crd.yaml)
+PODGROUP_GROUP = "scheduling.x-k8s.io"
+PODGROUP_VERSION = "v1alpha1"
+PODGROUP_PLURAL = "podgroups"
 T = TypeVar("T")
 
 
@@ -198,3 +208,17 @@ class ClusterReads(KubeClient):
         if page is None:  # the KServe CRD is not installed
             return []
         return _convert_all(page.get("items") or [], inference_service_info, "inferenceservice")
+
+    def pod_groups(self, namespace: str | None = None) -> list[PodGroupInfo]:
+        """See `Cluster.pod_groups`."""
+        if namespace:
+            page = self._read_unless_gone(
+                "list podgroups", self._custom.list_namespaced_custom_object,
+                PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL)
+        else:
+            page = self._read_unless_gone(
+                "list podgroups", self._custom.list_cluster_custom_object,
+                PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL)
+        if page is None:  # the PodGroup CRD is not installed: the API is not served
+            return []
+        return _convert_all(page.get("items") or [], pod_group_info, "podgroup")

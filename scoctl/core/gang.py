@@ -3,7 +3,8 @@
 A gang is work that is useless until every member runs: a Slurm job needing more than one node,
 Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``gang: {size}``.
 
-- `slurm_gang_size`, `pod_group_size`: how big a gang a source asks for.
+- `slurm_gang_size`, `pod_group_size`: how big a gang a source asks for; `pod_group_of`: the
+  pod group a pod belongs to.
 - `plan_gang`: N members per gang, each on its own node, every gang inside one placement
   bucket (a correlation group by default), in at most `max_pools` pools; the pool cap and
   `min_pools` count gangs, not members.
@@ -69,6 +70,12 @@ DEFAULT_GANG_POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retr
 def slurm_gang_size(num_nodes: int) -> int:
     """The gang a Slurm job is: its node count when it needs more than one node, else 0."""
     return num_nodes if num_nodes > 1 else 0
+
+
+def pod_group_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The pod group a pod belongs to: its ``scheduling.x-k8s.io/pod-group`` label, else that
+    annotation (None: no gang)."""
+    return labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_LABEL) or None
 
 
 def pod_group_size(annotations: Sequence[str | None], min_member: int | None,

@@ -39,7 +39,12 @@ if TYPE_CHECKING:
         ResourceQuotaInfo,
         TokenSecret,
     )
-    from scoctl.core.model.kubernetes import DaemonSetInfo, VolumeClaimInfo, VolumeInfo
+    from scoctl.core.model.kubernetes import (
+        DaemonSetInfo,
+        PodGroupInfo,
+        VolumeClaimInfo,
+        VolumeInfo,
+    )
 
 E = TypeVar("E")
 Item = PodEvent | NodeEvent | Exception
@@ -181,6 +186,11 @@ class CachedCluster:
     def inference_services(self, namespace: str | None = None) -> list[InferenceServiceInfo]:
         """See `Cluster.inference_services`."""
         return self.cluster.inference_services(namespace)
+
+    def pod_groups(self, namespace: str | None = None) -> list[PodGroupInfo]:
+        """See `Cluster.pod_groups` (from the API: read per pass, only while a pod group
+        waits)."""
+        return self.cluster.pod_groups(namespace)
 
     def resource_quotas(self, namespace: str | None = None) -> list[ResourceQuotaInfo]:
         """See `Cluster.resource_quotas`."""

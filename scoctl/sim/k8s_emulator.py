@@ -8,8 +8,12 @@ API scoctl uses, with the semantics scoctl's logic depends on:
   secrets (``stringData`` stored base64 in ``data``, the ``type`` field selector: bootstrap
   token Secrets in kube-system);
   apps/v1 deployments, replicasets (+ ``status``), daemonsets (stored as given); batch/v1
-  jobs; policy/v1 poddisruptionbudgets; and the KServe custom resource serving.kserve.io/v1beta1
-  inferenceservices; discovery (``/api``, ``/apis``, ``/version``);
+  jobs; policy/v1 poddisruptionbudgets; discovery (``/api``, ``/apis``, ``/version``);
+* custom resources, each served (routes and discovery) only while its CustomResourceDefinition
+  is installed (`crds`, `install_crd`; else 404, as the apiextensions-apiserver answers): the
+  KServe serving.kserve.io/v1beta1 inferenceservices (installed by default) and the
+  scheduler-plugins PodGroup scheduling.x-k8s.io/v1alpha1 podgroups (`PODGROUP_CRD`; its
+  schema's integers checked); no strategic merge patch, a delete answers the object;
 * PodDisruptionBudgets through a disruption-controller step (`k8s_controllers`): a budget's
   ``status`` (``currentHealthy``, ``desiredHealthy``, ``expectedPods`` from the owning
   Deployment's or ReplicaSet's scale, ``disruptionsAllowed``, ``disruptedPods``,
@@ -56,11 +60,13 @@ API scoctl uses, with the semantics scoctl's logic depends on:
 
 Test-side API: `K8sEmulator.add`/`apply`/`update`/`delete`/`get`/`objects`, `set_pod_unschedulable`,
 `bind_pod`, `set_node_ready`, `sync_disruption`, `set_replica_failure`, `compact`,
-`close_watches`, `fail_next`, the `requests` log, and the `make_*` builders of schema-valid objects.
+`close_watches`, `fail_next`, `install_crd`, the `requests` log, and the `make_*` builders of
+schema-valid objects.
 
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
 writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
-under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, …: `_control`).
+under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, ``POST
+/_sim/install-crd {"name": …}``, …: `_control`); ``--crd NAME`` installs a CRD at start.
 """
 
 from __future__ import annotations
@@ -119,6 +125,13 @@ class ResourceType:
     kind: str
     namespaced: bool
     subresources: tuple[str, ...] = ()
+    custom: bool = False  # a custom resource: served only while its CRD is installed
+
+    @property
+    def crd(self) -> str:
+        """The name of its CustomResourceDefinition: ``<plural>.<group>``, the name the
+        apiextensions-apiserver requires of a CRD and looks a request's resource up by."""
+        return f"{self.plural}.{self.group}"
 
     @property
     def api_version(self) -> str:
@@ -146,13 +159,21 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  ("status",)),
     ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
-                 ("status",)),
+                 ("status",), custom=True),
+    # scheduler-plugins' coscheduling PodGroup (manifests/coscheduling/crd.yaml: namespaced,
+    # v1alpha1, the status subresource)
+    ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
+                 custom=True),
     ResourceType(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", False),
     ResourceType(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     ResourceType(RBAC_GROUP, "v1", "roles", "Role", True),
     ResourceType(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True),
 )
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+KSERVE_CRD = "inferenceservices.serving.kserve.io"
+PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
+CRDS = frozenset(t.crd for t in TYPES if t.custom)  # the CRDs the emulator can serve
+DEFAULT_CRDS: tuple[str, ...] = (KSERVE_CRD,)  # installed in a new emulator
 _BY_PATH = {(t.group, t.version, t.plural): t for t in TYPES}
 _BY_NAME: dict[str, ResourceType] = {}
 for _t in TYPES:
@@ -651,6 +672,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
     elif rt.kind == "InferenceService":
         if not isinstance(spec, dict) or not isinstance(spec.get("predictor"), dict):
             causes.append(("spec.predictor", "Required value"))
+    elif rt.kind == "PodGroup":
+        _check_pod_group(spec, causes)
     elif rt.kind == "Secret":
         _check_secret(obj, causes)
     _walk_quantities(obj.get("spec"), "spec", causes)
@@ -658,6 +681,33 @@ def validate(rt: ResourceType, obj: Obj) -> None:
     _check_conditions(obj, causes)
     if causes:
         raise _invalid(rt, name, causes)
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _check_pod_group(spec: Any, causes: list[tuple[str, str]]) -> None:
+    """The PodGroup CRD's structural schema (scheduler-plugins manifests/coscheduling/crd.yaml:
+    ``spec.minMember`` and ``spec.scheduleTimeoutSeconds`` are ``integer``, ``format: int32``),
+    with the messages of the apiextensions-apiserver's schema validation."""
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        causes.append(("spec", f'Invalid value: "{type(spec).__name__}": spec in body must be '
+                               "of type object"))
+        return
+    for key in ("minMember", "scheduleTimeoutSeconds"):
+        value = spec.get(key)
+        if value is None:
+            continue
+        where = f"spec.{key}"
+        if isinstance(value, bool) or not isinstance(value, int):
+            kind = "string" if isinstance(value, str) else type(value).__name__
+            causes.append((where, f'Invalid value: "{kind}": {where} in body must be of type '
+                                  f'integer: "{kind}"'))
+        elif not _INT32[0] <= value <= _INT32[1]:
+            causes.append((where, f"Invalid value: {value}: {where} in body must be of type "
+                                  "int32"))
 
 
 # --- disruption budgets --------------------------------------------------------------------------
@@ -717,7 +767,8 @@ class K8sEmulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_history: int = 200_000,
                  tokens: Mapping[str, User] | None = None, grace_scale: float = 1.0,
                  initial_rv: int | None = None,
-                 disruption_delay: float | None = DISRUPTION_DELAY_S) -> None:
+                 disruption_delay: float | None = DISRUPTION_DELAY_S,
+                 crds: Iterable[str] = DEFAULT_CRDS) -> None:
         if grace_scale <= 0:
             raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
@@ -730,6 +781,11 @@ class K8sEmulator:
             collections.Counter())
         self.max_history = max_history
         self._cond = threading.Condition()
+        # the CustomResourceDefinitions installed (by name): a custom resource is served only
+        # while its CRD is, as the apiextensions-apiserver serves it (`install_crd`)
+        self.crds: set[str] = set()
+        for crd in crds:
+            self.install_crd(crd)
         # etcd's revision survives an apiserver restart; this emulator keeps nothing, so a new
         # process starts from the clock (µs since the epoch): above every version an earlier
         # process on this port handed out, unless it made a million writes a second
@@ -851,6 +907,36 @@ class K8sEmulator:
         with self._cond:
             return self._rv
 
+    # -- custom resources
+
+    def install_crd(self, name: str) -> None:
+        """Install the CustomResourceDefinition `name` (one of `CRDS`, e.g. `PODGROUP_CRD`), as
+        ``kubectl apply -f`` of its manifest would: from now on its resource is served and
+        discovered. Raises ValueError for a CRD the emulator does not know."""
+        if name not in CRDS:
+            raise ValueError(f"the emulator cannot serve the CRD {name!r} (it serves "
+                             f"{', '.join(sorted(CRDS))})")
+        with self._cond:
+            self.crds.add(name)
+
+    def served(self, rt: ResourceType) -> bool:
+        """Whether `rt` is served: a built-in kind always, a custom one while its CRD is
+        installed."""
+        return not rt.custom or rt.crd in self.crds
+
+    def served_types(self) -> tuple[ResourceType, ...]:
+        """The resource types served now (discovery lists these)."""
+        return tuple(t for t in TYPES if self.served(t))
+
+    def _type(self, name: str) -> ResourceType:
+        """A served type by kind or plural; KeyError for one not served (kubectl's "no matches
+        for kind" when its CRD is not installed)."""
+        rt = resource_type(name)
+        if not self.served(rt):
+            raise KeyError(f"no matches for kind {rt.kind!r} in version {rt.api_version!r}: "
+                           f"the CRD {rt.crd} is not installed")
+        return rt
+
     # -- test-side API
 
     def add(self, obj: Mapping[str, Any], *, validate_obj: bool = True,
@@ -860,7 +946,7 @@ class K8sEmulator:
         With ``copy_obj=False`` the emulator keeps the given dict itself (the caller hands it
         over and must not change it), which makes seeding tens of thousands of pods fast.
         """
-        rt = resource_type(str(obj.get("kind", "")))
+        rt = self._type(str(obj.get("kind", "")))
         body = _clone(obj) if copy_obj else dict(obj)
         ns = body.get("metadata", {}).get("namespace") or ("default" if rt.namespaced else "")
         with self._cond:
@@ -880,7 +966,7 @@ class K8sEmulator:
 
     def apply(self, obj: Mapping[str, Any]) -> Obj:
         """Create the object, or replace the stored one with the same name (keeping its uid)."""
-        rt = resource_type(str(obj.get("kind", "")))
+        rt = self._type(str(obj.get("kind", "")))
         meta = obj.get("metadata", {})
         ns = meta.get("namespace") or ("default" if rt.namespaced else "")
         with self._cond:
@@ -893,14 +979,14 @@ class K8sEmulator:
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj:
         """A stored object (a copy); raises StatusError 404."""
-        rt = resource_type(kind)
+        rt = self._type(kind)
         with self._cond:
             out: Obj = _clone(self._get(rt, namespace or "", name))
             return out
 
     def objects(self, kind: str, namespace: str | None = None) -> list[Obj]:
         """Copies of the stored objects of a kind, sorted by namespace and name."""
-        rt = resource_type(kind)
+        rt = self._type(kind)
         with self._cond:
             return [_clone(self._types[rt].objects[k]) for k in self._keys(rt)
                     if namespace is None or k[0] == namespace]
@@ -908,7 +994,7 @@ class K8sEmulator:
     def update(self, kind: str, namespace: str | None, name: str,
                change: Callable[[Obj], None] | Mapping[str, Any]) -> Obj:
         """Change a stored object with a function (mutating a copy) or a merge patch."""
-        rt = resource_type(kind)
+        rt = self._type(kind)
         with self._cond:
             body = _clone(self._get(rt, namespace or "", name))
             if callable(change):
@@ -922,7 +1008,7 @@ class K8sEmulator:
                propagation: str | None = None) -> Obj:
         """Delete a stored object at once (with the API's propagation rules; a pod as by
         ``kubectl delete --force --grace-period=0``); returns it."""
-        rt = resource_type(kind)
+        rt = self._type(kind)
         with self._cond:
             return self._delete(rt, namespace or "", name, propagation)
 
@@ -989,7 +1075,7 @@ class K8sEmulator:
         now gets 410 Expired (watches and continue tokens); returns the new current version."""
         with self._cond:
             self._rv += 1
-            for rt in ([resource_type(kind)] if kind else list(TYPES)):
+            for rt in ([self._type(kind)] if kind else list(TYPES)):
                 state = self._types[rt]
                 state.history.clear()
                 state.history_rvs.clear()
@@ -1144,7 +1230,7 @@ class K8sEmulator:
                     raise ValueError("a JSON patch must be a list of operations")
                 body = json_patch(current, patch)
             elif content_type.startswith("application/strategic-merge-patch+json"):
-                if rt.group == "serving.kserve.io":
+                if rt.custom:  # a custom resource has no patch strategies
                     raise StatusError(
                         415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media "
@@ -1889,14 +1975,15 @@ class _Handler(BaseHTTPRequestHandler):
                                                              "serverAddress": self.emulator.url
                                                              .removeprefix("http://")}]})
             return
+        served = self.emulator.served_types()
         if segs == ["apis"]:
-            self._send(200, _group_list())
+            self._send(200, _group_list(served))
             return
         if segs and segs[0] == "api" and len(segs) >= 2:
             group, version, rest = "", segs[1], segs[2:]
         elif segs and segs[0] == "apis" and len(segs) >= 2:
             if len(segs) == 2:
-                g = _group(segs[1])
+                g = _group(segs[1], served)
                 if g is None:
                     raise StatusError(404, "NotFound", "the server could not find the requested "
                                                        "resource")
@@ -1906,7 +1993,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             raise StatusError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
-            listing = _resource_list(group, version)
+            listing = _resource_list(group, version, served)
             if listing is None:
                 raise StatusError(404, "NotFound", "the server could not find the requested "
                                                    "resource")
@@ -1918,7 +2005,9 @@ class _Handler(BaseHTTPRequestHandler):
                 and _BY_PATH[(group, version, rest[2])].namespaced):
             ns, rest = rest[1], rest[2:]
         rt = _BY_PATH.get((group, version, rest[0]))
-        if rt is None:
+        # customresource_handler.go `crdHandler.ServeHTTP`: no CRD named ``<resource>.<group>``
+        # → the delegate, the apiserver's not-found handler: 404, as for any unknown resource
+        if rt is None or not self.emulator.served(rt):
             raise StatusError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
@@ -2017,7 +2106,7 @@ class _Handler(BaseHTTPRequestHandler):
                     final = emu._delete_pod(ns or "", name, _grace_option(grace))
                 else:
                     final = emu._delete(rt, ns or "", name, propagation)
-            if rt.kind == "Pod" or rt.group == "serving.kserve.io":
+            if rt.kind == "Pod" or rt.custom:
                 self._send(200, final)
             else:
                 self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -2064,16 +2153,16 @@ _VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scoctl-sim",
             "platform": "linux/amd64"}
 
 
-def _group_versions() -> dict[str, list[str]]:
+def _group_versions(served: Sequence[ResourceType]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for t in TYPES:
+    for t in served:
         if t.group and t.version not in out.setdefault(t.group, []):
             out[t.group].append(t.version)
     return out
 
 
-def _group(name: str) -> Obj | None:
-    versions = _group_versions().get(name)
+def _group(name: str, served: Sequence[ResourceType]) -> Obj | None:
+    versions = _group_versions(served).get(name)
     if versions is None:
         return None
     gv = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
@@ -2081,13 +2170,13 @@ def _group(name: str) -> Obj | None:
             "preferredVersion": gv[0]}
 
 
-def _group_list() -> Obj:
-    groups = [_group(g) for g in _group_versions()]
+def _group_list(served: Sequence[ResourceType]) -> Obj:
+    groups = [_group(g, served) for g in _group_versions(served)]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [g for g in groups if g]}
 
 
-def _resource_list(group: str, version: str) -> Obj | None:
-    types = [t for t in TYPES if t.group == group and t.version == version]
+def _resource_list(group: str, version: str, served: Sequence[ResourceType]) -> Obj | None:
+    types = [t for t in served if t.group == group and t.version == version]
     if not types:
         return None
     resources: list[Obj] = []
@@ -2144,12 +2233,13 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
             retry_after=args.get("retry_after"), path_contains=args.get("path_contains"),
             method=args.get("method"))),
         "clear-faults": lambda: _done(emu.clear_faults),
+        "install-crd": lambda: _done(lambda: emu.install_crd(str(args["name"]))),
     }
     if op not in handlers:
         raise StatusError(404, "NotFound", f"unknown control operation /_sim/{op}")
     try:
         return handlers[op]()
-    except KeyError as exc:
+    except (KeyError, ValueError) as exc:
         raise StatusError(400, "BadRequest", f"/_sim/{op}: {exc.args[0]}") from exc
 
 
@@ -2435,6 +2525,15 @@ def make_inference_service(name: str, namespace: str = "default", *, gpus: int =
             "status": {}}
 
 
+def make_pod_group(name: str, namespace: str = "default", *, min_member: int | None = None,
+                   labels: Mapping[str, str] | None = None) -> Obj:
+    """A scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1; its pods carry the label
+    ``scheduling.x-k8s.io/pod-group: <name>``) with ``spec.minMember`` when given."""
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": {} if min_member is None else {"minMember": min_member}}
+
+
 def make_predictor_deployment(isvc: Mapping[str, Any], replicas: int = 1) -> Obj:
     """The RawDeployment-mode predictor Deployment KServe creates for a stored InferenceService."""
     name = isvc["metadata"]["name"]
@@ -2494,6 +2593,15 @@ def make_event(involved: Mapping[str, Any], reason: str, message: str,
 # --- process entry point -------------------------------------------------------------------------
 
 
+def seed(emu: K8sEmulator, data: Mapping[str, Any]) -> None:
+    """Load a seed ``{"crds": [names], "objects": [...]}``: its CRDs installed first (as a
+    cluster has them before their objects can be created), then each object applied."""
+    for name in data.get("crds") or ():
+        emu.install_crd(str(name))
+    for obj in data.get("objects") or ():
+        emu.apply(obj)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; write ``{"url", "pid"}`` to --ready-file once listening."""
     parser = argparse.ArgumentParser(prog="python -m scoctl.sim.k8s_emulator",
@@ -2501,24 +2609,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", help="write {url, pid} here (atomically) when listening")
-    parser.add_argument("--seed", help="a JSON file {\"objects\": [...]} to load first")
+    parser.add_argument("--seed", help="a JSON file {\"crds\": [...], \"objects\": [...]} to "
+                                       "load first (the CRDs installed, then the objects)")
     parser.add_argument("--tokens-file",
                         help="a JSON file {token: {\"user\": name, \"groups\": [...]}}: the "
                              "bearer tokens accepted (default: scoctl's and the admin's "
                              "built-in test tokens)")
     parser.add_argument("--grace-scale", type=float, default=1.0,
                         help="a Terminating pod goes after its grace period times this (> 0)")
+    parser.add_argument("--crd", action="append", default=[], choices=sorted(CRDS),
+                        help="install this CustomResourceDefinition too (repeatable; "
+                             f"{', '.join(DEFAULT_CRDS)} always is)")
     args = parser.parse_args(argv)
     tokens: dict[str, User] | None = None
     if args.tokens_file:
         with open(args.tokens_file, encoding="utf-8") as fh:
             tokens = {str(t): User(str(u["user"]), tuple(str(g) for g in u.get("groups", ())))
                       for t, u in json.load(fh).items()}
-    emu = K8sEmulator(args.host, args.port, tokens=tokens, grace_scale=args.grace_scale)
+    emu = K8sEmulator(args.host, args.port, tokens=tokens, grace_scale=args.grace_scale,
+                      crds=(*DEFAULT_CRDS, *args.crd))
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
-            for obj in json.load(fh).get("objects", []):
-                emu.apply(obj)
+            seed(emu, json.load(fh))
     emu.start()
     done = threading.Event()
 

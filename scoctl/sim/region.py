@@ -45,7 +45,13 @@ from urllib.parse import urlsplit
 from scoctl.config.schema import Config
 from scoctl.errors import ApiError, ScoctlError, UsageError
 from scoctl.sim.k8s_auth import ADMIN, SCOCTL, User, shipped_rbac
-from scoctl.sim.scenario import Scenario, agent_settings, kubernetes_objects, nova_seed
+from scoctl.sim.scenario import (
+    Scenario,
+    agent_settings,
+    kubernetes_crds,
+    kubernetes_objects,
+    nova_seed,
+)
 
 DEFAULT_DIR = Path(".scoctl-sim")
 CLOUD_NAME = "scoctl-sim"
@@ -309,7 +315,8 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
         k8s_seed = directory / "k8s-seed.json"
         nova_seed_file = directory / "nova-seed.json"
         # scoctl's shipped role first: the region holds scoctl to it, as a cluster would
-        _write(k8s_seed, json.dumps({"objects": [*shipped_rbac(),
+        _write(k8s_seed, json.dumps({"crds": kubernetes_crds(scenario),
+                                     "objects": [*shipped_rbac(),
                                                  *kubernetes_objects(scenario, stamp)]}))
         tokens = {secrets.token_hex(16): SCOCTL, secrets.token_hex(16): ADMIN}
         _write(directory / TOKENS_FILE, json.dumps({

@@ -2,16 +2,17 @@
 
 A scenario names the Nova side (project, quota, per-AZ host capacity, conductor timing), the
 Kubernetes side (existing nodes, resource quotas, Deployments whose pods are pending, with their
-pods' labels, annotations, node selector, affinity, tolerations and topology spread) and the
-node agent (poll interval, NotReady → Ready delay, spot reclaims at a rate, and how Nodes are
+pods' labels, annotations, node selector, affinity, tolerations and topology spread, and
+scheduler-plugins PodGroups: a gang's ``minMember``, with their CRD installed) and the node
+agent (poll interval, NotReady → Ready delay, spot reclaims at a rate, and how Nodes are
 named: after their server, or `<server><node_suffix>` as a real cloud's `.novalocal`). The
 cloud's flavors, availability zones, image, networks and security groups are not repeated: they
 come from a scoctl config (`config: bundled`, a path, or the command's config), so the simulated
 cloud offers exactly what the planner plans with.
 
 `load_scenario` reads and validates (errors name the file, line and field: exit 2);
-`nova_seed`, `kubernetes_objects` and `agent_settings` turn a scenario plus a config into what
-the emulators and the agent are started with. All three are pure.
+`nova_seed`, `kubernetes_objects` (with `kubernetes_crds`) and `agent_settings` turn a scenario
+plus a config into what the emulators and the agent are started with. All are pure.
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ class DeploymentSeed:
 
 
 @dataclass(frozen=True)
+class PodGroupSeed:
+    """A scheduler-plugins PodGroup (DESIGN §19): the pods labelled
+    ``scheduling.x-k8s.io/pod-group: <name>`` in its namespace are a gang of `min_member`."""
+
+    name: str
+    namespace: str
+    min_member: int | None = None
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A validated scenario."""
 
@@ -107,6 +118,7 @@ class Scenario:
     nodes: tuple[NodeSeed, ...] = ()
     quotas: tuple[QuotaSeed, ...] = ()
     deployments: tuple[DeploymentSeed, ...] = ()
+    pod_groups: tuple[PodGroupSeed, ...] = ()  # the PodGroup CRD is installed when any is given
     poll_interval: float = 0.5
     ready_after: float = 2.0
     reclaim_rate_per_hour: float = 0.0
@@ -265,7 +277,8 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     images = _names(r, nova.get("images"), (*npath, "images"))
 
     kpath: Path_ = ("kubernetes",)
-    kube = r.mapping(root.get("kubernetes"), kpath, {"nodes", "quotas", "deployments"})
+    kube = r.mapping(root.get("kubernetes"), kpath, {"nodes", "quotas", "deployments",
+                                                     "pod_groups"})
     nodes = tuple(_node(r, raw, (*kpath, "nodes", i))
                   for i, raw in enumerate(r.seq(kube.get("nodes"), (*kpath, "nodes"))))
     quotas = tuple(_quota(r, raw, (*kpath, "quotas", i))
@@ -273,8 +286,12 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     deployments = tuple(
         _deployment(r, raw, (*kpath, "deployments", i))
         for i, raw in enumerate(r.seq(kube.get("deployments"), (*kpath, "deployments"))))
+    pod_groups = tuple(
+        _pod_group(r, raw, (*kpath, "pod_groups", i))
+        for i, raw in enumerate(r.seq(kube.get("pod_groups"), (*kpath, "pod_groups"))))
     for label, names in (("nodes", [n.name for n in nodes]),
-                         ("deployments", [f"{d.namespace}/{d.name}" for d in deployments])):
+                         ("deployments", [f"{d.namespace}/{d.name}" for d in deployments]),
+                         ("pod_groups", [f"{g.namespace}/{g.name}" for g in pod_groups])):
         if len(set(names)) != len(names):
             raise r.fail((*kpath, label), "names must be unique")
 
@@ -298,7 +315,8 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
         source=doc.file, config=config, project=project, quota=quota, capacity=capacity,
         az_capacity=az_capacity,
         timing=timing, nodes=nodes, quotas=quotas, deployments=deployments,
-        poll_interval=poll, ready_after=r.duration(agent, apath, "ready_after", 2.0),
+        pod_groups=pod_groups, poll_interval=poll,
+        ready_after=r.duration(agent, apath, "ready_after", 2.0),
         reclaim_rate_per_hour=r.number(reclaim, rpath, "rate_per_hour", 0.0),
         reclaim_mode=mode, seed=r.integer(agent, apath, "seed", None), node_suffix=suffix,
         images=images, unregistered_images=_names(r, agent.get("unregistered_images"),
@@ -351,6 +369,12 @@ def _quota(r: _Reader, raw: Any, path: Path_) -> QuotaSeed:
                    else lambda v: int(float(v)))
     return QuotaSeed(name=r.name(data, path), namespace=r.name(data, path, "namespace"),
                      hard=hard)
+
+
+def _pod_group(r: _Reader, raw: Any, path: Path_) -> PodGroupSeed:
+    data = r.mapping(raw, path, {"name", "namespace", "min_member"})
+    return PodGroupSeed(name=r.name(data, path), namespace=r.name(data, path, "namespace"),
+                        min_member=r.integer(data, path, "min_member", None, low=1))
 
 
 def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
@@ -534,7 +558,8 @@ def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
 
     objects: list[dict[str, Any]] = []
     namespaces = sorted({q.namespace for q in scenario.quotas}
-                        | {d.namespace for d in scenario.deployments})
+                        | {d.namespace for d in scenario.deployments}
+                        | {g.namespace for g in scenario.pod_groups})
     objects += [k8s.make_namespace(ns) for ns in namespaces]
     for node in scenario.nodes:
         obj = k8s.make_node(node.name, cpu=format_cpu(node.cpu),
@@ -550,7 +575,17 @@ def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
     for quota in scenario.quotas:
         used = _quota_used(quota.hard, pending_by_ns.get(quota.namespace, []))
         objects.append(k8s.make_resource_quota(quota.name, quota.namespace, quota.hard, used))
+    objects += [k8s.make_pod_group(g.name, g.namespace, min_member=g.min_member)
+                for g in scenario.pod_groups]
     return objects
+
+
+def kubernetes_crds(scenario: Scenario) -> list[str]:
+    """The CustomResourceDefinitions the Kubernetes emulator installs beyond its defaults: the
+    PodGroup CRD when the scenario has PodGroups (a cluster without it serves none)."""
+    from scoctl.sim import k8s_emulator as k8s
+
+    return [k8s.PODGROUP_CRD] if scenario.pod_groups else []
 
 
 def _taint_obj(text: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The watch stage (DESIGN §1; DD-0018 §4b, §5; placement steps 1-3).
 
 read: the event spool, Kubernetes pods / nodes / Deployments / ReplicaSets / Jobs /
-InferenceServices / quota events, Slurm jobs and nodes · decide: `core.intake` (pure) ·
+InferenceServices / quota events (and, where pods need them, volumes, DaemonSets and the
+PodGroups of gangs), Slurm jobs and nodes · decide: `core.intake` (pure) ·
 record: claims (a new version only when the normalised demand changed) and status tokens, all
 in one transaction per pass · act: tear down the objects of deployment and inference workloads
 that turned inactive (`services.teardown`), and only then drop the ingested spool files.
@@ -24,6 +25,7 @@ from scoctl.clock import Clock
 from scoctl.config.schema import Config, WorkloadSpec
 from scoctl.core.buffers import with_buffers
 from scoctl.core.demand import is_provisionable
+from scoctl.core.gang import pod_group_of
 from scoctl.core.intake.batch import BatchWindow, extend_window, window_deadline, window_due
 from scoctl.core.intake.common import (
     Capacity,
@@ -39,6 +41,7 @@ from scoctl.core.intake.k8s import (
     K8sSnapshot,
     decide_k8s_intake,
     is_managed_pod,
+    pod_group_sizes,
     volume_zones,
 )
 from scoctl.core.intake.slurm import (
@@ -209,7 +212,8 @@ def read_k8s(cluster: Cluster, config: Config,
              live: Sequence[PodInfo] | None = None) -> K8sSnapshot:
     """Read the cluster: pending pods and pods on nodes scoctl launched (from one pod list per
     namespace, or from `live`, a watch cache of the unfinished pods), nodes, Deployments,
-    ReplicaSets, Jobs, InferenceServices and Jobs' FailedCreate events.
+    ReplicaSets, Jobs, InferenceServices and Jobs' FailedCreate events; the volumes, DaemonSets
+    and PodGroups only when some pod needs them.
 
     The cost follows demand, not the fleet: never one pod list per node.
     Raises TemporaryError / PermanentError from the cluster.
@@ -240,10 +244,15 @@ def read_k8s(cluster: Cluster, config: Config,
                          cluster.volumes()) if mounting else {}
     # DaemonSet pods count against a new unit's allocatable (§22): read while pods wait
     daemonsets = tuple(cluster.daemonsets()) if any(p.phase == "Pending" for p in pods) else ()
+    # a gang's PodGroup (§19), in the namespaces of the pods of a pod group only: pending ones,
+    # and those on scoctl's nodes (a gang keeps its size while its members run); not served
+    # (the CRD is not installed) is no PodGroup
+    grouped = sorted({pod.namespace for pod in pods if pod_group_of(pod.labels, pod.annotations)})
+    groups = pod_group_sizes([g for ns in grouped for g in cluster.pod_groups(ns)])
     return K8sSnapshot(pods=pods, nodes=tuple(nodes),
                        deployments=tuple(deployments), replicasets=tuple(replicasets),
                        jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events),
-                       volume_zones=zones, daemonsets=daemonsets)
+                       volume_zones=zones, daemonsets=daemonsets, pod_groups=groups)
 
 
 def read_slurm(scheduler: BatchScheduler) -> SlurmSnapshot:

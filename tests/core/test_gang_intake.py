@@ -93,14 +93,49 @@ def test_pods_disagreeing_on_the_size_are_the_pods_seen_with_a_warning() -> None
                                  "sco/gang-size: 2, 4",)
 
 
+def test_a_pod_group_takes_its_podgroups_min_member_when_no_pod_says_its_size() -> None:
+    pods = tuple(grouped(f"p{i}") for i in range(2))  # 2 of the PodGroup's 4 seen so far
+    (claim,) = decide(pods, pod_groups={("shop", "train"): 4}).claims
+    assert (claim.pods, claim.gang) == (2, 4)
+
+
+def test_the_size_annotation_wins_over_the_podgroups_min_member() -> None:
+    pods = tuple(grouped(f"p{i}", size="6") for i in range(2))
+    (claim,) = decide(pods, pod_groups={("shop", "train"): 4}).claims
+    assert claim.gang == 6
+
+
+def test_a_podgroup_is_matched_by_the_pods_namespace_and_the_groups_name() -> None:
+    pods = tuple(grouped(f"p{i}") for i in range(3))  # in namespace shop
+    elsewhere = {("ml", "train"): 4, ("shop", "other"): 5}
+    (claim,) = decide(pods, pod_groups=elsewhere).claims
+    assert claim.gang == 3  # no PodGroup of theirs: the pods seen
+
+
+def test_gang_of_prefers_the_annotation_then_min_member_then_the_pods_seen() -> None:
+    sizes = {("shop", "train"): 4}
+    assert gang_of({("shop", "train"): ["6", "6"]}, sizes) == (6, [])
+    assert gang_of({("shop", "train"): [None, None]}, sizes) == (4, [])
+    assert gang_of({("shop", "train"): [None, None]}, {}) == (2, [])
+    assert gang_of({("shop", "train"): [None, None]}) == (2, [])
+
+
+def test_pod_groups_of_one_name_in_two_namespaces_are_two_gangs_named_by_namespace() -> None:
+    size, problems = gang_of({("a", "train"): [None], ("b", "train"): [None, None]},
+                             {("a", "train"): 4})
+    assert size == 4
+    assert problems == ["pod groups of different sizes (a/train: 4, b/train: 2); planned as "
+                        "gangs of 4"]
+
+
 def test_a_bad_size_annotation_is_named() -> None:
-    size, problems = gang_of({"train": ["zero", "zero"]})
+    size, problems = gang_of({("shop", "train"): ["zero", "zero"]})
     assert (size, problems) == (2, ["pod group train: sco/gang-size 'zero' is not a whole "
                                     "number of at least 1"])
 
 
 def test_pod_groups_of_different_sizes_are_planned_as_the_largest() -> None:
-    size, problems = gang_of({"a": ["2", "2"], "b": ["3", None]})
+    size, problems = gang_of({("shop", "a"): ["2", "2"], ("shop", "b"): ["3", None]})
     assert size == 3
     assert problems == ["pod groups of different sizes (a: 2, b: 3); planned as gangs of 3"]
 

@@ -29,9 +29,15 @@ from scoctl.core.model import LaunchRequest, ServerInfo
 from scoctl.core.userdata import BootContract, render_user_data
 from scoctl.errors import ConfigError
 from scoctl.sim import agent
-from scoctl.sim.k8s_emulator import make_node, make_pod
+from scoctl.sim.k8s_emulator import PODGROUP_CRD, K8sEmulator, make_node, make_pod, seed
 from scoctl.sim.region import pid_alive
-from scoctl.sim.scenario import load_scenario, nova_seed, parse_scenario
+from scoctl.sim.scenario import (
+    kubernetes_crds,
+    kubernetes_objects,
+    load_scenario,
+    nova_seed,
+    parse_scenario,
+)
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nova]
 
@@ -475,3 +481,34 @@ def test_lost_pods_are_replaced_by_pending_pods_that_continue_the_numbering():
     assert [p["metadata"]["name"] for p in fresh] == ["rs-00042"]
     assert "nodeName" not in fresh[0]["spec"]
     assert fresh[0]["status"]["conditions"][0]["reason"] == "Unschedulable"
+
+
+def test_scenario_pod_groups_are_seeded_with_their_crd_installed_first():
+    text = ("kubernetes:\n  pod_groups:\n    - {name: train, namespace: ml, min_member: 4}\n"
+            "    - {name: eval, namespace: ml}\n")
+    scenario = parse_scenario(load_located(text, "scenario.yaml"), base=None)
+    objects = kubernetes_objects(scenario, "2026-01-01T00:00:00Z")
+    assert [(o["kind"], o["metadata"]["name"], o.get("spec")) for o in objects] == [
+        ("Namespace", "ml", None),
+        ("PodGroup", "train", {"minMember": 4}), ("PodGroup", "eval", {})]
+    data = {"crds": kubernetes_crds(scenario), "objects": objects}
+    assert data["crds"] == [PODGROUP_CRD]
+    emulator = K8sEmulator()
+    seed(emulator, data)  # as `python -m scoctl.sim.k8s_emulator --seed` loads it
+    assert [g["spec"] for g in emulator.objects("PodGroup", "ml")] == [{}, {"minMember": 4}]
+    # without PodGroups the CRD stays uninstalled: the API is not served
+    assert kubernetes_crds(parse_scenario(load_located("{}\n", "s.yaml"), base=None)) == []
+    with pytest.raises(KeyError):
+        seed(K8sEmulator(), {"objects": objects})
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("kubernetes: {pod_groups: [{name: t, namespace: ml, min_member: 0}]}\n",
+     "scenario.yaml:1: kubernetes.pod_groups[0].min_member"),
+    ("kubernetes: {pod_groups: [{name: t, namespace: ml}, {name: t, namespace: ml}]}\n",
+     "scenario.yaml:1: kubernetes.pod_groups"),
+])
+def test_a_bad_scenario_pod_group_names_its_field(text, where):
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(load_located(text, "scenario.yaml"), base=None)
+    assert str(caught.value).startswith(where)

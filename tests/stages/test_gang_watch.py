@@ -1,6 +1,7 @@
 """Gang intake through the stages (DESIGN §19), on both state backends: pods of a pod group
 in the Kubernetes emulator, read by the real client, become a claim that carries the gang
-size, and `plan` plans it whole in one correlation group."""
+size (the pods' annotation, else their PodGroup's minMember where that API is served, else the
+pods seen), and `plan` plans it whole in one correlation group."""
 
 from __future__ import annotations
 
@@ -86,6 +87,47 @@ def test_a_pod_group_without_a_size_annotation_is_a_gang_of_the_pods_seen(
     assert claim is not None and (claim.pods, claim.gang) == (3, 3)
     plan = run_plan(config, store, store.clock).plans["train"]
     assert [(p.pool, p.units) for p in plan.pools] == [("small.a", 3)]  # fits the best pool
+
+
+def test_a_pod_group_is_a_gang_of_its_podgroups_min_member_where_that_api_is_served(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, config: Config,
+        store: Store) -> None:
+    k8s_emulator.install_crd(ke.PODGROUP_CRD)
+    k8s_emulator.add(ke.make_pod_group("train", "ml", min_member=4))
+    pod_group(k8s_emulator, 2, None)  # 2 of its 4 members seen so far
+    result = run_pass(config, store, store.clock, sources=["k8s"], cluster=k8s_cluster)
+    assert result.sources["k8s"].error is None
+    claim = store.claim("train")
+    assert claim is not None and (claim.pods, claim.gang) == (2, 4)
+    assert store.gang_claims() == {"train": (4, 2)}
+    plan = run_plan(config, store, store.clock).plans["train"]
+    assert [(p.pool, p.units) for p in plan.pools] == [("small.a", 4)]  # the whole gang
+
+
+def test_where_the_podgroup_api_is_not_served_a_pod_group_is_the_pods_seen_without_error(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, config: Config,
+        store: Store) -> None:
+    pod_group(k8s_emulator, 2, None)  # no PodGroup CRD in this cluster
+    result = run_pass(config, store, store.clock, sources=["k8s"], cluster=k8s_cluster)
+    assert any("/podgroups" in r for r in k8s_emulator.requests)  # asked, and answered 404
+    assert result.sources["k8s"].error is None
+    claim = store.claim("train")
+    assert claim is not None and (claim.pods, claim.gang) == (2, 2)
+
+
+def test_a_failing_podgroup_read_fails_the_kubernetes_source_of_the_pass_only(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, config: Config,
+        store: Store) -> None:
+    k8s_emulator.install_crd(ke.PODGROUP_CRD)
+    k8s_emulator.add(ke.make_pod_group("train", "ml", min_member=4))
+    pod_group(k8s_emulator, 2, None)
+    k8s_emulator.fail_next(1, 503, path_contains="/podgroups")
+    failed = run_pass(config, store, store.clock, sources=["k8s"], cluster=k8s_cluster)
+    assert "list podgroups: 503" in (failed.sources["k8s"].error or "")
+    assert store.claim("train") is None  # no claim of a wrong size: the next pass reads again
+    run_pass(config, store, store.clock, sources=["k8s"], cluster=k8s_cluster)
+    claim = store.claim("train")
+    assert claim is not None and claim.gang == 4
 
 
 def test_a_committed_claims_file_gang_is_stored_and_kept_by_the_next_plan(

@@ -11,8 +11,9 @@ Kubernetes (DESIGN §2-§3, DD-0018 §4b):
   workload label), their effective requests (`core.demand.effective_request`, computed once
   per distinct container set) summed per workload into one claim, with the largest pod as the
   envelope; pods sharing ``scheduling.x-k8s.io/pod-group`` (label or annotation) make it a gang
-  claim (DESIGN §19) of the group's ``sco/gang-size``, else the pods seen (PodGroup objects are
-  not read);
+  claim (DESIGN §19) of the group's ``sco/gang-size``, else its PodGroup's ``spec.minMember``
+  where that API is served (`K8sSnapshot.pod_groups`, by the pods' namespace and the group's
+  name), else the pods seen;
 * backstop, first match wins per watched workload (settled ones, running or inactive, are no
   longer watched — except a running one whose desired replicas grew: its Deployments want more
   replicas than are available while its pods wait for capacity): a quota block of a
@@ -28,6 +29,7 @@ Kubernetes (DESIGN §2-§3, DD-0018 §4b):
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -48,7 +50,7 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
-from scoctl.core.gang import GANG_SIZE_ANNOTATION, POD_GROUP_LABEL, pod_group_size
+from scoctl.core.gang import GANG_SIZE_ANNOTATION, pod_group_of, pod_group_size
 from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
@@ -75,7 +77,13 @@ from scoctl.core.model import (
     flavor_allocatable,
     is_slug,
 )
-from scoctl.core.model.kubernetes import DaemonSetInfo, Taint, VolumeClaimInfo, VolumeInfo
+from scoctl.core.model.kubernetes import (
+    DaemonSetInfo,
+    PodGroupInfo,
+    Taint,
+    VolumeClaimInfo,
+    VolumeInfo,
+)
 from scoctl.core.model.vocabulary import LABEL_MANAGED
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
@@ -116,6 +124,13 @@ class K8sSnapshot:
     # the zone of the PersistentVolume bound to each claim, by (namespace, claim name)
     volume_zones: Mapping[tuple[str, str], str] = field(default_factory=dict)
     daemonsets: tuple[DaemonSetInfo, ...] = ()
+    # each PodGroup's spec.minMember by (namespace, name), where that API is served (DESIGN §19)
+    pod_groups: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+
+def pod_group_sizes(groups: Iterable[PodGroupInfo]) -> dict[tuple[str, str], int]:
+    """Each PodGroup's ``spec.minMember`` by (namespace, name): only those that set one."""
+    return {(g.namespace, g.name): g.min_member for g in groups if g.min_member is not None}
 
 
 def volume_zones(claims: Iterable[VolumeClaimInfo],
@@ -240,8 +255,9 @@ class _K8sWorkload:
     shapes: dict[tuple[tuple[str, int], ...], PodInfo] = field(default_factory=dict)  # waiting
     # per distinct placement (as `placements`): its demand pods' requests, largest, count
     by_place: dict[tuple[Placement | None, str], _Demand] = field(default_factory=dict)
-    # per pod group (DESIGN §19): each seen pod's sco/gang-size annotation (None: absent)
-    groups: dict[str, list[str | None]] = field(default_factory=dict)
+    # per pod group, by (namespace, name) as a PodGroup is named (DESIGN §19): each seen pod's
+    # sco/gang-size annotation (None: absent)
+    groups: dict[tuple[str, str], list[str | None]] = field(default_factory=dict)
     # pods counted per (placement, identity of their shared request value) until `settle`:
     # the pods of one template add one request value, summed once times their count
     counted: dict[tuple[tuple[Placement | None, str], int], list[Any]] = field(
@@ -444,9 +460,10 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
                 node_labels=rule.node_labels if rule else {})
         if owner is not None:
             w.owners.add((owner.kind, owner.namespace, owner.name))
-        group = pod.labels.get(POD_GROUP_LABEL) or pod.annotations.get(POD_GROUP_LABEL)
+        group = pod_group_of(pod.labels, pod.annotations)
         if group and not pod.deleting:
-            w.groups.setdefault(group, []).append(pod.annotations.get(GANG_SIZE_ANNOTATION))
+            w.groups.setdefault((pod.namespace, group), []).append(
+                pod.annotations.get(GANG_SIZE_ANNOTATION))
         provisionable = is_provisionable(pod)
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
         if provisionable or on_ours:
@@ -682,7 +699,7 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
         ending = token is not None and map_token(token.token).status in INACTIVE_STATUSES
         inactive = ending or (current is not None and current.status in INACTIVE_STATUSES)
         if w.demand and not inactive:
-            gang, problems = gang_of(w.groups)
+            gang, problems = gang_of(w.groups, snap.pod_groups)
             warnings.extend(f"workload {slug}: {problem}" for problem in problems)
             claims.append(ClaimDecision(
                 workload=slug, contract=w.contract, kind=w.kind, source="k8s",
@@ -708,15 +725,21 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
                           workloads=len(found))
 
 
-def gang_of(groups: Mapping[str, Sequence[str | None]]) -> tuple[int, list[str]]:
-    """A workload's members per gang from its pod groups (each group's seen pods'
-    ``sco/gang-size`` annotations; `core.gang.pod_group_size`), and the problems: 0 without a
-    group; groups of different sizes are planned as gangs of the largest."""
+def gang_of(groups: Mapping[tuple[str, str], Sequence[str | None]],
+            min_members: Mapping[tuple[str, str], int] | None = None) -> tuple[int, list[str]]:
+    """A workload's members per gang from its pod groups, by (namespace, name): each group's
+    seen pods' ``sco/gang-size`` annotations, else its PodGroup's ``spec.minMember`` (in
+    `min_members` where that API is served), else the pods seen (`core.gang.pod_group_size`);
+    and the problems: 0 without a group; groups of different sizes are planned as gangs of the
+    largest."""
     sizes: dict[str, int] = {}
     problems: list[str] = []
-    for name in sorted(groups):
-        seen = groups[name]
-        size, problem = pod_group_size(seen, None, len(seen))
+    names = Counter(name for _, name in groups)
+    for key in sorted(groups):
+        seen = groups[key]
+        # a group is named by its name, and by its namespace too where two namespaces share it
+        name = key[1] if names[key[1]] == 1 else f"{key[0]}/{key[1]}"
+        size, problem = pod_group_size(seen, (min_members or {}).get(key), len(seen))
         sizes[name] = size
         if problem:
             problems.append(f"pod group {name}: {problem}")

@@ -237,6 +237,18 @@ class DaemonSetInfo:
 
 
 @dataclass(frozen=True)
+class PodGroupInfo:
+    """A scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1): its pods carry the label
+    ``scheduling.x-k8s.io/pod-group: <name>`` in its namespace; `min_member` is its
+    ``spec.minMember`` (None when unset), the gang's size unless a pod says otherwise (DESIGN
+    §19)."""
+
+    name: str
+    namespace: str
+    min_member: int | None = None
+
+
+@dataclass(frozen=True)
 class VolumeClaimInfo:
     """A PersistentVolumeClaim: the PersistentVolume it is bound to (``spec.volumeName``;
     empty while unbound)."""
