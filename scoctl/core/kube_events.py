@@ -43,13 +43,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from scoctl.core.demand import is_provisionable, workload_of
-from scoctl.core.intake.k8s import K8sPolicy, is_managed_pod
+from scoctl.core.intake.k8s import OWNER_LABELS, K8sPolicy, is_managed_pod
 from scoctl.core.model import (
     InstanceRecord,
     NoticedRecord,
     PlanWorkloadRecord,
     PodInfo,
     WorkloadRecord,
+    WorkloadRef,
 )
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 
@@ -185,31 +186,45 @@ def patch_body(series: Series) -> dict[str, Any]:
             "message": series.message, "type": series.type}
 
 
-def plan_writes(wanted: Iterable[Wanted], known: Mapping[Key, Series], now: float, *,
-                host: str = "", refresh: float = REFRESH_S) -> list[Write]:
-    """The writes that bring the cluster's Events to `wanted`, given the series `known` (see the
-    module docstring for when a write happens). One per key, in `wanted`'s order."""
-    out: list[Write] = []
+def needed(wanted: Iterable[Wanted], known: Mapping[Key, Series], now: float, *,
+           refresh: float = REFRESH_S) -> list[tuple[Wanted, Series | None]]:
+    """Which of `wanted` call for a write, given the series `known` (see the module docstring),
+    each with its series (None: a create). One per key, in `wanted`'s order. Cheap: no body is
+    built here, so a pass whose writes the rate limit defers builds none of them."""
+    out: list[tuple[Wanted, Series | None]] = []
     seen: set[Key] = set()
     for w in wanted:
-        if w.key in seen:
+        key = w.key
+        if key in seen:
             continue
-        seen.add(w.key)
-        message = _message(w.message)
-        old = known.get(w.key)
-        if old is None:
-            series = Series(event_name(w.ref, w.reason), w.ref.event_namespace, message, w.type,
-                            1, now, now)
-            out.append(Write("create", w.key, series.namespace, series.name,
-                             event_body(w, series, host), series))
+        seen.add(key)
+        old = known.get(key)
+        if old is not None and old.active and old.type == w.type \
+                and now - old.last < refresh and old.message == _message(w.message):
             continue
-        if old.active and old.message == message and old.type == w.type \
-                and now - old.last < refresh:
-            continue
-        series = replace(old, message=message, type=w.type, count=old.count + 1, last=now,
-                         active=True)
-        out.append(Write("patch", w.key, old.namespace, old.name, patch_body(series), series))
+        out.append((w, old))
     return out
+
+
+def write_of(w: Wanted, old: Series | None, now: float, *, host: str = "") -> Write:
+    """The write that brings `w` about after `old` (None: a create, ``count`` 1)."""
+    message = _message(w.message)
+    if old is None:
+        series = Series(event_name(w.ref, w.reason), w.ref.event_namespace, message, w.type,
+                        1, now, now)
+        return Write("create", w.key, series.namespace, series.name,
+                     event_body(w, series, host), series)
+    series = replace(old, message=message, type=w.type, count=old.count + 1, last=now,
+                     active=True)
+    return Write("patch", w.key, old.namespace, old.name, patch_body(series), series)
+
+
+def plan_writes(wanted: Iterable[Wanted], known: Mapping[Key, Series], now: float, *,
+                host: str = "", refresh: float = REFRESH_S) -> list[Write]:
+    """The writes that bring the cluster's Events to `wanted`, given the series `known`
+    (`needed`, each made by `write_of`). One per key, in `wanted`'s order."""
+    return [write_of(w, old, now, host=host)
+            for w, old in needed(wanted, known, now, refresh=refresh)]
 
 
 def settle(known: Mapping[Key, Series], wanted: Iterable[Wanted],
@@ -277,29 +292,50 @@ def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
                plans: Mapping[str, PlanWorkloadRecord],
                workloads: Mapping[str, WorkloadRecord]) -> list[Wanted]:
     """``Nominated`` / ``FailedProvisioning`` for the pending pods scoctl manages (sorted by
-    namespace and name)."""
+    namespace and name).
+
+    What the pods of one template share is worked out once, as intake does
+    (`core.intake.k8s._read_pods`): the workload per (namespace, owners value, naming labels)
+    — keyed by the identity of the shared owners value, alive while `pods` is — and the
+    Event (reason, message, type) per workload."""
+    label = policy.workload_label
+    refs: dict[tuple[Any, ...], WorkloadRef | None] = {}
+    said: dict[str, tuple[str, str, EventType] | None] = {}
     out: list[Wanted] = []
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        if not is_provisionable(pod) or not is_managed_pod(pod, policy):
+        if not is_provisionable(pod):
             continue
-        ref = workload_of(pod, policy.workload_label)
+        key = (pod.namespace, id(pod.owners), pod.labels.get(label),
+               tuple(map(pod.labels.get, OWNER_LABELS)))
+        try:
+            ref = refs[key]
+        except KeyError:
+            ref = refs[key] = (workload_of(pod, label) if is_managed_pod(pod, policy)
+                               else None)
         if ref is None:
             continue
-        record = workloads.get(ref.name)
-        plan = plans.get(ref.name)
-        if record is not None and record.status == "failed":
-            why = record.last_queued_reason or record.last_token or "failed"
-            out.append(Wanted(pod_ref(pod), FAILED_PROVISIONING,
-                              f"scoctl cannot provision workload {ref.name}: {why}", "Warning"))
-        elif plan is not None and not plan.feasible:
-            why = "; ".join(plan.reasons) or "no pool can hold it"
-            out.append(Wanted(pod_ref(pod), FAILED_PROVISIONING,
-                              f"scoctl cannot place workload {ref.name}: {why}", "Warning"))
-        elif plan is not None and _units(plan):
-            out.append(Wanted(pod_ref(pod), NOMINATED, (
-                f"Pod should schedule on: {_units(plan)} unit(s) of workload {ref.name} in "
-                f"pools {_pools(plan)} (plan generation {plan.generation})")))
+        if ref.name not in said:
+            said[ref.name] = _pod_event(ref.name, plans.get(ref.name), workloads.get(ref.name))
+        event = said[ref.name]
+        if event is not None:
+            out.append(Wanted(pod_ref(pod), *event))
     return out
+
+
+def _pod_event(name: str, plan: PlanWorkloadRecord | None, record: WorkloadRecord | None
+               ) -> tuple[str, str, EventType] | None:
+    """The Event the pending pods of workload `name` carry: (reason, message, type)."""
+    if record is not None and record.status == "failed":
+        why = record.last_queued_reason or record.last_token or "failed"
+        return (FAILED_PROVISIONING, f"scoctl cannot provision workload {name}: {why}",
+                "Warning")
+    if plan is not None and not plan.feasible:
+        why = "; ".join(plan.reasons) or "no pool can hold it"
+        return (FAILED_PROVISIONING, f"scoctl cannot place workload {name}: {why}", "Warning")
+    if plan is not None and _units(plan):
+        return (NOMINATED, f"Pod should schedule on: {_units(plan)} unit(s) of workload {name} "
+                f"in pools {_pools(plan)} (plan generation {plan.generation})", "Normal")
+    return None
 
 
 def node_events(instances: Iterable[InstanceRecord], noticed: Iterable[NoticedRecord],

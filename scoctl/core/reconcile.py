@@ -810,8 +810,9 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
                  fault=f"no ready node after {timeout:g}s")
     elif up is False and inst.node_name and server.address:
         address = NodeAddress(inst.node_name, server.address, server.name)
-        if p.snapshot.gang_policy is not None and inst.workload in p.snapshot.gangs:
-            p.gang_addresses.setdefault(inst.workload, {})[inst.id] = address  # see _gangs
+        gang = inst.workload if p.snapshot.gang_policy is not None else None
+        if gang and gang in p.snapshot.gangs:
+            p.gang_addresses.setdefault(gang, {})[inst.id] = address  # see _gangs
         else:
             p.addresses.append(address)
 

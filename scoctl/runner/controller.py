@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
+    from scoctl.adapters.kube_events import EventRecorder
     from scoctl.host.budget import Budget
     from scoctl.state import Store
 
@@ -282,10 +283,17 @@ class Controller:
         due = decide.next_step(self.schedule, self.timers, now)
         wait = 0.0 if due.step is not None and now >= self.lock_retry_at else min(
             max(due.wait, self.lock_retry_at - now, 0.0), TICK_S)
+        events = self.steps.events
+        backlog = events.next_drain()
+        if backlog is not None:
+            wait = min(wait, backlog)
         if self.informer is not None:
             self._take(self.informer.drain(wait if not signals.stop else 0.0))
         elif wait > 0 and not signals.stop:
             time.sleep(wait)
+        if backlog is not None and not signals.stop and self.cached is not None \
+                and events.next_drain() == 0.0:
+            self._drain_events()
         now = self.clock.monotonic()
         if decide.spool_due(self.schedule, now):
             waiting = any(next(iter(pending_events(self.config.spool, kind)), None) is not None
@@ -294,6 +302,14 @@ class Controller:
                            None) is not None
             self.schedule = decide.spool_looked(self.schedule, self.timers, now,
                                                 waiting=waiting, notices=notices)
+
+    def _drain_events(self) -> None:
+        """Write the Kubernetes Events the last pass left for the rate limit (DESIGN §21),
+        as the bucket allows now; like the pass's own writes, this never fails the loop."""
+        try:
+            self.steps.events.drain(cast("EventRecorder", self.cached))
+        except Exception as exc:  # noqa: BLE001 - a bug here must not stop the controller
+            log.exception("kubernetes events: %s", exc)
 
     def _pass(self) -> None:
         """One pass under the run lock: every step due, in order, then the metrics."""
@@ -407,7 +423,9 @@ class Steps:
         self.plan_seconds: float | None = None
         self.acquired: int | None = None  # the plan generation of the last acquire that ran
         self.excluded_at_plan: set[str] | None = None  # the pools excluded at the last plan
-        self.events = EventWriter()  # the Kubernetes Event series, kept between passes
+        # the Kubernetes Event series, kept between passes; no pass waits for its rate limit:
+        # what a pass cannot write is drained while the controller idles (`Controller._idle`)
+        self.events = EventWriter(wait=0.0)
 
     def deps(self) -> Deps:
         """What the steps of one pass use: the cached cluster, no per-pass deadline, and no

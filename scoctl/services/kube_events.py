@@ -5,7 +5,9 @@ most `RATE` a second, never failing a pass.
 and the disruptions the budget held back — turns them into the Events that should stand, and
 makes the writes `core.kube_events.plan_writes` asks for, taking a token of its `TokenBucket`
 for each (``RATE`` 10 a second, a burst of ``BURST``). What the bucket cannot cover within
-`wait` seconds is left for the next pass (the facts are recomputed then: nothing is queued).
+`wait` seconds is kept as a backlog: `drain` writes it as tokens come (the controller calls it
+while it idles, its writer's `wait` 0, so no pass waits for the bucket), until the next sync
+recomputes the facts and replaces it.
 A write that fails is logged and counted (`failures`), and its series stays as it was, so the
 next pass tries again; nothing raises into the pass.
 
@@ -62,6 +64,11 @@ class TokenBucket:
         now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
         self._at = now
+
+    def wait_for(self, count: int) -> float:
+        """Seconds until `count` tokens (at most `burst`) are there (0: they are)."""
+        self._fill()
+        return max(0.0, (min(float(count), float(self.burst)) - self._tokens) / self.rate)
 
     def take(self, wait: float = 0.0) -> bool:
         """Take one token, waiting for it at most `wait` seconds; False when none came."""
@@ -124,22 +131,62 @@ class EventWriter:
         # them: a steady state writes nothing)
         self.blocked: tuple[ke.Blocked, ...] = ()
         self.writes = 0
+        # what the last sync could not write for lack of tokens, in order (`drain`)
+        self.backlog: list[tuple[ke.Wanted, ke.Series | None]] = []
 
     def wanted(self, facts: Facts) -> list[ke.Wanted]:
         return [*ke.pod_events(facts.pods, facts.policy, facts.plans, facts.workloads),
                 *ke.node_events(facts.instances, facts.noticed, facts.blocked)]
 
     def sync(self, recorder: EventRecorder, facts: Facts) -> SyncResult:
-        """Write what `facts` call for (see the module docstring). Never raises an ApiError."""
+        """Write what `facts` call for (see the module docstring). Never raises an ApiError.
+        What the bucket cannot cover within `wait` is kept as the backlog (`drain`)."""
         now = self.wall()
         wanted = self.wanted(facts)
-        by_key = {w.key: w for w in wanted}
         result = SyncResult()
         updates: dict[ke.Key, ke.Series] = {}
         deadline = self.bucket.now() + self.wait
-        for write in ke.plan_writes(wanted, self.series, now, host=self.host):
+        todo = ke.needed(wanted, self.series, now)
+        done = self._write_all(recorder, todo, now, deadline, result, updates)
+        self.backlog = todo[done:]
+        self.series = ke.settle(self.series, wanted, updates, now)
+        self.writes += result.writes
+        return result
+
+    def drain(self, recorder: EventRecorder) -> SyncResult:
+        """Write what the last sync left for lack of tokens, as far as the bucket has tokens
+        now (no wait): the controller calls it while it idles, so Events keep flowing at
+        `RATE` without a pass waiting for them. Each is checked against the series again."""
+        result = SyncResult()
+        if not self.backlog:
+            return result
+        now = self.wall()
+        todo = ke.needed([w for w, _ in self.backlog], self.series, now)
+        updates: dict[ke.Key, ke.Series] = {}
+        done = self._write_all(recorder, todo, now, self.bucket.now(), result, updates)
+        self.backlog = todo[done:]
+        self.series.update(updates)
+        self.writes += result.writes
+        return result
+
+    def next_drain(self) -> float | None:
+        """Seconds until the bucket holds a burst for the backlog, or as much of it as is
+        left (None: no backlog)."""
+        return self.bucket.wait_for(len(self.backlog)) if self.backlog else None
+
+    def _write_all(self, recorder: EventRecorder, todo: Sequence[tuple[ke.Wanted,
+                                                                        ke.Series | None]],
+                   now: float, deadline: float, result: SyncResult,
+                   updates: dict[ke.Key, ke.Series]) -> int:
+        """Write `todo` in order until the bucket runs dry by `deadline`; how many were done
+        (written, failed or found written). The rest counts as deferred, none of it built."""
+        for index, (w, old) in enumerate(todo):
+            if not self._take(deadline, result):
+                result.deferred += len(todo) - index - 1
+                return index
+            write = ke.write_of(w, old, now, host=self.host)
             try:
-                found = self._write(recorder, write, by_key[write.key], now, deadline, result)
+                found = self._write(recorder, write, w, now, deadline, result)
             except ApiError as exc:
                 self.failures += 1
                 result.failed += 1
@@ -148,9 +195,7 @@ class EventWriter:
                 continue
             if found is not None:
                 updates[write.key] = found
-        self.series = ke.settle(self.series, wanted, updates, now)
-        self.writes += result.writes
-        return result
+        return len(todo)
 
     def _take(self, deadline: float, result: SyncResult) -> bool:
         if self.bucket.take(max(0.0, deadline - self.bucket.now())):
@@ -163,9 +208,7 @@ class EventWriter:
         """One write, a token taken for each call that writes; the series it leaves, or None
         (nothing known: the next pass tries again). A create that meets its Event continues
         the series found there (a patch only when that series asks for one); a patch that
-        finds its Event gone starts a new series."""
-        if not self._take(deadline, result):
-            return None
+        finds its Event gone starts a new series. Its first token is taken already."""
         if write.op == "create":
             if recorder.create_event(write.namespace, write.body):
                 result.created += 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from scoctl.adapters.kubernetes import KubernetesCluster
 from scoctl.core import kube_events as ke
 from scoctl.core.intake.k8s import K8sPolicy
@@ -125,6 +127,36 @@ def test_writes_stay_under_ten_a_second_and_the_rest_waits_for_the_next_pass(
     late = stored_pods(k8s_emulator, 30, start=40)
     capped = paced.sync(k8s_cluster, facts(more + late))
     assert (capped.created, capped.deferred) == (10, 20)  # the 1 s a pass may wait: 10 more
+
+
+def test_what_a_pass_defers_is_drained_as_tokens_come_without_recomputing_the_facts(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster) -> None:
+    """The controller's writer waits for no token in a pass: the 15 Events the bucket could
+    not cover are its backlog, written by `drain` as the bucket refills (10 a second), each
+    once; a sync in between replaces the backlog with what its facts still call for."""
+    pods = stored_pods(k8s_emulator, 25)
+    clock = Clock()
+    writer = EventWriter(host="h", wall=clock, wait=0.0,
+                         bucket=TokenBucket(clock=clock, sleep=clock.sleep))
+    assert writer.next_drain() is None
+    first = writer.sync(k8s_cluster, facts(pods))
+    assert (first.created, first.deferred, len(writer.backlog)) == (10, 15, 15)
+    assert writer.next_drain() == pytest.approx(1.0)  # a burst's worth of tokens
+    assert writer.drain(k8s_cluster).created == 0  # no token yet: nothing, nothing lost
+    clock.t += 1.0
+    assert writer.next_drain() == 0.0
+    drained = writer.drain(k8s_cluster)
+    assert (drained.created, drained.deferred, len(writer.backlog)) == (10, 5, 5)
+    assert writer.next_drain() == pytest.approx(0.5)  # the 5 left
+    # a pass meanwhile: the facts now hold 3 of the 5 not yet written (2 pods ran)
+    written = {e["involvedObject"]["name"] for e in scoctl_events(k8s_emulator)}
+    left = [p for p in pods if p.name not in written]
+    assert len(left) == 5
+    clock.t += 0.4  # 4 tokens
+    again = writer.sync(k8s_cluster, facts([p for p in pods if p not in left[:2]]))
+    assert (again.created, len(writer.backlog)) == (3, 0)
+    assert writer.next_drain() is None
+    assert len(scoctl_events(k8s_emulator)) == 23  # each once; the 2 that ran never written
 
 
 def test_a_failing_api_is_counted_and_never_raised(

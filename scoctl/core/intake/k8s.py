@@ -307,7 +307,9 @@ def _sum_into(requests: dict[str, int], largest: dict[str, int],
             largest[name] = amount
 
 
-_OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
+# the labels besides the owners that name a pod's workload (`core.demand.workload_of`): with
+# the owners value they key the memo of what many pods of one template share
+OWNER_LABELS = (POD_TEMPLATE_HASH_LABEL, KSERVE_ISVC_LABEL, *JOB_NAME_LABELS)
 
 
 T = TypeVar("T", DeploymentInfo, InferenceServiceInfo, JobInfo)
@@ -429,7 +431,7 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
         if pod.phase in ("Succeeded", "Failed"):
             continue
         # keyed by the identity of the (shared) owners value, alive as long as `owners` is
-        key = (pod.namespace, id(pod.owners), tuple(map(pod.labels.get, _OWNER_LABELS)))
+        key = (pod.namespace, id(pod.owners), tuple(map(pod.labels.get, OWNER_LABELS)))
         try:
             owner = owners[key]
         except KeyError:  # the owning object, whatever the label says
