@@ -1207,8 +1207,11 @@ def _plan_parts(
         if sub.buffer and not any(ctx.why_ineligible(pool, sub) is None for pool in ctx.pools):
             # the buffer's tier leaves it no pool: it is short (that, and why, is all its plan
             # says), the pods' plan still holds
-            plan = WorkloadPlan(claim.workload, contract.name, True, True,
-                                (_no_eligible_pool(ctx, sub),), (), 0.0, 0.0, 0.0)
+            plan = WorkloadPlan(
+                claim.workload, contract.name, True, True, (_no_eligible_pool(ctx, sub),), (),
+                0.0, 0.0, 0.0, tuple(ExplainLine(pool.name, 0, ctx.why_ineligible(pool, sub)
+                                                 or "") for pool in ctx.pools)
+                if want_explain else ())
         else:
             plan = _plan_one(ctx, sub, terms, mine, depth, want_explain, prune,
                              idle={p: n for p, n in (idle or {}).items() if p in mine})

@@ -260,6 +260,15 @@ def test_a_buffer_whose_tier_leaves_no_pool_is_planned_nowhere_and_the_plan_says
     (why,) = [r for r in plan.reasons if "web/buffer" in r]
     assert why.startswith("no eligible pool") and "web/buffer: 4 chunks" in why
     assert "the buffer's tier reclaimable (the pool is committed) rules it out" in why
+    # --explain: at zero pods each pool says why the buffer may not use it
+    (alone,) = with_buffers([replace(bare(), ineligible=pinned.ineligible)],
+                            [Buffer("web", replicas=4, tier="reclaimable")], {}, {"web": POD},
+                            NOON, POOLS)
+    lines = {line.pool: line.reason for line in planned(alone).explain}
+    assert lines["comm-1"] == ("web/buffer: the buffer's tier reclaimable (the pool is "
+                               "committed) rules it out")
+    assert lines["recl-1"] == ("web/buffer: the buffer's nodeSelector sco/tier=committed "
+                               "rules it out")  # the pods' constraint is the buffer's too
     # a pod part with no pool at all is still infeasible, as before
     nowhere = replace(out, ineligible={p.name: "nodeSelector x=y" for p in POOLS})
     assert not planned(nowhere).feasible
