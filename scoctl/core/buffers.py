@@ -9,8 +9,9 @@ share them, in the pools of the buffer's `tier` alone (`tier_refusal`: any of th
 workload's pods may use, or only those of that pool tier); the plan keeps its units (idle
 scale-down, reason `empty`, only takes units above the plan), and a pod that lands on buffer
 capacity grows the claim in the same pass (the buffer is topped up). The claim's pod count stays
-the pods' own: it is what `percentage` is of. A tier that leaves the buffer no pool rules every
-pool out in its part, each with why, so the planner plans it nowhere and says so.
+the pods' own: it is what `percentage` is of. A tier that leaves the buffer no pool (with the
+pods' own constraints) leaves every pool ruled out, each with why, so the planner plans it
+nowhere and says so.
 
 Desired chunks = min(max(replicas, ⌈percentage × pods⌉), limits) — stated so, since Cluster
 Autoscaler's CapacityBuffer doc and code disagree — and 0 outside the buffer's window. A
