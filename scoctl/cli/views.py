@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scoctl.core.model import (
+    ClaimPart,
     ClaimRecord,
     EventRecord,
     InstanceRecord,
@@ -15,7 +16,8 @@ from scoctl.core.model import (
     PlanWorkloadRecord,
     WorkloadRecord,
 )
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model.pools import part_name
+from scoctl.core.model.vocabulary import InstanceStatus, PartSource
 from scoctl.core.quantity import to_json_resources
 from scoctl.core.timefmt import rfc3339
 
@@ -40,7 +42,18 @@ def claim_json(c: ClaimRecord) -> dict[str, Any]:
                            "contract": c.contract, "source": c.source}
     if c.nodes:
         out["nodes"] = list(c.nodes)
+    if c.parts:
+        out["parts"] = [part_json(c.workload, n, part) for n, part in enumerate(c.parts, 1)]
     return out
+
+
+def part_json(workload: str, n: int, part: ClaimPart) -> dict[str, Any]:
+    """A claim's `n`th part (DESIGN §20, §22): named as plans name it, with its source
+    (``pods``, or ``buffer`` with its chunks) and demand."""
+    size = "chunks" if part.source == PartSource.BUFFER else "pods"
+    return {"part": part_name(workload, n, part), "source": str(part.source), size: part.pods,
+            "requests": to_json_resources(part.requests),
+            "largest_pod": to_json_resources(part.largest_pod)}
 
 
 def plan_workload_json(p: PlanWorkloadRecord, *, explain: bool = False,

@@ -47,7 +47,7 @@ from scoctl.core.model import (
     is_slug,
     rest_api_version,
 )
-from scoctl.core.model.buffers import Buffer
+from scoctl.core.model.buffers import BUFFER_TIERS, Buffer
 from scoctl.core.model.disruption import (
     Budget,
     DisruptionSettings,
@@ -1100,8 +1100,9 @@ def _buffers(r: _Reader, root: Mapping[str, Any],
 
 def _buffer(r: _Reader, raw: Any, path: Path_) -> Buffer:
     """One buffer: `workload` (required), `chunk` (null: the largest pod), `replicas`,
-    `percentage` (of the workload's pods, 0-100 or "20%"), `limits`, and a window as a
-    disruption budget's: `schedule` with `duration` (both or neither), `time_zone`."""
+    `percentage` (of the workload's pods, 0-100 or "20%"), `limits`, `tier` (any, committed
+    or reclaimable: the pools it is planned in), and a window as a disruption budget's:
+    `schedule` with `duration` (both or neither), `time_zone`."""
     data = r.mapping(raw, path, allowed=FIELDS[("buffers", "[]")])
     workload = r.req_string(data, path, "workload")
     chunk = None
@@ -1120,11 +1121,15 @@ def _buffer(r: _Reader, raw: Any, path: Path_) -> Buffer:
     replicas = r.integer(data, path, "replicas", 0)
     percentage = _percentage(r, data.get("percentage"), (*path, "percentage"))
     limits = _limits(r, data.get("limits"), (*path, "limits"))
+    tier = r.string(data, path, "tier", default="any")
+    if tier not in BUFFER_TIERS:
+        raise r.fail((*path, "tier"), f"must be one of {', '.join(BUFFER_TIERS)}, not {tier!r}")
     schedule, duration, zone = _window(r, data, path)
     if not replicas and not percentage:
         raise r.fail(path, "wants no chunk: give replicas or percentage")
     return Buffer(workload=workload, chunk=chunk, replicas=replicas, percentage=percentage,
-                  limits=limits, schedule=schedule, duration=duration, time_zone=zone or "UTC")
+                  limits=limits, tier=tier, schedule=schedule, duration=duration,
+                  time_zone=zone or "UTC")
 
 
 def _percentage(r: _Reader, value: Any, path: Path_) -> float:

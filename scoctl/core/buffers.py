@@ -1,11 +1,17 @@
 """Capacity buffers (DESIGN §20), pure: how many chunks a buffer wants, the claim that holds
 them, and how many its workload's Ready units hold.
 
-A buffer is part of its workload's claim: the watch stage adds ``desired × chunk`` to the
-claim's requests (`with_buffers`), so the planner plans the buffer under the workload's own
-contract and caps, the plan keeps its units (idle scale-down, reason `empty`, only takes units
-above the plan), and a pod that lands on buffer capacity grows the claim in the same pass (the
-buffer is topped up). The claim's pod count stays the pods' own: it is what `percentage` is of.
+A buffer is part of its workload's claim (source `buffer`): the watch stage adds ``desired ×
+chunk`` to the claim's requests and a part of its own, `<workload>/buffer`, beside the pods'
+parts (`with_buffers`; a claim whose pods all may run in the same pools gets one part for them).
+So the planner plans the buffer under the workload's own contract, caps and limits, as parts
+share them, in the pools of the buffer's `tier` alone (`tier_refusal`: any of the pools the
+workload's pods may use, or only those of that pool tier); the plan keeps its units (idle
+scale-down, reason `empty`, only takes units above the plan), and a pod that lands on buffer
+capacity grows the claim in the same pass (the buffer is topped up). The claim's pod count stays
+the pods' own: it is what `percentage` is of. A tier that leaves the buffer no pool (with the
+pods' own constraints) leaves every pool ruled out, each with why, so the planner plans it
+nowhere and says so.
 
 Desired chunks = min(max(replicas, ⌈percentage × pods⌉), limits) — stated so, since Cluster
 Autoscaler's CapacityBuffer doc and code disagree — and 0 outside the buffer's window. A
@@ -24,7 +30,9 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from scoctl.core.intake.common import ClaimDecision
-from scoctl.core.model.buffers import Buffer
+from scoctl.core.model.buffers import Buffer, BufferTier
+from scoctl.core.model.pools import ClaimPart, Pool, Tier
+from scoctl.core.model.vocabulary import PartSource
 
 
 @dataclass(frozen=True)
@@ -78,11 +86,45 @@ def desired(buffer: Buffer, chunk: Mapping[str, int] | None, pods: int, now: dat
     return max(0, count)
 
 
+def tier_refusal(tier: BufferTier, pool: Pool) -> str | None:
+    """Why a buffer of `tier` may not hold units of `pool` (a constraint, as the pods' are
+    named), or None when it may: a buffer of tier any may use every pool, one of tier committed
+    or reclaimable only the pools of that tier."""
+    if tier == "any" or pool.tier == tier:
+        return None
+    return f"tier {tier} (the pool is {pool.tier})"
+
+
+def buffer_part(buffer: Buffer, chunk: Mapping[str, int], count: int, claim: ClaimDecision,
+                pools: Iterable[Pool]) -> ClaimPart:
+    """The part of `claim` that is `buffer`'s `count` chunks: planned in the pools the
+    workload's pods may use (the claim's `ineligible` holds for every part) that its tier
+    allows (`tier_refusal`), ordered by the pods' soft terms."""
+    ruled_out = {pool.name: why for pool in pools if pool.name not in claim.ineligible
+                 and (why := tier_refusal(buffer.tier, pool)) is not None}
+    return ClaimPart(requests={k: count * v for k, v in chunk.items()}, largest_pod=dict(chunk),
+                     pods=count, ineligible=dict(sorted(ruled_out.items())),
+                     preferred={p: n for p, n in claim.preferred.items() if p not in ruled_out},
+                     source=PartSource.BUFFER)
+
+
+def _pods_parts(claim: ClaimDecision) -> tuple[ClaimPart, ...]:
+    """The claim's parts of its pods: its own, else one of all its pods (none without any)."""
+    if claim.parts:
+        return tuple(claim.parts)
+    if not claim.requests:
+        return ()
+    return (ClaimPart(requests=dict(claim.requests), largest_pod=dict(claim.largest_pod),
+                      pods=claim.pods, zone_spread=claim.zone_spread,
+                      preferred=dict(claim.preferred)),)
+
+
 def with_buffers(claims: Sequence[ClaimDecision], buffers: Iterable[Buffer],
                  bare: Mapping[str, ClaimDecision], stored_largest: Mapping[str, Mapping[str, int]],
-                 now: datetime) -> tuple[ClaimDecision, ...]:
+                 now: datetime, pools: Sequence[Pool] = ()) -> tuple[ClaimDecision, ...]:
     """`claims` with each buffer's chunks added to its workload's claim: requests grow by
-    desired × chunk, the largest pod covers the chunk, the pod count is unchanged. A buffered
+    desired × chunk, the largest pod covers the chunk, the pod count is unchanged, and the
+    chunks are a part of their own after the pods' (`buffer_part`, over `pools`). A buffered
     workload without a claim this pass starts from `bare` (its empty claim). A chunk of the
     largest pod for a workload without pods now is the stored claim's largest pod, which a
     claim without pods keeps."""
@@ -108,42 +150,58 @@ def with_buffers(claims: Sequence[ClaimDecision], buffers: Iterable[Buffer],
         top = dict(claim.largest_pod)
         for resource, size in chunk.items():
             top[resource] = max(top.get(resource, 0), size)
-        out[buffer.workload] = replace(claim, requests=requests, largest_pod=top)
+        parts = (*_pods_parts(claim), buffer_part(buffer, chunk, count, claim, pools))
+        out[buffer.workload] = replace(claim, requests=requests, largest_pod=top, parts=parts)
     order = [c.workload for c in claims] + sorted(set(out) - set(by_workload))
     return tuple(out[w] for w in order)
 
 
 def held(chunk: Mapping[str, int] | None, want: int, claimed: Mapping[str, int],
-         allocatable: Iterable[Mapping[str, int]]) -> int:
+         allocatable: Iterable[Mapping[str, int]],
+         in_tier: Iterable[Mapping[str, int]] | None = None) -> int:
     """Chunks the workload's Ready units hold beyond its pods, at most `want`: by requests,
     the units' summed `allocatable` less the pods' part of the claim (`claimed`, the stored
-    claim's requests, less the buffer's ``want × chunk``), in whole chunks."""
+    claim's requests, less the buffer's ``want × chunk``), in whole chunks, and never more
+    than the units of the buffer's tier offer (`in_tier`, their allocatable; None: every unit
+    is of its tier). Which unit a pod runs on is not known here: the pods are counted on the
+    other tiers' units first."""
     if chunk is None or want <= 0:
         return 0
+    total = _summed(allocatable)
+    tier = total if in_tier is None else _summed(in_tier)
+    count = want
+    for resource, size in chunk.items():
+        pods = max(0, claimed.get(resource, 0) - want * size)
+        free = min(tier.get(resource, 0), max(0, total.get(resource, 0) - pods))
+        count = min(count, free // size)
+    return count
+
+
+def _summed(allocatable: Iterable[Mapping[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for alloc in allocatable:
         for resource, amount in alloc.items():
             total[resource] = total.get(resource, 0) + amount
-    count = want
-    for resource, size in chunk.items():
-        pods = max(0, claimed.get(resource, 0) - want * size)
-        count = min(count, max(0, total.get(resource, 0) - pods) // size)
-    return count
+    return total
 
 
 def buffer_states(buffers: Iterable[Buffer], claims: Mapping[str, tuple[int, Mapping[str, int],
                                                                          Mapping[str, int]]],
-                  allocatable: Mapping[str, Sequence[Mapping[str, int]]],
+                  allocatable: Mapping[str, Sequence[tuple[Tier, Mapping[str, int]]]],
                   now: datetime) -> tuple[BufferState, ...]:
     """Each buffer's desired and held chunks, from the stored claims (workload → (pods,
-    requests, largest pod)) and each workload's Ready units' allocatable."""
+    requests, largest pod)) and each workload's Ready units (their pool's tier and
+    allocatable); a buffer of a tier is held by that tier's units alone."""
     out: list[BufferState] = []
     for buffer in buffers:
         pods, requests, largest = claims.get(buffer.workload, (0, {}, {}))
         chunk = chunk_of(buffer, largest)
         want = desired(buffer, chunk, pods, now)
+        units = allocatable.get(buffer.workload, ())
+        in_tier = (None if buffer.tier == "any"
+                   else [alloc for tier, alloc in units if tier == buffer.tier])
         out.append(BufferState(buffer.workload, want,
-                               held(chunk, want, requests, allocatable.get(buffer.workload, ())),
+                               held(chunk, want, requests, [a for _, a in units], in_tier),
                                chunk))
     return tuple(out)
 

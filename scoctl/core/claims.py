@@ -3,7 +3,8 @@
 A claim gets a new version only when its normalised demand changed — requests, largest pod,
 contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for, the pools
 its pods' placement rules out, the zone spread its pods ask for, the DaemonSet overhead of its
-flavors, the members per gang (DESIGN §19). That change wakes the planner. A pod count that
+flavors, its parts (its pods' and its buffer's, DESIGN §20, §22), the members per gang
+(DESIGN §19). That change wakes the planner. A pod count that
 changed alone is saved in place (the same version). The state saves what this decides; it
 never compares claims itself.
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scoctl.core.model import ClaimPart, ClaimRecord
+from scoctl.core.model.vocabulary import PartSource
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def part_json(part: ClaimPart) -> dict[str, object]:
             "largest_pod": dict(sorted(part.largest_pod.items())), "pods": part.pods,
             "ineligible": dict(sorted(part.ineligible.items())),
             "zone_spread": part.zone_spread,
-            "preferred": dict(sorted(part.preferred.items()))}
+            "preferred": dict(sorted(part.preferred.items())), "source": str(part.source)}
 
 
 def part_of(value: Mapping[str, object]) -> ClaimPart:
@@ -74,12 +76,15 @@ def part_of(value: Mapping[str, object]) -> ClaimPart:
         return dict(found) if isinstance(found, Mapping) else {}
 
     pods, spread = value.get("pods"), value.get("zone_spread")
+    # a part stored before parts had sources is some of the pods
+    source = PartSource(str(value.get("source") or PartSource.PODS))
     return ClaimPart(requests={k: int(str(v)) for k, v in mapping("requests").items()},
                      largest_pod={k: int(str(v)) for k, v in mapping("largest_pod").items()},
                      pods=int(str(pods)) if pods is not None else 0,
                      ineligible={k: str(v) for k, v in mapping("ineligible").items()},
                      zone_spread=int(str(spread)) if spread is not None else 0,
-                     preferred={k: int(str(v)) for k, v in mapping("preferred").items()})
+                     preferred={k: int(str(v)) for k, v in mapping("preferred").items()},
+                     source=source)
 
 
 def claim_write(stored: ClaimRecord | None, observed: ObservedClaim) -> ClaimWrite | None:

@@ -84,7 +84,14 @@ Where pods may run (DESIGN §22)
     a zone spread (`Claim.zone_spread`) is planned per zone (`_plan_spread`). Workload limits
     trim the fill (`_limit`); pool limits (`pools[].limits`) lower a pool's depth to what they
     leave beyond every workload's current units there (`_cap_depth`). A plan a limit holds
-    back is feasible, degraded, with ``LIMIT_REACHED`` naming it.
+    back is feasible, degraded, with ``LIMIT_REACHED`` naming it. A claim of parts
+    (`Claim.parts`) is planned part by part (`_plan_parts`).
+
+Capacity buffers (DESIGN §20)
+    A buffer is a part of its workload's claim (source ``buffer``, after the pods' parts),
+    planned like the others in the pools its tier leaves it. A buffer no pool can hold is
+    planned nowhere: the plan stays feasible (the pods' demand is what it speaks of), is
+    degraded, and its reason names why each pool is ruled out.
 
 Floats
     Coverages are floats. Every sum the decisions read is a `math.fsum` over ``units · cov`` (exact
@@ -105,6 +112,8 @@ from operator import attrgetter, truediv
 from typing import TYPE_CHECKING, NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
+from scoctl.core.model.pools import ClaimPart, part_name
+from scoctl.core.model.vocabulary import PartSource
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
@@ -418,7 +427,9 @@ class _Context:
             return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
         constraint = claim.ineligible.get(pool.name)
         if constraint is not None:
-            return f"the pods' {constraint} rules it out"
+            # a buffer's part inherits the pods' constraints beside its tier's (DESIGN §20)
+            whose = "the buffer's" if claim.buffer else "the pods'"
+            return f"{whose} {constraint} rules it out"
         alloc = self.alloc.get(pool.flavor)
         if alloc is None:
             return f"unknown flavor {pool.flavor}"
@@ -975,7 +986,7 @@ def _plan_one(
     if claim.overhead:
         ctx = ctx.less(claim.overhead)
         claim = replace(claim, overhead={})
-    if len(claim.parts) > 1:
+    if len(claim.parts) > 1 or any(p.source == PartSource.BUFFER for p in claim.parts):
         return _plan_parts(ctx, claim, contract, current, depth_left, want_explain, prune, idle)
     if claim.zone_spread:
         spread = _plan_spread(ctx, claim, contract, current, depth_left, want_explain, prune)
@@ -1166,31 +1177,44 @@ def _plan_parts(
     idle: Mapping[str, int] | None,
 ) -> WorkloadPlan:
     """A claim whose pods differ in where they may run (DESIGN §22, `Claim.parts`: the claims
-    `<workload>/<n>`): each part is planned in its own eligible pools, in order (the part
-    that may use the fewest pools first), under the contract scaled to its share of the pods
-    (as a zone spread's shares are), with its share of the limits, from the current units of
-    its pools that the parts before it did not keep, on the depth they left; the plan is their
-    sum, each pool's coverage weighted by its part's share."""
-    pods = max(sum(part.pods for part in claim.parts), 1)
+    `<workload>/<n>`), or that keeps a buffer (DESIGN §20, the part `<workload>/buffer`, its
+    chunks counted as pods): each part is planned in its own eligible pools, in order (the
+    part that may use the fewest pools first, the buffer last), under the contract scaled to
+    its share of the pods (as a zone spread's shares are), with its share of the limits, from
+    the current units of its pools that the parts before it did not keep, on the depth they
+    left; the plan is their sum, each pool's coverage weighted by its part's share. A buffer
+    no pool can hold is planned nowhere: feasible, degraded, with why."""
     weights = [max(part.pods, 1) for part in claim.parts]
+    whole = sum(weights)
+    pods = sum(part.pods for part in claim.parts if part.source != PartSource.BUFFER)
     units = (_shares(claim.limits.units, weights) if claim.limits.units is not None
              else [None] * len(claim.parts))
     limited = {r: _shares(most, weights) for r, most in claim.limits.resources.items()}
     left = {p: n for p, n in current.items() if n > 0}
     depth = {**{p.name: p.depth for p in ctx.pools}, **depth_left}  # missing: its whole depth
-    plans: list[tuple[int, float, WorkloadPlan]] = []
+    plans: list[tuple[str, float, WorkloadPlan]] = []
     for i, part in enumerate(claim.parts):
-        share = part.pods / pods
+        share = weights[i] / whole
         sub = replace(claim, requests=dict(part.requests), largest_pod=dict(part.largest_pod),
                       pods=part.pods, ineligible={**claim.ineligible, **part.ineligible},
                       zone_spread=part.zone_spread, parts=(), preferred=dict(part.preferred),
-                      limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i]))
+                      limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i]),
+                      buffer=part.source == PartSource.BUFFER)
         terms = replace(contract, pool_cap=contract.pool_cap / share,
                         group_cap=contract.group_cap / share,
                         min_pools=max(1, math.ceil(contract.min_pools * share - EPS)))
         mine = {p: n for p, n in left.items() if p not in sub.ineligible}
-        plan = _plan_one(ctx, sub, terms, mine, depth, want_explain, prune,
-                         idle={p: n for p, n in (idle or {}).items() if p in mine})
+        if sub.buffer and not any(ctx.why_ineligible(pool, sub) is None for pool in ctx.pools):
+            # the buffer's tier leaves it no pool: it is short (that, and why, is all its plan
+            # says), the pods' plan still holds
+            plan = WorkloadPlan(
+                claim.workload, contract.name, True, True, (_no_eligible_pool(ctx, sub),), (),
+                0.0, 0.0, 0.0, tuple(ExplainLine(pool.name, 0, ctx.why_ineligible(pool, sub)
+                                                 or "") for pool in ctx.pools)
+                if want_explain else ())
+        else:
+            plan = _plan_one(ctx, sub, terms, mine, depth, want_explain, prune,
+                             idle={p: n for p, n in (idle or {}).items() if p in mine})
         for pool in plan.pools:
             kept = min(pool.units, mine.get(pool.pool, 0))
             if kept:
@@ -1198,19 +1222,26 @@ def _plan_parts(
             new = pool.units - kept
             if new > 0 and pool.pool in depth:
                 depth[pool.pool] -= new
-        plans.append((i + 1, share, plan))
+        plans.append((part_name(claim.workload, i + 1, part), share, plan))
     said = {pool.pool for _, _, plan in plans for pool in plan.pools}  # explained by units
     explain: list[ExplainLine] = []
-    for n, _, plan in plans:
+    for name, _, plan in plans:
         for line in plan.explain:
             if line.pool not in said:
                 said.add(line.pool)
-                explain.append(replace(line, reason=f"{claim.workload}/{n}: {line.reason}"))
-    reasons = tuple(f"{reason} ({claim.workload}/{n}: {part.pods} of {pods} pods)"
-                    for (n, _, plan), part in zip(plans, claim.parts, strict=True)
+                explain.append(replace(line, reason=f"{name}: {line.reason}"))
+    reasons = tuple(f"{reason} ({name}: {_part_size(part, pods)})"
+                    for (name, _, plan), part in zip(plans, claim.parts, strict=True)
                     for reason in plan.reasons)
     return _summed(claim, contract, [(share, plan) for _, share, plan in plans], reasons,
                    tuple(explain))
+
+
+def _part_size(part: ClaimPart, pods: int) -> str:
+    """A part's size as its reasons give it: its pods of the claim's, or its buffer's chunks."""
+    if part.source == PartSource.BUFFER:
+        return f"{part.pods} chunk{'' if part.pods == 1 else 's'}"
+    return f"{part.pods} of {pods} pods"
 
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],

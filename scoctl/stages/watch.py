@@ -386,9 +386,9 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
 
 def _buffered(config: Config, store: Store, claims: Sequence[ClaimDecision], source: Source,
               now: float) -> tuple[ClaimDecision, ...]:
-    """`claims` with the chunks of the buffers of `source`'s workloads added (DESIGN §20,
-    `core.buffers.with_buffers`); read with the config as it is now, so a SIGHUP reload
-    applies a changed buffer in the next pass."""
+    """`claims` with the chunks of the buffers of `source`'s workloads added, each a part
+    planned in the pools of its tier (DESIGN §20, `core.buffers.with_buffers`); read with the
+    config as it is now, so a SIGHUP reload applies a changed buffer in the next pass."""
     specs = {w.name: w for w in config.workloads if w.source == source}
     buffers = [b for b in config.buffers if b.workload in specs]
     if not buffers:
@@ -399,7 +399,8 @@ def _buffered(config: Config, store: Store, claims: Sequence[ClaimDecision], sou
         namespace=specs[b.workload].namespace) for b in buffers}
     stored = {b.workload: dict(c.largest_pod) for b in buffers
               if (c := store.claim(b.workload)) is not None}
-    return with_buffers(claims, buffers, bare, stored, datetime.fromtimestamp(now, UTC))
+    return with_buffers(claims, buffers, bare, stored, datetime.fromtimestamp(now, UTC),
+                        config.pools)
 
 
 def _record(store: Store, decision: IntakeDecision, counts: SourceCounts, result: WatchResult,

@@ -49,6 +49,14 @@ buffers:
     assert parse("buffers: [{workload: web, percentage: 12.5}]\n").buffers[0].percentage == 12.5
 
 
+def test_a_buffers_tier_is_any_unless_it_names_a_pool_tier() -> None:
+    config = parse("buffers: [{workload: web, replicas: 1}, "
+                   "{workload: api, replicas: 1, tier: reclaimable}]\n")
+    assert [b.tier for b in config.buffers] == ["any", "reclaimable"]
+    assert parse("buffers: [{workload: web, replicas: 1, tier: committed}]\n"
+                 ).buffers[0].tier == "committed"
+
+
 BAD = {
     "an unknown workload": ("{workload: nope, replicas: 1}", "buffers[0].workload",
                             "unknown workload 'nope'"),
@@ -73,6 +81,10 @@ BAD = {
     "a schedule without duration": ("{workload: web, replicas: 1, schedule: '@daily'}",
                                     "buffers[0].duration", "is required with schedule"),
     "an unknown key": ("{workload: web, replicas: 1, tiers: any}", "buffers[0].tiers", ""),
+    "a bad tier": ("{workload: web, replicas: 1, tier: spot}", "buffers[0].tier",
+                   "must be one of any, committed, reclaimable, not 'spot'"),
+    "an empty tier": ("{workload: web, replicas: 1, tier: ''}", "buffers[0].tier",
+                      "non-empty string"),
 }
 
 
@@ -100,4 +112,14 @@ def test_config_check_exits_2_naming_the_buffers_zone(cli, tmp_path) -> None:
     result = cli("--config", str(path), "config", "check")
     assert result.code == 2, (result.stdout, result.stderr)
     assert "buffers[0].time_zone: unknown time zone 'Nowhere/Land'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_check_exits_2_naming_the_buffers_tier(cli, tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE + BOOTSTRAP + "buffers:\n  - {workload: web, replicas: 1, tier: spot}\n")
+    result = cli("--config", str(path), "config", "check")
+    assert result.code == 2, (result.stdout, result.stderr)
+    assert ("buffers[0].tier: must be one of any, committed, reclaimable, not 'spot'"
+            in result.stderr), result.stderr
     assert "Traceback" not in result.stderr

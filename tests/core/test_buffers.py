@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
-from scoctl.core.buffers import buffer_states, desired, held, in_window, with_buffers
+from scoctl.core.buffers import (
+    buffer_states,
+    desired,
+    held,
+    in_window,
+    tier_refusal,
+    with_buffers,
+)
 from scoctl.core.cron import parse_cron
 from scoctl.core.intake.common import ClaimDecision
-from scoctl.core.model.buffers import Buffer
-from scoctl.core.model.pools import Limits
+from scoctl.core.model.buffers import Buffer, BufferTier
+from scoctl.core.model.pools import (
+    TIERS,
+    Claim,
+    Contract,
+    Flavor,
+    Limits,
+    Pool,
+    Tier,
+    part_name,
+)
+from scoctl.core.model.vocabulary import PartSource
+from scoctl.core.planner import WorkloadPlan, plan_workload
 
 GIB = 1024**3
 POD = {"cpu": 4000, "memory": 16 * GIB}
@@ -112,7 +131,7 @@ def test_held_counts_whole_chunks_of_ready_allocatable_beyond_the_pods() -> None
 
 
 def test_buffer_states_report_desired_held_and_short() -> None:
-    unit = {"cpu": 8000, "memory": 32 * GIB}
+    unit: tuple[Tier, dict[str, int]] = ("committed", {"cpu": 8000, "memory": 32 * GIB})
     states = buffer_states([Buffer("web", replicas=3), Buffer("api", replicas=1)],
                            {"web": (0, {"cpu": 12000, "memory": 48 * GIB}, POD)},
                            {"web": [unit, unit]}, NOON)
@@ -143,3 +162,132 @@ def test_a_claim_without_pods_keeps_the_largest_pod_outside_the_window() -> None
     opened = NOON.replace(month=1, day=1, hour=0)
     (back,) = with_buffers([bare()], [closed], {}, {"web": out.largest_pod}, opened)
     assert back.requests == {"cpu": 12000, "memory": 48 * GIB}
+
+
+# --- the buffer's part of the claim and its tier (DESIGN §20; parts as in §22) ----------------
+
+FLAVORS = {"c16": Flavor("c16", 16, 64 * GIB)}  # holds four 4-vCPU / 16 GiB pods
+POOLS = tuple(Pool(f"{tier[:4]}-{i}", "region-a", f"az{i}", "c16", f"row-{i}", tier, 10)
+              for tier in TIERS for i in (1, 2))
+COMMITTED = {p.name for p in POOLS if p.tier == "committed"}
+RECLAIMABLE = {p.name for p in POOLS if p.tier == "reclaimable"}
+LOOSE = Contract("T1", floor=0.0, pool_cap=1.0, group_cap=1.0, min_pools=1)
+SPOT_FIRST = {p.name: 0.9 if p.tier == "reclaimable" else 0.5 for p in POOLS}
+
+
+def planned(decision: ClaimDecision, contract: Contract = LOOSE) -> WorkloadPlan:
+    claim = Claim(decision.workload, decision.contract, dict(decision.requests),
+                  dict(decision.largest_pod), pods=decision.pods,
+                  tolerates_reclaimable=decision.tolerates_reclaimable,
+                  ineligible=dict(decision.ineligible), parts=decision.parts)
+    return plan_workload(claim, contract, POOLS, FLAVORS, SPOT_FIRST, {}, {}, explain=True)
+
+
+def test_the_buffer_is_a_part_of_its_own_after_the_pods_with_source_buffer() -> None:
+    (out,) = with_buffers([claim(2)], [Buffer("web", replicas=3)], {}, {}, NOON, POOLS)
+    pods, buffer = out.parts
+    assert (pods.source, pods.pods, pods.requests) == (PartSource.PODS, 2, claim(2).requests)
+    assert (buffer.source, buffer.pods, buffer.largest_pod) == (PartSource.BUFFER, 3, POD)
+    assert buffer.requests == {"cpu": 3 * 4000, "memory": 3 * 16 * GIB}
+    assert buffer.ineligible == {}  # tier any: every pool the pods may use
+    assert part_name("web", 2, buffer) == "web/buffer" and part_name("web", 1, pods) == "web/1"
+    # pods that are parts already keep them; the buffer comes after; at zero pods it is alone
+    split = replace(claim(2), parts=(pods, pods))
+    (kept,) = with_buffers([split], [Buffer("web", replicas=3)], {}, {}, NOON, POOLS)
+    assert kept.parts[:2] == (pods, pods) and kept.parts[2].source == PartSource.BUFFER
+    (alone,) = with_buffers([bare()], [Buffer("web", replicas=3)], {}, {"web": POD}, NOON, POOLS)
+    assert [p.source for p in alone.parts] == [PartSource.BUFFER]
+
+
+def test_a_buffers_tier_rules_out_the_other_tiers_pools_naming_it() -> None:
+    committed = Buffer("web", replicas=3, tier="committed")
+    (out,) = with_buffers([claim(2)], [committed], {}, {}, NOON, POOLS)
+    assert out.parts[-1].ineligible == dict.fromkeys(
+        sorted(RECLAIMABLE), "tier committed (the pool is reclaimable)")
+    # a pool the pods rule out keeps the pods' reason (the claim's, for every part)
+    pinned = replace(claim(2), ineligible={"recl-1": "nodeSelector zone=az2"})
+    (out,) = with_buffers([pinned], [Buffer("web", replicas=3, tier="reclaimable")], {}, {},
+                          NOON, POOLS)
+    assert set(out.parts[-1].ineligible) == COMMITTED
+    assert tier_refusal("any", POOLS[0]) is None and tier_refusal("committed", POOLS[0]) is None
+
+
+@pytest.mark.parametrize(("tier", "pools"), [("committed", COMMITTED),
+                                             ("reclaimable", RECLAIMABLE),
+                                             ("any", RECLAIMABLE)])  # the better-ranked ones
+def test_a_buffer_at_zero_pods_is_planned_in_the_pools_of_its_tier_only(
+        tier: BufferTier, pools: set[str]) -> None:
+    (out,) = with_buffers([bare()], [Buffer("web", replicas=3, tier=tier)], {}, {"web": POD},
+                          NOON, POOLS)
+    plan = planned(out)
+    assert plan.feasible and not plan.degraded and plan.coverage >= 1 - 1e-9
+    assert plan.units() and set(plan.units()) <= pools, plan.units()
+
+
+def test_beside_its_pods_a_committed_buffer_holds_committed_units_under_the_same_limits() -> None:
+    # 8 pods on the better-ranked reclaimable pools, and 4 chunks (one unit) that must be
+    # committed: the plan is their sum
+    (out,) = with_buffers([claim(8)], [Buffer("web", replicas=4, tier="committed")], {}, {},
+                          NOON, POOLS)
+    plan = planned(out)
+    committed = sum(n for p, n in plan.units().items() if p in COMMITTED)
+    assert committed == 1 and sum(plan.units().values()) == 3, plan.units()
+    assert plan.feasible and not plan.degraded
+    # without a tier the same buffer takes the reclaimable pools as the pods do
+    (anywhere,) = with_buffers([claim(8)], [Buffer("web", replicas=4)], {}, {}, NOON, POOLS)
+    assert set(planned(anywhere).units()) <= RECLAIMABLE
+    # the workload's limits bind the parts together: 2 units for 3 units' worth
+    limited = plan_workload(
+        Claim("web", "T1", dict(out.requests), dict(out.largest_pod), pods=8, parts=out.parts,
+              limits=Limits(units=2)), LOOSE, POOLS, FLAVORS, SPOT_FIRST, {}, {})
+    assert sum(limited.units().values()) == 2 and limited.degraded
+    assert any("LIMIT_REACHED" in r for r in limited.reasons), limited.reasons
+
+
+def test_a_buffer_whose_tier_leaves_no_pool_is_planned_nowhere_and_the_plan_says_why() -> None:
+    # the pods may run on committed pools only; a reclaimable buffer has nowhere to go
+    pinned = replace(claim(4), ineligible=dict.fromkeys(sorted(RECLAIMABLE),
+                                                        "nodeSelector sco/tier=committed"))
+    (out,) = with_buffers([pinned], [Buffer("web", replicas=4, tier="reclaimable")], {}, {},
+                          NOON, POOLS)
+    buffer = out.parts[-1]
+    assert buffer.source == PartSource.BUFFER and buffer.requests  # kept, not dropped
+    assert {**out.ineligible, **buffer.ineligible}.keys() == {p.name for p in POOLS}
+    assert set(buffer.ineligible.values()) == {"tier reclaimable (the pool is committed)"}
+    plan = planned(out)
+    # the pods' one unit, nothing for the buffer: the pods' plan holds, degraded, with why
+    assert plan.units() == {"comm-1": 1} and plan.feasible and plan.degraded, plan
+    (why,) = [r for r in plan.reasons if "web/buffer" in r]
+    assert why.startswith("no eligible pool") and "web/buffer: 4 chunks" in why
+    assert "the buffer's tier reclaimable (the pool is committed) rules it out" in why
+    # --explain: at zero pods each pool says why the buffer may not use it
+    (alone,) = with_buffers([replace(bare(), ineligible=pinned.ineligible)],
+                            [Buffer("web", replicas=4, tier="reclaimable")], {}, {"web": POD},
+                            NOON, POOLS)
+    lines = {line.pool: line.reason for line in planned(alone).explain}
+    assert lines["comm-1"] == ("web/buffer: the buffer's tier reclaimable (the pool is "
+                               "committed) rules it out")
+    assert lines["recl-1"] == ("web/buffer: the buffer's nodeSelector sco/tier=committed "
+                               "rules it out")  # the pods' constraint is the buffer's too
+    # a pod part with no pool at all is still infeasible, as before
+    nowhere = replace(out, ineligible={p.name: "nodeSelector x=y" for p in POOLS})
+    assert not planned(nowhere).feasible
+
+
+def test_held_counts_only_the_units_of_the_buffers_tier() -> None:
+    unit = {"cpu": 8000, "memory": 32 * GIB}  # two chunks each
+    units: list[tuple[Tier, dict[str, int]]] = [("committed", unit), ("reclaimable", unit),
+                                                ("reclaimable", unit)]
+    claims = {"web": (1, {"cpu": 4 * 4000, "memory": 4 * 16 * GIB}, POD)}  # 1 pod + 3 chunks
+
+    def held_of(tier: BufferTier) -> int:
+        (state,) = buffer_states([Buffer("web", replicas=3, tier=tier)], claims,
+                                 {"web": units}, NOON)
+        return state.held
+
+    assert held_of("any") == 3            # 24 vCPU less the pod's 4: three chunks
+    assert held_of("committed") == 2      # one committed unit: two chunks at most
+    assert held_of("reclaimable") == 3
+    # the pods are counted on the other tiers' units first; beyond them, on the tier's
+    assert held(POD, 3, {"cpu": 4 * 4000, "memory": 4 * 16 * GIB}, [unit, unit], [unit]) == 2
+    assert held(POD, 3, {"cpu": 6 * 4000, "memory": 6 * 16 * GIB}, [unit, unit], [unit]) == 1

@@ -3,11 +3,14 @@ normalised demand changes; a pod count alone is saved in place; the same claim i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoctl.core.claims import ObservedClaim, claim_write
-from scoctl.core.model import ClaimRecord
+from scoctl.core.claims import ObservedClaim, claim_write, part_json, part_of
+from scoctl.core.model import ClaimPart, ClaimRecord
+from scoctl.core.model.vocabulary import PartSource
 
 
 def observed(cpu: int = 4, pods: int = 1, nodes: tuple[str, ...] = (),
@@ -56,3 +59,18 @@ def test_a_new_version_comes_exactly_when_the_demand_changes(
         assert write is not None and not write.delta and write.version == 3
     else:
         assert write is None
+
+
+def test_a_parts_source_is_stored_read_back_and_a_change_of_it_is_a_new_version() -> None:
+    # DESIGN §20: the buffer is a part of the claim with source `buffer`
+    buffer = ClaimPart({"cpu": 3000}, {"cpu": 1000}, 3, {"p1": "tier committed"},
+                       source=PartSource.BUFFER)
+    assert part_json(buffer)["source"] == "buffer" and part_of(part_json(buffer)) == buffer
+    # a part stored before parts had a source is some of the pods
+    old = {k: v for k, v in part_json(buffer).items() if k != "source"}
+    assert part_of(old).source == PartSource.PODS
+    with_buffer = replace(observed(), parts=(buffer,))
+    as_pods = replace(with_buffer, parts=(replace(buffer, source=PartSource.PODS),))
+    write = claim_write(replace(stored(with_buffer), parts=with_buffer.parts), as_pods)
+    assert write is not None and write.delta
+    assert claim_write(replace(stored(with_buffer), parts=with_buffer.parts), with_buffer) is None

@@ -81,3 +81,17 @@ def test_an_unmet_buffer_is_reported_once_after_the_launch_timeout(config: Confi
     clock.advance(timedelta(minutes=10).total_seconds())
     assert record_short(config, store, clock.now()) == 0
     assert len(shorts(store)) == 1
+
+
+@pytest.mark.parametrize(("tier", "held"), [("any", 3), ("committed", 3), ("reclaimable", 0)])
+def test_a_tiered_buffer_is_held_only_by_units_of_its_tier(store: Store, tier: str,
+                                                           held: int) -> None:
+    # DESIGN §20: p1 is committed, so its Ready units hold a committed (or any) buffer alone
+    config = parse_config(load_located(CONFIG.replace(
+        "replicas: 3}", f"replicas: 3, tier: {tier}}}") + BOOTSTRAP, "c.yaml"), path=None)
+    record_claim(store, "web", contract="T1", requests={"cpu": 16000, "memory": 64 * GI},
+                 largest_pod={"cpu": 4000, "memory": 16 * GI}, pods=1, source="k8s")
+    for n in (1, 2):
+        unit(store, n)  # 16 vCPU: the pod and 3 chunks
+    (state,) = buffers_now(config, store.claims(), store.instances(), store.clock.now())
+    assert (state.desired, state.held, state.short) == (3, held, held < 3)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from scoctl.adapters.kubernetes import KubernetesCluster
-from scoctl.config.schema import load_config
+from scoctl.cli.views import claim_json
+from scoctl.config.schema import Config, load_config
 from scoctl.sim.k8s_emulator import K8sEmulator
+from scoctl.stages.plan import run_plan
 from scoctl.state import Store
 from tests.stages.test_watch_k8s import GI, nodes, once, orders, write_config, wstore
 
@@ -54,3 +56,52 @@ def test_the_buffer_is_part_of_the_claim_stays_at_zero_pods_and_leaves_outside_i
     assert once(windowed, wstore, k8s_cluster).changed == ["orders-daily"]
     claim = wstore.claim("orders-daily")
     assert claim is not None and (claim.requests, claim.pods) == ({}, 0)
+
+
+def test_a_tiered_buffer_is_a_part_of_the_stored_claim_and_a_tier_without_pools_says_why(
+        tmp_path: Path, k8s_emulator: K8sEmulator, k8s_kubeconfig: Path,
+        k8s_cluster: KubernetesCluster, wstore: Store) -> None:
+    # DESIGN §20: the buffer is part of the claim (source buffer), planned in its tier's pools;
+    # a committed pool beside the reclaimable one (whose taint these pods do not tolerate)
+    def tiered(tier: str) -> Config:
+        path = buffered(tmp_path, k8s_kubeconfig,
+                        f"{{workload: orders-daily, replicas: 3, tier: {tier}}}")
+        path.write_text(path.read_text().replace("pools:\n", COMMITTED_POOL, 1)
+                        .replace("scores: {", "scores: {c4.2xlarge.az1.comm: 0.5, ", 1))
+        return load_config(path)
+
+    nodes(k8s_emulator)
+    orders(k8s_emulator, 2)
+    committed = tiered("committed")
+    once(committed, wstore, k8s_cluster)
+    claim = wstore.claim("orders-daily")
+    assert claim is not None and claim.pods == 2
+    pods, buffer = claim.parts
+    assert (pods.source, pods.pods, buffer.source, buffer.pods) == ("pods", 2, "buffer", 3)
+    assert buffer.ineligible == {"c4.2xlarge.az1.spot": "tier committed (the pool is "
+                                                        "reclaimable)"}
+    shown = claim_json(claim)["parts"]
+    assert [(p["part"], p["source"]) for p in shown] == [("orders-daily/1", "pods"),
+                                                         ("orders-daily/buffer", "buffer")]
+    assert shown[1]["chunks"] == 3 and shown[1]["requests"] == {"cpu": 12, "memory": 48 * GI}
+    plan = run_plan(committed, wstore, wstore.clock).plans["orders-daily"]
+    assert plan.feasible and not plan.degraded and set(plan.units()) == {"c4.2xlarge.az1.comm"}
+    # a reclaimable buffer has no pool these pods may use: planned nowhere, and said why
+    reclaimable = tiered("reclaimable")
+    assert once(reclaimable, wstore, k8s_cluster).changed == ["orders-daily"]  # a new version
+    stored = wstore.claim("orders-daily")
+    assert stored is not None and stored.parts[-1].ineligible == {
+        "c4.2xlarge.az1.comm": "tier reclaimable (the pool is committed)"}
+    nowhere = run_plan(reclaimable, wstore, wstore.clock,
+                       explain=["orders-daily"]).plans["orders-daily"]
+    assert nowhere.feasible and nowhere.degraded
+    assert nowhere.units() == {"c4.2xlarge.az1.comm": 1}, nowhere.units()  # the pods' unit
+    (why,) = [r for r in nowhere.reasons if "orders-daily/buffer" in r]
+    assert "the buffer's tier reclaimable (the pool is committed) rules it out" in why, why
+    assert "orders-daily/buffer: 3 chunks" in why
+
+
+COMMITTED_POOL = """pools:
+  - {name: c4.2xlarge.az1.comm, region: region-a, az: az1, flavor: c4.2xlarge, group: row-a,
+     tier: committed, depth: 10}
+"""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from scoctl.core.model.vocabulary import PartSource
 from scoctl.core.quantity import Resources
 
 Tier = Literal["committed", "reclaimable"]
@@ -101,7 +102,9 @@ class ClaimPart:
     """The pods of a claim that may run in the same pools (DESIGN §22: pods of a workload
     whose constraints differ are separate claims, `<workload>/<n>` with n from 1): their
     requests, largest pod, count, the pools their placement rules out (each with the
-    constraint) and their zone spread's maxSkew (0: none)."""
+    constraint) and their zone spread's maxSkew (0: none). A part of `source` buffer is the
+    workload's capacity buffer (DESIGN §20, `<workload>/buffer`): its `pods` are its chunks,
+    its `largest_pod` one chunk, its `ineligible` the pools its tier rules out."""
 
     requests: Resources
     largest_pod: Resources
@@ -109,6 +112,13 @@ class ClaimPart:
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
     zone_spread: int = 0
     preferred: Mapping[str, int] = field(default_factory=dict, hash=False)
+    source: PartSource = PartSource.PODS
+
+
+def part_name(workload: str, n: int, part: ClaimPart) -> str:
+    """How plans and views name the `n`th part (from 1) of `workload`'s claim: `<workload>/<n>`,
+    and `<workload>/buffer` for its buffer (at most one per workload)."""
+    return f"{workload}/buffer" if part.source == PartSource.BUFFER else f"{workload}/{n}"
 
 
 @dataclass(frozen=True)
@@ -138,3 +148,5 @@ class Claim:
     preferred: Mapping[str, int] = field(default_factory=dict, hash=False)
     # DESIGN §19: members per gang (0: not a gang); `pods // gang` gangs, one member per unit
     gang: int = 0
+    # DESIGN §20: the claim is a buffer's part (`parts`), planned as a claim of its own
+    buffer: bool = False

@@ -1,5 +1,5 @@
 """scoctl's one vocabulary: instance and launch statuses, disruption reasons, Nova server
-statuses as scoctl reads them, and the names of its tags and labels.
+statuses as scoctl reads them, claim parts' sources, and the names of its tags and labels.
 
 Each word is defined here once. `StrEnum` members are `str`s, so they compare equal to, and are
 stored and printed as, the words the state, the JSON output and the events have always used;
@@ -60,6 +60,14 @@ class DisruptionReason(StrEnum):
     UNHEALTHY = "unhealthy"
     NOTICED = "noticed"
     LATE = "late"  # a unit of a launch failed before its servers appeared: above the plan
+
+
+class PartSource(StrEnum):
+    """What demand a claim part is (DESIGN §20, §22): some of the workload's pods (or jobs),
+    or its capacity buffer's chunks."""
+
+    PODS = "pods"
+    BUFFER = "buffer"
 
 
 class RebalanceTrigger(StrEnum):
