@@ -36,6 +36,7 @@ from scoctl.adapters.guard import Guard, GuardedCloud, cloud_guard
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import controller as schedule
+from scoctl.core.intake.k8s import IntakeMemo
 from scoctl.core.model import NewEvent
 from scoctl.core.model.problems import Api, Problem
 from scoctl.core.reconcile import BOOTING, LIVE
@@ -184,6 +185,7 @@ class Deps:
     acquire_watch: float = DEFAULT_WATCH_S
     deadline: float | None = None
     events: EventWriter | None = None  # the Kubernetes Event series (None: a fresh writer)
+    intake_memo: IntakeMemo | None = None  # what intake read of the cached pods (a follower's)
 
 
 def sources_in_use(config: Config) -> tuple[Source, ...]:
@@ -461,7 +463,8 @@ class Pass:
 
         def watch() -> tuple[Any, Sequence[Problem], Mapping[str, Any]]:
             result = run_pass(d.config, d.store, d.clock, sources=chosen, teardown=d.teardown,
-                              cluster=d.cluster, scheduler=d.scheduler, live_pods=live_pods)
+                              cluster=d.cluster, scheduler=d.scheduler, live_pods=live_pods,
+                              memo=d.intake_memo)
             return result, result.problems, {"sources": list(chosen),
                                              "changed": sorted(result.changed),
                                              "spool_events": result.spool_events}

@@ -434,7 +434,8 @@ class Steps:
         o = self.owner
         return Deps(o.config, o.store, o.clock, regions=self.regions, cluster=o.cached,
                     scheduler=o.scheduler, sources=o.sources, leads=o.lead.leads,
-                    teardown=self.teardown, acquire_watch=0.0, events=self.events)
+                    teardown=self.teardown, acquire_watch=0.0, events=self.events,
+                    intake_memo=o.follower.memo)
 
     def close(self) -> None:
         self.regions.close()

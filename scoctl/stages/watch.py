@@ -37,6 +37,7 @@ from scoctl.core.intake.common import (
     WorkloadState,
 )
 from scoctl.core.intake.k8s import (
+    IntakeMemo,
     K8sPolicy,
     K8sSnapshot,
     decide_k8s_intake,
@@ -457,25 +458,28 @@ def _claimed(store: Store, source: str) -> frozenset[str]:
 def run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
              teardown: bool = True, cluster: Cluster | None = None,
              scheduler: BatchScheduler | None = None,
-             live_pods: Sequence[PodInfo] | None = None) -> WatchResult:
+             live_pods: Sequence[PodInfo] | None = None,
+             memo: IntakeMemo | None = None) -> WatchResult:
     """One watch pass: spool, then each source; one transaction; then teardowns and spool
     clean-up. A source whose API fails is reported in the result (``errors``) and skipped; the
     others and the spool are still recorded.
 
-    `live_pods` replaces the pod list (a watch cache of unfinished pods). Raises ConfigError when a
-    requested source has no usable configuration.
+    `live_pods` replaces the pod list (a watch cache of unfinished pods), and `memo` keeps what
+    was read of them between passes (`core.intake.k8s.IntakeMemo`: a long-lived follower's,
+    so a pass reads again only the pods that changed). Raises ConfigError when a requested
+    source has no usable configuration.
     """
     # The cyclic collector stays paused for the whole pass, reads included: between the pod
     # list and the commit, full collections over the fresh (and all live) values of a large
     # intake found nothing to free and took longer than the decision itself.
     with collector_paused():
         return _run_pass(config, store, clock, sources=sources, teardown=teardown,
-                         cluster=cluster, scheduler=scheduler, live_pods=live_pods)
+                         cluster=cluster, scheduler=scheduler, live_pods=live_pods, memo=memo)
 
 
 def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection[Source],
               teardown: bool, cluster: Cluster | None, scheduler: BatchScheduler | None,
-              live_pods: Sequence[PodInfo] | None) -> WatchResult:
+              live_pods: Sequence[PodInfo] | None, memo: IntakeMemo | None) -> WatchResult:
     started = clock.monotonic()
     result = WatchResult()
     # the spool before the sources: a job whose submission is spooled is in the squeue read
@@ -520,7 +524,8 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
         if k8s_read is not None:
             snap = K8sSnapshot(**{**k8s_read.__dict__, "workloads": states,
                                   "claims": _claimed(store, "k8s")})
-            _record(store, decide_k8s_intake(snap, k8s_policy(config)), result.sources["k8s"],
+            _record(store, decide_k8s_intake(snap, k8s_policy(config), memo),
+                    result.sources["k8s"],
                     result, pending, now, config, "k8s")
             states = _states(store)
         if slurm_read is not None:
@@ -573,6 +578,7 @@ class Follower:
         self.window: BatchWindow | None = None
         self.next_poll = clock.monotonic()
         self.resyncs = 0
+        self.memo = IntakeMemo()  # what intake read of the cached pods, pass to pass
 
     def _demand(self, pod: PodInfo | None) -> bool:
         return pod is not None and is_provisionable(pod) and is_managed_pod(pod, self.policy)
@@ -626,7 +632,7 @@ class Follower:
         try:
             return run_pass(self.config, self.store, self.clock, sources=self.sources,
                             teardown=self.teardown, cluster=self.cluster,
-                            scheduler=self.scheduler, live_pods=pending)
+                            scheduler=self.scheduler, live_pods=pending, memo=self.memo)
         finally:
             self.next_poll = self.clock.monotonic() + self.poll
 

@@ -28,6 +28,7 @@ Kubernetes (DESIGN §2-§3, DD-0018 §4b):
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -273,6 +274,28 @@ class _K8sWorkload:
         else:
             seen[1] += 1
 
+    def merge(self, piece: _K8sWorkload) -> None:
+        """Add a bucket's partial reading of this workload (`_read_bucket`), left as it is:
+        its pods after ours, its first placements and shapes where ours have none, its
+        counts unsettled, its pods' tolerations and-ed in."""
+        self.tolerates = self.tolerates and piece.tolerates
+        self.owners |= piece.owners
+        for group, sizes in piece.groups.items():
+            self.groups.setdefault(group, []).extend(sizes)
+        self.demand.extend(piece.demand)
+        self.waiting.extend(piece.waiting)
+        self.starting.extend(piece.starting)
+        for place, pod in piece.placements.items():
+            self.placements.setdefault(place, pod)
+        for shape, pod in piece.shapes.items():
+            self.shapes.setdefault(shape, pod)
+        for key, (request, pods) in piece.counted.items():
+            seen = self.counted.get(key)
+            if seen is None:
+                self.counted[key] = [request, pods]
+            else:
+                seen[1] += pods
+
     def settle(self) -> None:
         """The sums `add` counted: `requests` and `largest` over the demand, and per
         placement (`by_place`) its pods, requests and largest."""
@@ -408,26 +431,108 @@ def _teardown_refs(w: _K8sWorkload, deployments: Sequence[DeploymentInfo],
                            d.labels.get(LABEL_MANAGED) == "true") for d in deployments)
 
 
-def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
-               rules: Sequence[WorkloadRule]) -> tuple[dict[str, _K8sWorkload], set[str]]:
+class IntakeMemo:
+    """What `decide_k8s_intake` read of each bucket of pods — the pods of one namespace sharing
+    one owners value (the adapter builds one per template, so a bucket is a template's pods) —
+    kept between passes by a long-lived caller (the controller), so that a pass reads again
+    only the buckets whose pods changed (DESIGN §13, issue 29: a change costs what changed).
+
+    A bucket's reading is reused only for the very same pod values in the same order, under
+    the same managed nodes and policy; anything else reads it afresh. It holds the values it
+    read, so no id it is keyed by is reused while it is kept. Reusing it gives the decision a
+    fresh read would (`tests/core/test_intake_memo.py` checks this property)."""
+
+    def __init__(self) -> None:
+        self.inputs: tuple[frozenset[str], K8sPolicy] | None = None
+        self.parts: dict[tuple[str, int], _Bucket] = {}
+        self.read = 0  # buckets read afresh, and reused, by the last decision
+        self.reused = 0
+
+
+@dataclass
+class _Bucket:
+    """One bucket's pods as read (`_read_bucket`): per workload its partial aggregate, unsettled
+    (`_K8sWorkload.counted`, `tolerates` over the pods only), the rule's `tolerates` it starts
+    from, and the names that are not slugs."""
+
+    pods: list[PodInfo]
+    owners: Any  # the shared owners value: its id keys the bucket, so it is kept alive
+    found: dict[str, _K8sWorkload]
+    starts: dict[str, bool]
+    bad: set[str]
+
+
+def _read_pods(snap: K8sSnapshot, policy: K8sPolicy, rules: Sequence[WorkloadRule],
+               memo: IntakeMemo | None = None) -> tuple[dict[str, _K8sWorkload], set[str]]:
     """The managed workloads the pods belong to, with their demand; and the workload names
     that are not slugs (their pods are skipped).
+
+    The pods are read by bucket (`IntakeMemo`): a bucket the `memo` read last pass with the
+    same pods is not read again. Buckets come in the order of their first pod, and a
+    workload's buckets are merged in that order (its kind, contract and namespace are its
+    first pod's)."""
+    managed_nodes = frozenset(n.name for n in snap.nodes
+                              if n.labels.get(LABEL_MANAGED) == "true")
+    memo = memo if memo is not None else IntakeMemo()
+    if memo.inputs is None or memo.inputs[0] != managed_nodes or memo.inputs[1] != policy:
+        memo.parts.clear()
+        memo.inputs = (managed_nodes, policy)
+    buckets: dict[tuple[str, int], list[PodInfo]] = {}
+    for pod in snap.pods:
+        key = (pod.namespace, id(pod.owners))
+        bucket = buckets.get(key)
+        if bucket is None:
+            buckets[key] = [pod]
+        else:
+            bucket.append(pod)
+    parts: dict[tuple[str, int], _Bucket] = {}
+    memo.read = memo.reused = 0
+    for key, pods in buckets.items():
+        old = memo.parts.get(key)
+        if old is not None and len(old.pods) == len(pods) \
+                and all(map(operator.is_, old.pods, pods)):
+            parts[key] = old
+            memo.reused += 1
+        else:
+            parts[key] = _read_bucket(pods, policy, rules, managed_nodes)
+            memo.read += 1
+    memo.parts = parts
+    found: dict[str, _K8sWorkload] = {}
+    bad_slugs: set[str] = set()
+    for part in parts.values():
+        bad_slugs |= part.bad
+        for slug, piece in part.found.items():
+            w = found.get(slug)
+            if w is None:
+                w = found[slug] = _K8sWorkload(
+                    slug=slug, kind=piece.kind, contract=piece.contract,
+                    namespace=piece.namespace, tolerates=part.starts[slug],
+                    node_labels=piece.node_labels)
+            w.merge(piece)
+    for w in found.values():
+        w.settle()
+    return found, bad_slugs
+
+
+def _read_bucket(pods: Sequence[PodInfo], policy: K8sPolicy, rules: Sequence[WorkloadRule],
+                 managed_nodes: frozenset[str]) -> _Bucket:
+    """One bucket's pods read (see `_read_pods`).
 
     What many pods share is worked out once: the owning object per owners value, the rule and
     slug check per name, and the effective request per container set (the pods of one
     template share one owners and one container value: the adapter builds each distinct one
-    once). The memos keyed by identity are right for any pods: the snapshot holds every pod,
-    so no value is freed and no id reused while they are in use, and pods with equal but
+    once). The memos keyed by identity are right for any pods: the bucket holds its pods, so
+    no value is freed and no id reused while they are in use, and pods with equal but
     separate values only miss the memo.
     """
     label = policy.workload_label
-    managed_nodes = {n.name for n in snap.nodes if n.labels.get(LABEL_MANAGED) == "true"}
     found: dict[str, _K8sWorkload] = {}
+    starts: dict[str, bool] = {}
     bad_slugs: set[str] = set()
     owners: dict[tuple[str, int, tuple[str | None, ...]], WorkloadRef | None] = {}
     names: dict[tuple[str, str], tuple[WorkloadRule | None, bool]] = {}
     requests: dict[tuple[int, int], tuple[dict[str, int], tuple[tuple[str, int], ...]]] = {}
-    for pod in snap.pods:
+    for pod in pods:
         if pod.phase in ("Succeeded", "Failed"):
             continue
         # keyed by the identity of the (shared) owners value, alive as long as `owners` is
@@ -455,11 +560,11 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
             contract = _contract(pod.labels.get(policy.contract_label), policy.contracts,
                                  rule.contract if rule else policy.default_contract)
             default_kind = owner.kind if owner else "job"
+            starts[name] = rule.tolerates_reclaimable if rule else True
             w = found[name] = _K8sWorkload(
                 slug=name, kind=rule.kind if rule else default_kind, contract=contract,
                 namespace=rule.namespace if rule and rule.namespace else pod.namespace,
-                tolerates=rule.tolerates_reclaimable if rule else True,
-                node_labels=rule.node_labels if rule else {})
+                tolerates=True, node_labels=rule.node_labels if rule else {})
         if owner is not None:
             w.owners.add((owner.kind, owner.namespace, owner.name))
         group = pod_group_of(pod.labels, pod.annotations)
@@ -480,9 +585,7 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy,
                 w.shapes.setdefault(shape, pod)
         if not provisionable and _initialising(pod):
             w.starting.append(pod)
-    for w in found.values():
-        w.settle()
-    return found, bad_slugs
+    return _Bucket(list(pods), pods[0].owners if pods else (), found, starts, bad_slugs)
 
 
 def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],
@@ -650,12 +753,15 @@ def _node_admits(pod: PodInfo, request: Resources, nodes: Sequence[NodeInfo],
     return False
 
 
-def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy) -> IntakeDecision:
-    """Claims and status tokens for the Kubernetes side (see the module docstring)."""
+def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
+                      memo: IntakeMemo | None = None) -> IntakeDecision:
+    """Claims and status tokens for the Kubernetes side (see the module docstring). `memo`:
+    what the previous passes read of the pods (`IntakeMemo`; the decision is the same
+    without it)."""
     label = policy.workload_label
     warnings: list[str] = []
     found, bad_slugs = _read_pods(snap, policy, [r for r in policy.workloads
-                                                 if r.source == "k8s"])
+                                                 if r.source == "k8s"], memo)
     for slug in sorted(bad_slugs):
         warnings.append(f"workload name {slug!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}}): "
                         "its pods are skipped")
