@@ -40,6 +40,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from scoctl.core.demand import is_provisionable, workload_of
@@ -114,7 +115,7 @@ class Wanted:
     message: str
     type: EventType = "Normal"
 
-    @property
+    @cached_property
     def key(self) -> Key:
         r = self.ref
         return (r.kind, r.namespace, r.name, r.uid, self.reason)
@@ -288,37 +289,69 @@ def _pools(plan: PlanWorkloadRecord) -> str:
     return ", ".join(f"{u.pool} ({u.units})" for u in plan.pools if u.units)
 
 
+class PodEventMemo:
+    """What `pod_events` worked out per pod, kept between passes by a long-lived writer (the
+    controller's): for the very same pod value under the same policy, whether it waits and
+    for which workload, and the Event it got last — reused while its workload's Event says
+    the same. The decision is the same without it; it holds the pods it keys by id, so no id
+    is reused while it is kept."""
+
+    def __init__(self) -> None:
+        self.policy: K8sPolicy | None = None
+        self.pods: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None]] = {}
+
+
 def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
                plans: Mapping[str, PlanWorkloadRecord],
-               workloads: Mapping[str, WorkloadRecord]) -> list[Wanted]:
+               workloads: Mapping[str, WorkloadRecord],
+               memo: PodEventMemo | None = None) -> list[Wanted]:
     """``Nominated`` / ``FailedProvisioning`` for the pending pods scoctl manages (sorted by
     namespace and name).
 
     What the pods of one template share is worked out once, as intake does
-    (`core.intake.k8s._read_pods`): the workload per (namespace, owners value, naming labels)
+    (`core.intake.k8s._read_bucket`): the workload per (namespace, owners value, naming labels)
     — keyed by the identity of the shared owners value, alive while `pods` is — and the
-    Event (reason, message, type) per workload."""
+    Event (reason, message, type) per workload; and per pod, with a `memo`, once while the pod
+    and its workload's Event stay as they are."""
     label = policy.workload_label
+    memo = memo if memo is not None else PodEventMemo()
+    if memo.policy != policy:
+        memo.policy, memo.pods = policy, {}
+    known = memo.pods
+    kept: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None]] = {}
     refs: dict[tuple[Any, ...], WorkloadRef | None] = {}
     said: dict[str, tuple[str, str, EventType] | None] = {}
     out: list[Wanted] = []
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        if not is_provisionable(pod):
-            continue
-        key = (pod.namespace, id(pod.owners), pod.labels.get(label),
-               tuple(map(pod.labels.get, OWNER_LABELS)))
-        try:
-            ref = refs[key]
-        except KeyError:
-            ref = refs[key] = (workload_of(pod, label) if is_managed_pod(pod, policy)
-                               else None)
+        entry = known.get(id(pod))
+        if entry is None or entry[0] is not pod:
+            ref = None
+            if is_provisionable(pod):
+                key = (pod.namespace, id(pod.owners), pod.labels.get(label),
+                       tuple(map(pod.labels.get, OWNER_LABELS)))
+                try:
+                    ref = refs[key]
+                except KeyError:
+                    ref = refs[key] = (workload_of(pod, label) if is_managed_pod(pod, policy)
+                                       else None)
+            entry = (pod, ref, None)
+        ref, last = entry[1], entry[2]
         if ref is None:
+            kept[id(pod)] = entry
             continue
         if ref.name not in said:
             said[ref.name] = _pod_event(ref.name, plans.get(ref.name), workloads.get(ref.name))
         event = said[ref.name]
-        if event is not None:
-            out.append(Wanted(pod_ref(pod), *event))
+        if event is None:
+            wanted = None
+        elif last is not None and (last.reason, last.message, last.type) == event:
+            wanted = last
+        else:
+            wanted = Wanted(pod_ref(pod), *event)
+        kept[id(pod)] = (pod, ref, wanted)
+        if wanted is not None:
+            out.append(wanted)
+    memo.pods = kept
     return out
 
 

@@ -133,9 +133,11 @@ class EventWriter:
         self.writes = 0
         # what the last sync could not write for lack of tokens, in order (`drain`)
         self.backlog: list[tuple[ke.Wanted, ke.Series | None]] = []
+        self.pod_memo = ke.PodEventMemo()  # what pod_events worked out, pass to pass
 
     def wanted(self, facts: Facts) -> list[ke.Wanted]:
-        return [*ke.pod_events(facts.pods, facts.policy, facts.plans, facts.workloads),
+        return [*ke.pod_events(facts.pods, facts.policy, facts.plans, facts.workloads,
+                               self.pod_memo),
                 *ke.node_events(facts.instances, facts.noticed, facts.blocked)]
 
     def sync(self, recorder: EventRecorder, facts: Facts) -> SyncResult:

@@ -64,6 +64,33 @@ def test_a_failed_workload_gets_failed_provisioning_with_its_reason() -> None:
         ("FailedProvisioning", "scoctl cannot provision workload web: CAPACITY_EXCEEDED")]
 
 
+def test_a_memo_kept_between_passes_gives_the_events_a_fresh_pass_gives() -> None:
+    """`PodEventMemo` (the controller's writer keeps one): pods, plans and workloads that
+    change between passes are seen at once; pods that stay keep their Event value."""
+    memo = ke.PodEventMemo()
+    pods = [pending("web-0"), pending("web-1"), pending("db-0", "db")]
+    plans = {"web": plan("web", ("a", 2)), "db": plan("db", ("b", 1))}
+    states = {"web": workload("web"), "db": workload("db")}
+
+    def both(pods: list[PodInfo], plans: dict[str, PlanWorkloadRecord],
+             states: dict[str, WorkloadRecord], policy: K8sPolicy = POLICY) -> list[ke.Wanted]:
+        warm = ke.pod_events(pods, policy, plans, states, memo)
+        assert warm == ke.pod_events(pods, policy, plans, states)
+        return warm
+
+    first = both(pods, plans, states)
+    again = both(pods, plans, states)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # the same values, kept
+    regenerated = both(pods, {**plans, "web": plan("web", ("a", 3), generation=4)}, states)
+    assert "plan generation 4" in regenerated[1].message
+    bound = both([replace(pods[0], node_name="n1"), *pods[1:]], plans, states)
+    assert [w.ref.name for w in bound] == ["db-0", "web-1"]
+    failed = both(pods, plans, {**states, "db": workload("db", "failed", last_token="X")})
+    assert failed[0].reason == "FailedProvisioning"
+    assert [w.ref.name for w in both(pods, plans, states,
+                                     K8sPolicy(workload_label="team"))] == []
+
+
 def instance(id_: str, status: str, node: str | None = None) -> InstanceRecord:
     return InstanceRecord(id_, f"name-{id_}", "r1", "web", "a", 3, "l1", status,  # type: ignore[arg-type]
                           "t", "t", node_name=node)
