@@ -140,8 +140,9 @@ def bench_controller(emulator: ke.K8sEmulator, cluster: KubernetesCluster, confi
             decided.append(time.perf_counter() - t0)
             while len(reports) == mark:
                 time.sleep(0.005)
-            memo = controller.follower.memo
-            reused.append((memo.read, memo.reused))
+            memo = getattr(controller.follower, "memo", None)  # None: a release before it
+            if memo is not None:
+                reused.append((memo.read, memo.reused))
             steps = [st for r in reports[mark:] for st in r.steps]
             watch = next((st.seconds for st in steps if st.name == "watch"
                           and name in st.detail.get("changed", ())), None)
