@@ -439,13 +439,16 @@ def gang_pass(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
 def may_launch_gang(decision: GangDecision, record: GangRecord, members: Sequence[Member],
                     missing: int, size: int) -> bool:
     """Whether the acquirer may create `missing` members of a gang workload now: a whole
-    gang with no member live (`decision.may_launch`: not given up, the back-off passed), or
-    whole more gangs beside a provisioned one (the claim grew) — never part of a gang."""
+    gang with no member live (`decision.may_launch`: not given up, the back-off passed), or,
+    beside a provisioned gang with no failed member, what makes its members whole gangs
+    again — more whole gangs (the claim grew), or the members it lost since (a reclaimed
+    node, a unit a disruption replaces first), so a provisioned gang heals rather than
+    staying short. Never part of a gang that is still starting."""
     if missing <= 0 or size <= 0:
         return False
     if not members:
         return decision.may_launch
-    return (record.provisioned_at is not None and missing % size == 0
+    return (record.provisioned_at is not None and (len(members) + missing) % size == 0
             and not any(m.failed for m in members))
 
 

@@ -133,6 +133,19 @@ def test_a_gang_launches_whole_after_its_backoff_and_never_in_part() -> None:
     assert not may_launch_gang(grown, up, ready, 2, 4)
 
 
+def test_a_provisioned_gang_that_lost_a_member_launches_it_again() -> None:
+    """A reclaimed member (gone, no fault of the launch) leaves a provisioned gang short: the
+    acquirer may make it whole again — that member alone, never more than the gang needs."""
+    up = GangRecord("web", 4, T - 100, provisioned_at=T - 10)
+    left = tuple(Member(f"s{i}", "p", InstanceStatus.READY) for i in range(3))
+    decision = gang_pass(up, left, GANG, T)
+    assert decision.delete == () and decision.record == up  # no gang failure
+    assert may_launch_gang(decision, up, left, 1, 4)
+    assert not may_launch_gang(decision, up, left, 2, 4)  # a fifth server: never
+    broken = (*left[:2], Member("s9", "p", InstanceStatus.ERROR, "fault"))
+    assert not may_launch_gang(decision, up, broken, 1, 4)  # a failed member fails it whole
+
+
 def test_the_backoff_base_is_the_policy_s() -> None:
     assert gang_backoff(1, 2.0) == 2.0 and gang_backoff(3, 2.0) == 8.0
     assert gang_backoff(40, 2.0) == 1800.0

@@ -171,3 +171,26 @@ def test_a_provisioned_gang_whose_size_changed_is_a_new_gang_unless_by_whole_gan
     changed = record_of({"web": up}, GangClaim("web", 6, 6))  # the group is 6, not 4
     assert (changed.size, changed.provisioned_at, changed.launched_at) == (6, None, None)
     assert record_of({}, GangClaim("web", 6, 12)) == GangRecord("web", 12)
+
+
+def test_a_provisioned_gang_that_lost_a_member_is_made_whole_again(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    """A member reclaimed after the gang was provisioned (gone, not ERROR): no gang failure,
+    and the next acquire creates that one member — never a fifth server."""
+    gang_claim(store)
+    set_plan(store, "web", {"small.a": 4})
+    acquire(config, store, clock, fake)
+    members = [i for i in store.instances() if i.workload == "web"]
+    for inst in members:
+        store.upsert_instance(replace(inst, status="ready", ready_at=store.now()))
+    launched = store.gangs()["web"]
+    store.save_gangs(["web"], [replace(launched, provisioned_at=clock.now().timestamp())])
+    lost = members[0]
+    fake.delete(lost.id)  # the provider took it back
+    store.upsert_instance(replace(lost, status="deleted", fault="reclaimed"))
+    clock.advance(30)
+    acquire(config, store, clock, fake)
+    assert [(c.min_count, c.max_count) for c in fake.launch_calls()] == [(4, 4), (1, 1)]
+    assert len(live(fake)) == 4 and not tokens(store, "GANG_FAILED")
+    acquire(config, store, clock, fake)
+    assert len(fake.launch_calls()) == 2  # whole again: nothing more
