@@ -440,19 +440,29 @@ class _Context:
                     preferred: tuple[tuple[str, int], ...]) -> _Order:
         """`order` with `preferred`, from the order without it: the keys do not depend on
         the soft terms, and a stable sort by weight of a list sorted (stably, from name
-        order) by key is the stable sort by (weight, key) of that name-ordered list."""
+        order) by key is the stable sort by (weight, key) of that name-ordered list: the
+        preferred pools (a few of thousands) move to the front, heaviest first, each weight's
+        in the order's order."""
         plain = self.order(largest_pod, requests, tolerates, ruled_out)
         weight = dict(preferred)
-        keyed = sorted(plain.entries, key=lambda e: -weight.get(e.name, 0))
+        by_name = plain.by_name
+
+        def first(sign: int) -> list[_Entry]:  # the pools of weights of `sign`, heaviest first
+            return sorted((by_name[name] for name, w in preferred
+                           if w * sign > 0 and name in by_name),
+                          key=lambda e: (-weight[e.name], e.rank))
+
+        heavy, light = first(1), first(-1)
+        moved = {e.name for e in heavy} | {e.name for e in light}
         # ranks that follow the new order: the pools of weight 0 keep theirs (in `plain`'s
         # order, so increasing), those before them (preferred) are ranked below 0, those
         # after them (a negative weight) above every rank of `plain`
-        first = sum(1 for e in keyed if weight.get(e.name, 0) > 0)
-        last = len(keyed) - sum(1 for e in keyed if weight.get(e.name, 0) < 0)
-        after = max((e.rank for e in keyed), default=0) + 1
+        after = plain.entries[-1].rank + 1 if plain.entries else 0
         entries = [_Entry(e.name, e.tier, e.group, e.flavor, e.depth, e.score, e.key,
-                          i - first if i < first else after + i)
-                   if i < first or i >= last else e for i, e in enumerate(keyed)]
+                          i - len(heavy)) for i, e in enumerate(heavy)]
+        entries += [e for e in plain.entries if e.name not in moved] if moved else plain.entries
+        entries += [_Entry(e.name, e.tier, e.group, e.flavor, e.depth, e.score, e.key,
+                           after + i) for i, e in enumerate(light)]
         return _Order(entries, self.excluded, plain.max_depth)
 
     def _narrowed(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool,
@@ -643,12 +653,15 @@ class _Fill:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
         found = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
         if found is None:
-            units = self._flavor_cap_units()
             left, of = self.order.live()
-            if self.level >= 2:  # there every pool may take max(cap units, m >= 1) units
+            if self.level >= 2 or self.contract.pool_cap >= 1 - EPS:
+                # every pool may take max(cap units, m >= 1) units, or the cap is no cap
                 lists, flavors = left, None
-            else:  # the flavors one unit of which the pool cap allows
-                allowed = list(map((1).__le__, map(units.__getitem__, of)))
+            else:  # the flavors one unit of which the pool cap allows: `cap_units` >= 1,
+                # floor(x) >= 1 being x >= 1, over hundreds of flavors in one loop
+                caps = map(truediv, repeat(self.contract.pool_cap + EPS),
+                           map(self.cov.__getitem__, of))
+                allowed = list(map((1.0).__le__, caps))
                 lists = list(compress(left, allowed))
                 flavors = (None if len(lists) == len(left)
                            else frozenset(compress(of, allowed)))
@@ -665,19 +678,6 @@ class _Fill:
         """Units the pool can still take: current units plus what is left of its depth."""
         left = max(self.depth_left.get(e.name, e.depth), 0)
         return self.current.get(e.name, 0) + left - self.held.get(e.name, 0)
-
-    def _flavor_cap_units(self) -> dict[str, int]:
-        """`_cap_units` of every flavor with reclaimable pools left, filled in one loop (a
-        shape has hundreds; `cap_units` fills the same values one at a time)."""
-        units = self._cap_units
-        _, flavors = self.order.live()  # those `cap_units` filled already get the same value
-        if self.contract.pool_cap >= 1 - EPS:
-            units.update(zip(flavors, repeat(_UNLIMITED)))
-        else:
-            covs = map(self.cov.__getitem__, flavors)
-            caps = map(truediv, repeat(self.contract.pool_cap + EPS), covs)
-            units.update(zip(flavors, map(math.floor, caps), strict=True))
-        return units
 
     def cap_units(self, e: _Entry) -> int:
         """The most units the pool cap allows at this level."""
