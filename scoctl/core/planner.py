@@ -107,7 +107,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, truediv
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -254,7 +254,10 @@ class _Entry(NamedTuple):
     depth: int
     score: float
     key: float
-    rank: int  # position in the best-first order of its workload shape (0 = best)
+    # its place in the best-first order of its workload shape (lower is better): the
+    # position, or the shape's order's rank where a narrower or preferring order derives
+    # from it (`_Context.order`); only compared, never counted
+    rank: int
 
 
 class _Order:
@@ -262,10 +265,13 @@ class _Order:
     pool is in `by_name` only: it keeps a workload's current units and takes no new ones
     (DESIGN §14: a notice excludes the pool for new units)."""
 
-    __slots__ = ("by_name", "excluded", "committed", "reclaimable", "ranked", "_ranked_of",
-                 "flavors", "has_committed", "has_reclaimable", "columns")
+    __slots__ = ("entries", "max_depth", "by_name", "excluded", "committed", "reclaimable",
+                 "ranked", "_ranked_of", "_ranked_flavors", "_live", "flavors", "has_committed",
+                 "has_reclaimable", "columns", "covs", "zones")
 
-    def __init__(self, entries: list[_Entry], excluded: frozenset[str]) -> None:
+    def __init__(self, entries: list[_Entry], excluded: frozenset[str], max_depth: int) -> None:
+        self.entries = entries  # every pool, best key first (kept as built: `prune` leaves it)
+        self.max_depth = max_depth  # the deepest pool that may take new units (the key's scale)
         self.by_name = {e.name: e for e in entries}
         self.excluded = excluded
         new = [e for e in entries if e.name not in excluded]  # pools that may take new units
@@ -279,12 +285,16 @@ class _Order:
         # the same pools in one list, best key first (what merging the flavors' lists gives)
         self.ranked = [e for e in new if e.tier == "reclaimable"]
         self._ranked_of: dict[frozenset[str], list[_Entry]] = {}  # `ranked` of some flavors
+        self._ranked_flavors: list[str] | None = None  # the flavor of each of `ranked`
+        self._live: tuple[list[list[_Entry]], list[str]] | None = None  # `live`
         self.flavors = sorted({e.flavor for e in entries})
         self.has_committed = bool(self.committed)
         self.has_reclaimable = bool(self.reclaimable)
         # per requested resource, what one instance of each flavor gives (in `flavors` order),
         # filled by `_Context.coverages`
         self.columns: dict[str, list[int]] | None = None
+        self.covs: dict[_RESOURCE_KEY, dict[str, float]] = {}  # `_Context.coverages`, by requests
+        self.zones: list[str] | None = None  # `_Context.zones_of`
 
     def prune(self, depth_left: Mapping[str, int]) -> None:
         """Forget pools with no depth left: within one run depth only goes down, and a pool
@@ -296,13 +306,27 @@ class _Order:
             lists[e.flavor].append(e)
         self.reclaimable = lists
         self._ranked_of = {}
+        self._ranked_flavors = None
+        self._live = None
+
+    def live(self) -> tuple[list[list[_Entry]], list[str]]:
+        """The flavors' lists of reclaimable pools that are not empty, and their flavors, in
+        `reclaimable`'s order (kept until the next prune: every fill of the shape asks)."""
+        found = self._live
+        if found is None:
+            lists = [entries for entries in self.reclaimable.values() if entries]
+            found = self._live = (lists, [entries[0].flavor for entries in lists])
+        return found
 
     def ranked_of(self, flavors: frozenset[str]) -> list[_Entry]:
         """The reclaimable pools of `flavors`, best key first (kept until the next prune:
         the workloads of one shape and size allow the same flavors)."""
         found = self._ranked_of.get(flavors)
         if found is None:
-            found = self._ranked_of[flavors] = [e for e in self.ranked if e.flavor in flavors]
+            if self._ranked_flavors is None:
+                self._ranked_flavors = [e.flavor for e in self.ranked]
+            found = self._ranked_of[flavors] = list(compress(
+                self.ranked, map(flavors.__contains__, self._ranked_flavors)))
         return found
 
 
@@ -339,6 +363,7 @@ class _Context:
         self._bounds: dict[_RESOURCE_KEY, dict[str, dict[str, int]]] = {}
         self._orders: dict[tuple[_RESOURCE_KEY, frozenset[str], bool, frozenset[str],
                                  tuple[tuple[str, int], ...]], _Order] = {}
+        self._outside: dict[str, dict[str, str]] = {}  # `outside`, by zone
 
     def less(self, overhead: Mapping[str, Resources]) -> _Context:
         """This context with each flavor's allocatable less `overhead[flavor]` (what the
@@ -352,6 +377,7 @@ class _Context:
             found.alloc = {name: {r: max(v - overhead.get(name, {}).get(r, 0), 0)
                                   for r, v in alloc.items()}
                            for name, alloc in base.alloc.items()}
+            # (`_outside` stays shared: the pools and their zones are the same)
             found._bounds, found._orders, found._less = {}, {}, {}
             base._less[key] = found
         return found
@@ -380,6 +406,15 @@ class _Context:
         found = self._orders.get(cache_key)
         if found is not None:
             return found
+        if preferred:
+            found = self._preferring(largest_pod, requests, tolerates, ruled_out, preferred)
+            self._orders[cache_key] = found
+            return found
+        if ruled_out:
+            found = self._narrowed(largest_pod, requests, tolerates, ruled_out)
+            if found is not None:
+                self._orders[cache_key] = found
+                return found
         bounds = self.bounds(largest_pod)
         good = {f for f, b in bounds.items() if all(b.get(r, 0) > 0 for r in names)}
         eligible = [p for p in self._usable
@@ -391,31 +426,96 @@ class _Context:
         premium = self.depth_premium
         keys = {p.name: pool_key(score[p.name], p.depth, max_depth, premium) for p in eligible}
         # a stable sort of a name-ordered list: equal keys stay in name order
-        if preferred:
-            weight = dict(preferred)
-            keyed = sorted(eligible, key=lambda p: (-weight.get(p.name, 0), -keys[p.name]))
-        else:
-            keyed = sorted(eligible, key=lambda p: -keys[p.name])
+        keyed = sorted(eligible, key=lambda p: -keys[p.name])
         entries = [
             _Entry(p.name, p.tier, p.group, p.flavor, p.depth, score[p.name], keys[p.name], rank)
             for rank, p in enumerate(keyed)
         ]
-        found = _Order(entries, self.excluded)
+        found = _Order(entries, self.excluded, max_depth)
         self._orders[cache_key] = found
         return found
+
+    def _preferring(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY,
+                    tolerates: bool, ruled_out: frozenset[str],
+                    preferred: tuple[tuple[str, int], ...]) -> _Order:
+        """`order` with `preferred`, from the order without it: the keys do not depend on
+        the soft terms, and a stable sort by weight of a list sorted (stably, from name
+        order) by key is the stable sort by (weight, key) of that name-ordered list: the
+        preferred pools (a few of thousands) move to the front, heaviest first, each weight's
+        in the order's order."""
+        plain = self.order(largest_pod, requests, tolerates, ruled_out)
+        weight = dict(preferred)
+        by_name = plain.by_name
+
+        def first(sign: int) -> list[_Entry]:  # the pools of weights of `sign`, heaviest first
+            return sorted((by_name[name] for name, w in preferred
+                           if w * sign > 0 and name in by_name),
+                          key=lambda e: (-weight[e.name], e.rank))
+
+        heavy, light = first(1), first(-1)
+        moved = {e.name for e in heavy} | {e.name for e in light}
+        # ranks that follow the new order: the pools of weight 0 keep theirs (in `plain`'s
+        # order, so increasing), those before them (preferred) are ranked below 0, those
+        # after them (a negative weight) above every rank of `plain`
+        after = plain.entries[-1].rank + 1 if plain.entries else 0
+        entries = [_Entry(e.name, e.tier, e.group, e.flavor, e.depth, e.score, e.key,
+                          i - len(heavy)) for i, e in enumerate(heavy)]
+        entries += [e for e in plain.entries if e.name not in moved] if moved else plain.entries
+        entries += [_Entry(e.name, e.tier, e.group, e.flavor, e.depth, e.score, e.key,
+                           after + i) for i, e in enumerate(light)]
+        return _Order(entries, self.excluded, plain.max_depth)
+
+    def _narrowed(self, largest_pod: _RESOURCE_KEY, requests: _RESOURCE_KEY, tolerates: bool,
+                  ruled_out: frozenset[str]) -> _Order | None:
+        """`order` with `ruled_out` taken from the shape's order without it, when that
+        leaves the deepest pool that may take new units as deep (None otherwise): every
+        key is then the same float, and a stable sort of a name-ordered list keeps the
+        order of any part of it, so the pools left, best first, are that order's without
+        the ruled-out ones — the very entries. Pods that constrain where
+        they run rule out most pools of their shape, each workload its own."""
+        whole = self.order(largest_pod, requests, tolerates)
+        kept = [e for e in whole.entries if e.name not in ruled_out]
+        excluded = self.excluded
+        if max((e.depth for e in kept if e.name not in excluded), default=0) != whole.max_depth:
+            return None
+        return _Order(kept, excluded, whole.max_depth)  # their ranks still increase
+
+    def outside(self, zone: str) -> dict[str, str]:
+        """The pools outside `zone`, each with why a zone spread's share in `zone` may not
+        use it (`_plan_spread`), in pool name order; made once per zone (a spread claim has
+        a share per zone, and thousands of pools). The caller must not change it."""
+        found = self._outside.get(zone)
+        if found is None:
+            found = self._outside[zone] = {
+                p.name: f"topology spread (zone {self.zone[p.name]}, not {zone})"
+                for p in self.pools if self.zone[p.name] != zone}
+        return found
+
+    def zones_of(self, order: _Order) -> list[str]:
+        """The zones of `order`'s pools that may take new units, in name order."""
+        if order.zones is None:
+            order.zones = sorted({self.zone[e.name] for e in order.by_name.values()
+                                  if e.name not in order.excluded})
+        return order.zones
 
     def coverages(self, order: _Order, largest_pod: _RESOURCE_KEY,
                   requests: _RESOURCE_KEY) -> dict[str, float]:
         """`_cov` of every flavor of `order` (the shape's, `requests` not empty), by columns:
-        this runs for every claim, over hundreds of flavors (the same floats, the same min)."""
+        this runs for every claim, over hundreds of flavors (the same floats, the same min).
+        Kept per `requests` (a workload's fresh plan asks again, DESIGN §18); the caller must
+        not change it."""
+        found = order.covs.get(requests)
+        if found is not None:
+            return found
         columns = order.columns
         if columns is None:
             bounds = self.bounds(largest_pod)
             columns = order.columns = {
                 name: [bounds[f].get(name, 0) for f in order.flavors] for name, _ in requests}
         ratios = [list(map(truediv, columns[name], repeat(amount))) for name, amount in requests]
-        return dict(zip(order.flavors, ratios[0] if len(ratios) == 1 else map(min, *ratios),
-                        strict=True))
+        found = order.covs[requests] = dict(zip(
+            order.flavors, ratios[0] if len(ratios) == 1 else map(min, *ratios), strict=True))
+        return found
 
     def why_ineligible(self, pool: Pool, claim: Claim) -> str | None:
         """Why `pool` can never hold units of `claim`, or None when it is eligible."""
@@ -553,12 +653,18 @@ class _Fill:
         """Reclaimable pools best key first, leaving out flavors the pool cap rules out."""
         found = self._allowed.get(self.m)  # at one level, the pool cap moves only with m
         if found is None:
-            units = self._flavor_cap_units()
-            every = self.level >= 2  # there every pool may take max(cap units, m >= 1) units
-            left = [entries for entries in self.order.reclaimable.values() if entries]
-            lists = [entries for entries in left if every or units[entries[0].flavor] >= 1]
-            flavors = (None if len(lists) == len(left)
-                       else frozenset(entries[0].flavor for entries in lists))
+            left, of = self.order.live()
+            if self.level >= 2 or self.contract.pool_cap >= 1 - EPS:
+                # every pool may take max(cap units, m >= 1) units, or the cap is no cap
+                lists, flavors = left, None
+            else:  # the flavors one unit of which the pool cap allows: `cap_units` >= 1,
+                # floor(x) >= 1 being x >= 1, over hundreds of flavors in one loop
+                caps = map(truediv, repeat(self.contract.pool_cap + EPS),
+                           map(self.cov.__getitem__, of))
+                allowed = list(map((1.0).__le__, caps))
+                lists = list(compress(left, allowed))
+                flavors = (None if len(lists) == len(left)
+                           else frozenset(compress(of, allowed)))
             found = self._allowed[self.m] = (lists, flavors)
         lists, flavors = found
         if len(lists) == 1:
@@ -572,20 +678,6 @@ class _Fill:
         """Units the pool can still take: current units plus what is left of its depth."""
         left = max(self.depth_left.get(e.name, e.depth), 0)
         return self.current.get(e.name, 0) + left - self.held.get(e.name, 0)
-
-    def _flavor_cap_units(self) -> dict[str, int]:
-        """`_cap_units` of every flavor with reclaimable pools left, filled in one loop (a
-        shape has hundreds; `cap_units` fills the same values one at a time)."""
-        units = self._cap_units
-        missing = [flavor for flavor, entries in self.order.reclaimable.items()
-                   if entries and flavor not in units]
-        if self.contract.pool_cap >= 1 - EPS:
-            units.update(zip(missing, repeat(_UNLIMITED)))
-        else:
-            covs = map(self.cov.__getitem__, missing)
-            caps = map(truediv, repeat(self.contract.pool_cap + EPS), covs)
-            units.update(zip(missing, map(math.floor, caps), strict=True))
-        return units
 
     def cap_units(self, e: _Entry) -> int:
         """The most units the pool cap allows at this level."""
@@ -1105,8 +1197,7 @@ def _plan_spread(
     eligible pools (nothing to split)."""
     order = ctx.order(_resource_key(claim.largest_pod), _resource_key(claim.requests),
                       claim.tolerates_reclaimable, frozenset(claim.ineligible))
-    zones = sorted({ctx.zone[e.name] for e in order.by_name.values()
-                    if e.name not in order.excluded})
+    zones = ctx.zones_of(order)
     if len(zones) < 2:
         return None
     pods = max(claim.pods, 1)
@@ -1120,11 +1211,9 @@ def _plan_spread(
     plans: list[tuple[str, float, WorkloadPlan]] = []
     for i, (zone, n) in enumerate(shares):
         part = n / pods
-        others = {p.name: f"topology spread (zone {ctx.zone[p.name]}, not {zone})"
-                  for p in ctx.pools if ctx.zone[p.name] != zone}
         sub = replace(
             claim, requests={r: -(-v * n // pods) for r, v in claim.requests.items()}, pods=n,
-            ineligible={**claim.ineligible, **others}, zone_spread=0,
+            ineligible={**claim.ineligible, **ctx.outside(zone)}, zone_spread=0,
             limits=Limits({r: parts[i] for r, parts in limited.items()}, units[i]))
         terms = replace(contract, pool_cap=contract.pool_cap / part,
                         group_cap=contract.group_cap / part,

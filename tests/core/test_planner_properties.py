@@ -227,6 +227,42 @@ def test_same_inputs_give_the_same_plan_whatever_their_order(s: Scenario, rnd) -
     assert s.plan(pools=shuffled, current=current) == s.plan()
 
 
+@settings(max_examples=300)
+@given(scenarios(), st.data())
+def test_pools_the_pods_rule_out_plan_as_if_they_were_not_configured(s: Scenario,
+                                                                    data: st.DataObject) -> None:
+    # DESIGN §22: a pool the pods rule out is not eligible, and §5: the key scales depth by
+    # the deepest pool the claim may use; a soft term orders the pools left the same way
+    names = [p.name for p in s.pools]
+    ruled = data.draw(st.sets(st.sampled_from(names)), label="ruled out")
+    preferred = data.draw(st.dictionaries(st.sampled_from(names), st.integers(1, 3)),
+                          label="preferred")
+    soft = replace(s.claim, preferred=preferred)
+    got = s.plan(claim=replace(soft, ineligible=dict.fromkeys(sorted(ruled), "nodeSelector")))
+    want = s.plan(claim=soft, pools=[p for p in s.pools if p.name not in ruled])
+    assert got.pools == want.pools
+    assert (got.coverage, got.committed_coverage, got.feasible, got.degraded) == (
+        want.coverage, want.committed_coverage, want.feasible, want.degraded)
+    if want.pools:  # with no pool at all, the reason lists the pools ruled out
+        assert got.reasons == want.reasons
+
+
+@settings(max_examples=300)
+@given(scenarios(), st.data())
+def test_a_plan_lists_its_pools_in_the_order_soft_terms_give(s: Scenario,
+                                                             data: st.DataObject) -> None:
+    # DESIGN §22: preferred terms put the pools they match first, the heaviest first, the
+    # key ordering pools of equal weight (names, equal keys); a plan lists its pools
+    # committed first, each tier in that order
+    names = [p.name for p in s.pools]
+    weight = data.draw(st.dictionaries(st.sampled_from(names), st.integers(-2, 3)),
+                       label="preferred")
+    plan = s.plan(claim=replace(s.claim, preferred=weight))
+    listed = [(p.tier != "committed", -weight.get(p.pool, 0), -p.key, p.pool)
+              for p in plan.pools]
+    assert listed == sorted(listed)
+
+
 def _acquired(s: Scenario, plan: WorkloadPlan) -> Scenario:
     """The scenario once the plan's units exist: they are current, their depth is used."""
     units = plan.units()
