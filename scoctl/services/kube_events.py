@@ -172,9 +172,10 @@ class EventWriter:
         return result
 
     def next_drain(self) -> float | None:
-        """Seconds until the bucket holds a burst for the backlog, or as much of it as is
-        left (None: no backlog)."""
-        return self.bucket.wait_for(len(self.backlog)) if self.backlog else None
+        """Seconds until the backlog can go on: the next token (None: no backlog). The
+        controller drains as tokens come, so a deferred Event waits no longer than the rate
+        limit makes it — not for a whole burst, which a pass due meanwhile would take."""
+        return self.bucket.wait_for(1) if self.backlog else None
 
     def _write_all(self, recorder: EventRecorder, todo: Sequence[tuple[ke.Wanted,
                                                                         ke.Series | None]],

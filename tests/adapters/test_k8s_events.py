@@ -141,13 +141,13 @@ def test_what_a_pass_defers_is_drained_as_tokens_come_without_recomputing_the_fa
     assert writer.next_drain() is None
     first = writer.sync(k8s_cluster, facts(pods))
     assert (first.created, first.deferred, len(writer.backlog)) == (10, 15, 15)
-    assert writer.next_drain() == pytest.approx(1.0)  # a burst's worth of tokens
+    assert writer.next_drain() == pytest.approx(0.1)  # the next token
     assert writer.drain(k8s_cluster).created == 0  # no token yet: nothing, nothing lost
     clock.t += 1.0
     assert writer.next_drain() == 0.0
     drained = writer.drain(k8s_cluster)
     assert (drained.created, drained.deferred, len(writer.backlog)) == (10, 5, 5)
-    assert writer.next_drain() == pytest.approx(0.5)  # the 5 left
+    assert writer.next_drain() == pytest.approx(0.1)
     # a pass meanwhile: the facts now hold 3 of the 5 not yet written (2 pods ran)
     written = {e["involvedObject"]["name"] for e in scoctl_events(k8s_emulator)}
     left = [p for p in pods if p.name not in written]
