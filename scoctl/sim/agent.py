@@ -72,6 +72,7 @@ MANAGED_TAG = "sco:managed"
 PROVIDER_PREFIX = "openstack:///"
 INSTANCE_LABEL = "sco/instance"
 CONTRACT_PATH = "/etc/scoctl/contract.json"
+BATCH_CHUNK = 500  # /_sim/ operations a node agent request carries (`SimApi.batch`)
 _LABELS_FLAG = re.compile(r"--node-labels=([^\s\"']+)")
 _TAINTS_FLAG = re.compile(r"--register-with-taints=([^\s\"']+)")
 _INDEX_SUFFIX = re.compile(r"^(.*)-(\d+)$")
@@ -604,6 +605,20 @@ class SimApi:
                                f"{response.text[:300]}")
         return response.json()
 
+    def batch(self, ops: Sequence[Mapping[str, Any]], *, stop_on_error: bool = False,
+              chunk: int = BATCH_CHUNK) -> list[Obj]:
+        """Several ``/_sim/<op>`` operations (``{"op": "bind-pod", …}``), `chunk` to a request,
+        in order: each one's ``{"ok", "result"}`` or ``{"ok": false, "code", "message"}``;
+        with `stop_on_error` none after the first failure."""
+        results: list[Obj] = []
+        for start in range(0, len(ops), chunk):
+            part: list[Obj] = self.k8s("batch", ops=list(ops[start:start + chunk]),
+                                       stop_on_error=stop_on_error)["results"]
+            results += part
+            if stop_on_error and any(not r["ok"] for r in part):
+                break
+        return results
+
     def objects(self, kind: str) -> list[Obj]:
         items: list[Obj] = self.k8s("list", kind=kind)["items"]
         return items
@@ -865,12 +880,17 @@ class Agent:
             pods = self.api.objects("Pod")
         result = k8s_scheduler.schedule_round(pods, nodes, self.api.objects("Namespace"))
         bindings = result.bindings
-        for binding in bindings:
-            self.api.k8s("bind-pod", namespace=binding.namespace, name=binding.pod,
-                         node=binding.node, running=True)
+        # one request per chunk of bindings, not per pod; the first refusal ends the step, as
+        # one call per binding would
+        for outcome in self.api.batch([{"op": "bind-pod", "namespace": b.namespace,
+                                        "name": b.pod, "node": b.node, "running": True}
+                                       for b in bindings], stop_on_error=True):
+            if not outcome["ok"]:
+                raise RuntimeError(f"kubernetes /_sim/bind-pod: {outcome['code']} "
+                                   f"{str(outcome['message'])[:300]}")
         by_key = {(p["metadata"].get("namespace") or "default", p["metadata"]["name"]): p
                   for p in pods}
-        patched = 0
+        patches: list[tuple[Obj, k8s_scheduler.Verdict]] = []
         for verdict in (*result.unschedulable, *result.refused):
             conditions = k8s_scheduler.scheduled_condition(
                 by_key[(verdict.namespace, verdict.pod)], verdict, stamp)
@@ -879,12 +899,16 @@ class Agent:
             if verdict.reason != "Unschedulable":
                 log.warning("pod %s/%s not scheduled: %s", verdict.namespace, verdict.pod,
                             verdict.message)
-            try:
-                self.api.k8s("patch", kind="Pod", namespace=verdict.namespace,
-                             name=verdict.pod, patch={"status": {"conditions": conditions}})
-            except RuntimeError as exc:  # deleted since the listing: the next poll sees it
-                log.info("pod %s/%s condition not written: %s", verdict.namespace,
-                         verdict.pod, exc)
+            patches.append(({"op": "patch", "kind": "Pod", "namespace": verdict.namespace,
+                             "name": verdict.pod,
+                             "patch": {"status": {"conditions": conditions}}}, verdict))
+        patched = 0
+        outcomes = self.api.batch([op for op, _ in patches])
+        for (_, verdict), outcome in zip(patches, outcomes, strict=True):
+            if not outcome["ok"]:  # deleted since the listing: the next poll sees it
+                log.info("pod %s/%s condition not written: kubernetes /_sim/patch: %s %s",
+                         verdict.namespace, verdict.pod, outcome["code"],
+                         str(outcome["message"])[:300])
                 continue
             patched += 1
         if bindings:

@@ -66,7 +66,8 @@ schema-valid objects.
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
 writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
 under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, ``POST
-/_sim/install-crd {"name": …}``, …: `_control`); ``--crd NAME`` installs a CRD at start.
+/_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch`` runs several in one
+request: `_batch`); ``--crd NAME`` installs a CRD at start.
 """
 
 from __future__ import annotations
@@ -2234,6 +2235,7 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
             method=args.get("method"))),
         "clear-faults": lambda: _done(emu.clear_faults),
         "install-crd": lambda: _done(lambda: emu.install_crd(str(args["name"]))),
+        "batch": lambda: {"results": _batch(emu, args)},
     }
     if op not in handlers:
         raise StatusError(404, "NotFound", f"unknown control operation /_sim/{op}")
@@ -2241,6 +2243,25 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
         return handlers[op]()
     except (KeyError, ValueError) as exc:
         raise StatusError(400, "BadRequest", f"/_sim/{op}: {exc.args[0]}") from exc
+
+
+def _batch(emu: K8sEmulator, args: Mapping[str, Any]) -> list[Obj]:
+    """``POST /_sim/batch {"ops": [{"op": "bind-pod", …}, …], "stop_on_error": false}``: the
+    operations one after the other, each as its own ``/_sim/<op>`` call would run it (a node
+    agent at scale binds thousands of pods a step); per operation ``{"ok": true, "result":
+    …}`` or ``{"ok": false, "code": 404, "message": …}``, and none after the first failure
+    when `stop_on_error`."""
+    results: list[Obj] = []
+    for item in args.get("ops") or []:
+        if not isinstance(item, dict) or item.get("op") in (None, "batch"):
+            raise ValueError("every operation is a mapping with its op (not batch)")
+        try:
+            results.append({"ok": True, "result": _control(emu, "POST", str(item["op"]), item)})
+        except StatusError as exc:
+            results.append({"ok": False, "code": exc.code, "message": exc.message})
+            if args.get("stop_on_error"):
+                break
+    return results
 
 
 def _done(action: Callable[[], None]) -> Obj:

@@ -964,11 +964,14 @@ class _FastClass:
         return None
 
     def message(self, states: Sequence[_NodeState], bound: int) -> str:
-        """The FitError when no node passes: every node's reason, the static one first."""
+        """The FitError when no node passes: each node's static reason, else its fit reasons
+        (remembered until the next binding of the round)."""
         if self.cached is None or self.cached[0] != bound:
-            reasons = {state.name: [self.static[i]] if self.static[i] is not None
-                       else _fit_reasons(self.pod, self.request, state)
-                       for i, state in enumerate(states)}
+            reasons: dict[str, list[str]] = {}
+            for i, state in enumerate(states):
+                static = self.static[i]
+                reasons[state.name] = [static] if static is not None \
+                    else _fit_reasons(self.pod, self.request, state)
             self.cached = (bound, fit_error(len(states), reasons))
         return self.cached[1]
 
