@@ -819,8 +819,8 @@ class Agent:
         (`k8s_controllers.node_health`)."""
         status = {str(s["id"]): str(s.get("status")) for s in servers}
         gone = set(actions.delete)
-        self.heard = {k: v for k, v in self.heard.items()
-                      if k in {str(n["metadata"]["name"]) for n in nodes} - gone}
+        listed = {str(n["metadata"]["name"]) for n in nodes} - gone  # once, not per node
+        self.heard = {k: v for k, v in self.heard.items() if k in listed}
         for node in nodes:
             name = str(node["metadata"]["name"])
             if name in gone:

@@ -504,8 +504,8 @@ def test_a_control_batch_runs_each_operation_and_reports_each_refusal(
     /_sim/batch`` runs its operations in order as their own ``/_sim/<op>`` calls would; a
     refused one (a pod deleted since the agent listed it: 404) is reported and the rest still
     run, unless ``stop_on_error``, which runs none after it (one call per binding, as before);
-    the agent's `SimApi.batch` sends them `chunk` to a request. The real client reads what it
-    did."""
+    the agent's `SimApi.batch` sends them `chunk` to a request; ``/_sim/list`` answers what
+    `K8sEmulator.objects` holds. The real client reads what it did."""
     from scoctl.sim.agent import SimApi
 
     k8s_emulator.add(ke.make_node("n1"))
@@ -526,6 +526,10 @@ def test_a_control_batch_runs_each_operation_and_reports_each_refusal(
         assert [r["ok"] for r in stopped] == [False]
         chunked = api.batch([bind("gone"), bind("d")], stop_on_error=True, chunk=1)
         assert [r["ok"] for r in chunked] == [False]
+        # /_sim/list serves the stored objects' cached texts: what `objects` copies
+        assert api.objects("Pod") == k8s_emulator.objects("Pod")
+        [listed] = api.batch([{"op": "list", "kind": "Node"}])
+        assert listed["result"]["items"] == k8s_emulator.objects("Node")
     finally:
         api.close()
     placed = {p.metadata.name: (p.spec.node_name, p.status.phase)
