@@ -453,13 +453,16 @@ def replica_room(replicasets: Sequence[Mapping[str, Any]], pods: Sequence[Mappin
                  lost: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Per ReplicaSet uid, how many pods it still wants once the `lost` pods are gone."""
     gone = {(p["metadata"].get("namespace"), p["metadata"]["name"]) for p in lost}
+    alive: dict[str, int] = {}  # per controller uid, in one pass over the pods
+    for p in pods:
+        uid = _controller_uid(p["metadata"])
+        if uid is not None and (p["metadata"].get("namespace"), p["metadata"]["name"]) \
+                not in gone and not p["metadata"].get("deletionTimestamp"):
+            alive[uid] = alive.get(uid, 0) + 1
     room: dict[str, int] = {}
     for rs in replicasets:
         rs_uid = str(rs["metadata"].get("uid"))
-        alive = sum(1 for p in pods if _controller_uid(p["metadata"]) == rs_uid
-                    and (p["metadata"].get("namespace"), p["metadata"]["name"]) not in gone
-                    and not p["metadata"].get("deletionTimestamp"))
-        room[rs_uid] = int((rs.get("spec") or {}).get("replicas", 1)) - alive
+        room[rs_uid] = int((rs.get("spec") or {}).get("replicas", 1)) - alive.get(rs_uid, 0)
     return room
 
 
@@ -470,6 +473,34 @@ def _selects(selector: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool
     wanted = (selector or {}).get("matchLabels") or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+class PodIndex:
+    """The pods of one listing bucketed by namespace and the value of a selector's first label
+    (built once per label key): `candidates` of an owner are the pods `_owned` could select,
+    in listing order, so ``_owned(owner, index.candidates(owner)) == _owned(owner, pods)``
+    without scanning every pod for every Deployment and ReplicaSet."""
+
+    def __init__(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        self.pods = pods
+        self.buckets: dict[str, dict[tuple[Any, Any], list[Mapping[str, Any]]]] = {}
+
+    def candidates(self, owner: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+        wanted = (((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        if not wanted:
+            return ()  # `_selects` selects nothing without matchLabels
+        if not all(isinstance(v, str) for v in wanted.values()):
+            return self.pods  # not a valid selector: let `_owned` judge every pod
+        key = min(wanted)
+        buckets = self.buckets.get(key)
+        if buckets is None:
+            buckets = self.buckets[key] = {}
+            for pod in self.pods:
+                meta = pod.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                if key in labels:
+                    buckets.setdefault((meta.get("namespace"), labels[key]), []).append(pod)
+        return buckets.get((owner["metadata"].get("namespace"), wanted[key]), [])
 
 
 def _owned(owner: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -916,13 +947,15 @@ class Agent:
                      len({b.node for b in bindings}))
         if bindings or patched:
             pods = self.api.objects("Pod")
+        index = PodIndex(pods)
         for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
             for obj in self.api.objects(kind):
                 previous = obj.get("status") or {}
+                mine = index.candidates(obj)  # a subset holding every pod it owns
                 if compute is None:
-                    status = deployment_status(obj, pods, previous=previous, stamp=stamp)
+                    status = deployment_status(obj, mine, previous=previous, stamp=stamp)
                 else:
-                    status = compute(obj, pods)
+                    status = compute(obj, mine)
                 if _comparable(status) != _comparable(previous):
                     meta = obj["metadata"]
                     self.api.k8s("patch", kind=kind, namespace=meta.get("namespace"),
