@@ -15,7 +15,8 @@ It runs the same measurement twice, each in a fresh temporary directory with a f
 For each it starts the region, `scoctl init` and the controller (``scoctl run --follow`` in
 the background), times pending → every pod running (the controller's start included), then
 makes `--changes` demand changes (a Deployment scaled up, or now and then down, each once the
-previous one has settled) and times change → committed plan and change → settled, and reads:
+previous one has settled and the controller has recorded its samples) and times change →
+committed plan and change → settled, and reads:
 
 * decision p99: of the bench's change → committed plan, and of the controller's own
   ``placement_decision_seconds`` samples (first sight of the demand → committed plan, per
@@ -157,6 +158,13 @@ def all_planned(state: Path, workloads: list[str]) -> bool:
                for w in workloads)
 
 
+def observed(state: Path) -> bool:
+    """The controller holds no open sighting: every demand it saw grow is planned and Ready
+    by its own reckoning, its latency samples recorded (`services/latency.py`)."""
+    with open_store(state) as store:
+        return not store.sightings()
+
+
 def region_now(directory: Path) -> dict[str, Any]:
     body = sim.status(directory)
     if "error" in body:
@@ -240,6 +248,8 @@ def one_run(name: str, args: argparse.Namespace, keep: Path | None) -> Run:
         run.pods, run.nodes = body["pods"]["total"], body["nodes"]["instances"]
         print(f"[{name}] {run.pods} pods running on {run.nodes} nodes "
               f"{run.to_running:.1f} s after the controller started", flush=True)
+        # the next change must not extend a sighting the controller still holds open
+        wait(f"[{name}] the controller's samples", lambda: observed(state), args.timeout, 0.2)
         step = 1 if name == "seed" else max(1, args.pods // (len(targets) * 400))
         changes_at = time.time()
         for i in range(args.changes):
@@ -293,7 +303,9 @@ def change_demand(directory: Path, state: Path, target: str, change: int, timeou
         plan_state(state, workload)), timeout, 0.01)
     planned = time.monotonic() - started
     wait(f"{target} settled", lambda: settled(region_now(directory)), timeout, poll)
-    return planned, time.monotonic() - started
+    ready = time.monotonic() - started
+    wait(f"the controller's samples of {target}", lambda: observed(state), timeout, 0.2)
+    return planned, ready
 
 
 def p99(values: list[float]) -> str:
@@ -325,7 +337,8 @@ def table(runs: list[Run]) -> None:
         print(f"{label:38}" + "".join(f"{cell(r):>18}" for r in runs))
     print("(n): samples. The controller's metrics (placement_decision_seconds, "
           "pending_to_ready_seconds) are per workload,\nfrom the first sight of its demand "
-          "(fill: the pods' creation at `sim up`, so the region's start is in them).")
+          "(fill: the pods' creation at `sim up`, so the region's start is in them);\neach "
+          "change waits until the controller has closed every sighting, so none spans two.")
 
 
 def main(argv: list[str] | None = None) -> int:
