@@ -72,6 +72,7 @@ MANAGED_TAG = "sco:managed"
 PROVIDER_PREFIX = "openstack:///"
 INSTANCE_LABEL = "sco/instance"
 CONTRACT_PATH = "/etc/scoctl/contract.json"
+BATCH_CHUNK = 500  # /_sim/ operations a node agent request carries (`SimApi.batch`)
 _LABELS_FLAG = re.compile(r"--node-labels=([^\s\"']+)")
 _TAINTS_FLAG = re.compile(r"--register-with-taints=([^\s\"']+)")
 _INDEX_SUFFIX = re.compile(r"^(.*)-(\d+)$")
@@ -452,13 +453,16 @@ def replica_room(replicasets: Sequence[Mapping[str, Any]], pods: Sequence[Mappin
                  lost: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Per ReplicaSet uid, how many pods it still wants once the `lost` pods are gone."""
     gone = {(p["metadata"].get("namespace"), p["metadata"]["name"]) for p in lost}
+    alive: dict[str, int] = {}  # per controller uid, in one pass over the pods
+    for p in pods:
+        uid = _controller_uid(p["metadata"])
+        if uid is not None and (p["metadata"].get("namespace"), p["metadata"]["name"]) \
+                not in gone and not p["metadata"].get("deletionTimestamp"):
+            alive[uid] = alive.get(uid, 0) + 1
     room: dict[str, int] = {}
     for rs in replicasets:
         rs_uid = str(rs["metadata"].get("uid"))
-        alive = sum(1 for p in pods if _controller_uid(p["metadata"]) == rs_uid
-                    and (p["metadata"].get("namespace"), p["metadata"]["name"]) not in gone
-                    and not p["metadata"].get("deletionTimestamp"))
-        room[rs_uid] = int((rs.get("spec") or {}).get("replicas", 1)) - alive
+        room[rs_uid] = int((rs.get("spec") or {}).get("replicas", 1)) - alive.get(rs_uid, 0)
     return room
 
 
@@ -469,6 +473,34 @@ def _selects(selector: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool
     wanted = (selector or {}).get("matchLabels") or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+class PodIndex:
+    """The pods of one listing bucketed by namespace and the value of a selector's first label
+    (built once per label key): `candidates` of an owner are the pods `_owned` could select,
+    in listing order, so ``_owned(owner, index.candidates(owner)) == _owned(owner, pods)``
+    without scanning every pod for every Deployment and ReplicaSet."""
+
+    def __init__(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        self.pods = pods
+        self.buckets: dict[str, dict[tuple[Any, Any], list[Mapping[str, Any]]]] = {}
+
+    def candidates(self, owner: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+        wanted = (((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        if not wanted:
+            return ()  # `_selects` selects nothing without matchLabels
+        if not all(isinstance(v, str) for v in wanted.values()):
+            return self.pods  # not a valid selector: let `_owned` judge every pod
+        key = min(wanted)
+        buckets = self.buckets.get(key)
+        if buckets is None:
+            buckets = self.buckets[key] = {}
+            for pod in self.pods:
+                meta = pod.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                if key in labels:
+                    buckets.setdefault((meta.get("namespace"), labels[key]), []).append(pod)
+        return buckets.get((owner["metadata"].get("namespace"), wanted[key]), [])
 
 
 def _owned(owner: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -603,6 +635,20 @@ class SimApi:
             raise RuntimeError(f"kubernetes /_sim/{op}: {response.status_code} "
                                f"{response.text[:300]}")
         return response.json()
+
+    def batch(self, ops: Sequence[Mapping[str, Any]], *, stop_on_error: bool = False,
+              chunk: int = BATCH_CHUNK) -> list[Obj]:
+        """Several ``/_sim/<op>`` operations (``{"op": "bind-pod", …}``), `chunk` to a request,
+        in order: each one's ``{"ok", "result"}`` or ``{"ok": false, "code", "message"}``;
+        with `stop_on_error` none after the first failure."""
+        results: list[Obj] = []
+        for start in range(0, len(ops), chunk):
+            part: list[Obj] = self.k8s("batch", ops=list(ops[start:start + chunk]),
+                                       stop_on_error=stop_on_error)["results"]
+            results += part
+            if stop_on_error and any(not r["ok"] for r in part):
+                break
+        return results
 
     def objects(self, kind: str) -> list[Obj]:
         items: list[Obj] = self.k8s("list", kind=kind)["items"]
@@ -804,8 +850,8 @@ class Agent:
         (`k8s_controllers.node_health`)."""
         status = {str(s["id"]): str(s.get("status")) for s in servers}
         gone = set(actions.delete)
-        self.heard = {k: v for k, v in self.heard.items()
-                      if k in {str(n["metadata"]["name"]) for n in nodes} - gone}
+        listed = {str(n["metadata"]["name"]) for n in nodes} - gone  # once, not per node
+        self.heard = {k: v for k, v in self.heard.items() if k in listed}
         for node in nodes:
             name = str(node["metadata"]["name"])
             if name in gone:
@@ -865,12 +911,17 @@ class Agent:
             pods = self.api.objects("Pod")
         result = k8s_scheduler.schedule_round(pods, nodes, self.api.objects("Namespace"))
         bindings = result.bindings
-        for binding in bindings:
-            self.api.k8s("bind-pod", namespace=binding.namespace, name=binding.pod,
-                         node=binding.node, running=True)
+        # one request per chunk of bindings, not per pod; the first refusal ends the step, as
+        # one call per binding would
+        for outcome in self.api.batch([{"op": "bind-pod", "namespace": b.namespace,
+                                        "name": b.pod, "node": b.node, "running": True}
+                                       for b in bindings], stop_on_error=True):
+            if not outcome["ok"]:
+                raise RuntimeError(f"kubernetes /_sim/bind-pod: {outcome['code']} "
+                                   f"{str(outcome['message'])[:300]}")
         by_key = {(p["metadata"].get("namespace") or "default", p["metadata"]["name"]): p
                   for p in pods}
-        patched = 0
+        patches: list[tuple[Obj, k8s_scheduler.Verdict]] = []
         for verdict in (*result.unschedulable, *result.refused):
             conditions = k8s_scheduler.scheduled_condition(
                 by_key[(verdict.namespace, verdict.pod)], verdict, stamp)
@@ -879,12 +930,16 @@ class Agent:
             if verdict.reason != "Unschedulable":
                 log.warning("pod %s/%s not scheduled: %s", verdict.namespace, verdict.pod,
                             verdict.message)
-            try:
-                self.api.k8s("patch", kind="Pod", namespace=verdict.namespace,
-                             name=verdict.pod, patch={"status": {"conditions": conditions}})
-            except RuntimeError as exc:  # deleted since the listing: the next poll sees it
-                log.info("pod %s/%s condition not written: %s", verdict.namespace,
-                         verdict.pod, exc)
+            patches.append(({"op": "patch", "kind": "Pod", "namespace": verdict.namespace,
+                             "name": verdict.pod,
+                             "patch": {"status": {"conditions": conditions}}}, verdict))
+        patched = 0
+        outcomes = self.api.batch([op for op, _ in patches])
+        for (_, verdict), outcome in zip(patches, outcomes, strict=True):
+            if not outcome["ok"]:  # deleted since the listing: the next poll sees it
+                log.info("pod %s/%s condition not written: kubernetes /_sim/patch: %s %s",
+                         verdict.namespace, verdict.pod, outcome["code"],
+                         str(outcome["message"])[:300])
                 continue
             patched += 1
         if bindings:
@@ -892,13 +947,15 @@ class Agent:
                      len({b.node for b in bindings}))
         if bindings or patched:
             pods = self.api.objects("Pod")
+        index = PodIndex(pods)
         for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
             for obj in self.api.objects(kind):
                 previous = obj.get("status") or {}
+                mine = index.candidates(obj)  # a subset holding every pod it owns
                 if compute is None:
-                    status = deployment_status(obj, pods, previous=previous, stamp=stamp)
+                    status = deployment_status(obj, mine, previous=previous, stamp=stamp)
                 else:
-                    status = compute(obj, pods)
+                    status = compute(obj, mine)
                 if _comparable(status) != _comparable(previous):
                     meta = obj["metadata"]
                     self.api.k8s("patch", kind=kind, namespace=meta.get("namespace"),

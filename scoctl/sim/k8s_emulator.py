@@ -66,7 +66,8 @@ schema-valid objects.
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
 writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
 under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, ``POST
-/_sim/install-crd {"name": …}``, …: `_control`); ``--crd NAME`` installs a CRD at start.
+/_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch`` runs several in one
+request: `_batch`); ``--crd NAME`` installs a CRD at start.
 """
 
 from __future__ import annotations
@@ -1530,9 +1531,18 @@ class K8sEmulator:
         is identity (never the key or the resourceVersion), so a miss only costs the encoding.
         Encoding is most of what serving a 40,000-pod list costs; this runs outside the lock,
         like the encoding it replaces."""
+        texts = self._encoded(rt, page["items"])
+        head = json.dumps({k: v for k, v in page.items() if k != "items"},
+                          separators=(",", ":"))
+        # `_list` puts "items" last, so this is the text of the whole page, byte for byte
+        return f'{head[:-1]},"items":[{",".join(texts)}]}}'.encode()
+
+    def _encoded(self, rt: ResourceType, items: Sequence[Obj]) -> list[str]:
+        """The compact JSON of stored objects, each text reused while its object is the one it
+        was made from (`_list_json`)."""
         cache = self._types[rt].encoded
         texts = []
-        for obj in page["items"]:
+        for obj in items:
             meta = obj.get("metadata") or {}
             key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             hit = cache.get(key)
@@ -1540,10 +1550,18 @@ class K8sEmulator:
                 hit = (obj, _COMPACT.encode(obj))
                 cache[key] = hit
             texts.append(hit[1])
-        head = json.dumps({k: v for k, v in page.items() if k != "items"},
-                          separators=(",", ":"))
-        # `_list` puts "items" last, so this is the text of the whole page, byte for byte
-        return f'{head[:-1]},"items":[{",".join(texts)}]}}'.encode()
+        return texts
+
+    def objects_json(self, kind: str, namespace: str | None = None) -> bytes:
+        """``{"items": [...]}`` of `objects` as JSON bytes, without copying the objects: the
+        texts `_list_json` caches (``POST /_sim/list``, which a node agent at scale calls for
+        40,000 pods a step)."""
+        rt = self._type(kind)
+        with self._cond:
+            state = self._types[rt]
+            items = [state.objects[k] for k in self._keys(rt)
+                     if namespace is None or k[0] == namespace]
+        return f'{{"items":[{",".join(self._encoded(rt, items))}]}}'.encode()
 
     def _watch(self, rt: ResourceType, flt: _Filter, rv_param: str, timeout: float | None,
                bookmarks: bool) -> Iterator[Obj | None]:
@@ -1945,7 +1963,11 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
             if path.startswith("/_sim/"):
-                self._send(200, _control(self.emulator, method, path[len("/_sim/"):], body))
+                answer = _control(self.emulator, method, path[len("/_sim/"):], body)
+                if isinstance(answer, _Raw):
+                    self._send_data(200, answer.data)
+                else:
+                    self._send(200, answer)
                 return
             self.emulator._authorize(self.headers.get("Authorization"),
                                      request_attributes(method, path, query))
@@ -2197,6 +2219,13 @@ def _resource_list(group: str, version: str, served: Sequence[ResourceType]) -> 
 # --- the /_sim/ control API ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Raw:
+    """A control answer already encoded as JSON."""
+
+    data: bytes
+
+
 def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
     """Run a test-side operation for a client in another process (``scoctl sim``)."""
     args: dict[str, Any] = body if isinstance(body, dict) else {}
@@ -2214,7 +2243,7 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
         "patch": lambda: _ref(emu.update(args["kind"], args.get("namespace"), args["name"],
                                          dict(args["patch"]))),
         "get": lambda: emu.get(args["kind"], args.get("namespace"), args["name"]),
-        "list": lambda: {"items": emu.objects(args["kind"], args.get("namespace"))},
+        "list": lambda: _Raw(emu.objects_json(args["kind"], args.get("namespace"))),
         "pod-unschedulable": lambda: _ref(emu.set_pod_unschedulable(
             args["namespace"], args["name"], *(([args["message"]]) if "message" in args else []))),
         "bind-pod": lambda: _ref(emu.bind_pod(args["namespace"], args["name"], args["node"],
@@ -2234,6 +2263,7 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
             method=args.get("method"))),
         "clear-faults": lambda: _done(emu.clear_faults),
         "install-crd": lambda: _done(lambda: emu.install_crd(str(args["name"]))),
+        "batch": lambda: {"results": _batch(emu, args)},
     }
     if op not in handlers:
         raise StatusError(404, "NotFound", f"unknown control operation /_sim/{op}")
@@ -2241,6 +2271,28 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
         return handlers[op]()
     except (KeyError, ValueError) as exc:
         raise StatusError(400, "BadRequest", f"/_sim/{op}: {exc.args[0]}") from exc
+
+
+def _batch(emu: K8sEmulator, args: Mapping[str, Any]) -> list[Obj]:
+    """``POST /_sim/batch {"ops": [{"op": "bind-pod", …}, …], "stop_on_error": false}``: the
+    operations one after the other, each as its own ``/_sim/<op>`` call would run it (a node
+    agent at scale binds thousands of pods a step); per operation ``{"ok": true, "result":
+    …}`` or ``{"ok": false, "code": 404, "message": …}``, and none after the first failure
+    when `stop_on_error`."""
+    results: list[Obj] = []
+    for item in args.get("ops") or []:
+        if not isinstance(item, dict) or item.get("op") in (None, "batch"):
+            raise ValueError("every operation is a mapping with its op (not batch)")
+        try:
+            answer = _control(emu, "POST", str(item["op"]), item)
+            if isinstance(answer, _Raw):
+                answer = json.loads(answer.data)
+            results.append({"ok": True, "result": answer})
+        except StatusError as exc:
+            results.append({"ok": False, "code": exc.code, "message": exc.message})
+            if args.get("stop_on_error"):
+                break
+    return results
 
 
 def _done(action: Callable[[], None]) -> Obj:

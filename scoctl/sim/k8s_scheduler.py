@@ -58,6 +58,9 @@ ScheduleAnyway constraints and PreferNoSchedule taints. Scheduling-gated pods
 
 from __future__ import annotations
 
+import functools
+import heapq
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -140,8 +143,18 @@ def _ceil(value: Fraction) -> int:
 def amount(resource: str, value: Any) -> int:
     """A quantity in the unit the scheduler compares: millicores for cpu (`MilliValue`),
     whole units for everything else (`Value`), both rounded up as quantity.go does."""
+    if isinstance(value, str):
+        return _amount_text(resource == "cpu", value)
     quantity = parse_quantity(value)
     return _ceil(quantity * 1000) if resource == "cpu" else _ceil(quantity)
+
+
+@functools.lru_cache(maxsize=4096)
+def _amount_text(milli: bool, value: str) -> int:
+    """`amount` of a quantity string, remembered: a round reads the same few strings on
+    every pod and node (ValueError is raised each time, never remembered)."""
+    quantity = parse_quantity(value)
+    return _ceil(quantity * 1000) if milli else _ceil(quantity)
 
 
 def resource_list(values: Mapping[str, Any] | None, where: str) -> dict[str, int]:
@@ -723,23 +736,33 @@ def _affinity_reason(pod: Mapping[str, Any], pre: _PreFilter, state: _NodeState,
     return None
 
 
+def _node_reason(pod: Mapping[str, Any], state: _NodeState) -> str | None:
+    """The reason of the first of the filters that read only the pod's spec and the Node
+    (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity), or None: they pass. What
+    they say holds for a whole round (`_FastClass`)."""
+    spec = pod.get("spec") or {}
+    if (state.node.get("spec") or {}).get("unschedulable") and not any(
+            tolerates(t, {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"})
+            for t in _tolerations(pod)):
+        return REASON_UNSCHEDULABLE
+    if spec.get("nodeName") and spec["nodeName"] != state.name:
+        return REASON_NODE_NAME
+    taint = untolerated(pod, state.taints)
+    if taint is not None:
+        return REASON_TAINT.format(key=taint.get("key", ""), value=taint.get("value", ""))
+    if not required_node_affinity(pod, state.node):
+        return REASON_NODE_AFFINITY
+    return None
+
+
 def filter_node(pod: Mapping[str, Any], state: _NodeState, pre: _PreFilter,
                 request: Mapping[str, int],
                 namespaces: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The reasons the first failing filter plugin gives for `state`'s node ([]: it fits),
     plugins in upstream's default order (``pkg/scheduler/apis/config/v1/default_plugins.go``)."""
-    spec = pod.get("spec") or {}
-    if (state.node.get("spec") or {}).get("unschedulable") and not any(
-            tolerates(t, {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"})
-            for t in _tolerations(pod)):
-        return [REASON_UNSCHEDULABLE]
-    if spec.get("nodeName") and spec["nodeName"] != state.name:
-        return [REASON_NODE_NAME]
-    taint = untolerated(pod, state.taints)
-    if taint is not None:
-        return [REASON_TAINT.format(key=taint.get("key", ""), value=taint.get("value", ""))]
-    if not required_node_affinity(pod, state.node):
-        return [REASON_NODE_AFFINITY]
+    static = _node_reason(pod, state)
+    if static is not None:
+        return [static]
     if pre.ports and _ports_conflict(pre.ports, state.ports):
         return [REASON_PORTS]
     fit = _fit_reasons(pod, request, state)
@@ -815,9 +838,16 @@ def namespace_labels(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, dict[
 
 
 def schedule_round(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
-                   namespaces: Iterable[Mapping[str, Any]] = ()) -> Round:
+                   namespaces: Iterable[Mapping[str, Any]] = (), *, fast: bool = True) -> Round:
     """Schedule every pending pod of `pods` once, in queue order, onto `nodes` (which already
-    hold the bound, not finished pods of `pods`); each binding is seen by the pods after it."""
+    hold the bound, not finished pods of `pods`); each binding is seen by the pods after it.
+
+    `fast` (the default) gives the same round in less time at scale: a pod whose filters
+    cannot depend on other pods (no topology spread, no pod (anti-)affinity, no host ports,
+    and no pod on any node with a required anti-affinity) is placed through `_FastClass`, which
+    runs the filters that read only the pod's spec and the Node once per such spec and round,
+    and keeps the nodes that fit in score order (`fast=False`: every filter on every node for
+    every pod, the reference the tests compare it with)."""
     ns_labels = namespace_labels(namespaces)
     states: list[_NodeState] = []
     for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
@@ -833,6 +863,10 @@ def schedule_round(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[st
         bound = str((pod.get("spec") or {}).get("nodeName") or "")
         if bound in by_name and not _is_terminal(pod):
             by_name[bound].add(pod)
+    index = {s.name: i for i, s in enumerate(states)}
+    versions = [0] * len(states)  # a node's version: bindings onto it this round
+    anti = any(s.anti_terms for s in states)
+    classes: dict[str, _FastClass] = {}
     bindings: list[Binding] = []
     failed: list[Verdict] = []
     refused: list[Verdict] = []
@@ -847,25 +881,99 @@ def schedule_round(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[st
             failed.append(Verdict(ns, name, "Unschedulable", NO_NODES))
             continue
         request = pod_requests(pod)
-        pre = _prefilter(pod, states, ns_labels)
-        reasons: dict[str, list[str]] = {}
-        best: tuple[int, str] | None = None
-        for state in states:
-            why = filter_node(pod, state, pre, request, ns_labels)
-            if why:
-                reasons[state.name] = why
+        key = _fast_key(pod, request) if fast and not anti else None
+        if key is not None:
+            fast_class = classes.get(key)
+            if fast_class is None:
+                fast_class = classes[key] = _FastClass(pod, request, states, versions)
+            chosen_index = fast_class.best(states, versions)
+            if chosen_index is None:
+                failed.append(Verdict(ns, name, "Unschedulable",
+                                      fast_class.message(states, sum(versions))))
                 continue
-            points = score(pre.nonzero, state)
-            if best is None or points > best[0]:
-                best = (points, state.name)
-        if best is None:
-            failed.append(Verdict(ns, name, "Unschedulable", fit_error(len(states), reasons)))
-            continue
-        chosen = by_name[best[1]]
+            chosen = states[chosen_index]
+        else:
+            pre = _prefilter(pod, states, ns_labels)
+            reasons: dict[str, list[str]] = {}
+            best: tuple[int, str] | None = None
+            for state in states:
+                why = filter_node(pod, state, pre, request, ns_labels)
+                if why:
+                    reasons[state.name] = why
+                    continue
+                points = score(pre.nonzero, state)
+                if best is None or points > best[0]:
+                    best = (points, state.name)
+            if best is None:
+                failed.append(Verdict(ns, name, "Unschedulable",
+                                      fit_error(len(states), reasons)))
+                continue
+            chosen = by_name[best[1]]
         bound_pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": chosen.name}}
         chosen.add(bound_pod)
+        versions[index[chosen.name]] += 1
+        anti = anti or bool(chosen.anti_terms)
         bindings.append(Binding(ns, name, chosen.name))
     return Round(tuple(bindings), tuple(failed), tuple(refused))
+
+
+def _fast_key(pod: Mapping[str, Any], request: Mapping[str, int]) -> str | None:
+    """What the filters of a pod without spread, pod (anti-)affinity or host ports read of it
+    (so pods with the same key get the same verdicts from the same nodes), or None: the pod
+    has one of those and takes every filter on every node."""
+    if _spread_constraints(pod) or _pod_terms(pod, "podAffinity") \
+            or _pod_terms(pod, "podAntiAffinity") or host_ports(pod):
+        return None
+    spec = pod.get("spec") or {}
+    return json.dumps([spec.get("nodeName"), spec.get("tolerations"), spec.get("nodeSelector"),
+                       (spec.get("affinity") or {}).get("nodeAffinity"),
+                       sorted(request.items()), nonzero_requests(pod)],
+                      sort_keys=True, default=str)
+
+
+class _FastClass:
+    """The pods of one `_fast_key` in one round. The spec-and-Node filters (`_node_reason`)
+    are run once per node; the nodes that pass them and fit the request are kept in a heap by
+    (-score, node order) — the slow path's pick: the highest score, the first node in name
+    order among equals. Bindings only add to a node, so a node that stopped fitting never fits
+    again this round and a node's score only falls: an entry of an older version of its node
+    is scored again when it comes to the top (lazily), and the top entry of the current
+    version is the best node."""
+
+    def __init__(self, pod: Mapping[str, Any], request: Mapping[str, int],
+                 states: Sequence[_NodeState], versions: Sequence[int]) -> None:
+        self.pod = pod
+        self.request = request
+        self.nonzero = nonzero_requests(pod)
+        self.static = [_node_reason(pod, state) for state in states]
+        self.heap: list[tuple[int, int, int]] = [
+            (-score(self.nonzero, state), i, versions[i]) for i, state in enumerate(states)
+            if self.static[i] is None and not _fit_reasons(pod, request, state)]
+        heapq.heapify(self.heap)
+        self.cached: tuple[int, str] | None = None  # (bindings so far, FitError message)
+
+    def best(self, states: Sequence[_NodeState], versions: Sequence[int]) -> int | None:
+        """The node the next pod of this class binds to, or None: no node passes."""
+        while self.heap:
+            _, i, version = self.heap[0]
+            if version == versions[i]:
+                return i
+            heapq.heappop(self.heap)
+            if not _fit_reasons(self.pod, self.request, states[i]):
+                heapq.heappush(self.heap, (-score(self.nonzero, states[i]), i, versions[i]))
+        return None
+
+    def message(self, states: Sequence[_NodeState], bound: int) -> str:
+        """The FitError when no node passes: each node's static reason, else its fit reasons
+        (remembered until the next binding of the round)."""
+        if self.cached is None or self.cached[0] != bound:
+            reasons: dict[str, list[str]] = {}
+            for i, state in enumerate(states):
+                static = self.static[i]
+                reasons[state.name] = [static] if static is not None \
+                    else _fit_reasons(self.pod, self.request, state)
+            self.cached = (bound, fit_error(len(states), reasons))
+        return self.cached[1]
 
 
 def scheduled_condition(pod: Mapping[str, Any], verdict: Verdict, stamp: str) -> list[Obj] | None:

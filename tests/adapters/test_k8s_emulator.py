@@ -496,3 +496,43 @@ def test_the_emulator_runs_as_a_process_driven_through_the_control_api(tmp_path:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_control_batch_runs_each_operation_and_reports_each_refusal(
+        k8s_emulator: K8sEmulator, k8s_api: Any) -> None:
+    """Not the Kubernetes API but the simulator's control API (module docstring): ``POST
+    /_sim/batch`` runs its operations in order as their own ``/_sim/<op>`` calls would; a
+    refused one (a pod deleted since the agent listed it: 404) is reported and the rest still
+    run, unless ``stop_on_error``, which runs none after it (one call per binding, as before);
+    the agent's `SimApi.batch` sends them `chunk` to a request; ``/_sim/list`` answers what
+    `K8sEmulator.objects` holds. The real client reads what it did."""
+    from scoctl.sim.agent import SimApi
+
+    k8s_emulator.add(ke.make_node("n1"))
+    for name in ("a", "b", "c", "d"):
+        k8s_emulator.add(ke.make_pod(name, "ml", unschedulable=UNSCHED))
+    api = SimApi(k8s_emulator.url, "http://127.0.0.1:9/v2.1")
+    core = client.CoreV1Api(k8s_api)
+
+    def bind(name: str) -> dict[str, Any]:
+        return {"op": "bind-pod", "namespace": "ml", "name": name, "node": "n1"}
+
+    try:
+        results = api.batch([bind("a"), bind("gone"), bind("b")])
+        assert [r["ok"] for r in results] == [True, False, True]
+        assert results[1]["code"] == 404 and '"gone" not found' in results[1]["message"]
+        assert results[0]["result"]["name"] == "a"
+        stopped = api.batch([bind("gone"), bind("c")], stop_on_error=True)
+        assert [r["ok"] for r in stopped] == [False]
+        chunked = api.batch([bind("gone"), bind("d")], stop_on_error=True, chunk=1)
+        assert [r["ok"] for r in chunked] == [False]
+        # /_sim/list serves the stored objects' cached texts: what `objects` copies
+        assert api.objects("Pod") == k8s_emulator.objects("Pod")
+        [listed] = api.batch([{"op": "list", "kind": "Node"}])
+        assert listed["result"]["items"] == k8s_emulator.objects("Node")
+    finally:
+        api.close()
+    placed = {p.metadata.name: (p.spec.node_name, p.status.phase)
+              for p in core.list_namespaced_pod("ml").items}
+    assert placed == {"a": ("n1", "Running"), "b": ("n1", "Running"), "c": (None, "Pending"),
+                      "d": (None, "Pending")}

@@ -639,3 +639,60 @@ def test_property_a_bound_pod_tolerates_its_node_and_meets_its_required_rules(no
             counts = {z: sum(1 for _, pz in placed if pz == z) for z in eligible}
             assert counts[zone] + 1 - min(counts.values()) <= 1
         placed.append((b.pod, zone))
+
+
+# A cluster where most pods take the fast path (`_FastClass`): plain pods of a few shapes,
+# some tolerant or zone-bound, a few with spread or anti-affinity, some already bound.
+fast_nodes_strategy = st.lists(st.tuples(st.sampled_from(_ZONES), st.integers(1, 8),
+                                         st.booleans(), st.booleans(), st.integers(1, 6),
+                                         st.booleans()),
+                               min_size=0, max_size=8)
+fast_pods_strategy = st.lists(st.tuples(st.sampled_from([0, 250, 500, 1000, 1500, 4000]),
+                                        st.sampled_from(["0", "1Gi", "2Gi", "8Gi"]),
+                                        st.booleans(), st.sampled_from([None, None, *_ZONES]),
+                                        st.sampled_from([None, None, None, None, "spread",
+                                                         "anti"]),
+                                        st.integers(0, 1), st.integers(-1, 7)),
+                              min_size=1, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fast_nodes_strategy, fast_pods_strategy)
+def test_property_the_fast_round_is_the_reference_round(node_specs, pod_specs):
+    """Not an upstream rule but the simulator's own: `schedule_round`'s fast path (a pod with
+    no spread, pod (anti-)affinity or host ports, placed from a per-spec heap of the nodes that
+    fit) binds every pod to the node, and gives every unplaced pod the message, that running
+    every filter on every node (`fast=False`) gives — ties to the first node by name, nodes
+    that fill up or go cordoned, pods already bound (`bound`: slot -1 is pending)."""
+    nodes = [zone_node(f"n{i}", zone, cpu=str(cpu), taints=[_TAINT] if tainted else None,
+                       ready=ready, pods=slots, unschedulable=cordoned)
+             for i, (zone, cpu, tainted, ready, slots, cordoned) in enumerate(node_specs)]
+    pods = []
+    for i, (milli, memory, tolerant, zone, rule, priority, slot) in enumerate(pod_specs):
+        pod = make_pod(f"p{i:02d}", cpu=f"{milli}m", memory=memory, labels={"app": "web"},
+                       tolerations=[_TOLERATION] if tolerant else None,
+                       node_selector={ZONE: zone} if zone else None)
+        if rule == "spread":
+            pod["spec"]["topologySpreadConstraints"] = [spread()]
+        elif rule == "anti" and slot < 0:  # a bound anti-affine pod makes every pod slow
+            pod["spec"]["affinity"] = anti()
+        pod["spec"]["priority"] = priority
+        if 0 <= slot < len(nodes):
+            bound(pod, f"n{slot}")
+        pods.append(pod)
+    assert ks.schedule_round(pods, nodes) == ks.schedule_round(pods, nodes, fast=False)
+
+
+def test_a_fast_pod_told_why_sees_the_bindings_made_since_the_last_one():
+    """framework/types.go `FitError.Error`, per pod: the second big pod's message counts the
+    node that the small pod between them filled (Too many pods), not the first one's."""
+    node = make_node("n", cpu="2", pods=1)
+    pods = [make_pod("a", cpu="4"), make_pod("b", cpu="1"), make_pod("c", cpu="4")]
+    for i, pod in enumerate(pods):
+        pod["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:0{i}Z"
+    result = ks.schedule_round(pods, [node])
+    assert names(result) == {"b": "n"}
+    assert verdicts(result) == {"a": "0/1 nodes are available: 1 Insufficient cpu.",
+                                "c": "0/1 nodes are available: 1 Insufficient cpu, "
+                                     "1 Too many pods."}
+    assert result == ks.schedule_round(pods, [node], fast=False)

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scoctl.sim import agent
 from scoctl.sim.k8s_emulator import make_deployment, make_pod, make_replicaset, pods_for
@@ -202,3 +204,45 @@ def test_replacement_pods_respect_the_replica_count():
     assert len(fresh) == 1
     standalone = make_pod("solo", "shop")
     assert agent.replacement_pods([standalone], [], 1, "2026-01-01T00:00:00Z") == []
+
+
+_owner_labels = st.dictionaries(st.sampled_from(["app", "tier", "pod-template-hash"]),
+                                st.sampled_from(["a", "b"]), max_size=3)
+_pod_specs = st.lists(st.tuples(st.sampled_from(["shop", "ml"]), _owner_labels,
+                                st.booleans(), st.sampled_from([None, "rs-a", "rs-b"])),
+                      max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_pod_specs, st.lists(st.tuples(st.sampled_from(["shop", "ml"]), _owner_labels),
+                            min_size=1, max_size=4))
+def test_property_the_pod_index_finds_what_a_scan_of_every_pod_finds(pod_specs, owners):
+    """pkg/controller/replicaset/replica_set.go (`FilterActivePods` over the selector's
+    pods) and deployment_util: an owner's pods are those of its namespace its matchLabels
+    select, not being deleted; the agent's per-step `PodIndex` (one pass per label key) gives
+    every Deployment and ReplicaSet the same pods in the same order as scanning every pod,
+    and `replica_room`'s one pass counts the same live pods per ReplicaSet uid."""
+    pods = []
+    for i, (namespace, labels, deleting, owner_uid) in enumerate(pod_specs):
+        pod = make_pod(f"p{i}", namespace, labels=labels)
+        if deleting:
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        if owner_uid:
+            pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1",
+                                                   "kind": "ReplicaSet", "name": owner_uid,
+                                                   "uid": owner_uid, "controller": True}]
+        pods.append(pod)
+    index = agent.PodIndex(pods)
+    for namespace, match in owners:
+        owner = {"metadata": {"name": "o", "namespace": namespace},
+                 "spec": {"selector": {"matchLabels": match}}}
+        assert agent._owned(owner, index.candidates(owner)) == agent._owned(owner, pods)
+    replicasets = [{"metadata": {"uid": uid}, "spec": {"replicas": 3}}
+                   for uid in ("rs-a", "rs-b", "rs-c")]
+    lost = pods[::3]
+    gone = {p["metadata"]["name"] for p in lost}
+    assert agent.replica_room(replicasets, pods, lost) == {
+        rs["metadata"]["uid"]: 3 - sum(
+            1 for p in pods if agent._controller_uid(p["metadata"]) == rs["metadata"]["uid"]
+            and p["metadata"]["name"] not in gone and not p["metadata"].get("deletionTimestamp"))
+        for rs in replicasets}
