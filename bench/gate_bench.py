@@ -12,11 +12,13 @@ round by round so that the machine's load hits every command alike:
 * the gate with the bundled demo config (71 pools, elastic fits judged): how the config's
   size shows.
 
-Prints each median, the gate's overhead over sinfo (the aim of issue 16: at most 100 ms without
-a workload, 150 ms with one) and the ratio gate / sinfo, with the median CPU time of each
+Prints each median, the gate's overhead over sinfo (the aim of issue 29: at most 100 ms, with and
+without a workload) and the ratio gate / sinfo, with the median CPU time of each
 (less sensitive to the load of a shared machine than wall time), then one JSON line. scoctl's
-bytecode is compiled first, as an installed package has it. The cluster is stopped by its PIDs
-(scripts/slurm-stop.sh). Not part of the test command.
+bytecode is compiled first, as an installed package has it; the config's parse is cached per
+user after the first run (`scoctl.config.parsecache`), as every gate after a submit wrapper's
+first finds it (``--no-cache`` times every run with the cache off: ``SCOCTL_NO_CACHE=1``).
+The cluster is stopped by its PIDs (scripts/slurm-stop.sh). Not part of the test command.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCOCTL = Path(sys.executable).parent / "scoctl"
-AIMS_MS = {"gate": 100.0, "gate --workload": 150.0, "gate --state --workload": 150.0}
+# issue 29 item 4: at most sinfo + 100 ms as a submit wrapper calls it, with and without a
+# workload (issue 16 allowed 150 ms with one)
+AIMS_MS = {"gate": 100.0, "gate --workload": 100.0, "gate --state --workload": 100.0}
 
 
 def free_port_base(span: int = 20) -> int:
@@ -94,12 +98,16 @@ def interleaved(commands: dict[str, list[str]], runs: int, env: dict[str, str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--no-cache", action="store_true",
+                        help="parse the config on every run (SCOCTL_NO_CACHE=1)")
     args = parser.parse_args()
     compile_scoctl()
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)  # munged and slurmd run as other users
         env = {**os.environ, "SLURM_DIR": f"{tmp}/slurm", "PORT_BASE": str(free_port_base()),
-               "RESTD": "0"}
+               "RESTD": "0", "XDG_CACHE_HOME": f"{tmp}/cache"}
+        if args.no_cache:
+            env["SCOCTL_NO_CACHE"] = "1"
         subprocess.run([str(ROOT / "scripts/slurm-start.sh")], env=env, check=True,
                        capture_output=True)
         try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,11 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Every scoctl the tests run (in process or as a subprocess, hooks included) keeps its parsed
+# configs (`scoctl.config.parsecache`) in a directory of this run, not in the user's ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="scoctl-test-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 _FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = [

@@ -32,7 +32,6 @@ from scoctl.config.fields import (
 from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.cron import Cron, CronError, parse_cron
-from scoctl.core.gang import DEFAULT_GANG_POLICY, PLACEMENTS, GangPolicy
 from scoctl.core.model import (
     KINDS,
     OLDEST_REST_API,
@@ -56,8 +55,9 @@ from scoctl.core.model.disruption import (
     Rebalance,
     Units,
 )
+from scoctl.core.model.gangs import DEFAULT_GANG_POLICY, PLACEMENTS, GangPolicy
+from scoctl.core.model.pools import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.model.vocabulary import DisruptionReason
-from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.quantity import (
     QuantityError,
     parse_count,
@@ -263,7 +263,7 @@ def is_url(state: Path | str) -> bool:
 
 @dataclass(frozen=True)
 class Gang:
-    """The `gang` section (DESIGN §19), defaults from `core.gang.DEFAULT_GANG_POLICY`."""
+    """The `gang` section (DESIGN §19), defaults from `core.model.gangs.DEFAULT_GANG_POLICY`."""
 
     placement: str = setting(DEFAULT_GANG_POLICY.placement, "string")  # same_group|same_az|any
     max_pools: int = setting(DEFAULT_GANG_POLICY.max_pools, "integer", low=1)
@@ -1295,7 +1295,8 @@ def load_config(path: Path | None) -> Config:
     """Load and validate the config at `path`, or the bundled demo config when None."""
     if path is None:
         return parse_config(load_located(demo_config_text(), "<bundled demo.yaml>"), path=None)
-    return parse_config(load_located(read_text(path, "config"), str(path)), path=path)
+    # the parse is cached per user by the text's hash (the Slurm gate then imports no YAML)
+    return parse_config(load_located(read_text(path, "config"), str(path), cache=True), path=path)
 
 
 def resolve_config_path(option: Path | None) -> tuple[Path | None, str | None]:

@@ -23,18 +23,23 @@ No clock and no I/O: instants come in, aware, and go out in UTC.
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the zone is the caller's: reading a config imports no tz database
+    from zoneinfo import ZoneInfo
 
 MACROS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
     "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_abbr) if name}
+MONTHS = {name: n for n, name in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
+# the days of each month in a leap year (February's 29 can match)
+_LONGEST = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 WEEKDAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 # (name, least, greatest, names) of the five fields, in order
 _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
@@ -175,8 +180,7 @@ def _ever(cron: Cron) -> bool:
     else some allowed month must have an allowed day (February: a leap year's 29)."""
     if not (cron.dom_any or cron.dow_any) or cron.dom_any:
         return True  # OR rule: the weekdays alone match; or every day of the month matches
-    longest = {month: calendar.monthrange(2024, month)[1] for month in cron.months}
-    return any(day <= longest[month] for month in cron.months for day in cron.days)
+    return any(day <= _LONGEST[month] for month in cron.months for day in cron.days)
 
 
 def _field(part: str, name: str, least: int, greatest: int, names: dict[str, int]) -> set[int]:

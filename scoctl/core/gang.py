@@ -21,7 +21,6 @@ import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from scoctl.core.model import (
     Claim,
@@ -32,8 +31,17 @@ from scoctl.core.model import (
     Pool,
     flavor_allocatable,
 )
+from scoctl.core.model.gangs import (  # the policy is defined there; named here too
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    GangPolicy,
+    Placement,
+)
+from scoctl.core.model.gangs import DEFAULT_GANG_POLICY as DEFAULT_GANG_POLICY
+from scoctl.core.model.gangs import PLACEMENTS as PLACEMENTS
+from scoctl.core.model.pools import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.model.vocabulary import InstanceStatus
-from scoctl.core.planner import DEFAULT_DEPTH_PREMIUM, PoolPlan, WorkloadPlan, pool_key
+from scoctl.core.planner import PoolPlan, WorkloadPlan, pool_key
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_SIZE_ANNOTATION = "sco/gang-size"
@@ -41,27 +49,7 @@ GANG_FAILED = "GANG_FAILED"
 GANG_PROVISIONED = "GANG_PROVISIONED"
 GANG_UNSATISFIABLE = "GANG_UNSATISFIABLE"
 
-Placement = Literal["same_group", "same_az", "any"]
-PLACEMENTS: tuple[Placement, ...] = ("same_group", "same_az", "any")
-BACKOFF_BASE = 60.0
-BACKOFF_CAP = 1800.0
 _MAX_COMBINATIONS = 20_000
-
-
-@dataclass(frozen=True)
-class GangPolicy:
-    """The config's `gang` section (its defaults live on the config's `Gang`)."""
-
-    placement: Placement
-    max_pools: int
-    deadline: float  # seconds from the launch to every member Ready
-    retries: int  # failures before the gang is unsatisfiable
-    booking: float  # seconds a Ready gang is kept for its job, idle or not
-    backoff: float = BACKOFF_BASE  # seconds before the first retry (doubling, at most 30 min)
-
-
-DEFAULT_GANG_POLICY = GangPolicy("same_group", max_pools=2, deadline=600.0, retries=3,
-                                 booking=1200.0)  # the config's `gang` defaults
 
 
 # --------------------------------------------------------------------------- sources

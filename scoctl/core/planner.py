@@ -112,17 +112,16 @@ from operator import attrgetter, truediv
 from typing import TYPE_CHECKING, NamedTuple
 
 from scoctl.core.model import Claim, Contract, Flavor, Limits, Pool, Tier, flavor_allocatable
-from scoctl.core.model.pools import ClaimPart, part_name
+from scoctl.core.model.pools import DEFAULT_DEPTH_PREMIUM, ClaimPart, part_name
 from scoctl.core.model.vocabulary import PartSource
 from scoctl.core.quantity import Resources, format_resources
 from scoctl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from scoctl.core.gang import GangPolicy
+    from scoctl.core.model.gangs import GangPolicy
 
 
 EPS = 1e-9
-DEFAULT_DEPTH_PREMIUM = 0.05  # the one default of the config's planner.depth_premium (`Config`)
 _UNLIMITED = 1 << 62
 
 _RESOURCE_KEY = tuple[tuple[str, int], ...]
@@ -1482,7 +1481,8 @@ def plan_all(
             continue
         current = current_by_workload.get(slug, empty)
         if claim.gang > 0:
-            from scoctl.core.gang import DEFAULT_GANG_POLICY, plan_gang  # gang builds on this
+            from scoctl.core.gang import plan_gang  # gang builds on this
+            from scoctl.core.model.gangs import DEFAULT_GANG_POLICY
 
             plan = plan_gang(claim, contracts[claim.contract], claim.gang,
                              gang_policy or DEFAULT_GANG_POLICY, ctx.pools, flavors, scores,

@@ -34,7 +34,6 @@ from scoctl.core.faults import fault_text, is_quota_fault, judge_fault
 from scoctl.core.gang import (
     MEMBER_STATES,
     GangDecision,
-    GangPolicy,
     Member,
     gang_booked,
     gang_pass,
@@ -53,6 +52,7 @@ from scoctl.core.model import (
     SlurmNode,
 )
 from scoctl.core.model.disruption import Budget, DisruptionSettings
+from scoctl.core.model.gangs import GangPolicy
 from scoctl.core.model.vocabulary import (
     LABEL_INSTANCE,
     LABEL_MANAGED,

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from scoctl.core.gang import GangDecision, GangPolicy, gang_needed, gang_retry_due
+from scoctl.core.gang import GangDecision, gang_needed, gang_retry_due
 from scoctl.core.model import GangRecord
+from scoctl.core.model.gangs import GangPolicy
 from scoctl.core.timefmt import rfc3339
 from scoctl.services.tokens import record_token
 from scoctl.state import Store

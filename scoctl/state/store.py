@@ -21,33 +21,34 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from scoctl.core.claims import ClaimWrite
-from scoctl.core.model import (
-    ClaimRecord,
-    DisruptionBlock,
-    EventRecord,
-    ExclusionRecord,
-    GangRecord,
-    Histogram,
-    InstanceRecord,
-    InstanceUpdate,
-    LatencySample,
-    LaunchRecord,
-    MetricCounters,
-    NewEvent,
-    NoticedRecord,
-    NoticeRecord,
-    PlanGeneration,
-    PlanWorkloadRecord,
-    RankingCache,
-    RebalanceRecord,
-    Sighting,
-    TokenRecord,
-    WorkloadRecord,
-)
-from scoctl.core.model.vocabulary import LaunchStatus
+if TYPE_CHECKING:  # the interface names its rows; a store builds them on first use
+    from scoctl.core.claims import ClaimWrite
+    from scoctl.core.model import (
+        ClaimRecord,
+        DisruptionBlock,
+        EventRecord,
+        ExclusionRecord,
+        GangRecord,
+        Histogram,
+        InstanceRecord,
+        InstanceUpdate,
+        LatencySample,
+        LaunchRecord,
+        MetricCounters,
+        NewEvent,
+        NoticedRecord,
+        NoticeRecord,
+        PlanGeneration,
+        PlanWorkloadRecord,
+        RankingCache,
+        RebalanceRecord,
+        Sighting,
+        TokenRecord,
+        WorkloadRecord,
+    )
+    from scoctl.core.model.vocabulary import LaunchStatus
 
 
 class Lifecycle(Protocol):

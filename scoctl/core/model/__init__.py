@@ -1,10 +1,10 @@
 """Every value type the pure decisions take and give, in one namespace.
 
 `pools` holds the configured world (flavors, pools, contracts, claims), `cloud`, `kubernetes`
-and `slurm` what the outside systems report, `records` the rows of the state, `notices` the
-reclaim notices. Each type is defined once, in its submodule; this package only gathers them,
-importing each submodule on first use of one of its names (PEP 562): the Slurm gate, run before
-every `sbatch`, needs only a few of them.
+and `slurm` what the outside systems report, `records` (workloads, events, claims), `fleet`
+and `plans` the rows of the state, `notices` the reclaim notices. Each type is defined once, in
+its submodule; this package only gathers them, importing each submodule on first use of one of
+its names (PEP 562): the Slurm gate, run before every `sbatch`, needs only a few of them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,16 @@ if TYPE_CHECKING:
         LaunchResult,
         Networks,
         ServerInfo,
+    )
+    from scoctl.core.model.fleet import (
+        KEEP,
+        ExclusionRecord,
+        GangRecord,
+        InstanceRecord,
+        InstanceUpdate,
+        Keep,
+        LaunchRecord,
+        RebalanceRecord,
     )
     from scoctl.core.model.join import BootstrapToken, TokenSecret
     from scoctl.core.model.kubernetes import (
@@ -54,6 +64,12 @@ if TYPE_CHECKING:
         NoticeRecord,
         NoticeSource,
     )
+    from scoctl.core.model.plans import (
+        PlanGeneration,
+        PlanUnitRecord,
+        PlanWorkloadRecord,
+        RankingCache,
+    )
     from scoctl.core.model.pools import (
         KINDS,
         SLUG_RE,
@@ -73,23 +89,11 @@ if TYPE_CHECKING:
     )
     from scoctl.core.model.problems import APIS, Api, Problem
     from scoctl.core.model.records import (
-        KEEP,
         ClaimRecord,
         DisruptionBlock,
         EventRecord,
-        ExclusionRecord,
-        GangRecord,
-        InstanceRecord,
-        InstanceUpdate,
-        Keep,
-        LaunchRecord,
         MetricCounters,
         NewEvent,
-        PlanGeneration,
-        PlanUnitRecord,
-        PlanWorkloadRecord,
-        RankingCache,
-        RebalanceRecord,
         TokenRecord,
         WorkloadRecord,
     )
@@ -144,11 +148,11 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart", "Contract", "Flavor",
               "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
-    "records": ("KEEP", "ClaimRecord", "DisruptionBlock", "EventRecord", "ExclusionRecord",
-                "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep", "LaunchRecord",
-                "MetricCounters", "NewEvent", "PlanGeneration", "PlanUnitRecord",
-                "PlanWorkloadRecord", "RankingCache", "RebalanceRecord", "TokenRecord",
-                "WorkloadRecord"),
+    "fleet": ("KEEP", "ExclusionRecord", "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep",
+              "LaunchRecord", "RebalanceRecord"),
+    "plans": ("PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache"),
+    "records": ("ClaimRecord", "DisruptionBlock", "EventRecord", "MetricCounters", "NewEvent",
+                "TokenRecord", "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
               "SlurmNode", "rest_api_version"),
 }

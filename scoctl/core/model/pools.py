@@ -22,6 +22,9 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,46}$")
 KINDS: tuple[Kind, ...] = ("job", "deployment", "inference")
 SOURCES: tuple[Source, ...] = ("k8s", "slurm")
 TIERS: tuple[Tier, ...] = ("committed", "reclaimable")
+# the one default of the config's planner.depth_premium (`Config`): the share of a pool's score
+# its depth may add when the planner orders pools (`core.planner`)
+DEFAULT_DEPTH_PREMIUM = 0.05
 
 
 def is_slug(value: str) -> bool:

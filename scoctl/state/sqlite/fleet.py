@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scoctl.core.model import (
-    DisruptionBlock,
-    ExclusionRecord,
-    GangRecord,
-    InstanceRecord,
-    InstanceUpdate,
-    LaunchRecord,
-    RebalanceRecord,
-)
+from scoctl.core import model  # a row type is built on first use: a hook builds none of these
 from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
+if TYPE_CHECKING:
+    from scoctl.core.model import (
+        DisruptionBlock,
+        ExclusionRecord,
+        GangRecord,
+        InstanceRecord,
+        InstanceUpdate,
+        LaunchRecord,
+        RebalanceRecord,
+    )
+
 
 def _instance(row: Mapping[str, Any]) -> InstanceRecord:
-    fields = {k: row[k] for k in InstanceRecord.__dataclass_fields__}
+    fields = {k: row[k] for k in model.InstanceRecord.__dataclass_fields__}
     fields["status"] = InstanceStatus(fields["status"])
-    return InstanceRecord(**fields)
+    return model.InstanceRecord(**fields)
 
 
 class FleetTables(SqliteBase):
@@ -52,7 +55,7 @@ class FleetTables(SqliteBase):
         if status:
             sql += f" WHERE status IN ({','.join('?' * len(status))})"
             params = list(status)
-        return [LaunchRecord(
+        return [model.LaunchRecord(
             launch_id=r["launch_id"], region=r["region"], workload=r["workload"], pool=r["pool"],
             generation=r["generation"], count=r["count"], status=LaunchStatus(r["status"]),
             created=r["created"], updated=r["updated"], reservation_id=r["reservation_id"],
@@ -62,7 +65,7 @@ class FleetTables(SqliteBase):
     def upsert_instance(self, instance: InstanceRecord) -> None:
         with self.transaction():
             self.db.table("instances").upsert(
-                {k: getattr(instance, k) for k in InstanceRecord.__dataclass_fields__},
+                {k: getattr(instance, k) for k in model.InstanceRecord.__dataclass_fields__},
                 pk="id")
 
     def update_instance(self, update: InstanceUpdate) -> None:
@@ -100,7 +103,7 @@ class FleetTables(SqliteBase):
 
     def disruption_blocks(self) -> list[DisruptionBlock]:
         """See `Store.disruption_blocks`."""
-        return [DisruptionBlock(r["workload"], r["reason"], r["budget"], r["until"])
+        return [model.DisruptionBlock(r["workload"], r["reason"], r["budget"], r["until"])
                 for r in self.db.query(
                     "SELECT * FROM disruption_blocks ORDER BY workload, reason")]
 
@@ -117,7 +120,7 @@ class FleetTables(SqliteBase):
 
     def rebalances(self) -> dict[str, RebalanceRecord]:
         """See `Store.rebalances`."""
-        return {r["workload"]: RebalanceRecord(r["workload"], r["trigger"], r["since"],
+        return {r["workload"]: model.RebalanceRecord(r["workload"], r["trigger"], r["since"],
                                                tuple(loads(r["moves"], [])), r["planned"])
                 for r in self.db.query("SELECT * FROM rebalances ORDER BY workload")}
 
@@ -135,7 +138,7 @@ class FleetTables(SqliteBase):
 
     def gangs(self) -> dict[str, GangRecord]:
         """See `Store.gangs`."""
-        return {r["workload"]: GangRecord(r["workload"], r["size"], r["launched_at"],
+        return {r["workload"]: model.GangRecord(r["workload"], r["size"], r["launched_at"],
                                           r["failures"], r["failed_at"], r["provisioned_at"])
                 for r in self.db.query("SELECT * FROM gangs ORDER BY workload")}
 
@@ -195,7 +198,7 @@ class FleetTables(SqliteBase):
     def exclusions(self, now: str | None = None) -> list[ExclusionRecord]:
         """Exclusions still in force at `now` (default: the store clock)."""
         moment = now or self.now()
-        return [ExclusionRecord(pool=r["pool"], reason=r["reason"], until=r["until"])
+        return [model.ExclusionRecord(pool=r["pool"], reason=r["reason"], until=r["until"])
                 for r in self.db.query("SELECT * FROM exclusions WHERE until > ? ORDER BY pool",
                                        [moment])]
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from scoctl.core.model import Histogram, LatencySample, Sighting
-from scoctl.core.model.latency import BUCKETS
+from scoctl.core import model  # a row type is built on first use: a hook builds none of these
 from scoctl.state.sqlite.base import SqliteBase
+
+if TYPE_CHECKING:
+    from scoctl.core.model import (
+        Histogram,
+        LatencySample,
+        Sighting,
+    )
 
 SAMPLES_KEPT = 1000  # latency samples kept per metric (for status's p50 / p99)
 
@@ -16,7 +23,7 @@ class LatencyTables(SqliteBase):
 
     def sightings(self) -> list[Sighting]:
         """See `Store.sightings`."""
-        return [Sighting(workload=w, claim_version=v, seen=seen, planned=planned)
+        return [model.Sighting(workload=w, claim_version=v, seen=seen, planned=planned)
                 for w, v, seen, planned in self.conn.execute(
                     "SELECT workload, claim_version, seen, planned FROM demand_sightings "
                     "ORDER BY workload")]
@@ -33,13 +40,15 @@ class LatencyTables(SqliteBase):
 
     def histograms(self) -> dict[str, Histogram]:
         """See `Store.histograms`."""
+        from scoctl.core.model.latency import BUCKETS  # with the first histogram read
+
         counts: dict[str, list[int]] = {}
         for metric, bucket, n in self.conn.execute(
                 "SELECT metric, bucket, count FROM latency_histograms"):
             if 0 <= bucket <= len(BUCKETS):
                 counts.setdefault(metric, [0] * (len(BUCKETS) + 1))[bucket] = n
         totals = dict(self.conn.execute("SELECT metric, total FROM latency_totals").fetchall())
-        return {m: Histogram(tuple(c), float(totals.get(m, 0.0))) for m, c in counts.items()}
+        return {m: model.Histogram(tuple(c), float(totals.get(m, 0.0))) for m, c in counts.items()}
 
     def save_latency(self, histograms: Mapping[str, Histogram],
                      samples: Sequence[LatencySample]) -> None:
@@ -65,4 +74,4 @@ class LatencyTables(SqliteBase):
         rows = self.conn.execute(
             "SELECT metric, workload, seconds, at FROM latency_samples WHERE metric = ? "
             "ORDER BY id DESC LIMIT ?", [metric, SAMPLES_KEPT]).fetchall()
-        return [LatencySample(m, w, s, a) for m, w, s, a in reversed(rows)]
+        return [model.LatencySample(m, w, s, a) for m, w, s, a in reversed(rows)]

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scoctl.core.model import NoticedRecord, NoticeRecord
+from scoctl.core import model  # a row type is built on first use: a hook builds none of these
 from scoctl.state.sqlite.base import SqliteBase
+
+if TYPE_CHECKING:
+    from scoctl.core.model import (
+        NoticedRecord,
+        NoticeRecord,
+    )
 
 _FLAGS = ("cordoned", "drain_forced", "requeued")
 
 
 def _noticed(r: Mapping[str, Any]) -> NoticedRecord:
-    fields = {k: r[k] for k in NoticedRecord.__dataclass_fields__}
+    fields = {k: r[k] for k in model.NoticedRecord.__dataclass_fields__}
     for flag in _FLAGS:
         fields[flag] = bool(fields[flag])
-    return NoticedRecord(**fields)
+    return model.NoticedRecord(**fields)
 
 
 class NoticeTables(SqliteBase):
@@ -33,7 +39,7 @@ class NoticeTables(SqliteBase):
 
     def notices(self) -> list[NoticeRecord]:
         """Every announced reclaim still recorded, by kind and target."""
-        return [NoticeRecord(kind=r["kind"], target=r["target"], region=r["region"],
+        return [model.NoticeRecord(kind=r["kind"], target=r["target"], region=r["region"],
                              deadline=r["deadline"], received=r["received"], reason=r["reason"])
                 for r in self.db.query("SELECT * FROM reclaim_notices ORDER BY kind, target")]
 
@@ -45,7 +51,7 @@ class NoticeTables(SqliteBase):
 
     def save_noticed(self, row: NoticedRecord) -> None:
         """Insert or update one noticed instance (keyed by server and first sight)."""
-        values = {k: getattr(row, k) for k in NoticedRecord.__dataclass_fields__}
+        values = {k: getattr(row, k) for k in model.NoticedRecord.__dataclass_fields__}
         values.update({flag: int(values[flag]) for flag in _FLAGS})  # integer columns on both
         with self.transaction():
             self.db.table("noticed_instances").upsert(values, pk=("server_id", "noticed_at"))

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from scoctl.core.model import PlanGeneration, PlanUnitRecord, PlanWorkloadRecord, RankingCache
+from scoctl.core import model  # a row type is built on first use: a hook builds none of these
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
+
+if TYPE_CHECKING:
+    from scoctl.core.model import (
+        PlanGeneration,
+        PlanUnitRecord,
+        PlanWorkloadRecord,
+        RankingCache,
+    )
 
 
 class PlanTables(SqliteBase):
@@ -15,7 +24,7 @@ class PlanTables(SqliteBase):
         row = self._one("SELECT * FROM plan_generations ORDER BY generation DESC LIMIT 1")
         if row is None:
             return None
-        return PlanGeneration(generation=row["generation"], created=row["created"],
+        return model.PlanGeneration(generation=row["generation"], created=row["created"],
                               ranking=row["ranking"], changed=tuple(loads(row["changed"], [])),
                               full=bool(row["full"]))
 
@@ -38,7 +47,7 @@ class PlanTables(SqliteBase):
         for workload, pool, tier, grp, count, share, score in self.conn.execute(
                 "SELECT workload, pool, tier, grp, units, share, score FROM plan_units"
                 + where + " ORDER BY workload, pool", params) if units else ():
-            held.setdefault(workload, []).append(PlanUnitRecord(
+            held.setdefault(workload, []).append(model.PlanUnitRecord(
                 pool=pool, tier=tier, group=grp, units=count, share=share, score=score))
         out = {}
         for (workload, generation, claim_version, contract, ranking, feasible, degraded,
@@ -46,7 +55,7 @@ class PlanTables(SqliteBase):
                 "SELECT workload, generation, claim_version, contract, ranking, feasible, "
                 "degraded, reasons, exclusions, " + ("explain" if explain else "'[]'")
                 + " FROM plan_workloads" + where + " ORDER BY workload", params):
-            out[workload] = PlanWorkloadRecord(
+            out[workload] = model.PlanWorkloadRecord(
                 workload=workload, generation=generation, claim_version=claim_version,
                 contract=contract, ranking=ranking, feasible=bool(feasible),
                 degraded=bool(degraded),
@@ -134,7 +143,7 @@ class PlanTables(SqliteBase):
             return None
         scores = dict(self.conn.execute(
             "SELECT pool, score FROM ranking_last_good_scores ORDER BY pool"))
-        return RankingCache(url=row[0], id=row[1], fetched=row[2], scores=scores)
+        return model.RankingCache(url=row[0], id=row[1], fetched=row[2], scores=scores)
 
     def save_last_good_ranking(self, cache: RankingCache) -> None:
         """Replace the last good URL ranking."""

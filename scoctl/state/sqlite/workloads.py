@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
-from scoctl.core.claims import ClaimWrite, part_json, part_of
 from scoctl.core.model import ClaimRecord, EventRecord, NewEvent, TokenRecord, WorkloadRecord
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
+
+if TYPE_CHECKING:
+    from scoctl.core.claims import ClaimWrite
 
 # A day before the newest event, as migration 3's trigger computes it.
 EVENTS_FLOOR_SQL = "strftime('%Y-%m-%dT%H:%M:%fZ', (SELECT max(ts) FROM events), '-1 day')"
@@ -149,6 +151,8 @@ class WorkloadTables(SqliteBase):
     # -- claims ----------------------------------------------------------------------------
 
     def _claim(self, row: Mapping[str, Any]) -> ClaimRecord:
+        from scoctl.core.claims import part_of  # claims only: a hook's workload row needs none
+
         return ClaimRecord(
             workload=row["workload"], version=row["version"], contract=row["contract"],
             requests=loads(row["requests"], {}), largest_pod=loads(row["largest_pod"], {}),
@@ -165,6 +169,8 @@ class WorkloadTables(SqliteBase):
 
     def claims(self) -> list[ClaimRecord]:
         """Every claim, by workload (a plain cursor: this runs on every plan over 10,000s)."""
+        from scoctl.core.claims import part_of
+
         cursor = self.conn.execute(
             "SELECT workload, version, contract, requests, largest_pod, pods, "
             "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead, "
@@ -187,6 +193,8 @@ class WorkloadTables(SqliteBase):
     def save_claim(self, write: ClaimWrite) -> ClaimRecord:
         """Save what `core.claims.claim_write` decided: a new claim version, or the stored
         version with its new pod count."""
+        from scoctl.core.claims import part_json
+
         c = write.claim
         with self.transaction():
             if not write.delta:
