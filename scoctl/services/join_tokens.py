@@ -36,6 +36,10 @@ from scoctl.state import Store
 log = logging.getLogger(__name__)
 
 TokenApiFactory = Callable[[Config], BootstrapTokens]
+# token Secrets one reconcile pass deletes at most: the rest wait for the next pass (a fleet of
+# 2,000 nodes that just joined would otherwise hold that pass — and a demand change behind it —
+# for 2,000 DELETEs; each left token expires on its own at `token_expiry` regardless)
+PRUNE_PER_PASS = 50
 
 
 def _random(length: int) -> str:
@@ -98,14 +102,15 @@ class JoinTokens:
 
 
 def prune(store: Store, api: BootstrapTokens, clock: Clock, *,
-          dry_run: bool = False) -> list[str]:
-    """Delete the bootstrap token Secrets no launch needs any more (`core.jointoken`); returns
-    the "launch: reason" of each. Raises TemporaryError / PermanentError from the API."""
+          dry_run: bool = False, limit: int = PRUNE_PER_PASS) -> list[str]:
+    """Delete the bootstrap token Secrets no launch needs any more (`core.jointoken`), at most
+    `limit` of them (by Secret name; the next pass deletes the next ones); returns the
+    "launch: reason" of each. Raises TemporaryError / PermanentError from the API."""
     found = api.bootstrap_tokens()
     if not found:
         return []
     launches = {launch.launch_id: launch for launch in store.launches()}
-    doomed = tokens_to_delete(found, launches, store.instances(), clock.now())
+    doomed = tokens_to_delete(found, launches, store.instances(), clock.now())[:limit]
     done = []
     for deletion in doomed:
         if not dry_run:

@@ -206,3 +206,20 @@ def test_tokens_can_be_switched_off(config: Config, clock: FixedClock,
     assert JoinTokens(config, clock, api=k8s_cluster).credential("l-1", "web",
                                                                  slurm_node=True) is None
     assert secrets_of(k8s_emulator) == {}
+
+
+def test_one_prune_deletes_at_most_its_limit_and_the_next_the_rest(
+        store: Store, clock: FixedClock, k8s_cluster: KubernetesCluster,
+        k8s_emulator: K8sEmulator) -> None:
+    # 2,000 nodes that just joined must not hold one pass (and the demand behind it) for
+    # 2,000 DELETEs: each pass takes its share, by Secret name, until none is left
+    for n in range(7):
+        token = make_token(f"old{n:03d}", "0123456789abcdef", clock.now() - timedelta(seconds=1))
+        k8s_cluster.create_bootstrap_token(secret_manifest(token, launch_id=f"l-{n:011d}",
+                                                           workload="web"))
+    assert len(prune(store, k8s_cluster, clock, limit=3)) == 3
+    assert sorted(secrets_of(k8s_emulator)) == [f"bootstrap-token-old{n:03d}" for n in (3, 4, 5, 6)]
+    assert len(prune(store, k8s_cluster, clock, limit=3)) == 3
+    assert len(prune(store, k8s_cluster, clock, limit=3)) == 1
+    assert secrets_of(k8s_emulator) == {}
+    assert prune(store, k8s_cluster, clock, limit=3) == []
