@@ -18,7 +18,9 @@ makes `--changes` demand changes (a Deployment scaled up, or now and then down, 
 previous one has settled and the controller has recorded its samples) and times change →
 committed plan and change → settled, and reads:
 
-* decision p99: of the bench's change → committed plan, and of the controller's own
+* decision p99: of the bench's change → committed plan (all, then the scale-ups — new demand,
+  DESIGN §13's latency — and the scale-downs, whose deleted running pods are no new demand and
+  wait for the next intake poll), and of the controller's own
   ``placement_decision_seconds`` samples (first sight of the demand → committed plan, per
   workload, DESIGN §13: `services/latency.py`);
 * pending → Ready p99: the controller's ``pending_to_ready_seconds`` samples (per workload:
@@ -76,6 +78,10 @@ class Run:
     to_running: float = 0.0  # controller start → every pod running
     first_plan: float = 0.0  # controller start → every workload's first plan committed
     plans: list[float] = field(default_factory=list)  # change → committed plan
+    # of them, the scale-downs: demand that leaves (running pods deleted) is no new demand
+    # (DESIGN §13's latency is new demand's); the next intake poll takes it in
+    downs: list[float] = field(default_factory=list)
+    ups: list[float] = field(default_factory=list)  # and the scale-ups
     settles: list[float] = field(default_factory=list)  # change → every pod running
     # the controller's own samples, of the first fill and of the changes
     decision: list[float] = field(default_factory=list)
@@ -259,6 +265,7 @@ def one_run(name: str, args: argparse.Namespace, keep: Path | None) -> Run:
             planned, ready = change_demand(directory, state, target, change, args.timeout,
                                            poll)
             run.plans.append(planned)
+            (run.downs if change < 0 else run.ups).append(planned)
             run.settles.append(ready)
             print(f"[{name}] change {i + 1}: {target} {change:+d} pods → plan "
                   f"{planned:.2f} s, settled {ready:.1f} s", flush=True)
@@ -319,6 +326,8 @@ def table(runs: list[Run]) -> None:
         ("controller start → planned (s)", lambda r: f"{r.first_plan:.1f}"),
         ("controller start → all running (s)", lambda r: f"{r.to_running:.1f}"),
         ("change → committed plan p99 (s)", lambda r: f"{p99(r.plans)} ({len(r.plans)})"),
+        ("  of scale-ups: p99 (s)", lambda r: f"{p99(r.ups)} ({len(r.ups)})"),
+        ("  of scale-downs: p99 (s)", lambda r: f"{p99(r.downs)} ({len(r.downs)})"),
         ("change → all running p99 (s)", lambda r: f"{p99(r.settles)} ({len(r.settles)})"),
         ("decision p99, controller: fill (s)",
          lambda r: f"{p99(r.decision)} ({len(r.decision)})"),
@@ -360,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                       "runs": [{"name": r.name, "pods": r.pods, "nodes": r.nodes,
                                 "to_running_s": round(r.to_running, 2),
                                 "plan_p99_s": quantile(r.plans, 0.99),
+                                "plan_up_p99_s": quantile(r.ups, 0.99),
+                                "plan_down_p99_s": quantile(r.downs, 0.99),
                                 "settle_p99_s": quantile(r.settles, 0.99),
                                 "decision_p99_s": quantile(r.decision, 0.99),
                                 "decision_changes_p99_s": quantile(r.decision_changes, 0.99),

@@ -55,7 +55,7 @@ HARDENING = ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp", "P
              "MemoryDenyWriteExecute", "SystemCallArchitectures", "SystemCallFilter",
              "CapabilityBoundingSet", "AmbientCapabilities", "RestrictAddressFamilies",
              "User", "Group", "StateDirectory", "StateDirectoryMode", "RuntimeDirectory",
-             "ReadWritePaths", "UMask", "Environment")
+             "ReadWritePaths", "UMask", "Environment", "CacheDirectory", "CacheDirectoryMode")
 
 
 def test_the_controller_unit_is_a_notify_service_with_a_watchdog_and_the_same_hardening(

@@ -31,7 +31,15 @@ def __getattr__(name: str) -> Any:
 
 
 def _typer(argv: list[str]) -> int:
-    """Run the typer tree on `argv`; its own exits and usage errors become exit codes."""
+    """Run the typer tree on `argv`; its own exits and usage errors become exit codes. A line
+    asking for help only prints it: that run, too, goes without the cyclic GC."""
+    if HELP & set(argv):
+        with _no_cyclic_gc():
+            return _typer_run(argv)
+    return _typer_run(argv)
+
+
+def _typer_run(argv: list[str]) -> int:
     import typer
     import typer.main
 

@@ -70,6 +70,11 @@ class TokenBucket:
         self._fill()
         return max(0.0, (min(float(count), float(self.burst)) - self._tokens) / self.rate)
 
+    def available(self) -> int:
+        """The tokens there now (whole ones)."""
+        self._fill()
+        return int(self._tokens)
+
     def take(self, wait: float = 0.0) -> bool:
         """Take one token, waiting for it at most `wait` seconds; False when none came."""
         self._fill()
@@ -120,11 +125,16 @@ class EventWriter:
     """Keeps scoctl's Event series and writes them; see the module docstring."""
 
     def __init__(self, *, bucket: TokenBucket | None = None, host: str | None = None,
-                 wall: Callable[[], float] = time.time, wait: float = WAIT_S) -> None:
+                 wall: Callable[[], float] = time.time, wait: float = WAIT_S,
+                 most: int | None = None) -> None:
         self.bucket = bucket or TokenBucket()
         self.host = socket.gethostname() if host is None else host
         self.wall = wall
         self.wait = wait
+        # writes one sync or drain makes at most (None: as many as the bucket allows); the
+        # rest is the backlog. The controller's writer makes few at a time, so that its
+        # loop — and a batch window closing — never waits behind a burst of ten writes
+        self.most = most
         self.series: dict[ke.Key, ke.Series] = {}
         self.failures = 0  # every failed write since the start
         # the disruptions the budget held back in the last reconcile (passes without one keep
@@ -158,15 +168,24 @@ class EventWriter:
     def drain(self, recorder: EventRecorder) -> SyncResult:
         """Write what the last sync left for lack of tokens, as far as the bucket has tokens
         now (no wait): the controller calls it while it idles, so Events keep flowing at
-        `RATE` without a pass waiting for them. Each is checked against the series again."""
+        `RATE` without a pass waiting for them. Each is checked against the series again
+        just before it is written: only the head of the backlog the tokens cover, so a
+        backlog of 40,000 (every pending pod of a large burst) costs a drain what it writes,
+        not a pass over all of them each tenth of a second (that held the controller's idle
+        loop, and the batch window closing meanwhile, for tens of milliseconds each time)."""
         result = SyncResult()
-        if not self.backlog:
+        room = self.bucket.available() if self.backlog else 0
+        if self.most is not None:
+            room = min(room, self.most)
+        if not room:
             return result
         now = self.wall()
-        todo = ke.needed([w for w, _ in self.backlog], self.series, now)
+        head, rest = self.backlog[:room], self.backlog[room:]
+        todo = ke.needed([w for w, _ in head], self.series, now)
         updates: dict[ke.Key, ke.Series] = {}
         done = self._write_all(recorder, todo, now, self.bucket.now(), result, updates)
-        self.backlog = todo[done:]
+        result.deferred += len(rest)
+        self.backlog = todo[done:] + rest
         self.series.update(updates)
         self.writes += result.writes
         return result
@@ -182,8 +201,12 @@ class EventWriter:
                    now: float, deadline: float, result: SyncResult,
                    updates: dict[ke.Key, ke.Series]) -> int:
         """Write `todo` in order until the bucket runs dry by `deadline`; how many were done
-        (written, failed or found written). The rest counts as deferred, none of it built."""
+        (written, failed or found written), at most `most`. The rest counts as deferred, none
+        of it built."""
         for index, (w, old) in enumerate(todo):
+            if self.most is not None and index >= self.most:
+                result.deferred += len(todo) - index
+                return index
             if not self._take(deadline, result):
                 result.deferred += len(todo) - index - 1
                 return index

@@ -707,6 +707,9 @@ def reclaim(api: SimApi, *, count: int | None = None, server_id: str | None = No
     return taken
 
 
+SCALE_ATTEMPTS = 3  # listings `scale` makes when a pod name it chose was taken meanwhile
+
+
 def scale(api: SimApi, namespace: str, name: str, replicas: int) -> Obj:
     """Set a Deployment's replicas and add or delete its pods as a ReplicaSet would; returns
     what changed. Raises LookupError when the Deployment does not exist."""
@@ -716,16 +719,25 @@ def scale(api: SimApi, namespace: str, name: str, replicas: int) -> Obj:
         raise LookupError(f"no Deployment {namespace}/{name} in the simulated region")
     deployment = deployments[0]
     before = int((deployment.get("spec") or {}).get("replicas", 1))
-    pods = api.objects("Pod")
-    changes = scale_changes(deployment, api.objects("ReplicaSet"), pods, replicas,
-                            max(1, len(api.objects("Node"))), now_rfc3339())
+    for attempt in range(SCALE_ATTEMPTS):
+        changes = scale_changes(deployment, api.objects("ReplicaSet"), api.objects("Pod"),
+                                replicas, max(1, len(api.objects("Node"))), now_rfc3339())
+        # the new pods before the higher count: the agent's ReplicaSet controller
+        # (`missing_pods`) makes pods for a ReplicaSet below its count, and would otherwise
+        # race this for the same names
+        try:
+            if changes.create:
+                api.k8s("add", objects=list(changes.create))
+        except RuntimeError as exc:  # a name the agent took meanwhile: read again
+            if ": 409 " not in str(exc) or attempt == SCALE_ATTEMPTS - 1:
+                raise
+            continue
+        break
     for kind, ns, obj_name, count in changes.replicas:
         api.k8s("patch", kind=kind, namespace=ns, name=obj_name,
                 patch={"spec": {"replicas": count}})
-    for pod in changes.delete:
+    for pod in changes.delete:  # after the lower count: no replacement is made for them
         api.k8s("delete", kind="Pod", namespace=namespace, name=pod)
-    if changes.create:
-        api.k8s("add", objects=list(changes.create))
     return {"namespace": namespace, "name": name, "replicas_before": before,
             "replicas": replicas, "pods_deleted": list(changes.delete),
             "pods_created": [str(p["metadata"]["name"]) for p in changes.create]}

@@ -159,6 +159,25 @@ def test_what_a_pass_defers_is_drained_as_tokens_come_without_recomputing_the_fa
     assert len(scoctl_events(k8s_emulator)) == 23  # each once; the 2 that ran never written
 
 
+def test_a_writer_with_a_cap_writes_that_many_at_once_and_the_rest_on_the_next_drains(
+        k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster) -> None:
+    """The controller's writer (`most`): however many tokens the bucket holds, a sync or a
+    drain writes at most `most`, so its loop looks at the schedule between them; the Events
+    are the same, each once, and the rate limit still holds."""
+    pods = stored_pods(k8s_emulator, 7)
+    clock = Clock()
+    writer = EventWriter(host="h", wall=clock, wait=0.0, most=2,
+                         bucket=TokenBucket(clock=clock, sleep=clock.sleep))
+    first = writer.sync(k8s_cluster, facts(pods))
+    assert (first.created, first.deferred, len(writer.backlog)) == (2, 5, 5)
+    assert writer.next_drain() == 0.0  # 8 tokens left: the loop drains again at once
+    drained = [writer.drain(k8s_cluster) for _ in range(3)]
+    assert [(d.created, d.deferred) for d in drained] == [(2, 3), (2, 1), (1, 0)]
+    assert writer.next_drain() is None
+    assert sorted(e["involvedObject"]["name"] for e in scoctl_events(k8s_emulator)) == \
+        sorted(p.name for p in pods)
+
+
 def test_a_failing_api_is_counted_and_never_raised(
         k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster) -> None:
     """An Event write that fails (the apiserver's 500) is logged and counted; its series is

@@ -246,3 +246,54 @@ def test_property_the_pod_index_finds_what_a_scan_of_every_pod_finds(pod_specs, 
             1 for p in pods if agent._controller_uid(p["metadata"]) == rs["metadata"]["uid"]
             and p["metadata"]["name"] not in gone and not p["metadata"].get("deletionTimestamp"))
         for rs in replicasets}
+
+
+class _RacingApi:
+    """The region's API as `agent.scale` uses it, with the node agent's ReplicaSet controller
+    taking the first pod name `scale` chose (a 409 on its first add)."""
+
+    def __init__(self, deployment: dict[str, Any], replicaset: dict[str, Any],
+                 pods: list[dict[str, Any]]) -> None:
+        self.kinds: dict[str, list[dict[str, Any]]] = {
+            "Deployment": [deployment], "ReplicaSet": [replicaset], "Pod": pods, "Node": []}
+        self.calls: list[str] = []
+        self.raced = False
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        return list(self.kinds[kind])
+
+    def k8s(self, op: str, **body: Any) -> Any:
+        self.calls.append(op)
+        if op == "add":
+            if not self.raced:  # the agent adds the first of them meanwhile
+                self.raced = True
+                self.kinds["Pod"].append(body["objects"][0])
+                raise RuntimeError("kubernetes /_sim/add: 409 {\"reason\":\"AlreadyExists\"}")
+            names = {p["metadata"]["name"] for p in self.kinds["Pod"]}
+            assert not names & {p["metadata"]["name"] for p in body["objects"]}
+            self.kinds["Pod"] += body["objects"]
+        return {}
+
+
+def test_scale_up_adds_the_pods_before_the_count_and_reads_again_after_a_taken_name():
+    deployment, replicaset, pods = _objects(2)
+    api = _RacingApi(deployment, replicaset, pods)
+    scaled = agent.scale(api, "shop", "web", 5)  # type: ignore[arg-type]
+    # read, refused (409), read again: the pods, and only then the higher counts
+    assert api.calls == ["add", "add", "patch", "patch"]
+    assert len(scaled["pods_created"]) == 2  # the agent made the third
+    assert len({p["metadata"]["name"] for p in api.kinds["Pod"]}) == 5
+
+
+def test_a_refusal_other_than_a_taken_name_is_not_retried():
+    deployment, replicaset, pods = _objects(1)
+
+    class Refusing(_RacingApi):
+        def k8s(self, op: str, **body: Any) -> Any:
+            self.calls.append(op)
+            raise RuntimeError("kubernetes /_sim/add: 422 invalid")
+
+    api = Refusing(deployment, replicaset, pods)
+    with pytest.raises(RuntimeError, match="422"):
+        agent.scale(api, "shop", "web", 3)  # type: ignore[arg-type]
+    assert api.calls == ["add"]
