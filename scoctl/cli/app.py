@@ -10,13 +10,11 @@ tree of `cli.root`, which builds only the command it runs. Command modules impor
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
+from scoctl.bulk import collector_paused
 from scoctl.errors import EXIT_FAILURE, EXIT_USAGE, ScoctlError
 
 HELP = frozenset({"--help", "-h"})
@@ -34,7 +32,7 @@ def _typer(argv: list[str]) -> int:
     """Run the typer tree on `argv`; its own exits and usage errors become exit codes. A line
     asking for help only prints it: that run, too, goes without the cyclic GC."""
     if HELP & set(argv):
-        with _no_cyclic_gc():
+        with collector_paused():
             return _typer_run(argv)
     return _typer_run(argv)
 
@@ -67,33 +65,17 @@ def _typer_run(argv: list[str]) -> int:
 
 def _dispatch(argv: list[str]) -> int:
     # click answers shell completion when this variable is set, whatever the command line says
-    # (--help anywhere: typer answers, so the fast path's own imports are not paid for)
+    # (--help anywhere: typer answers, so the fast path's own imports are not paid for).
+    # A gate or help line is a short-lived process: it runs without the cyclic GC, whose
+    # passes over the ~100,000 objects the imports create cost a few ms and free nothing
     if "gate" in argv and "_SCOCTL_COMPLETE" not in os.environ and not HELP & set(argv):
-        with _no_cyclic_gc():
+        with collector_paused():
             from scoctl.cli.gate_fast import parse_fast, run_fast
 
             fast = parse_fast(argv)
             if fast is not None:
                 return run_fast(*fast)
     return _typer(argv)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The cyclic garbage collector off for a short-lived run, as it was afterwards.
-
-    Importing the gate's modules creates some 100,000 container objects and no garbage
-    cycles, and the collector's passes over them cost ~15 ms of the gate's ~100 (measured
-    by bench/gate_bench.py); the gate itself makes one ``sinfo`` call and one small
-    transaction. Reference counting still frees everything that is not a cycle.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def main(argv: list[str] | None = None) -> None:
