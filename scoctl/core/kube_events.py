@@ -53,7 +53,7 @@ from scoctl.core.model import (
     WorkloadRecord,
     WorkloadRef,
 )
-from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus, WorkloadStatus
 
 COMPONENT = "scoctl"  # source.component and reportingComponent (reportingController)
 NOMINATED = "Nominated"
@@ -358,7 +358,7 @@ def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
 def _pod_event(name: str, plan: PlanWorkloadRecord | None, record: WorkloadRecord | None
                ) -> tuple[str, str, EventType] | None:
     """The Event the pending pods of workload `name` carry: (reason, message, type)."""
-    if record is not None and record.status == "failed":
+    if record is not None and record.status == WorkloadStatus.FAILED:
         why = record.last_queued_reason or record.last_token or "failed"
         return (FAILED_PROVISIONING, f"scoctl cannot provision workload {name}: {why}",
                 "Warning")

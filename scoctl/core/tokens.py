@@ -33,27 +33,31 @@ from dataclasses import dataclass
 from typing import Literal
 
 from scoctl.core.model import TokenRecord, WorkloadRecord
+from scoctl.core.model.vocabulary import WorkloadStatus
 
 Level = Literal["info", "warning", "error"]
 
-ACTIVE_STATUSES = frozenset({"pending", "queued", "preparing", "running"})
-INACTIVE_JOB_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
-INACTIVE_DEPLOYMENT_STATUSES = frozenset({"failed", "stopped", "deleted"})
+ACTIVE_STATUSES = frozenset({WorkloadStatus.PENDING, WorkloadStatus.QUEUED,
+                             WorkloadStatus.PREPARING, WorkloadStatus.RUNNING})
+INACTIVE_JOB_STATUSES = frozenset({WorkloadStatus.SUCCEEDED, WorkloadStatus.FAILED,
+                                   WorkloadStatus.CANCELLED})
+INACTIVE_DEPLOYMENT_STATUSES = frozenset({WorkloadStatus.FAILED, WorkloadStatus.STOPPED,
+                                          WorkloadStatus.DELETED})
 INACTIVE_STATUSES = INACTIVE_JOB_STATUSES | INACTIVE_DEPLOYMENT_STATUSES
 ALL_STATUSES = ACTIVE_STATUSES | INACTIVE_STATUSES
 
 SLURM_PREPARING_PREFIXES = ("SLURM_INIT_", "SLURM_REPO_", "SLURM_PRE_COMMAND_")
 SLURM_STATE_STATUS: Mapping[str, str] = {
-    "PENDING": "queued",
-    "CONFIGURING": "preparing",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "COMPLETED": "succeeded",
-    "CANCELLED": "cancelled",
-    "FAILED": "failed",
-    "TIMEOUT": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "DEADLINE": "failed",
+    "PENDING": WorkloadStatus.QUEUED,
+    "CONFIGURING": WorkloadStatus.PREPARING,
+    "RUNNING": WorkloadStatus.RUNNING,
+    "COMPLETING": WorkloadStatus.RUNNING,
+    "COMPLETED": WorkloadStatus.SUCCEEDED,
+    "CANCELLED": WorkloadStatus.CANCELLED,
+    "FAILED": WorkloadStatus.FAILED,
+    "TIMEOUT": WorkloadStatus.FAILED,
+    "OUT_OF_MEMORY": WorkloadStatus.FAILED,
+    "DEADLINE": WorkloadStatus.FAILED,
 }
 SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 # log only, at their level: the gate's over-capacity verdict is an error wherever it is recorded
@@ -98,33 +102,33 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
     """Map a token (and its detail) to a status and level. Unknown tokens change nothing."""
     detail = detail or {}
     if token == "SLURM_JOB_SUBMITTED":
-        return TokenMeaning("queued", "info")
+        return TokenMeaning(WorkloadStatus.QUEUED, "info")
     if token.startswith(SLURM_PREPARING_PREFIXES):
-        return TokenMeaning("preparing", "info")
+        return TokenMeaning(WorkloadStatus.PREPARING, "info")
     if token == "SLURM_JOB_STATUS":
         state = str(detail.get("state", "")).upper().split()[0] if detail.get("state") else ""
         if state in SLURM_STATE_STATUS:
             status = SLURM_STATE_STATUS[state]
-            return TokenMeaning(status, "error" if status == "failed" else "info")
+            return TokenMeaning(status, "error" if status == WorkloadStatus.FAILED else "info")
         if state in SLURM_REQUEUE_STATES:
             if _truthy(detail.get("requeued", False)):
-                return TokenMeaning("queued", "warning")
-            return TokenMeaning("failed", "error")
+                return TokenMeaning(WorkloadStatus.QUEUED, "warning")
+            return TokenMeaning(WorkloadStatus.FAILED, "error")
         return TokenMeaning(None, "warning", known=False)
     if token == "SLURM_JOB_ENDED":
-        return TokenMeaning("failed", "error")
+        return TokenMeaning(WorkloadStatus.FAILED, "error")
     if token in LOG_ONLY_TOKENS:
         return TokenMeaning(None, LOG_ONLY_TOKENS[token])
     if token == "GANG_UNSATISFIABLE":
-        return TokenMeaning("failed", "error")
+        return TokenMeaning(WorkloadStatus.FAILED, "error")
     if token.endswith("_QUEUED"):
-        return TokenMeaning("queued", "warning")
+        return TokenMeaning(WorkloadStatus.QUEUED, "warning")
     if token.endswith("_FAILED"):
-        return TokenMeaning("failed", "error")
+        return TokenMeaning(WorkloadStatus.FAILED, "error")
     if token == "POD_INITIALIZING":
-        return TokenMeaning("preparing", "info")
+        return TokenMeaning(WorkloadStatus.PREPARING, "info")
     if token == "DEPLOYMENT_AVAILABLE":
-        return TokenMeaning("running", "info")
+        return TokenMeaning(WorkloadStatus.RUNNING, "info")
     return TokenMeaning(None, "info", known=False)
 
 

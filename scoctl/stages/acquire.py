@@ -232,7 +232,7 @@ class AcquireResult:
     @property
     def launched(self) -> int:
         """The servers this run created (launches that did not fail)."""
-        return sum(x.created for x in self.launches if x.status != "failed")
+        return sum(x.created for x in self.launches if x.status != LaunchStatus.FAILED)
 
     def then(self, later: AcquireResult) -> AcquireResult:
         """This run followed by `later` (a fallback round) as one result."""

@@ -26,6 +26,7 @@ from scoctl.core.gate import (
     decide_k8s,
     decide_slurm,
 )
+from scoctl.core.model.vocabulary import WorkloadStatus
 from scoctl.errors import ScoctlError, StateError
 
 if TYPE_CHECKING:
@@ -128,12 +129,12 @@ def record_verdict(store: Store, verdict: GateVerdict, request: GateRequest, *, 
             "backend": source,
         }
         if verdict.verdict == OVER_CAPACITY:
-            failed = row.status == "pending"
+            failed = row.status == WorkloadStatus.PENDING
             if failed:
-                store.set_status(row.id, "failed")
+                store.set_status(row.id, WorkloadStatus.FAILED)
             store.append_event(NewEvent(slug, "CAPACITY_EXCEEDED",
                                         map_token("CAPACITY_EXCEEDED").level, detail,
-                                        status="failed" if failed else row.status,
+                                        status=WorkloadStatus.FAILED if failed else row.status,
                                         workload_id=row.id))
         elif verdict.verdict == SKIPPED:
             store.append_event(NewEvent(slug, "GATE_SKIPPED", "warning", detail,

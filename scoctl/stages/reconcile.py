@@ -40,6 +40,7 @@ from scoctl.core.model.vocabulary import (
     DisruptionReason,
     InstanceStatus,
     ServerStatus,
+    WorkloadStatus,
 )
 from scoctl.core.reconcile import (
     LIVE,
@@ -637,7 +638,8 @@ def _teardown(config: Config, store: Store, cluster: Cluster | None,
 
     done: list[str] = []
     for row in store.workloads():
-        if row.status != "failed" or row.kind not in TORN_DOWN_KINDS or row.source != "k8s":
+        if (row.status != WorkloadStatus.FAILED or row.kind not in TORN_DOWN_KINDS
+                or row.source != "k8s"):
             continue
         previous = [e for e in store.events(workload=row.slug, since=row.updated)
                     if e.token == TEARDOWN_TOKEN]

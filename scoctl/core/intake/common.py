@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from scoctl.core.model import ClaimPart, Flavor, Pool
+from scoctl.core.model.vocabulary import WorkloadStatus
 from scoctl.core.quantity import Resources
 from scoctl.core.tokens import INACTIVE_STATUSES
 
@@ -33,7 +34,7 @@ class WorkloadState:
     @property
     def settled(self) -> bool:
         """Running or inactive: the Kubernetes backstop no longer watches it."""
-        return self.status == "running" or self.status in INACTIVE_STATUSES
+        return self.status == WorkloadStatus.RUNNING or self.status in INACTIVE_STATUSES
 
 
 @dataclass(frozen=True)

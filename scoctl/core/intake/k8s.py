@@ -85,7 +85,7 @@ from scoctl.core.model.kubernetes import (
     VolumeClaimInfo,
     VolumeInfo,
 )
-from scoctl.core.model.vocabulary import LABEL_MANAGED
+from scoctl.core.model.vocabulary import LABEL_MANAGED, WorkloadStatus
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
 
@@ -863,7 +863,7 @@ def _grown(w: _K8sWorkload, state: WorkloadState, objects: _Objects, *,
     """A running workload whose desired replicas grew (a scale-up): its pods wait for capacity
     and one of its Deployments wants more replicas than it has available. A rolling update
     whose replicas are all available is no news."""
-    if state.status != "running" or not w.waiting:
+    if state.status != WorkloadStatus.RUNNING or not w.waiting:
         return False
     deployments, _, _ = _objects_of(w, objects, configured)
     return any(d.replicas > d.available_replicas for d in deployments)

@@ -41,6 +41,7 @@ from scoctl.core.intake.common import (
     _rule_for,
 )
 from scoctl.core.model import SlurmJob, SlurmNode, is_slug
+from scoctl.core.model.vocabulary import WorkloadStatus
 from scoctl.core.quantity import CPU, MEMORY
 from scoctl.core.syntax import split_top_level
 from scoctl.core.tokens import HOPELESS_SLURM_REASONS, INACTIVE_STATUSES, map_token
@@ -265,7 +266,7 @@ def decide_slurm_intake(snap: SlurmSnapshot, policy: SlurmPolicy) -> IntakeDecis
         rule = _rule_for(policy.workloads, slug, None)
         contract = _contract(tags.get("contract"), policy.contracts,
                              rule.contract if rule else policy.default_contract)
-        fresh = WorkloadState(slug=slug, status="pending", kind="job", source="slurm",
+        fresh = WorkloadState(slug=slug, status=WorkloadStatus.PENDING, kind="job", source="slurm",
                               job_id=str(job.job_id))
         for decision in _slurm_tokens(fresh, job, snap, policy):
             tokens.append(replace(decision, contract=contract))
@@ -291,7 +292,7 @@ def _slurm_tokens(state: WorkloadState, job: SlurmJob, snap: SlurmSnapshot,
         reason = job.reason or "None"
         if reason != state.last_queued_reason:
             out.append(make("SLURM_JOB_QUEUED", {**base, "reason": reason}))
-        elif state.status != "queued":
+        elif state.status != WorkloadStatus.QUEUED:
             # the same reason again after running (a requeue): the state says queued
             out.append(make("SLURM_JOB_STATUS", {**base, "state": "PENDING", "reason": reason}))
         if reason in HOPELESS_SLURM_REASONS:

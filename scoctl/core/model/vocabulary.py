@@ -27,6 +27,22 @@ class InstanceStatus(StrEnum):
     ERROR = "error"
 
 
+class WorkloadStatus(StrEnum):
+    """A managed workload's status (DESIGN §3): pending → queued → preparing → running, or
+    failed at once when no node can ever hold it; then how it ended (a job succeeded, failed
+    or was cancelled; a deployment stopped or was deleted)."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    PREPARING = "preparing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+    DELETED = "deleted"
+
+
 class LaunchStatus(StrEnum):
     """A launch intent (DESIGN §6): recorded before the call, then called, then recorded with
     its servers; failed when the call failed for sure."""
