@@ -142,12 +142,15 @@ class Unanswered(TemporaryError):
 class StillTerminating(TemporaryError):
     """A drain's wait ended with evicted pods still Terminating on the node (`pods`, as
     ``namespace/name``, after `waited` seconds). The API answered: no outage, but the node is
-    not empty, so its server must not be deleted yet."""
+    not empty, so its server must not be deleted yet. `cut_short`: the wait ended early
+    because the caller asked it to (the pods may still be within their grace period)."""
 
-    def __init__(self, message: str, pods: tuple[str, ...], waited: float) -> None:
+    def __init__(self, message: str, pods: tuple[str, ...], waited: float, *,
+                 cut_short: bool = False) -> None:
         super().__init__(message)
         self.pods = pods
         self.waited = waited
+        self.cut_short = cut_short
 
 
 class EvictionRefused(TemporaryError):

@@ -12,7 +12,7 @@ plain frozen values (`scoctl.core.model.kubernetes`) and raises only:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal, Protocol
 
 from scoctl.core.model import (
@@ -190,12 +190,15 @@ class Cluster(Protocol):
         """
         ...
 
-    def drain(self, node: str, *, timeout: float) -> list[str]:
+    def drain(self, node: str, *, timeout: float,
+              until: Callable[[], bool] | None = None) -> list[str]:
         """Evict every pod on the node except DaemonSet, mirror and finished pods, then wait
         until none of them (nor a pod already being deleted there) is left, as ``kubectl
         drain`` does: an evicted pod stays Terminating for up to its grace period. The wait
         ends after `timeout` seconds, or a little after the longest grace period of the pods
-        waited for. Returns the evicted ``namespace/name``s. The node should be cordoned first.
+        waited for, or as soon as `until` (asked between polls) answers True — the
+        evictions were sent once, and what is still left raises as at the end of a wait.
+        Returns the evicted ``namespace/name``s. The node should be cordoned first.
 
         An eviction a PodDisruptionBudget refuses (429) is tried again while the drain waits
         (not before the refusal's Retry-After).

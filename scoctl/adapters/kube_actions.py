@@ -117,7 +117,8 @@ class ClusterActions(ClusterReads):
 
         return self._unless_gone(f"delete pod {namespace}/{name}", delete)
 
-    def drain(self, node: str, *, timeout: float) -> list[str]:
+    def drain(self, node: str, *, timeout: float,
+              until: Callable[[], bool] | None = None) -> list[str]:
         """See `Cluster.drain`."""
         evicted: list[str] = []
         refused: dict[str, PodInfo] = {}
@@ -131,7 +132,8 @@ class ClusterActions(ClusterReads):
                 continue
             refused[key] = pod
         hint = self._evict_all(refused, evicted, waiting)
-        left, waited, hint = self._wait_gone(node, waiting, refused, evicted, hint, timeout)
+        left, waited, hint, cut = self._wait_gone(node, waiting, refused, evicted, hint,
+                                                  timeout, until)
         if refused:
             raise EvictionRefused(
                 f"drain of node {node}: eviction refused by a disruption budget for "
@@ -141,7 +143,7 @@ class ClusterActions(ClusterReads):
             raise StillTerminating(
                 f"drain of node {node}: {len(left)} pod(s) still terminating after "
                 f"{waited:.0f} s ({', '.join(sorted(left))}); the node is not empty yet",
-                tuple(sorted(left)), waited)
+                tuple(sorted(left)), waited, cut_short=cut)
         return evicted
 
     def _evict_all(self, refused: dict[str, PodInfo], evicted: list[str],
@@ -162,13 +164,15 @@ class ClusterActions(ClusterReads):
         return hint
 
     def _wait_gone(self, node: str, waiting: dict[str, str], refused: dict[str, PodInfo],
-                   evicted: list[str], hint: float | None, timeout: float
-                   ) -> tuple[list[str], float, float | None]:
+                   evicted: list[str], hint: float | None, timeout: float,
+                   until: Callable[[], bool] | None = None
+                   ) -> tuple[list[str], float, float | None, bool]:
         """Poll the node's pods until none of `waiting` is left (by uid: a pod recreated under
         the same name is another pod) and no eviction is refused, for at most `timeout`
-        seconds or the longest grace period among them plus `DRAIN_SLACK_S`; the refused
-        evictions are tried again every `DRAIN_EVICT_RETRY_S` (or after their Retry-After)
-        meanwhile. Returns what is left, the seconds waited and the last Retry-After."""
+        seconds or the longest grace period among them plus `DRAIN_SLACK_S`, or until
+        `until` answers True; the refused evictions are tried again every
+        `DRAIN_EVICT_RETRY_S` (or after their Retry-After) meanwhile. Returns what is left,
+        the seconds waited, the last Retry-After, and whether `until` cut the wait short."""
         start = time.monotonic()
         bound: float | None = None
         retry_at = start + max(DRAIN_EVICT_RETRY_S, hint or 0.0)
@@ -190,7 +194,9 @@ class ClusterActions(ClusterReads):
                     bound = max(bound, min(timeout, waited + DRAIN_SLACK_S + max(graces)))
                 continue
             if (not pods and not refused) or waited >= bound:
-                return [f"{p.namespace}/{p.name}" for p in pods], waited, hint
+                return [f"{p.namespace}/{p.name}" for p in pods], waited, hint, False
+            if until is not None and until():
+                return [f"{p.namespace}/{p.name}" for p in pods], waited, hint, True
             time.sleep(max(0.0, min(DRAIN_POLL_S, bound - waited)))
 
     def delete_node(self, node: str) -> bool:

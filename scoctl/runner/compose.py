@@ -186,6 +186,7 @@ class Deps:
     deadline: float | None = None
     events: EventWriter | None = None  # the Kubernetes Event series (None: a fresh writer)
     intake_memo: IntakeMemo | None = None  # what intake read of the cached pods (a follower's)
+    hurry: Callable[[], bool] | None = None  # new demand waits: reconcile's drains stop waiting
 
 
 def sources_in_use(config: Config) -> tuple[Source, ...]:
@@ -513,7 +514,7 @@ class Pass:
             result = reconcile_and_release(
                 d.config, d.store, d.clock, region=d.region, teardown=d.teardown,
                 connect=d.regions.cloud, cluster=d.cluster, scheduler=d.scheduler,
-                discover=False, leads=d.leads)
+                discover=False, leads=d.leads, hurry=d.hurry)
             return result, result.problems, {}
 
         reconciled: ReconcileResult | None = self.stage("reconcile", reconcile, api="nova")

@@ -145,6 +145,8 @@ class Controller:
         self.outages = decide.Outages()
         self.outage_events: list[decide.OutageEvent] = []
         self.first_seen: dict[str, float] = {}  # workload → Unix time of its new demand
+        self.demand_owed = False  # new demand arrived since the last Kubernetes intake
+        self.held: list[Any] = []  # watch items `demand_waiting` took off the queue mid-pass
         self.sizes = claim_sizes(store)
         self.lock_retry_at = 0.0
         self.lock_busy = False  # the last pass found the lock held (reported once per streak)
@@ -190,6 +192,7 @@ class Controller:
                 if item.type == "RESYNC":
                     freeze_long_lived()
                 if arrived:
+                    self.demand_owed = True
                     self.schedule = decide.demand_changed(self.schedule, now)
                     self._saw(arrived)
                 elif left:
@@ -216,6 +219,18 @@ class Controller:
         left = any(self._is_demand(p) and not self._is_demand(after.get(k))
                    for k, p in before.items())
         return arrived, left
+
+    def demand_waiting(self) -> bool:
+        """Whether new demand waits for an intake: it arrived since the last one, or it is on
+        the watch's queue now. What this takes off the queue is held, in order, for the next
+        `_idle` (the caches do not change mid-pass). A reconcile's drains stop waiting once
+        this answers True, so that a drain a disruption budget holds never holds a launch."""
+        if not self.demand_owed and self.informer is not None:
+            items = self.informer.drain(0.0)
+            self.held.extend(items)
+            self.demand_owed = any(isinstance(item, PodEvent) and self._delta(item)[0]
+                                   for item in items)
+        return self.demand_owed
 
     def _saw(self, pods: list[PodInfo]) -> None:
         """Remember when each workload's new demand was first seen (for the latency)."""
@@ -297,6 +312,9 @@ class Controller:
 
     def _idle(self, signals: Signals) -> None:
         """Wait for events until a step is due (at most TICK_S), and list the spool when due."""
+        if self.held:  # what the last pass's `demand_waiting` took: before the queue, in order
+            held, self.held = self.held, []
+            self._take(held)
         now = self.clock.monotonic()
         due = decide.next_step(self.schedule, self.timers, now)
         wait = 0.0 if due.step is not None and now >= self.lock_retry_at else min(
@@ -453,7 +471,8 @@ class Steps:
         return Deps(o.config, o.store, o.clock, regions=self.regions, cluster=o.cached,
                     scheduler=o.scheduler, sources=o.sources, leads=o.lead.leads,
                     teardown=self.teardown, acquire_watch=0.0, events=self.events,
-                    intake_memo=o.follower.memo)
+                    intake_memo=o.follower.memo,
+                    hurry=o.demand_waiting if o.cached is not None else None)
 
     def close(self) -> None:
         self.regions.close()
@@ -487,6 +506,8 @@ class Steps:
         if due.slurm and o.scheduler is not None:
             sources.append("slurm")
         seen, o.first_seen = (o.first_seen, {}) if "k8s" in sources else ({}, o.first_seen)
+        if "k8s" in sources:
+            o.demand_owed = False
         mark = len(one.reports)
         watched = one.intake(sources, live_pods=o.live_pods())
         problems = problems_of(one.reports[mark:])

@@ -188,11 +188,13 @@ class _Region:
 
     def __init__(self, config: Config, store: Store, clock: Clock, region: Region, cloud: Cloud,
                  cluster: Cluster | None, scheduler: BatchScheduler | None, dry_run: bool,
-                 count: Callable[[str], None]) -> None:
+                 count: Callable[[str], None],
+                 hurry: Callable[[], bool] | None = None) -> None:
         self.config, self.store, self.clock, self.region = config, store, clock, region
         self.cloud, self.cluster, self.scheduler = cloud, cluster, scheduler
         self.dry_run = dry_run
         self.count = count
+        self.hurry = hurry
         self.problems: list[Problem] = []
         self.released: list[NodeRelease] = []
 
@@ -447,8 +449,13 @@ class _Region:
                                                       "reason": "pods landed on the node"}))
                     return ScaleDownOutcome.KEPT
                 # evicted pods terminate for up to their grace period: the server is deleted
-                # only once they are gone
-                self.cluster.drain(unit.node, timeout=self.config.timeouts.drain)
+                # only once they are gone; new demand waiting ends the wait (`hurry`): the
+                # unit stays draining and the next pass waits on, after the demand's launch
+                timeout = self.config.timeouts.drain
+                if self.hurry is None:
+                    self.cluster.drain(unit.node, timeout=timeout)
+                else:
+                    self.cluster.drain(unit.node, timeout=timeout, until=self.hurry)
                 self.cluster.delete_node(unit.node)
             except EvictionRefused as exc:  # a PodDisruptionBudget holds pods: no outage, the
                 # unit stays draining and the next pass evicts again
@@ -458,6 +465,10 @@ class _Region:
                     "pods": list(exc.pods), "retry_after": exc.delay}))
                 return ScaleDownOutcome.WAITING
             except StillTerminating as exc:  # the unit stays draining: the next pass waits on
+                if exc.cut_short:  # not timed out: the pods may be within their grace period
+                    log.info("reconcile %s: scale-down of %s: %s (the wait yields to new "
+                             "demand)", self.region.name, unit.name, exc)
+                    return ScaleDownOutcome.WAITING
                 log.warning("reconcile %s: scale-down of %s: %s", self.region.name, unit.name,
                             exc)
                 self.store.append_event(NewEvent(unit.workload, "DRAIN_TIMED_OUT", "warning", {
@@ -547,7 +558,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                   connect: Callable[[Config, Region], Cloud] | None = None,
                   cluster: Cluster | None = None, scheduler: BatchScheduler | None = None,
                   discover: bool = True,
-                  leads: Callable[[str], bool] | None = None) -> ReconcileResult:
+                  leads: Callable[[str], bool] | None = None,
+                  hurry: Callable[[], bool] | None = None) -> ReconcileResult:
     """Reconcile every region (or `region`) and tear down failed workloads.
 
     Clouds come from `clouds` (by region name), else `connect(config, region)`, else the
@@ -557,7 +569,9 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     A region whose Nova cannot be read is skipped and reported in `errors`; the other regions
     and the teardown still run. API failures never raise: the caller picks the exit code from
     `errors`. ConfigError (an unusable clouds.yaml entry) does raise. With `leads`, regions
-    this runner does not lead are left to their leader (DESIGN §15).
+    this runner does not lead are left to their leader (DESIGN §15). With `hurry`, a
+    scale-down's drain stops waiting for its pods once `hurry` answers True (the controller:
+    new demand is waiting), leaving the unit draining for the next pass.
     """
     started = clock.monotonic()
     regions = [config.region(region)] if region else list(config.regions)
@@ -596,7 +610,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 cloud = FencedCloud((clouds or {}).get(reg.name) or connect(config, reg),
                                     reg.name, store)
                 worker = _Region(config, store, clock, reg, cloud, cluster, scheduler, dry_run,
-                                 count)
+                                 count, hurry)
                 outcome = worker.run()
             except ApiError as exc:
                 count("error")
