@@ -533,11 +533,13 @@ class Pass:
 
     # -- last: Kubernetes Events (DESIGN §21) -----------------------------------------------
 
-    def kube_events(self, live_pods: Sequence[PodInfo] | None = None) -> SyncResult | None:
+    def kube_events(self, live_pods: Sequence[PodInfo] | None = None, *, skip: str = ""
+                    ) -> SyncResult | None:
         """Write the Kubernetes Events this pass's facts call for (`services.kube_events`),
         last, as a step that never fails the pass: a failed write is logged and counted in the
         step's detail. `live_pods`: the watch cache; else the pending pods are listed. The
-        disruptions the budget held back are this pass's reconcile's, else the last one's."""
+        disruptions the budget held back are this pass's reconcile's, else the last one's
+        (kept by the writer even when `skip` says why this pass writes none)."""
         from scoctl.adapters.kube_events import EventRecorder
         from scoctl.core.kube_events import Blocked
         from scoctl.services.informer import CachedCluster
@@ -577,7 +579,8 @@ class Pass:
             return result, (), {"kube_events": result.as_dict()}
 
         late = "the pass's deadline (timeouts.run) passed" if self.past_deadline() else ""
-        synced: SyncResult | None = self.stage("kube-events", write, late, api="kubernetes")
+        synced: SyncResult | None = self.stage("kube-events", write, skip or late,
+                                               api="kubernetes")
         if self.reports and self.reports[-1].name == "kube-events" and not self.reports[-1].ok:
             failed = self.reports.pop()  # the pod list failed: reported, not a failed pass
             self.reports.append(replace(failed, ok=True, problems=(),

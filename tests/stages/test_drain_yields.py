@@ -6,9 +6,11 @@ for its grace period, as the API server does), the real openstacksdk against Nov
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from scoctl.clock import SystemClock
 from scoctl.core import controller as decide
 from scoctl.errors import EvictionRefused, StillTerminating
 from scoctl.runner.compose import Pass
-from scoctl.runner.controller import Controller
+from scoctl.runner.controller import INTAKE_OWED, Controller
 from scoctl.runner.signals import Signals
 from scoctl.services.informer import Informer
 from scoctl.sim.k8s_emulator import K8sEmulator, make_node, make_pdb, make_pod
@@ -206,3 +208,44 @@ def test_the_controller_hurries_on_new_demand_and_holds_what_it_looked_at(
         finally:
             controller.informer.stop()
 
+
+
+def test_a_pass_while_new_demand_waits_leaves_the_events_to_the_intake_pass(
+    k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
+) -> None:
+    config = config_for(tmp_path, tmp_path / "kubeconfig")
+    clock = SystemClock()
+    with open_store(tmp_path / "state.db", create=True) as store:
+        reports: list[Any] = []
+        controller = Controller(config, store, clock, sources=("k8s",), cluster=k8s_cluster,
+                                scheduler=None, lock=nullcontext,
+                                clouds={"region-a": FakeCloud()}, on_pass=reports.append)
+        controller.informer = Informer(k8s_cluster, (), timeout=5.0).start()
+        try:
+            deadline = time.monotonic() + 30
+            while not controller.follower.synced:
+                assert time.monotonic() < deadline, "the pod watch never synced"
+                controller._take(controller.informer.drain(0.2))
+            for _ in range(3):  # the first intake, plan, reconcile: a quiet controller
+                controller.schedule = decide.start(clock.monotonic())
+                controller._pass()
+            k8s_emulator.add(pending("orders-new"))
+            deadline = time.monotonic() + 30
+            while controller.schedule.window is None:
+                assert time.monotonic() < deadline, "the new pod never arrived"
+                controller._take(controller.informer.drain(0.2))
+            controller.schedule = replace(  # a reconcile asked for, past its gap
+                decide.reconcile_wanted(controller.schedule), last_reconcile=-math.inf)
+            controller._pass()  # the window still open: a reconcile only
+            steps = {s.name: s for s in reports[-1].steps}
+            assert "watch" not in steps and "reconcile" in steps
+            assert steps["kube-events"].skipped == INTAKE_OWED
+            while controller.schedule.window is not None:
+                controller._idle(Signals())
+                controller._pass()
+            steps = {s.name: s for s in reports[-1].steps}
+            assert "watch" in steps
+            assert not steps["kube-events"].skipped
+            assert steps["kube-events"].ok
+        finally:
+            controller.informer.stop()
