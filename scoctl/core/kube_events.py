@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Literal
 
 from scoctl.core.demand import is_provisionable, workload_of
@@ -289,6 +290,10 @@ def _pools(plan: PlanWorkloadRecord) -> str:
     return ", ".join(f"{u.pool} ({u.units})" for u in plan.pools if u.units)
 
 
+_PodEvent = tuple[str, str, EventType]  # (reason, message, type)
+_BY_NAME = attrgetter("namespace", "name")
+
+
 class PodEventMemo:
     """What `pod_events` worked out per pod, kept between passes by a long-lived writer (the
     controller's): for the very same pod value under the same policy, whether it waits and
@@ -298,7 +303,12 @@ class PodEventMemo:
 
     def __init__(self) -> None:
         self.policy: K8sPolicy | None = None
-        self.pods: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None]] = {}
+        # id(pod) → (pod, its workload, its Event, the workload's Event it was made from)
+        self.pods: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None,
+                                   _PodEvent | None]] = {}
+        # each workload's Event last pass: the very same tuple while it says the same, so
+        # that a pod's Event is reused on an identity check, not a comparison of messages
+        self.said: dict[str, _PodEvent | None] = {}
 
 
 def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
@@ -316,13 +326,13 @@ def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
     label = policy.workload_label
     memo = memo if memo is not None else PodEventMemo()
     if memo.policy != policy:
-        memo.policy, memo.pods = policy, {}
-    known = memo.pods
-    kept: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None]] = {}
+        memo.policy, memo.pods, memo.said = policy, {}, {}
+    known, before = memo.pods, memo.said
+    kept: dict[int, tuple[PodInfo, WorkloadRef | None, Wanted | None, _PodEvent | None]] = {}
     refs: dict[tuple[Any, ...], WorkloadRef | None] = {}
-    said: dict[str, tuple[str, str, EventType] | None] = {}
+    said: dict[str, _PodEvent | None] = {}
     out: list[Wanted] = []
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+    for pod in sorted(pods, key=_BY_NAME):
         entry = known.get(id(pod))
         if entry is None or entry[0] is not pod:
             ref = None
@@ -334,29 +344,34 @@ def pod_events(pods: Iterable[PodInfo], policy: K8sPolicy,
                 except KeyError:
                     ref = refs[key] = (workload_of(pod, label) if is_managed_pod(pod, policy)
                                        else None)
-            entry = (pod, ref, None)
+            entry = (pod, ref, None, None)
         ref, last = entry[1], entry[2]
         if ref is None:
             kept[id(pod)] = entry
             continue
-        if ref.name not in said:
-            said[ref.name] = _pod_event(ref.name, plans.get(ref.name), workloads.get(ref.name))
-        event = said[ref.name]
+        try:
+            event = said[ref.name]
+        except KeyError:
+            event = _pod_event(ref.name, plans.get(ref.name), workloads.get(ref.name))
+            old = before.get(ref.name)
+            if old is not None and old == event:
+                event = old  # the same words: the same tuple, for the check below
+            said[ref.name] = event
         if event is None:
             wanted = None
-        elif last is not None and (last.reason, last.message, last.type) == event:
+        elif last is not None and entry[3] is event:
             wanted = last
         else:
             wanted = Wanted(pod_ref(pod), *event)
-        kept[id(pod)] = (pod, ref, wanted)
+        kept[id(pod)] = (pod, ref, wanted, event)
         if wanted is not None:
             out.append(wanted)
-    memo.pods = kept
+    memo.pods, memo.said = kept, said
     return out
 
 
 def _pod_event(name: str, plan: PlanWorkloadRecord | None, record: WorkloadRecord | None
-               ) -> tuple[str, str, EventType] | None:
+               ) -> _PodEvent | None:
     """The Event the pending pods of workload `name` carry: (reason, message, type)."""
     if record is not None and record.status == WorkloadStatus.FAILED:
         why = record.last_queued_reason or record.last_token or "failed"
