@@ -40,6 +40,7 @@ from scoctl.core.intake.k8s import (
     IntakeMemo,
     K8sPolicy,
     K8sSnapshot,
+    count_pending,
     decide_k8s_intake,
     is_managed_pod,
     pod_group_sizes,
@@ -495,9 +496,8 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
         try:
             k8s_read = read_k8s(cluster, config, live_pods)
             counts.seen = len(k8s_read.pods)
-            policy = k8s_policy(config)
-            counts.pending = sum(1 for pod in k8s_read.pods
-                                 if is_provisionable(pod) and is_managed_pod(pod, policy))
+            if memo is None:  # else from the buckets the decision reads (`IntakeMemo`)
+                counts.pending = count_pending(k8s_read.pods, k8s_policy(config))
         except ApiError as exc:
             counts.error = str(exc)
     if "slurm" in sources:
@@ -527,6 +527,8 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
             _record(store, decide_k8s_intake(snap, k8s_policy(config), memo),
                     result.sources["k8s"],
                     result, pending, now, config, "k8s")
+            if memo is not None:
+                result.sources["k8s"].pending = memo.pending()
             states = _states(store)
         if slurm_read is not None:
             tracked = tuple(_state(w) for w in store.workloads(active_only=True)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoctl.core.intake.common import WorkloadRule
-from scoctl.core.intake.k8s import IntakeMemo, K8sSnapshot, decide_k8s_intake
+from scoctl.core.intake.k8s import IntakeMemo, K8sSnapshot, count_pending, decide_k8s_intake
 from scoctl.core.model import OwnerRef, PodInfo
 from tests.core.test_intake import POLICY, make_pod, node
 
@@ -91,3 +91,28 @@ def test_a_pass_reads_only_the_buckets_whose_pods_changed() -> None:
     assert (memo.read, memo.reused) == (1, 2)
     [claim] = grown.claims
     assert claim.pods == 101 == sum(1 for _ in (*pods, newcomer))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(POD, max_size=14), st.lists(st.tuples(st.sampled_from(["drop", "replace",
+                                                                      "add", "policy"]),
+                                                      st.integers(0, 13), POD), max_size=4))
+def test_the_memo_counts_the_pending_demand_as_the_pods_do(first, changes) -> None:
+    """The watch stage's pending count, from the buckets a warm memo keeps, is the count over
+    the pods themselves (`count_pending`), whatever changed."""
+    pods = [pod(i, spec) for i, spec in enumerate(first)]
+    memo = IntakeMemo()
+    decide_k8s_intake(snap(pods), POLICY_2, memo)
+    assert memo.pending() == count_pending(pods, POLICY_2)
+    for change, at, spec in changes:
+        policy = POLICY_2
+        if change == "drop" and pods:
+            pods.pop(at % len(pods))
+        elif change == "replace" and pods:
+            pods[at % len(pods)] = pod(at, spec)
+        elif change == "add":
+            pods.append(pod(len(pods) + 100, spec))
+        elif change == "policy":
+            policy = POLICY
+        decide_k8s_intake(snap(pods), policy, memo)
+        assert memo.pending() == count_pending(pods, policy), change

@@ -448,6 +448,10 @@ class IntakeMemo:
         self.read = 0  # buckets read afresh, and reused, by the last decision
         self.reused = 0
 
+    def pending(self) -> int:
+        """`count_pending` over the pods of the last decision, from its buckets' counts."""
+        return sum(part.pending for part in self.parts.values())
+
 
 @dataclass
 class _Bucket:
@@ -460,6 +464,12 @@ class _Bucket:
     found: dict[str, _K8sWorkload]
     starts: dict[str, bool]
     bad: set[str]
+    pending: int = 0  # its pods that are demand scoctl manages (`count_pending`)
+
+
+def count_pending(pods: Iterable[PodInfo], policy: K8sPolicy) -> int:
+    """How many of `pods` are pending demand scoctl manages (provisionable and managed)."""
+    return sum(1 for pod in pods if is_provisionable(pod) and is_managed_pod(pod, policy))
 
 
 def _read_pods(snap: K8sSnapshot, policy: K8sPolicy, rules: Sequence[WorkloadRule],
@@ -585,7 +595,8 @@ def _read_bucket(pods: Sequence[PodInfo], policy: K8sPolicy, rules: Sequence[Wor
                 w.shapes.setdefault(shape, pod)
         if not provisionable and _initialising(pod):
             w.starting.append(pod)
-    return _Bucket(list(pods), pods[0].owners if pods else (), found, starts, bad_slugs)
+    return _Bucket(list(pods), pods[0].owners if pods else (), found, starts, bad_slugs,
+                   count_pending(pods, policy))
 
 
 def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],
