@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -161,91 +161,87 @@ def pending(name: str) -> dict[str, Any]:
                     unschedulable="0/1 nodes are available")
 
 
+@contextmanager
+def synced_controller(cluster: KubernetesCluster, tmp_path: Path,
+                      reports: list[Any] | None = None) -> Iterator[Controller]:
+    """An in-process controller (Nova an in-memory fake) whose pod watch has synced."""
+    config = config_for(tmp_path, tmp_path / "kubeconfig")
+    with open_store(tmp_path / "state.db", create=True) as store:
+        controller = Controller(config, store, SystemClock(), sources=("k8s",),
+                                cluster=cluster, scheduler=None, lock=nullcontext,
+                                clouds={"region-a": FakeCloud()},
+                                on_pass=(reports if reports is not None else []).append)
+        controller.informer = Informer(cluster, (), timeout=5.0).start()
+        try:
+            deadline = time.monotonic() + 30
+            while not controller.follower.synced:
+                assert time.monotonic() < deadline, "the pod watch never synced"
+                controller._take(controller.informer.drain(0.2))
+            yield controller
+        finally:
+            controller.informer.stop()
+
+
 def test_the_controller_hurries_on_new_demand_and_holds_what_it_looked_at(
     k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
 ) -> None:
     k8s_emulator.add(make_pod("orders-0", "shop", cpu="1", memory="1Gi",
                               labels={"sco/workload": "orders"}, node_name="n1",
                               phase="Running"))
-    config = config_for(tmp_path, tmp_path / "kubeconfig")
-    with open_store(tmp_path / "state.db", create=True) as store:
-        controller = Controller(config, store, SystemClock(), sources=("k8s",),
-                                cluster=k8s_cluster, scheduler=None, lock=nullcontext,
-                                clouds={"region-a": FakeCloud()})
+    with synced_controller(k8s_cluster, tmp_path) as controller:
         assert controller.steps.deps().hurry == controller.demand_waiting
-        controller.informer = Informer(k8s_cluster, (), timeout=5.0).start()
-        try:
-            deadline = time.monotonic() + 30
-            while not controller.follower.synced:
-                assert time.monotonic() < deadline, "the pod watch never synced"
-                controller._take(controller.informer.drain(0.2))
+        assert not controller.demand_waiting()
+
+        k8s_emulator.update("Pod", "shop", "orders-0",  # a status change: no demand
+                            lambda pod: pod["metadata"]["labels"].update({"seen": "1"}))
+        deadline = time.monotonic() + 30
+        while not controller.held:
+            assert time.monotonic() < deadline, "the update never reached the queue"
             assert not controller.demand_waiting()
+            time.sleep(0.02)
 
-            k8s_emulator.update("Pod", "shop", "orders-0",  # a status change: no demand
-                                lambda pod: pod["metadata"]["labels"].update({"seen": "1"}))
-            deadline = time.monotonic() + 30
-            while not controller.held:
-                assert time.monotonic() < deadline, "the update never reached the queue"
-                assert not controller.demand_waiting()
-                time.sleep(0.02)
-
-            k8s_emulator.add(pending("orders-new"))
-            deadline = time.monotonic() + 30
-            while not controller.demand_waiting():
-                assert time.monotonic() < deadline, "the new pod never reached the queue"
-                time.sleep(0.02)
-            assert ("shop", "orders-new") not in controller.follower.pods  # no change mid-pass
-            assert controller.schedule.window is None
-            controller._idle(Signals())
-            assert controller.held == []
-            assert ("shop", "orders-new") in controller.follower.pods  # taken, in order
-            assert controller.follower.pods[("shop", "orders-0")].labels.get("seen") == "1"
-            assert controller.schedule.window is not None  # the batch window opened
-            assert controller.demand_waiting()  # owed until an intake takes it in
-            controller.steps.intake(decide.Due("intake", kubernetes=True),
-                                    Pass(controller.steps.deps()))
-            assert not controller.demand_waiting()
-        finally:
-            controller.informer.stop()
-
+        k8s_emulator.add(pending("orders-new"))
+        deadline = time.monotonic() + 30
+        while not controller.demand_waiting():
+            assert time.monotonic() < deadline, "the new pod never reached the queue"
+            time.sleep(0.02)
+        assert ("shop", "orders-new") not in controller.follower.pods  # no change mid-pass
+        assert controller.schedule.window is None
+        controller._idle(Signals())
+        assert controller.held == []
+        assert ("shop", "orders-new") in controller.follower.pods  # taken, in order
+        assert controller.follower.pods[("shop", "orders-0")].labels.get("seen") == "1"
+        assert controller.schedule.window is not None  # the batch window opened
+        assert controller.demand_waiting()  # owed until an intake takes it in
+        controller.steps.intake(decide.Due("intake", kubernetes=True),
+                                Pass(controller.steps.deps()))
+        assert not controller.demand_waiting()
 
 
 def test_a_pass_while_new_demand_waits_leaves_the_events_to_the_intake_pass(
     k8s_emulator: K8sEmulator, k8s_cluster: KubernetesCluster, tmp_path: Path,
 ) -> None:
-    config = config_for(tmp_path, tmp_path / "kubeconfig")
-    clock = SystemClock()
-    with open_store(tmp_path / "state.db", create=True) as store:
-        reports: list[Any] = []
-        controller = Controller(config, store, clock, sources=("k8s",), cluster=k8s_cluster,
-                                scheduler=None, lock=nullcontext,
-                                clouds={"region-a": FakeCloud()}, on_pass=reports.append)
-        controller.informer = Informer(k8s_cluster, (), timeout=5.0).start()
-        try:
-            deadline = time.monotonic() + 30
-            while not controller.follower.synced:
-                assert time.monotonic() < deadline, "the pod watch never synced"
-                controller._take(controller.informer.drain(0.2))
-            for _ in range(3):  # the first intake, plan, reconcile: a quiet controller
-                controller.schedule = decide.start(clock.monotonic())
-                controller._pass()
-            k8s_emulator.add(pending("orders-new"))
-            deadline = time.monotonic() + 30
-            while controller.schedule.window is None:
-                assert time.monotonic() < deadline, "the new pod never arrived"
-                controller._take(controller.informer.drain(0.2))
-            controller.schedule = replace(  # a reconcile asked for, past its gap
-                decide.reconcile_wanted(controller.schedule), last_reconcile=-math.inf)
-            controller._pass()  # the window still open: a reconcile only
-            steps = {s.name: s for s in reports[-1].steps}
-            assert "watch" not in steps and "reconcile" in steps
-            assert steps["kube-events"].skipped == INTAKE_OWED
-            while controller.schedule.window is not None:
-                controller._idle(Signals())
-                controller._pass()
-            steps = {s.name: s for s in reports[-1].steps}
-            assert "watch" in steps
-            assert not steps["kube-events"].skipped
-            assert steps["kube-events"].ok
-        finally:
-            controller.informer.stop()
+    reports: list[Any] = []
+    with synced_controller(k8s_cluster, tmp_path, reports) as controller:
+        for _ in range(3):  # the first intake, plan, reconcile: a quiet controller
+            controller.schedule = decide.start(controller.clock.monotonic())
+            controller._pass()
+        k8s_emulator.add(pending("orders-new"))
+        deadline = time.monotonic() + 30
+        while controller.schedule.window is None:
+            assert time.monotonic() < deadline, "the new pod never arrived"
+            assert controller.informer is not None
+            controller._take(controller.informer.drain(0.2))
+        controller.schedule = replace(  # a reconcile asked for, past its gap
+            decide.reconcile_wanted(controller.schedule), last_reconcile=-math.inf)
+        controller._pass()  # the window still open: a reconcile only
+        steps = {s.name: s for s in reports[-1].steps}
+        assert "watch" not in steps and "reconcile" in steps
+        assert steps["kube-events"].skipped == INTAKE_OWED
+        while controller.schedule.window is not None:
+            controller._idle(Signals())
+            controller._pass()
+        steps = {s.name: s for s in reports[-1].steps}
+        assert "watch" in steps
+        assert not steps["kube-events"].skipped
+        assert steps["kube-events"].ok
