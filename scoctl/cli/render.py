@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model.vocabulary import InstanceStatus, WorkloadStatus
 from scoctl.secrets import redact
 
 if TYPE_CHECKING:
@@ -114,9 +114,11 @@ def key_values(title: str, pairs: Mapping[str, Any]) -> None:
     out().print(t)
 
 
-STATUS_STYLE = {
-    "pending": "white", "queued": "yellow", "preparing": "cyan", "running": "green",
-    "succeeded": "green", "failed": "red", "cancelled": "magenta", "stopped": "magenta",
+STATUS_STYLE: dict[str, str] = {
+    WorkloadStatus.PENDING: "white", WorkloadStatus.QUEUED: "yellow",
+    WorkloadStatus.PREPARING: "cyan", WorkloadStatus.RUNNING: "green",
+    WorkloadStatus.SUCCEEDED: "green", WorkloadStatus.FAILED: "red",
+    WorkloadStatus.CANCELLED: "magenta", WorkloadStatus.STOPPED: "magenta",
     InstanceStatus.DELETED: "dim", InstanceStatus.READY: "green", InstanceStatus.ACTIVE: "cyan",
     InstanceStatus.BUILDING: "yellow", InstanceStatus.REQUESTED: "yellow",
     InstanceStatus.ERROR: "red", InstanceStatus.DRAINING: "magenta",

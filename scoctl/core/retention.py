@@ -34,8 +34,8 @@ class Pruning:
     events_before: str
     instances_before: str
     launches_before: str
-    instance_statuses: tuple[str, ...] = ENDED_INSTANCES
-    launch_statuses: tuple[str, ...] = SETTLED_LAUNCHES
+    instance_statuses: tuple[InstanceStatus, ...] = ENDED_INSTANCES
+    launch_statuses: tuple[LaunchStatus, ...] = SETTLED_LAUNCHES
     batch: int = PRUNE_BATCH
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the interface names its rows; a store builds them on first 
         TokenRecord,
         WorkloadRecord,
     )
-    from scoctl.core.model.vocabulary import LaunchStatus
+    from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 
 
 class Lifecycle(Protocol):
@@ -244,12 +244,14 @@ class FleetState(Protocol):
         """The instance `instance_id`, deleted or not."""
         ...
 
-    def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
+    def prune_instances(self, statuses: Sequence[InstanceStatus], before: str, limit: int
+                        ) -> int:
         """Delete up to `limit` of the oldest instances with one of `statuses` last updated
         before `before` (RFC 3339); returns how many went."""
         ...
 
-    def prune_launches(self, statuses: Sequence[str], before: str, limit: int) -> int:
+    def prune_launches(self, statuses: Sequence[LaunchStatus], before: str, limit: int
+                       ) -> int:
         """Delete up to `limit` of the oldest launches with one of `statuses` last updated
         before `before` (RFC 3339); returns how many went."""
         ...

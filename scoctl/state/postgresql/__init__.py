@@ -36,6 +36,7 @@ import psycopg
 
 from scoctl.clock import Clock, SystemClock
 from scoctl.core.model import LaunchRecord, LeaseRecord
+from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
 from scoctl.errors import StateError, StateUnavailable
 from scoctl.secrets import scrub
 from scoctl.state.coordination import Fencing
@@ -272,7 +273,8 @@ class PostgresStore(SqliteStore):
             raw.execute("DELETE FROM events_prune")
             return max(0, cursor.rowcount)
 
-    def _prune(self, table: str, statuses: Sequence[str], before: str, limit: int) -> int:
+    def _prune(self, table: str, statuses: Sequence[InstanceStatus] | Sequence[LaunchStatus],
+               before: str, limit: int) -> int:
         if not statuses:
             return 0
         key = ", ".join(self.pg.catalog.keys[table])

@@ -159,17 +159,20 @@ class FleetTables(SqliteBase):
                 [(r.workload, r.size, r.launched_at, r.failures, r.failed_at, r.provisioned_at)
                  for r in records])
 
-    def prune_instances(self, statuses: Sequence[str], before: str, limit: int) -> int:
+    def prune_instances(self, statuses: Sequence[InstanceStatus], before: str, limit: int
+                        ) -> int:
         """Delete up to `limit` of the oldest instances with one of `statuses` last updated
         before `before`; returns how many went."""
         return self._prune("instances", statuses, before, limit)
 
-    def prune_launches(self, statuses: Sequence[str], before: str, limit: int) -> int:
+    def prune_launches(self, statuses: Sequence[LaunchStatus], before: str, limit: int
+                       ) -> int:
         """Delete up to `limit` of the oldest launches with one of `statuses` last updated
         before `before`; returns how many went."""
         return self._prune("launches", statuses, before, limit)
 
-    def _prune(self, table: str, statuses: Sequence[str], before: str, limit: int) -> int:
+    def _prune(self, table: str, statuses: Sequence[InstanceStatus] | Sequence[LaunchStatus],
+               before: str, limit: int) -> int:
         if not statuses:
             return 0
         marks = ",".join("?" * len(statuses))
