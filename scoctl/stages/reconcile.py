@@ -452,7 +452,7 @@ class _Region:
                 # only once they are gone; new demand waiting ends the wait (`hurry`): the
                 # unit stays draining and the next pass waits on, after the demand's launch
                 timeout = self.config.timeouts.drain
-                if self.hurry is None:
+                if self.hurry is None:  # no `until` then: a Cluster need not take one
                     self.cluster.drain(unit.node, timeout=timeout)
                 else:
                     self.cluster.drain(unit.node, timeout=timeout, until=self.hurry)
