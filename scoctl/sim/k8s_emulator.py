@@ -2262,6 +2262,7 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
             retry_after=args.get("retry_after"), path_contains=args.get("path_contains"),
             method=args.get("method"))),
         "clear-faults": lambda: _done(emu.clear_faults),
+        "clear-requests": lambda: _done(emu.requests.clear),
         "install-crd": lambda: _done(lambda: emu.install_crd(str(args["name"]))),
         "batch": lambda: {"results": _batch(emu, args)},
     }
