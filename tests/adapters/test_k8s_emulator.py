@@ -536,3 +536,20 @@ def test_a_control_batch_runs_each_operation_and_reports_each_refusal(
               for p in core.list_namespaced_pod("ml").items}
     assert placed == {"a": ("n1", "Running"), "b": ("n1", "Running"), "c": (None, "Pending"),
                       "d": (None, "Pending")}
+
+
+def test_the_control_api_clears_the_request_log(k8s_emulator: K8sEmulator, k8s_api: Any) -> None:
+    """``POST /_sim/clear-requests`` empties the log ``GET /_sim/requests`` reads (a bench
+    counts the requests of a span of time against an emulator in another process)."""
+    client.CoreV1Api(k8s_api).list_node()
+
+    def control(op: str, method: str = "POST") -> Any:
+        request = urllib.request.Request(f"{k8s_emulator.url}/_sim/{op}", method=method,
+                                         data=b"{}" if method == "POST" else None,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    assert "GET /api/v1/nodes" in control("requests", "GET")["requests"]
+    assert control("clear-requests") == {"ok": True}
+    assert control("requests", "GET")["requests"] == []
