@@ -343,28 +343,34 @@ class SlurmCli:
         self.timeout = timeout
         self.env = dict(env or {})
         self._json = use_json
+        self._started: tuple[list[str], subprocess.Popen[bytes]] | None = None
 
     def __repr__(self) -> str:
         return f"SlurmCli(sinfo={self.sinfo!r}, timeout={self.timeout})"
 
+    def start_nodes(self) -> None:
+        """Start ``sinfo --json`` now, for the next `nodes` to read its answer: a short-lived
+        caller (the gate) does its own work meanwhile. Nothing starts when JSON is off; a
+        command that cannot be executed is left for `nodes` to report."""
+        if not self._json or self._started is not None:
+            return
+        argv = [self.sinfo, "--json"]
+        with contextlib.suppress(SchedulerNotFound):
+            self._started = (argv, self._spawn(argv))
+
     def run(self, argv: Sequence[str]) -> str:
-        """Run one Slurm command and return its stdout.
+        """Run one Slurm command and return its stdout (the one `start_nodes` started, when it
+        is this command; `timeout` then counts from here).
 
         Raises `SchedulerNotFound` (cannot be executed), `SchedulerTimeout` (its process group
         is killed), `SchedulerFailed` (non-zero exit; stderr in `detail`).
         """
-        env = {**os.environ, **self.env}
-        try:
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SchedulerNotFound(f"{argv[0]}: cannot run it ({exc.strerror})") from exc
+        started = self._started
+        if started is not None and started[0] == list(argv):
+            self._started = None
+            proc = started[1]
+        else:  # another command (``sinfo -h -o %P`` before the nodes) runs beside it
+            proc = self._spawn(argv)
         try:
             out, err = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired as exc:
@@ -379,6 +385,19 @@ class SlurmCli:
                 detail=detail[:2000],
             )
         return out.decode(errors="replace")
+
+    def _spawn(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        try:
+            return subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SchedulerNotFound(f"{argv[0]}: cannot run it ({exc.strerror})") from exc
 
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
         """See `BatchScheduler.nodes`: ``sinfo --json``, else ``sinfo -h -N -o NODE_FORMAT``."""

@@ -63,7 +63,8 @@ def _typer_run(argv: list[str]) -> int:
     return code if isinstance(code, int) else 0
 
 
-def _dispatch(argv: list[str]) -> int:
+def _fast_gate(argv: list[str]) -> int | None:
+    """The exit code of a plain gate line run without typer, or None for the typer tree."""
     # click answers shell completion when this variable is set, whatever the command line says
     # (--help anywhere: typer answers, so the fast path's own imports are not paid for).
     # A gate or help line is a short-lived process: it runs without the cyclic GC, whose
@@ -75,13 +76,36 @@ def _dispatch(argv: list[str]) -> int:
             fast = parse_fast(argv)
             if fast is not None:
                 return run_fast(*fast)
-    return _typer(argv)
+    return None
+
+
+def _leave(code: int) -> None:
+    """End the process now, as `sys.exit(code)` would once the interpreter had torn itself
+    down: output flushed and the log handlers closed (nothing else of a gate line is open:
+    its store and spool files are closed). The teardown frees every imported module's objects
+    one by one, ~5 ms of a gate's ~100 that free nothing a process ending needs."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = code or EXIT_FAILURE
+    if "logging" in sys.modules:
+        import logging
+
+        logging.shutdown()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the command line and map errors to DESIGN §8's exit codes."""
+    """Entry point: run the command line and map errors to DESIGN §8's exit codes. As the
+    ``scoctl`` program (no `argv`), a gate line that ran without typer ends the process at
+    once (`_leave`)."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = _dispatch(sys.argv[1:] if argv is None else list(argv))
+        fast = _fast_gate(args)
+        if fast is not None and argv is None:
+            _leave(fast)
+        code = _typer(args) if fast is None else fast
     except ScoctlError as exc:
         from scoctl.secrets import redact
 

@@ -170,12 +170,9 @@ def run_fast(root: RootArgs, args: GateArgs) -> int:
 
 def run(g: Globals, args: GateArgs) -> int:
     """Judge the request, record it with ``--workload``, print the verdict; the exit code."""
-    from scoctl.cli import render
-    from scoctl.core.gate import OVER_CAPACITY, SKIPPED, GateRequest
     from scoctl.core.model import is_slug
     from scoctl.core.quantity import QuantityError, parse_slurm_mem_mb
     from scoctl.errors import EXIT_OK, EXIT_OVER_CAPACITY, UsageError
-    from scoctl.stages.gate import run_gate
 
     if args.json:
         g.json = True
@@ -187,13 +184,25 @@ def run(g: Globals, args: GateArgs) -> int:
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
     config = g.config()
+    scheduler = None
+    if args.backend == "slurm":
+        from scoctl.adapters.factory import scheduler_for
+        from scoctl.adapters.slurm import SlurmCli
+
+        scheduler = scheduler_for(config, timeout=config.gate.timeout)
+        if isinstance(scheduler, SlurmCli):
+            scheduler.start_nodes()  # sinfo answers while the decisions below are imported
+    from scoctl.cli import render
+    from scoctl.core.gate import OVER_CAPACITY, SKIPPED, GateRequest
+    from scoctl.stages.gate import run_gate
+
     request = GateRequest(cpus=args.cpus, memory_mb=memory_mb, gpus=args.gpus,
                           gpu_type=args.gpu_type,
                           gpu_resource=args.gpu_resource or config.kubernetes.gpu_resource)
     outcome = run_gate(config, request, backend="k8s" if args.backend == "k8s" else "slurm",
                        partition=args.partition, elastic=config.elastic and not args.no_elastic,
                        workload=workload, kind=args.kind, job_id=args.job_id,
-                       state_path=g.state_path() if workload else None)
+                       state_path=g.state_path() if workload else None, scheduler=scheduler)
     verdict = outcome.verdict
     if verdict.verdict == SKIPPED:
         render.warn(f"gate skipped: {verdict.reason}")

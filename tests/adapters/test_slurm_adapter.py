@@ -119,6 +119,35 @@ def test_every_sinfo_failure_is_one_scheduler_error_family(tmp_path: Path) -> No
         assert isinstance(caught.value, kind), (program, caught.value)
 
 
+def test_nodes_read_the_sinfo_that_start_nodes_started(tmp_path: Path) -> None:
+    """`start_nodes` runs ``sinfo --json`` at once; the next `nodes` reads that answer and
+    runs none of its own, another command meanwhile runs beside it, and the nodes after are
+    read afresh. An sinfo that cannot be executed is reported by `nodes`, as without it."""
+    calls = tmp_path / "calls"
+    answer = json.dumps({"nodes": []})
+    sinfo = script(tmp_path, "sinfo", f"echo \"$*\" >> {calls}\n"
+                   f"if [ \"$1\" = --json ]; then echo '{answer}'; else echo 'cpu*'; fi")
+    cli = SlurmCli(sinfo=sinfo)
+    cli.start_nodes()
+    assert wait_for(lambda: calls.exists() and calls.read_text() == "--json\n", timeout=10)
+    assert cli.default_partition() == "cpu"  # another command: runs beside it
+    assert cli.nodes() == []
+    assert calls.read_text().splitlines() == ["--json", "-h -o %P"]
+    assert cli.nodes() == []
+    assert calls.read_text().splitlines() == ["--json", "-h -o %P", "--json"]
+    missing = SlurmCli(sinfo=str(tmp_path / "no-such-sinfo"))
+    missing.start_nodes()
+    with pytest.raises(SchedulerNotFound):
+        missing.nodes()
+
+
+@pytest.mark.slurm
+def test_the_nodes_start_nodes_started_are_those_nodes_reads(cli: SlurmCli) -> None:
+    expected = cli.nodes("ml")
+    cli.start_nodes()
+    assert cli.nodes("ml") == expected
+
+
 def test_format_state_suffixes_become_flags() -> None:
     assert parse_long_state("idle~") == ("idle", frozenset({"POWERED_DOWN"}))
     assert parse_long_state("mixed#") == ("mixed", frozenset({"POWERING_UP"}))
