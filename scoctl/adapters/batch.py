@@ -21,10 +21,12 @@ that cannot be read never fails a request.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from scoctl.core.model import FinishedJob, SlurmJob, SlurmNode
 from scoctl.errors import ApiError, PermanentError, TemporaryError
+
+if TYPE_CHECKING:
+    from scoctl.core.model import FinishedJob, SlurmJob, SlurmNode
 
 
 class SchedulerError(ApiError):

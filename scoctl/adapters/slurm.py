@@ -39,12 +39,15 @@ from scoctl.adapters.batch import (
     SchedulerUnparseable,
     SchedulerUnreachable,
 )
+from scoctl.core import model
 from scoctl.core.gres import Gres, GresError, parse_gres
-from scoctl.core.model import OLDEST_REST_API, FinishedJob, SlurmJob, SlurmNode, rest_api_version
+from scoctl.core.model import OLDEST_REST_API, SlurmNode, rest_api_version
 from scoctl.secrets import redact, remember
 
 if TYPE_CHECKING:
     import httpx
+
+    from scoctl.core.model import FinishedJob, SlurmJob
 
 DEFAULT_TIMEOUT = 10.0
 _REST_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
@@ -252,7 +255,7 @@ def job_from_json(item: Mapping[str, Any]) -> SlurmJob:
     job_id = _number(item.get("job_id"), "job_id")
     if job_id is None:
         raise SchedulerUnparseable(f"squeue --json: job without an id: {item!r:.200}")
-    return SlurmJob(
+    return model.SlurmJob(
         job_id=job_id,
         name=_text(item.get("name")),
         state=_job_state(item.get("job_state")),
@@ -302,8 +305,8 @@ def parse_sacct(text: str) -> list[FinishedJob]:
             raise SchedulerUnparseable(f"sacct line {number}: not {SACCT_FIELDS!r}: {line!r:.200}")
         job_id, state, exit_code = (f.strip() for f in fields)
         if job_id.isdigit() and state:
-            jobs[int(job_id)] = FinishedJob(job_id=int(job_id), state=state.split()[0].upper(),
-                                            exit_code=exit_code)
+            jobs[int(job_id)] = model.FinishedJob(
+                job_id=int(job_id), state=state.split()[0].upper(), exit_code=exit_code)
     return [jobs[j] for j in sorted(jobs)]
 
 

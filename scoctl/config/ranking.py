@@ -16,6 +16,9 @@ from scoctl.errors import ConfigError
 
 @dataclass(frozen=True)
 class Ranking:
+    """Pool scores (`id`, `scores`), where they came from, when fetched, and whether they are
+    older than allowed."""
+
     id: str
     scores: Mapping[str, float]
     source: str

@@ -109,6 +109,9 @@ def parse_duration(value: object, *, most: float = MAX_DURATION) -> float:
 
 @dataclass(frozen=True)
 class LaunchSettings:
+    """A region's `launch:`: what every server it launches gets (image, networks, security
+    groups, key, server group)."""
+
     image: str = field(metadata=read_as("string"))
     networks: tuple[str, ...] = setting((), "names")
     security_groups: tuple[str, ...] = setting((), "names")
@@ -118,6 +121,9 @@ class LaunchSettings:
 
 @dataclass(frozen=True)
 class Region:
+    """One `regions:` entry: its cloud in `clouds.yaml`, its rate of mutating calls and how it
+    launches."""
+
     name: str = field(metadata=read_as("string"))
     cloud: str  # the file's default is the region's name
     mutating_calls_per_second: int = setting(10, "integer", low=1)
@@ -128,6 +134,9 @@ class Region:
 
 @dataclass(frozen=True)
 class RankingSource:
+    """`ranking:`: the pool scores inline, from a file or from a URL, and how old they may
+    be."""
+
     id: str | None = setting(None, "string")
     scores: Mapping[str, float] | None = None
     file: Path | None = setting(None, "path")
@@ -137,6 +146,9 @@ class RankingSource:
 
 @dataclass(frozen=True)
 class WorkloadSpec:
+    """One `workloads:` entry: the contract and source of a named workload, and what selects
+    its demand."""
+
     name: str = field(metadata=read_as("string"))
     contract: str = setting(DEFAULT_CONTRACT, "string")
     source: str = setting("k8s", "string")
@@ -157,6 +169,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class KubernetesSettings:
+    """`kubernetes:`: how to reach the cluster and the labels and resources scoctl reads."""
+
     kubeconfig: Path | None = setting(None, "path")
     context: str | None = setting(None, "string")
     workload_label: str = setting("sco/workload", "string")
@@ -167,6 +181,8 @@ class KubernetesSettings:
 
 @dataclass(frozen=True)
 class SlurmSettings:
+    """`slurm:`: its commands (or slurmrestd), partitions, GRES names and timeouts."""
+
     rest_url: str | None = setting(None, "string")
     rest_user: str = setting("root", "string")
     rest_token_file: Path | None = setting(None, "path")
@@ -188,6 +204,9 @@ class SlurmSettings:
 
 @dataclass(frozen=True)
 class Bootstrap:
+    """`bootstrap:`: how a new node joins (join secret or per-launch token, API endpoint, CA
+    hash) and the user-data template."""
+
     join_secret_file: Path | None = setting(None, "path")  # static fallback; never logged or stored
     user_data_template: Path | None = setting(None, "path")
     api_endpoint: str | None = setting(None, "string")  # the Kubernetes API nodes join (host:port)
@@ -242,6 +261,8 @@ class Retention:
 
 @dataclass(frozen=True)
 class GateSettings:
+    """`gate:`: how long the gate waits for a capacity read."""
+
     # each capacity read of the gate; then `skipped` with a warning
     timeout: float = setting(10.0, "duration")
 
@@ -280,6 +301,8 @@ class Gang:
 
 @dataclass(frozen=True)
 class Intake:
+    """`intake:`: the batch window (idle, most) that gathers arriving demand into one pass."""
+
     batch_idle: float = setting(1.0, "duration")
     batch_max: float = setting(5.0, "duration")
 

@@ -159,7 +159,8 @@ def test_an_unwritable_cache_leaves_the_config_read_as_before(
 def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
         cache: Path, tmp_path: Path) -> None:
     # the submit wrapper's path (bench/gate_bench.py): the config from the cache, the row
-    # recorded through a store that builds no fleet, plan or notice rows
+    # recorded through a store that builds no fleet, plan, notice, claim or counter rows, and
+    # an adapter that builds no Slurm job values
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(tmp=tmp_path) + f"slurm: {{sinfo: {tmp_path / 'none'}}}\n")
     code = textwrap.dedent(f"""\
@@ -174,6 +175,7 @@ def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
                      or m in ("scoctl.core.gang", "scoctl.core.planner",
                               "scoctl.core.model.fleet", "scoctl.core.model.plans",
                               "scoctl.core.model.notices", "scoctl.core.model.latency",
+                              "scoctl.core.model.ledger", "scoctl.core.model.jobs",
                               "scoctl.core.claims", "zoneinfo", "tempfile")))
         """)
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

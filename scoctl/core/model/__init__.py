@@ -1,8 +1,9 @@
 """Every value type the pure decisions take and give, in one namespace.
 
-`pools` holds the configured world (flavors, pools, contracts, claims), `cloud`, `kubernetes`
-and `slurm` what the outside systems report, `records` (workloads, events, claims), `fleet`
-and `plans` the rows of the state, `notices` the reclaim notices. Each type is defined once, in
+`pools` holds the configured world (flavors, pools, contracts, claims), `cloud`, `kubernetes`,
+`slurm` (nodes) and `jobs` what the outside systems report, `records` (workloads, events,
+tokens), `ledger` (claims, disruption blocks, counters), `fleet` and `plans` the rows of the
+state, `notices` the reclaim notices. Each type is defined once, in
 its submodule; this package only gathers them, importing each submodule on first use of one of
 its names (PEP 562): the Slurm gate, run before every `sbatch`, needs only a few of them.
 """
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         LaunchRecord,
         RebalanceRecord,
     )
+    from scoctl.core.model.jobs import FinishedJob, NodeRelease, SlurmJob
     from scoctl.core.model.join import BootstrapToken, TokenSecret
     from scoctl.core.model.kubernetes import (
         REVISION_ANNOTATION,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     )
     from scoctl.core.model.latency import Histogram, LatencySample, Sighting
     from scoctl.core.model.leases import LeaseRecord
+    from scoctl.core.model.ledger import ClaimRecord, DisruptionBlock, MetricCounters
     from scoctl.core.model.notices import (
         NoticedRecord,
         NoticeKind,
@@ -88,24 +91,8 @@ if TYPE_CHECKING:
         is_slug,
     )
     from scoctl.core.model.problems import APIS, Api, Problem
-    from scoctl.core.model.records import (
-        ClaimRecord,
-        DisruptionBlock,
-        EventRecord,
-        MetricCounters,
-        NewEvent,
-        TokenRecord,
-        WorkloadRecord,
-    )
-    from scoctl.core.model.slurm import (
-        ELASTIC_FLAGS,
-        OLDEST_REST_API,
-        FinishedJob,
-        NodeRelease,
-        SlurmJob,
-        SlurmNode,
-        rest_api_version,
-    )
+    from scoctl.core.model.records import EventRecord, NewEvent, TokenRecord, WorkloadRecord
+    from scoctl.core.model.slurm import ELASTIC_FLAGS, OLDEST_REST_API, SlurmNode, rest_api_version
 
 __all__ = [
     "ELASTIC_FLAGS", "KINDS", "OLDEST_REST_API", "QUOTA_FAULT_CODE", "SLUG_RE", "SOURCES", "TIERS",
@@ -136,6 +123,7 @@ __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands 
 _NAMES: dict[str, tuple[str, ...]] = {
     "cloud": ("QUOTA_FAULT_CODE", "FlavorInfo", "Headroom", "LaunchRequest", "LaunchResult",
               "Networks", "ServerInfo"),
+    "jobs": ("FinishedJob", "NodeRelease", "SlurmJob"),
     "join": ("BootstrapToken", "TokenSecret"),
     "kubernetes": ("REVISION_ANNOTATION", "Condition", "Container", "DeploymentInfo", "EventInfo",
                    "InferenceServiceInfo", "JobInfo", "NodeEvent", "NodeInfo", "OwnerRef",
@@ -143,6 +131,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                    "ResourceQuotaInfo", "Spread", "Taint", "Toleration", "WorkloadRef"),
     "latency": ("Histogram", "LatencySample", "Sighting"),
     "leases": ("LeaseRecord",),
+    "ledger": ("ClaimRecord", "DisruptionBlock", "MetricCounters"),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
     "problems": ("APIS", "Api", "Problem"),
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart", "Contract", "Flavor",
@@ -151,10 +140,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "fleet": ("KEEP", "ExclusionRecord", "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep",
               "LaunchRecord", "RebalanceRecord"),
     "plans": ("PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache"),
-    "records": ("ClaimRecord", "DisruptionBlock", "EventRecord", "MetricCounters", "NewEvent",
-                "TokenRecord", "WorkloadRecord"),
-    "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "FinishedJob", "NodeRelease", "SlurmJob",
-              "SlurmNode", "rest_api_version"),
+    "records": ("EventRecord", "NewEvent", "TokenRecord", "WorkloadRecord"),
+    "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "SlurmNode", "rest_api_version"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 

@@ -1,6 +1,6 @@
-"""Typed rows of the state file, as the stages see them: workloads, their events, claims and
-tokens (the rows a hook writes), disruption blocks and metric counters. The fleet's rows are in
-`fleet`, the plans' in `plans`."""
+"""Typed rows of the state file, as the stages see them: workloads, their events and tokens (the
+rows a hook writes). Claims, disruption blocks and metric counters are in `ledger`, the fleet's
+rows in `fleet`, the plans' in `plans`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scoctl.core.model.pools import ClaimPart
-
 
 @dataclass(frozen=True)
 class WorkloadRecord:
+    """A workload row: its identity, kind, source, contract and status."""
+
     id: int
     slug: str
     kind: str
@@ -29,6 +29,8 @@ class WorkloadRecord:
 
 @dataclass(frozen=True)
 class EventRecord:
+    """An event row: what happened to a workload (its token, level and detail), when."""
+
     id: int
     ts: str
     workload: str | None
@@ -51,48 +53,6 @@ class NewEvent:
     status: str | None = None  # the workload's status the event records, if any
     workload_id: int | None = None
     ts: str | None = None
-
-
-@dataclass(frozen=True)
-class ClaimRecord:
-    workload: str
-    version: int
-    contract: str
-    requests: Mapping[str, int]
-    largest_pod: Mapping[str, int]
-    pods: int
-    tolerates_reclaimable: bool
-    source: str
-    updated: str
-    nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
-    ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint (§22)
-    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
-    # per flavor, what the DaemonSet pods on a new unit request (§22)
-    overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
-    preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
-    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
-
-
-@dataclass(frozen=True)
-class DisruptionBlock:
-    """A (workload, reason) whose candidates a budget holds back (the `budget`-th of the
-    workload's budgets), until time alone lifts it (`until`, RFC 3339; None: until a
-    disruption ends). Stored so that DISRUPTION_BLOCKED is written once per change."""
-
-    workload: str
-    reason: str
-    budget: int
-    until: str | None = None
-
-
-@dataclass(frozen=True)
-class MetricCounters:
-    """What `scoctl run` counts across runs, for its metrics textfile."""
-
-    cloud_calls: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (region, outcome)
-    tokens_spent: Mapping[str, int] = field(default_factory=dict)  # by region
-    last_success: float | None = None  # Unix time of the last fully successful pass
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scoctl.clock import Clock, SystemClock
-from scoctl.core.model import MetricCounters
+from scoctl.core import model
 from scoctl.errors import StateError
 from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -25,6 +26,9 @@ from scoctl.state.sqlite.latency import LatencyTables
 from scoctl.state.sqlite.notices import NoticeTables
 from scoctl.state.sqlite.plans import PlanTables
 from scoctl.state.sqlite.workloads import WorkloadTables
+
+if TYPE_CHECKING:
+    from scoctl.core.model import MetricCounters  # built on first use: the gate keeps none
 
 __all__ = ["SqliteStore", "run_migrations"]
 
@@ -103,7 +107,7 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
         spent = dict(self.conn.execute(
             "SELECT region, tokens FROM metric_tokens_spent ORDER BY region"))
         last = self.conn.execute("SELECT at FROM run_last_success").fetchone()
-        return MetricCounters(cloud_calls=calls, tokens_spent=spent,
+        return model.MetricCounters(cloud_calls=calls, tokens_spent=spent,
                               last_success=last[0] if last else None)
 
     def save_metric_counters(self, counters: MetricCounters) -> None:

@@ -6,12 +6,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
-from scoctl.core.model import ClaimRecord, EventRecord, NewEvent, TokenRecord, WorkloadRecord
+from scoctl.core import model
+from scoctl.core.model import EventRecord, NewEvent, TokenRecord, WorkloadRecord
 from scoctl.secrets import scrub
 from scoctl.state.sqlite.base import SqliteBase, dumps, loads
 
 if TYPE_CHECKING:
     from scoctl.core.claims import ClaimWrite
+    from scoctl.core.model import ClaimRecord  # built on first use: the gate reads no claim
 
 # A day before the newest event, as migration 3's trigger computes it.
 EVENTS_FLOOR_SQL = "strftime('%Y-%m-%dT%H:%M:%fZ', (SELECT max(ts) FROM events), '-1 day')"
@@ -153,7 +155,7 @@ class WorkloadTables(SqliteBase):
     def _claim(self, row: Mapping[str, Any]) -> ClaimRecord:
         from scoctl.core.claims import part_of  # claims only: a hook's workload row needs none
 
-        return ClaimRecord(
+        return model.ClaimRecord(
             workload=row["workload"], version=row["version"], contract=row["contract"],
             requests=loads(row["requests"], {}), largest_pod=loads(row["largest_pod"], {}),
             pods=row["pods"], tolerates_reclaimable=bool(row["tolerates_reclaimable"]),
@@ -176,7 +178,7 @@ class WorkloadTables(SqliteBase):
             "tolerates_reclaimable, source, updated, nodes, ineligible, zone_spread, overhead, "
             "parts, preferred, gang FROM claims "
             "ORDER BY workload")
-        return [ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
+        return [model.ClaimRecord(workload=w, version=v, contract=c, requests=loads(req, {}),
                             largest_pod=loads(lp, {}), pods=pods,
                             tolerates_reclaimable=bool(tol), source=src, updated=upd,
                             nodes=tuple(loads(nodes, [])) if nodes != "[]" else (),

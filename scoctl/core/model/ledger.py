@@ -1,0 +1,52 @@
+"""Typed rows of the state file that the controller keeps beside the workloads: each workload's
+claim, the disruption blocks and the metric counters (no hook writes them, so the gate, run
+before every ``sbatch``, does not build them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scoctl.core.model.pools import ClaimPart
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    workload: str
+    version: int
+    contract: str
+    requests: Mapping[str, int]
+    largest_pod: Mapping[str, int]
+    pods: int
+    tolerates_reclaimable: bool
+    source: str
+    updated: str
+    nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
+    ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint (§22)
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
+    # per flavor, what the DaemonSet pods on a new unit request (§22)
+    overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
+    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
+
+
+@dataclass(frozen=True)
+class DisruptionBlock:
+    """A (workload, reason) whose candidates a budget holds back (the `budget`-th of the
+    workload's budgets), until time alone lifts it (`until`, RFC 3339; None: until a
+    disruption ends). Stored so that DISRUPTION_BLOCKED is written once per change."""
+
+    workload: str
+    reason: str
+    budget: int
+    until: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricCounters:
+    """What `scoctl run` counts across runs, for its metrics textfile."""
+
+    cloud_calls: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (region, outcome)
+    tokens_spent: Mapping[str, int] = field(default_factory=dict)  # by region
+    last_success: float | None = None  # Unix time of the last fully successful pass
