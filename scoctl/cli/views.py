@@ -24,7 +24,7 @@ from scoctl.core.timefmt import rfc3339
 if TYPE_CHECKING:
     from scoctl.core.disruption import ReasonStatus
     from scoctl.core.model.disruption import Budget
-    from scoctl.core.model.ledger import DisruptionBlock
+    from scoctl.core.model.records import DisruptionBlock
 
 
 def workload_json(w: WorkloadRecord) -> dict[str, Any]:

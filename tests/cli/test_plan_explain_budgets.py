@@ -10,7 +10,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from scoctl.clock import SystemClock
-from scoctl.core.model.ledger import DisruptionBlock
+from scoctl.core.model.records import DisruptionBlock
 from scoctl.core.quantity import parse_resources
 from scoctl.core.timefmt import parse_rfc3339
 from scoctl.services.claims import record_claim

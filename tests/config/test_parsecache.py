@@ -4,6 +4,7 @@ user's own, is never used."""
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
 import os
@@ -159,8 +160,7 @@ def test_an_unwritable_cache_leaves_the_config_read_as_before(
 def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
         cache: Path, tmp_path: Path) -> None:
     # the submit wrapper's path (bench/gate_bench.py): the config from the cache, the row
-    # recorded through a store that builds no fleet, plan, notice, claim or counter rows, and
-    # an adapter that builds no Slurm job values
+    # recorded through a store that builds no fleet, plan or notice rows
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(tmp=tmp_path) + f"slurm: {{sinfo: {tmp_path / 'none'}}}\n")
     code = textwrap.dedent(f"""\
@@ -175,7 +175,6 @@ def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
                      or m in ("scoctl.core.gang", "scoctl.core.planner",
                               "scoctl.core.model.fleet", "scoctl.core.model.plans",
                               "scoctl.core.model.notices", "scoctl.core.model.latency",
-                              "scoctl.core.model.ledger", "scoctl.core.model.jobs",
                               "scoctl.core.claims", "zoneinfo", "tempfile")))
         """)
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -185,3 +184,28 @@ def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
     assert first[-2] == "exit 0" and "yaml" in first[-1], runs[0].stderr  # parsed, kept
     assert second[-2:] == ["exit 0", "[]"], runs[1].stderr
     assert '"slug": "job-1"' in runs[1].stdout
+
+
+def test_a_gate_recording_a_workload_builds_no_claim_counter_or_slurm_job_values(
+        cache: Path, tmp_path: Path) -> None:
+    # what a recorded verdict needs is the workload's row and event: claims and metric
+    # counters (core.model.ledger) and Slurm's jobs (core.model.jobs) are others' values
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.format(tmp=tmp_path) + f"slurm: {{sinfo: {tmp_path / 'none'}}}\n")
+    code = textwrap.dedent(f"""\
+        import sys
+        from scoctl.cli.app import main
+        try:
+            main(["--config", {str(config)!r}, "-q", "gate", "--backend", "slurm",
+                  "--workload", "job-1", "--json"])
+        except SystemExit as exc:
+            print("exit", exc.code)
+        print(sorted(m for m in sys.modules if m.startswith("scoctl.core.model.")))
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, check=False, env={**os.environ})
+    lines = done.stdout.strip().splitlines()
+    assert lines[-2] == "exit 0", done.stderr
+    modules = set(ast.literal_eval(lines[-1]))
+    assert "scoctl.core.model.records" in modules  # the row it recorded
+    assert not modules & {"scoctl.core.model.ledger", "scoctl.core.model.jobs"}, modules

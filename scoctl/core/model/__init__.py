@@ -2,10 +2,10 @@
 
 `pools` holds the configured world (flavors, pools, contracts, claims), `cloud`, `kubernetes`,
 `slurm` (nodes) and `jobs` what the outside systems report, `records` (workloads, events,
-tokens), `ledger` (claims, disruption blocks, counters), `fleet` and `plans` the rows of the
-state, `notices` the reclaim notices. Each type is defined once, in
-its submodule; this package only gathers them, importing each submodule on first use of one of
-its names (PEP 562): the Slurm gate, run before every `sbatch`, needs only a few of them.
+tokens, disruption blocks), `ledger` (claims, counters), `fleet` and `plans` the rows of the
+state, `notices` the reclaim notices. Each type is defined once, in its submodule; this package
+only gathers them, importing each submodule on first use of one of its names (PEP 562): the
+Slurm gate, run before every `sbatch`, needs only a few of them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     )
     from scoctl.core.model.latency import Histogram, LatencySample, Sighting
     from scoctl.core.model.leases import LeaseRecord
-    from scoctl.core.model.ledger import ClaimRecord, DisruptionBlock, MetricCounters
+    from scoctl.core.model.ledger import ClaimRecord, MetricCounters
     from scoctl.core.model.notices import (
         NoticedRecord,
         NoticeKind,
@@ -91,7 +91,13 @@ if TYPE_CHECKING:
         is_slug,
     )
     from scoctl.core.model.problems import APIS, Api, Problem
-    from scoctl.core.model.records import EventRecord, NewEvent, TokenRecord, WorkloadRecord
+    from scoctl.core.model.records import (
+        DisruptionBlock,
+        EventRecord,
+        NewEvent,
+        TokenRecord,
+        WorkloadRecord,
+    )
     from scoctl.core.model.slurm import ELASTIC_FLAGS, OLDEST_REST_API, SlurmNode, rest_api_version
 
 __all__ = [
@@ -131,7 +137,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                    "ResourceQuotaInfo", "Spread", "Taint", "Toleration", "WorkloadRef"),
     "latency": ("Histogram", "LatencySample", "Sighting"),
     "leases": ("LeaseRecord",),
-    "ledger": ("ClaimRecord", "DisruptionBlock", "MetricCounters"),
+    "ledger": ("ClaimRecord", "MetricCounters"),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
     "problems": ("APIS", "Api", "Problem"),
     "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart", "Contract", "Flavor",
@@ -140,7 +146,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "fleet": ("KEEP", "ExclusionRecord", "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep",
               "LaunchRecord", "RebalanceRecord"),
     "plans": ("PlanGeneration", "PlanUnitRecord", "PlanWorkloadRecord", "RankingCache"),
-    "records": ("EventRecord", "NewEvent", "TokenRecord", "WorkloadRecord"),
+    "records": ("DisruptionBlock", "EventRecord", "NewEvent", "TokenRecord", "WorkloadRecord"),
     "slurm": ("ELASTIC_FLAGS", "OLDEST_REST_API", "SlurmNode", "rest_api_version"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}

@@ -1,6 +1,6 @@
 """Typed rows of the state file that the controller keeps beside the workloads: each workload's
-claim, the disruption blocks and the metric counters (no hook writes them, so the gate, run
-before every ``sbatch``, does not build them)."""
+claim and the metric counters (no hook writes them, so the gate, run before every ``sbatch``,
+does not build them)."""
 
 from __future__ import annotations
 
@@ -29,18 +29,6 @@ class ClaimRecord:
     parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
     gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
-
-
-@dataclass(frozen=True)
-class DisruptionBlock:
-    """A (workload, reason) whose candidates a budget holds back (the `budget`-th of the
-    workload's budgets), until time alone lifts it (`until`, RFC 3339; None: until a
-    disruption ends). Stored so that DISRUPTION_BLOCKED is written once per change."""
-
-    workload: str
-    reason: str
-    budget: int
-    until: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Typed rows of the state file, as the stages see them: workloads, their events and tokens (the
-rows a hook writes). Claims, disruption blocks and metric counters are in `ledger`, the fleet's
-rows in `fleet`, the plans' in `plans`."""
+rows a hook writes), and disruption blocks. Claims and metric counters are in `ledger`, the
+fleet's rows in `fleet`, the plans' in `plans`."""
 
 from __future__ import annotations
 
@@ -72,3 +72,15 @@ class TokenRecord:
     update_row: bool = False  # the row is active: it takes `status`, `token`, the reason
     last_queued_reason: str | None = None
     ts: str | None = None  # when it happened (RFC 3339); None: now
+
+
+@dataclass(frozen=True)
+class DisruptionBlock:
+    """A (workload, reason) whose candidates a budget holds back (the `budget`-th of the
+    workload's budgets), until time alone lifts it (`until`, RFC 3339; None: until a
+    disruption ends). Stored so that DISRUPTION_BLOCKED is written once per change."""
+
+    workload: str
+    reason: str
+    budget: int
+    until: str | None = None
