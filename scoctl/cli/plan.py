@@ -60,6 +60,7 @@ def plan(
     import contextlib
     import sys
 
+    from scoctl.bulk import collector_paused
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
     from scoctl.cli.views import plan_workload_json
@@ -67,41 +68,44 @@ def plan(
     from scoctl.errors import EXIT_PLAN_CHECK
     from scoctl.stages.plan import plan_view, what_if_store
 
-    g = globals_of(ctx, json=json_out)
-    config = g.config()
-    store_cm: contextlib.AbstractContextManager[Store] = (
-        what_if_store(g.state_path(), password_file=config.state_password_file) if dry_run
-        else g.writer(wait, create=claims is not None))
-    with store_cm as store:
-        view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
-                         claims_path=claims, dry_run=dry_run, explain=explain,
-                         blast=blast)
-        waits = _waits(config, store, explain) if explain is not None else []
-    result = view.result
-    if result.ranking.stale:
-        render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
-    if g.json:
-        render.print_json({
-            "generation": result.generation, "ranking": result.ranking.id,
-            "changed": list(result.changed), "dry_run": dry_run,
-            "workloads": [plan_workload_json(r, explain=(r.workload == explain),
-                                             blast=view.blasts[name].as_json()
-                                             if name in view.blasts else None)
-                          | ({"disruption": waits, "rebalance": _rebalance_json(view)}
-                             if r.workload == explain else {})
-                          for name, r in view.records.items()]},
-            pretty=pretty or sys.stdout.isatty())
-    else:
-        _show(view, dry_run)
-        if blast:
-            for name, shown in view.blasts.items():
-                if name != view.explain:
-                    _show_blast(name, shown)
-        if explain is not None:
-            _show_waits(explain, waits)
-            _show_rebalance(view, dry_run)
-    if check and any(not r.feasible or r.degraded for r in view.records.values()):
-        raise typer.Exit(EXIT_PLAN_CHECK)
+    # one process over 10,000s of fresh values (config, claims, plans, output): full
+    # collections free nothing in it (scoctl.bulk); the planner itself already runs paused
+    with collector_paused():
+        g = globals_of(ctx, json=json_out)
+        config = g.config()
+        store_cm: contextlib.AbstractContextManager[Store] = (
+            what_if_store(g.state_path(), password_file=config.state_password_file) if dry_run
+            else g.writer(wait, create=claims is not None))
+        with store_cm as store:
+            view = plan_view(config, store, SystemClock(), only=list(workload or []), full=all_,
+                             claims_path=claims, dry_run=dry_run, explain=explain,
+                             blast=blast)
+            waits = _waits(config, store, explain) if explain is not None else []
+        result = view.result
+        if result.ranking.stale:
+            render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
+        if g.json:
+            render.print_json({
+                "generation": result.generation, "ranking": result.ranking.id,
+                "changed": list(result.changed), "dry_run": dry_run,
+                "workloads": [plan_workload_json(r, explain=(r.workload == explain),
+                                                 blast=view.blasts[name].as_json()
+                                                 if name in view.blasts else None)
+                              | ({"disruption": waits, "rebalance": _rebalance_json(view)}
+                                 if r.workload == explain else {})
+                              for name, r in view.records.items()]},
+                pretty=pretty or sys.stdout.isatty())
+        else:
+            _show(view, dry_run)
+            if blast:
+                for name, shown in view.blasts.items():
+                    if name != view.explain:
+                        _show_blast(name, shown)
+            if explain is not None:
+                _show_waits(explain, waits)
+                _show_rebalance(view, dry_run)
+        if check and any(not r.feasible or r.degraded for r in view.records.values()):
+            raise typer.Exit(EXIT_PLAN_CHECK)
 
 
 def _show(view: PlanView, dry_run: bool) -> None:

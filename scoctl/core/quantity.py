@@ -12,6 +12,7 @@ memory in bytes (`to_json_resources`).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -116,7 +117,19 @@ def parse_count(value: object) -> int:
 
 
 def parse_quantity(name: str, value: object) -> int:
-    """A quantity of resource `name` in canonical units."""
+    """A quantity of resource `name` in canonical units. A string or whole number is worked
+    out once per process (a claims file or a pod list repeats the same few thousand times)."""
+    if type(value) is str or type(value) is int:  # exactly: not bool, not a subclass
+        return _known_quantity(name, value)
+    return _parse_quantity(name, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _known_quantity(name: str, value: str | int) -> int:
+    return _parse_quantity(name, value)  # a refusal raises each time: none is cached
+
+
+def _parse_quantity(name: str, value: object) -> int:
     if name == CPU:
         return parse_cpu(value)
     if name == MEMORY or name.startswith("hugepages-") or name == "ephemeral-storage":

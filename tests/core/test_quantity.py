@@ -11,6 +11,7 @@ from scoctl.core.quantity import (
     format_resources,
     parse_cpu,
     parse_memory,
+    parse_quantity,
     parse_slurm_mem_mb,
     to_json_resources,
 )
@@ -63,3 +64,29 @@ def test_42_pods_of_4_vcpu_16gi_sum_to_168_vcpu_672gi():
                        st.integers(0, 10**6)))
 def test_fits_is_a_per_resource_conjunction(request, capacity):
     assert fits(request, capacity) == all(v <= capacity.get(k, 0) for k, v in request.items())
+
+
+@given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "hugepages-2Mi"]),
+       st.one_of(st.integers(min_value=-3, max_value=10**6),
+                 st.from_regex(r"\A[0-9]{1,4}(\.[0-9]{1,3})?(m|k|M|G|Ki|Mi|Gi|Ti)?\Z")))
+def test_a_remembered_quantity_is_the_quantity_worked_out_afresh(name: str, value: object) -> None:
+    """`parse_quantity` remembers strings and whole numbers: the answer, or the refusal, is the
+    same as working it out again, every time it is asked."""
+    from scoctl.core.quantity import _parse_quantity
+
+    try:
+        expected: int | type[QuantityError] = _parse_quantity(name, value)
+    except QuantityError:
+        expected = QuantityError
+    for _ in range(2):
+        try:
+            got: int | type[QuantityError] = parse_quantity(name, value)
+        except QuantityError:
+            got = QuantityError
+        assert got == expected
+
+
+def test_a_boolean_is_no_quantity_even_after_its_number_was_remembered() -> None:
+    assert parse_quantity("cpu", 1) == 1000
+    with pytest.raises(QuantityError):
+        parse_quantity("cpu", True)
