@@ -361,6 +361,13 @@ class SlurmCli:
         with contextlib.suppress(SchedulerNotFound):
             self._started = (argv, self._spawn(argv))
 
+    def drop_started(self) -> None:
+        """Kill and reap the ``sinfo`` `start_nodes` started, if nothing read it (the gate
+        failed before it read the nodes): a hung one would outlive the gate otherwise."""
+        started, self._started = self._started, None
+        if started is not None:
+            _kill_group(started[1])
+
     def run(self, argv: Sequence[str]) -> str:
         """Run one Slurm command and return its stdout (the one `start_nodes` started, when it
         is this command; `timeout` then counts from here).

@@ -16,9 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scoctl.cli.context import Globals, start
+
+if TYPE_CHECKING:
+    from scoctl.adapters.batch import BatchScheduler
+    from scoctl.adapters.slurm import SlurmCli
 
 BACKENDS = ("slurm", "k8s")
 KINDS = ("job", "deployment", "inference")
@@ -184,25 +188,32 @@ def run(g: Globals, args: GateArgs) -> int:
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
     config = g.config()
-    scheduler = None
+    scheduler: BatchScheduler | None = None
+    started: SlurmCli | None = None  # its sinfo answers while the decisions are imported
     if args.backend == "slurm":
         from scoctl.adapters.factory import scheduler_for
         from scoctl.adapters.slurm import SlurmCli
 
         scheduler = scheduler_for(config, timeout=config.gate.timeout)
         if isinstance(scheduler, SlurmCli):
-            scheduler.start_nodes()  # sinfo answers while the decisions below are imported
+            started = scheduler
+            started.start_nodes()
     from scoctl.cli import render
     from scoctl.core.gate import OVER_CAPACITY, SKIPPED, GateRequest
     from scoctl.stages.gate import run_gate
 
-    request = GateRequest(cpus=args.cpus, memory_mb=memory_mb, gpus=args.gpus,
-                          gpu_type=args.gpu_type,
-                          gpu_resource=args.gpu_resource or config.kubernetes.gpu_resource)
-    outcome = run_gate(config, request, backend="k8s" if args.backend == "k8s" else "slurm",
-                       partition=args.partition, elastic=config.elastic and not args.no_elastic,
-                       workload=workload, kind=args.kind, job_id=args.job_id,
-                       state_path=g.state_path() if workload else None, scheduler=scheduler)
+    try:
+        request = GateRequest(cpus=args.cpus, memory_mb=memory_mb, gpus=args.gpus,
+                              gpu_type=args.gpu_type,
+                              gpu_resource=args.gpu_resource or config.kubernetes.gpu_resource)
+        outcome = run_gate(config, request, backend="k8s" if args.backend == "k8s" else "slurm",
+                           partition=args.partition,
+                           elastic=config.elastic and not args.no_elastic, workload=workload,
+                           kind=args.kind, job_id=args.job_id,
+                           state_path=g.state_path() if workload else None, scheduler=scheduler)
+    finally:
+        if started is not None:
+            started.drop_started()  # unread when the partition could not be read first
     verdict = outcome.verdict
     if verdict.verdict == SKIPPED:
         render.warn(f"gate skipped: {verdict.reason}")

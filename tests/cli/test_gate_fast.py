@@ -163,3 +163,36 @@ def test_the_slurm_gate_runs_without_typer_or_click(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert lines[-2:] == ["exit 0", "[]"], done.stderr
     assert '"verdict": "skipped"' in done.stdout
+
+
+def test_a_gate_that_could_not_read_its_partition_leaves_no_sinfo_behind(tmp_path: Path) -> None:
+    """The gate starts ``sinfo --json`` as soon as its config is read. When the partition
+    cannot be read first (no partition configured or asked for, and ``sinfo -h -o %P``
+    fails), nothing reads that sinfo: the gate kills it rather than leave it hung behind it
+    (one per submitted job, with slurmctld stuck). The verdict is `skipped`, as before."""
+    from tests.builders import slurm_config
+    from tests.fixtures.slurm import wait_for
+
+    pid_file = tmp_path / "sinfo.pid"
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text("#!/bin/sh\n"
+                     f'if [ "$1" = --json ]; then echo $$ > {pid_file}; exec sleep 60; fi\n'
+                     "echo 'sinfo: error: Unable to contact slurm controller' >&2; exit 1\n")
+    sinfo.chmod(0o755)
+    config = slurm_config(tmp_path, f"{{sinfo: {sinfo}, timeout: 30s}}")
+    done = subprocess.run([sys.executable, "-m", "scoctl", "--config", str(config), "-q", "gate",
+                           "--backend", "slurm", "--cpus", "1", "--json"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    assert '"verdict": "skipped"' in done.stdout
+    assert wait_for(pid_file.exists, timeout=10), "the gate never started sinfo --json"
+    pid = int(pid_file.read_text())
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        return state == "Z"
+
+    assert wait_for(gone, timeout=10), "the unread sinfo --json still runs"
