@@ -157,13 +157,12 @@ def test_an_unwritable_cache_leaves_the_config_read_as_before(
     assert _entries(tmp_path / "home" / ".cache" / "scoctl")
 
 
-def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
-        cache: Path, tmp_path: Path) -> None:
-    # the submit wrapper's path (bench/gate_bench.py): the config from the cache, the row
-    # recorded through a store that builds no fleet, plan or notice rows
+def _gate_then_print(tmp_path: Path, printed: str) -> str:
+    """Python code that runs a gate line recording workload job-1 (the config in tmp_path,
+    an sinfo that is not there), prints ``exit CODE``, then the value of `printed`."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(tmp=tmp_path) + f"slurm: {{sinfo: {tmp_path / 'none'}}}\n")
-    code = textwrap.dedent(f"""\
+    return textwrap.dedent(f"""\
         import sys
         from scoctl.cli.app import main
         try:
@@ -171,12 +170,19 @@ def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
                   "--workload", "job-1", "--json"])
         except SystemExit as exc:
             print("exit", exc.code)
-        print(sorted(m for m in sys.modules if m.split(".")[0] == "yaml"
+        print({printed})
+        """)
+
+
+def test_a_gate_after_the_first_imports_no_yaml_and_none_of_the_fleet(
+        cache: Path, tmp_path: Path) -> None:
+    # the submit wrapper's path (bench/gate_bench.py): the config from the cache, the row
+    # recorded through a store that builds no fleet, plan or notice rows
+    code = _gate_then_print(tmp_path, """sorted(m for m in sys.modules if m.split(".")[0] == "yaml"
                      or m in ("scoctl.core.gang", "scoctl.core.planner",
                               "scoctl.core.model.fleet", "scoctl.core.model.plans",
                               "scoctl.core.model.notices", "scoctl.core.model.latency",
-                              "scoctl.core.claims", "zoneinfo", "tempfile")))
-        """)
+                              "scoctl.core.claims", "zoneinfo", "tempfile"))""")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=60, cwd=tmp_path, check=False, env={**os.environ})
             for _ in range(2)]
@@ -190,18 +196,8 @@ def test_a_gate_recording_a_workload_builds_no_claim_counter_or_slurm_job_values
         cache: Path, tmp_path: Path) -> None:
     # what a recorded verdict needs is the workload's row and event: claims and metric
     # counters (core.model.ledger) and Slurm's jobs (core.model.jobs) are others' values
-    config = tmp_path / "config.yaml"
-    config.write_text(CONFIG.format(tmp=tmp_path) + f"slurm: {{sinfo: {tmp_path / 'none'}}}\n")
-    code = textwrap.dedent(f"""\
-        import sys
-        from scoctl.cli.app import main
-        try:
-            main(["--config", {str(config)!r}, "-q", "gate", "--backend", "slurm",
-                  "--workload", "job-1", "--json"])
-        except SystemExit as exc:
-            print("exit", exc.code)
-        print(sorted(m for m in sys.modules if m.startswith("scoctl.core.model.")))
-        """)
+    code = _gate_then_print(
+        tmp_path, 'sorted(m for m in sys.modules if m.startswith("scoctl.core.model."))')
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path, check=False, env={**os.environ})
     lines = done.stdout.strip().splitlines()
