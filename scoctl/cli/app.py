@@ -85,11 +85,11 @@ def _leave(code: int) -> None:
     open: the gate's store and spool files are closed, and help runs no command). The
     teardown frees every imported module's objects one by one: ~5 ms of a gate's ~100, ~10 ms
     of a sub-command's help, freeing nothing a process ending needs."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        code = code or EXIT_FAILURE
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader went away: as main() answers one
+            code = code or EXIT_FAILURE
     if "logging" in sys.modules:
         import logging
 
