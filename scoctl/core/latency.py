@@ -94,7 +94,7 @@ def progress(sightings: Iterable[Sighting], planned: Mapping[str, int],
     return LatencyDecision(tuple(observations), tuple(keep), tuple(drop))
 
 
-def all_ready(planned_units: int, statuses: Sequence[str]) -> bool:
+def all_ready(planned_units: int, statuses: Sequence[InstanceStatus]) -> bool:
     """Every planned unit of a workload is a Ready instance (and some unit is planned)."""
     ready = sum(1 for s in statuses if s == InstanceStatus.READY)
     return planned_units > 0 and ready >= planned_units
