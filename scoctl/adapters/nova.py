@@ -488,8 +488,8 @@ class NovaCloud:
 
     def catalog(self) -> Catalog:
         """What the region offers by name (``config check --online``): its images, flavors,
-        networks and security groups (Nova's proxies, microversion 2.35) and availability
-        zones. Raises TemporaryError, PermanentError."""
+        networks and security groups (Nova's proxies, microversion 2.35; the groups None when
+        that proxy fails) and availability zones. Raises TemporaryError, PermanentError."""
         def listed(path: str, collection: str, label: str) -> tuple[Named, ...]:
             answer = self._call(lambda: self._raw("GET", path, PROXY_MICROVERSION)) or {}
             return tuple(Named(str(item["id"]), str(item.get(label) or ""))
@@ -497,11 +497,17 @@ class NovaCloud:
 
         zones = self._call(lambda: self._raw("GET", "/os-availability-zone",
                                              PROXY_MICROVERSION)) or {}
+        try:
+            groups: tuple[Named, ...] | None = listed("/os-security-groups", "security_groups",
+                                                      "name")
+        except (TemporaryError, PermanentError) as exc:  # a proxy the cloud does not serve
+            log.warning("security groups not listed (not checked): %s", exc)
+            groups = None
         return Catalog(
             images=listed("/images/detail", "images", "name"),
             flavors=tuple(Named(f.id, f.name) for f in self.flavors()),
             networks=listed("/os-networks", "networks", "label"),
-            security_groups=listed("/os-security-groups", "security_groups", "name"),
+            security_groups=groups,
             zones=tuple(str(z.get("zoneName")) for z in zones.get("availabilityZoneInfo") or ()
                         if (z.get("zoneState") or {}).get("available", True)))
 

@@ -42,10 +42,11 @@ class Catalog:
     images: tuple[Named, ...] = ()
     flavors: tuple[Named, ...] = ()
     networks: tuple[Named, ...] = ()
-    security_groups: tuple[Named, ...] = ()
+    # None: the region would not list them (Nova's security group proxy failed): not checked
+    security_groups: tuple[Named, ...] | None = ()
     zones: tuple[str, ...] = ()
 
-    def of(self, kind: Kind) -> tuple[Named, ...]:
+    def of(self, kind: Kind) -> tuple[Named, ...] | None:
         return {Kind.IMAGE: self.images, Kind.FLAVOR: self.flavors,
                 Kind.NETWORK: self.networks, Kind.SECURITY_GROUP: self.security_groups,
                 Kind.ZONE: tuple(Named(z, z) for z in self.zones)}[kind]
@@ -78,7 +79,8 @@ class Unmet:
 
 def unmet(region: str, wanted: Iterable[Wanted], catalog: Catalog) -> tuple[Unmet, ...]:
     """The `wanted` names `catalog` lacks or holds more than once, in the order given (each
-    (kind, name) once). A name matches an id, or exactly one name, of its kind."""
+    (kind, name) once). A name matches an id, or exactly one name, of its kind; a kind the
+    region would not list is not checked."""
     out: list[Unmet] = []
     seen: set[tuple[Kind, str]] = set()
     for want in wanted:
@@ -87,6 +89,8 @@ def unmet(region: str, wanted: Iterable[Wanted], catalog: Catalog) -> tuple[Unme
             continue
         seen.add(key)
         items = catalog.of(want.kind)
+        if items is None:
+            continue
         if any(item.id == want.name for item in items):
             continue
         named = sum(1 for item in items if item.name == want.name)
