@@ -32,13 +32,13 @@ MISSING = "image: image 'ubuntu-26.04' not found in the cloud"
 def test_an_image_the_region_lacks_fails_its_launches_named_and_the_other_region_launches(
     tmp_path: Path, clock: FixedClock, fake: FakeCloud,  # noqa: F811
 ) -> None:
-    config = make_config(tmp_path, regions=2)
+    two = make_config(tmp_path, regions=2)
     with open_store(tmp_path / "state.db", clock=clock, create=True) as store:
         set_plan(store, "web", {"small.a": 2, "small.b": 1})
         fake.fail_next("image_id", ConfigError("image 'ubuntu-26.04' not found in the cloud",
                                                field="image"))
 
-        result = acquire(config, store, clock, fake)
+        result = acquire(two, store, clock, fake)
 
         assert [(o.region, o.created) for o in result.launches] == [("region-b", 1)]
         assert result.held == ("web",)
