@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nova, pytest.mark.slow]
 
 REPLICAS = 8
 MISSING = "ubuntu-26.04"
-NOTICE_S = 40
+NOTICE_S = 25
 
 
 def scenario(cwd: Path) -> Path:
