@@ -52,10 +52,11 @@ class Cloud(Protocol):
     def launch(self, request: LaunchRequest) -> LaunchResult:
         """Start `min_count`..`max_count` servers in ONE call; Nova may build fewer (quota).
 
-        Raises ConfigError (tags or user_data break Nova's rules: nothing was sent),
+        Raises ConfigError (tags or user_data break Nova's rules, or a flavor, image, network,
+        security group or zone the region lacks — Nova's 400: nothing was created),
         QuotaExceeded (403 over quota), Refused (turned away before any work on every
         attempt: nothing was created), TemporaryError (the call may have reached Nova: the
-        servers may exist), PermanentError (unknown flavor, image, network or AZ, other 4xx).
+        servers may exist), PermanentError (other 4xx: 401, 403 without quota, 404).
         Servers that fail later show as ERROR (see `ServerInfo.fault_error`).
         """
         ...

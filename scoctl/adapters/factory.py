@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from scoctl.adapters.batch import BatchScheduler
     from scoctl.adapters.cloud import Cloud
     from scoctl.adapters.cluster import Cluster
+    from scoctl.core.catalog import Catalog
 
 
 def cloud_for(config: Config, region: Region, *,
@@ -41,6 +42,17 @@ def cloud_for(config: Config, region: Region, *,
     retry = RetryPolicy(budget=RetryBudget(config.timeouts.retry_budget, deadline=deadline))
     return NovaCloud(nova_connection(config, region), retry=retry, spend_token=budget,
                      api_timeout=config.timeouts.api)
+
+
+def catalog_for(config: Config, region: Region) -> Catalog:
+    """What `region`'s Nova offers by name (`NovaCloud.catalog`), read with the same bounds
+    as `cloud_for`'s calls. Raises ConfigError (an unusable clouds.yaml entry), TemporaryError,
+    PermanentError."""
+    from scoctl.adapters.nova import NovaCloud
+
+    cloud = cloud_for(config, region)
+    assert isinstance(cloud, NovaCloud)
+    return cloud.catalog()
 
 
 # One openstacksdk Connection per region per process (`run --interval` and the controller

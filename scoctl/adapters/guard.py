@@ -9,9 +9,13 @@ spool and the reclaim notices. The step reports the API unavailable (``API_UNAVA
 soon as it ends.
 
 A long-lived guard (the controller's) has a `probe`: a cheap read sent from a thread of its
-own, after 1 s, then doubling up to 30 s, until one is answered (a success, or a refusal the
+own, after 0.5 s, then doubling up to 2 s, until one is answered (a success, or a refusal the
 API itself sends: a 4xx; not a 5xx or a refused connection); the next call then goes
-through, and `cleared` tells the controller to act on the region again at once. A guard
+through, and `cleared` tells the controller to act on the region again at once. The gap
+stays short so that the outage ends when the API answers, not at the next probe: a probe
+to a frozen API waits `timeouts.api` for its answer, so one is nearly always in flight and
+answered the moment the API is (a back-off to 30 s made a 60 s stall an 86 s outage and
+held the launches waiting for it that much longer). A guard
 without a probe (one pass of ``run --once``) stays tripped for the rest of its pass; the next
 pass, with a fresh adapter, tries again. Any answered call clears a guard.
 """
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-PROBE_BACKOFF_S = (1.0, 30.0)  # the first probe's delay, the longest between two
+PROBE_BACKOFF_S = (0.5, 2.0)  # the first probe's delay, the longest between two
 PROBE_SERVER = "00000000-0000-0000-0000-000000000000"  # a server that is never there
 
 

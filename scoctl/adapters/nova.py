@@ -39,6 +39,7 @@ from urllib.parse import urlencode
 
 from scoctl.adapters.cloud import MAX_METADATA_VALUE, check_tags, encode_user_data
 from scoctl.adapters.retry import RetryPolicy, call_time_left
+from scoctl.core.catalog import Catalog, Named
 from scoctl.core.model import FlavorInfo, Headroom, LaunchRequest, LaunchResult, ServerInfo
 from scoctl.core.model.vocabulary import ServerStatus
 from scoctl.errors import (
@@ -384,7 +385,8 @@ class NovaCloud:
     def launch(self, request: LaunchRequest) -> LaunchResult:
         """ONE multi-create call for `min_count`..`max_count` servers named `<name>-<i>`.
 
-        Raises ConfigError (rules broken or a name that does not resolve: nothing was sent),
+        Raises ConfigError (rules broken or a name that does not resolve: nothing was sent;
+        or Nova's 400 to the create: a name it lacks, nothing was created),
         QuotaExceeded (403), Refused (every attempt turned away before any work: nothing was
         created), TemporaryError (the servers may exist: look for the request's tags),
         PermanentError.
@@ -406,6 +408,11 @@ class NovaCloud:
                 mapped = map_error(exc)
                 if mapped is None:
                     raise
+                if getattr(exc, "status_code", None) == 400:
+                    # Nova refused what the request names (an image, network, security
+                    # group, zone or key it lacks): the config's to fix, nothing was created
+                    said = str(mapped).split(": ", 1)[-1]
+                    raise ConfigError(f"Nova refused the launch: {said}") from exc
                 ambiguous = ambiguous or _ambiguous(mapped, exc)
                 raise mapped from exc
             return str(answer["reservation_id"])
@@ -478,6 +485,31 @@ class NovaCloud:
         if request.server_group:
             body["os:scheduler_hints"] = {"group": request.server_group}
         return body
+
+    def catalog(self) -> Catalog:
+        """What the region offers by name (``config check --online``): its images, flavors,
+        networks and security groups (Nova's proxies, microversion 2.35; the groups None when
+        that proxy fails) and availability zones. Raises TemporaryError, PermanentError."""
+        def listed(path: str, collection: str, label: str) -> tuple[Named, ...]:
+            answer = self._call(lambda: self._raw("GET", path, PROXY_MICROVERSION)) or {}
+            return tuple(Named(str(item["id"]), str(item.get(label) or ""))
+                         for item in answer.get(collection) or ())
+
+        zones = self._call(lambda: self._raw("GET", "/os-availability-zone",
+                                             PROXY_MICROVERSION)) or {}
+        try:
+            groups: tuple[Named, ...] | None = listed("/os-security-groups", "security_groups",
+                                                      "name")
+        except (TemporaryError, PermanentError) as exc:  # a proxy the cloud does not serve
+            log.warning("security groups not listed (not checked): %s", exc)
+            groups = None
+        return Catalog(
+            images=listed("/images/detail", "images", "name"),
+            flavors=tuple(Named(f.id, f.name) for f in self.flavors()),
+            networks=listed("/os-networks", "networks", "label"),
+            security_groups=groups,
+            zones=tuple(str(z.get("zoneName")) for z in zones.get("availabilityZoneInfo") or ()
+                        if (z.get("zoneState") or {}).get("available", True)))
 
     # ------------------------------------------------------------------ name resolution
 

@@ -1,24 +1,38 @@
-"""`scoctl config check`: validate a config and summarise it."""
+"""`scoctl config check`: validate a config and summarise it (`--online`: against Nova)."""
 
 from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scoctl.cli.common import JsonOption
+
+if TYPE_CHECKING:
+    from scoctl.services.catalog import OnlineCheck
+
+OnlineOption = Annotated[bool, typer.Option(
+    "--online", help="Also check every image, flavor, network, security group and zone the "
+                     "config names against its region's Nova (exit 2 naming each missing one, "
+                     "1 when a region cannot be read).")]
 
 config_app = typer.Typer(rich_markup_mode=None, help="Work with the config file.",
                          no_args_is_help=True)
 
 
 @config_app.command("check")
-def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
+def check(ctx: typer.Context, json_out: JsonOption = False, online: OnlineOption = False,
+          ) -> None:
     """Validate the config (exit 2 naming the file, line and field on the first error; every
     region needs the launch settings acquire uses) and summarise regions, flavors, pools,
-    groups, contracts, ranking and workloads.
+    groups, contracts, ranking and workloads. With --online, also ask each region's Nova
+    for every image, flavor, network, security group and availability zone the config names
+    (read-only calls): each one it lacks is named with its field (exit 2).
 
     \b
     Example:
-      scoctl --config /etc/scoctl/config.yaml config check
+      scoctl --config /etc/scoctl/config.yaml config check --online
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
@@ -27,8 +41,17 @@ def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
     g = globals_of(ctx, json=json_out)
     config = g.config()
     summary = summarise(config)
+    found = None
+    if online:
+        from scoctl.services.catalog import check_online
+
+        found = check_online(config)
+        summary["online"] = {"regions": list(found.checked),
+                             "missing": [str(u) for u in found.unmet],
+                             "unreadable": [f"{r}: {e}" for r, e in found.unreadable]}
     if g.json:
         render.print_json(summary)
+        _exit_for(found)
         return
     render.key_values(f"config {config.source_name}: valid", {
         "state": summary["state"],
@@ -45,6 +68,26 @@ def check(ctx: typer.Context, json_out: JsonOption = False) -> None:
     })
     for warning in summary["warnings"]:
         render.warn(warning)
+    if found is not None:
+        for missing in found.unmet:
+            print(f"scoctl: error: {config.source_name}: {missing}", file=sys.stderr)
+        for region, error in found.unreadable:
+            print(f"scoctl: error: region {region}: Nova could not be read: {error}",
+                  file=sys.stderr)
+        if found.ok:
+            print(f"online: every name the config gives is in its region "
+                  f"({', '.join(found.checked) or 'no region launches'})")
+    _exit_for(found)
+
+
+def _exit_for(found: OnlineCheck | None) -> None:
+    """2 when a region lacks a name the config gives, 1 when a region could not be read."""
+    from scoctl.errors import EXIT_FAILURE, EXIT_USAGE
+
+    if found is not None and found.unmet:
+        raise typer.Exit(EXIT_USAGE)
+    if found is not None and found.unreadable:
+        raise typer.Exit(EXIT_FAILURE)
 
 
 def register(app: typer.Typer) -> None:

@@ -54,6 +54,7 @@ class Timers:
     notice: float = 0.0
     gap: float = 1.0
     slurm: bool = False  # Slurm is a source: the periodic intake reads it
+    held: float = 180.0  # launches a region lacked a name for are tried again this often
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Schedule:
     reconcile: bool = False  # a reconcile was asked for
     failures: Mapping[Step, int] = field(default_factory=dict)
     retry_at: Mapping[Step, float] = field(default_factory=dict)
+    recheck_at: float = math.inf  # launches held for a name their region lacks: try again
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def next_step(s: Schedule, t: Timers, now: float) -> Due:
     if _ready(s, "intake", now) and (polled or s.spool or _window_closed(s, t, now)):
         return Due("intake", kubernetes=polled or _window_closed(s, t, now),
                    slurm=polled and t.slurm)
-    if s.act and _ready(s, "act", now):
+    if (s.act or now >= s.recheck_at) and _ready(s, "act", now):
         return Due("act")
     if now >= _reconcile_at(s, t):
         return Due("reconcile")
@@ -131,6 +133,8 @@ def next_step(s: Schedule, t: Timers, now: float) -> Due:
     times += [_reconcile_at(s, t), s.next_spool]
     if s.act:
         times.append(s.retry_at.get("act", now))
+    if s.recheck_at < math.inf:
+        times.append(max(s.recheck_at, s.retry_at.get("act", -math.inf)))
     return Due(None, wait=max(0.0, min(times) - now))
 
 
@@ -191,6 +195,18 @@ def recovered(s: Schedule, step: Step) -> Schedule:
     return _succeeded(s, step)
 
 
+def answered_again(s: Schedule) -> Schedule:
+    """A stalled region answers again: plan, acquire and reconcile at once — what waited on
+    it goes now, not after the back-off its failed steps earned while it stalled."""
+    out = recovered(recovered(s, "act"), "reconcile")
+    return reconcile_wanted(leader_gained(out))
+
+
+def reloaded(s: Schedule) -> Schedule:
+    """The config was reloaded (a fixed image, flavor, …): plan, acquire and reconcile at once."""
+    return replace(reconcile_wanted(leader_gained(s)), recheck_at=math.inf)
+
+
 def after_intake(s: Schedule, t: Timers, now: float, due: Due, *, failed: bool,
                  changed: bool, replan: bool) -> Schedule:
     """An intake ran. `changed`: a claim got a new version; `replan`: workloads wait to be
@@ -204,10 +220,13 @@ def after_intake(s: Schedule, t: Timers, now: float, due: Due, *, failed: bool,
 
 
 def after_act(s: Schedule, t: Timers, now: float, *, failed: bool, launched: bool,
-              replan: bool) -> Schedule:
+              replan: bool, held: bool = False) -> Schedule:
     """Plan and acquire ran. A launch asks for a reconcile right away; a failed acquire is
-    tried again after its back-off; `replan` (the acquire excluded a pool) plans again."""
-    out = replace(s, act=failed or replan, reconcile=s.reconcile or launched)
+    tried again after its back-off; `replan` (the acquire excluded a pool) plans again;
+    `held` (launches a region lacked an image, flavor, … for) tries again every `t.held`
+    seconds — not a failure: no back-off, nothing else waits for it."""
+    out = replace(s, act=failed or replan, reconcile=s.reconcile or launched,
+                  recheck_at=now + t.held if held else math.inf)
     if launched:
         out = replace(out, next_reconcile=min(out.next_reconcile, now))
     return _failed(out, "act", now) if failed else _succeeded(out, "act")

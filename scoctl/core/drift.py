@@ -10,7 +10,8 @@ they are replaced, and whether a workload's rollout may go on.
   them has stayed Ready for `drift.soak` (one drifted unit at a time until a replacement is
   Ready, then none while it soaks), ``open`` once one has, ``halted`` after
   `drift.halt_after` failed launches in a row on them (launch or registration timeout,
-  ERROR) since the last resume: old units stay.
+  ERROR) since the last resume, or while the region lacks the launch image (`held`): old
+  units stay.
 - `meta_patches`: Node labels (`workloads[].node_labels`, `pools[].labels`) that differ from
   the config: patched in place, no new server (`DRIFT_PATCHED`).
 
@@ -180,6 +181,15 @@ def rollout(workload: str, hashes: Iterable[str], instances: Iterable[InstanceRe
         phase = Phase.CANARY
     return Rollout(workload, phase, failures, tuple(sorted(current)),
                    soaking=phase is Phase.CANARY and bool(ready))
+
+
+def held(r: Rollout, unresolved_image: str | None) -> Rollout:
+    """`r`, halted when its region does not have the launch image the config names: no unit
+    is replaced onto a spec nothing can launch (the rollout goes on once the image resolves,
+    its spec hashes then naming the image's id)."""
+    if unresolved_image is None or r.phase is Phase.HALTED:
+        return r
+    return replace(r, phase=Phase.HALTED, soaking=False)
 
 
 def current_hashes(workload: str, specs: Mapping[tuple[str, str], LaunchSpec]) -> set[str]:

@@ -141,6 +141,8 @@ class DriftView:
     launched: tuple[InstanceRecord, ...] = ()
     # (workload, hash)s of replacements a reverted rollout left: ordinary units (§17)
     kept: frozenset[tuple[str, str]] = frozenset()
+    # the launch image the region does not have (None: it resolved): every rollout halts
+    unresolved_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1164,14 +1166,18 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
     rollouts: dict[str, drift.Rollout] = {}
     for name in sorted({d.workload for d in found} | {i.workload or "" for i in flying}):
         knobs = p.policy.settings_of(name).drift
-        r = drift.rollout(name, drift.current_hashes(name, view.specs), rows, now=p.now,
-                          soak=knobs.soak, halt_after=knobs.halt_after,
-                          resumed=view.resumed.get(name))
+        r = drift.held(drift.rollout(name, drift.current_hashes(name, view.specs), rows,
+                                     now=p.now, soak=knobs.soak, halt_after=knobs.halt_after,
+                                     resumed=view.resumed.get(name)),
+                       view.unresolved_image)
         rollouts[name] = r
         key = (name, ",".join(r.hashes))
         if r.phase is drift.Phase.HALTED and key not in view.halted:
+            missing = {} if view.unresolved_image is None else {
+                "image": view.unresolved_image,
+                "why": f"image {view.unresolved_image} not found in region {p.snapshot.region}"}
             p.event(name, "DRIFT_ROLLOUT_HALTED", "warning", failures=r.failures,
-                    hashes=list(r.hashes), halt_after=knobs.halt_after)
+                    hashes=list(r.hashes), halt_after=knobs.halt_after, **missing)
     still = {d.server_id for d in found}
     for inst in flying:
         halted = rollouts[inst.workload or ""].phase is drift.Phase.HALTED

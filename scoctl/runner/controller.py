@@ -126,7 +126,7 @@ def timers_of(config: Config, sources: tuple[Source, ...]) -> decide.Timers:
                          reconcile=config.timeouts.reconcile_interval,
                          notice=config.timeouts.notice_poll,
                          gap=min(1.0, config.intake.batch_idle) or 0.5,
-                         slurm="slurm" in sources)
+                         slurm="slurm" in sources, held=config.timeouts.negative_cache)
 
 
 class Controller:
@@ -328,7 +328,7 @@ class Controller:
         seen = self.steps.regions.recoveries() + (guard.cleared if guard is not None else 0)
         if seen != self.recovered:
             self.recovered = seen
-            self.schedule = decide.reconcile_wanted(decide.leader_gained(self.schedule))
+            self.schedule = decide.answered_again(self.schedule)
 
     def _idle(self, signals: Signals) -> None:
         """Wait for events until a step is due (at most TICK_S), and list the spool when due."""
@@ -459,6 +459,7 @@ class Controller:
         self.follower = replace_follower(self.follower, config)
         self.timers = timers_of(config, self.sources)
         self.steps.reset()
+        self.schedule = decide.reloaded(self.schedule)  # what the old config held back
         self.report(f"SIGHUP: config reloaded from {config.source_name}")
         self.notifier.ready("watching (config reloaded)")
         return True
@@ -570,7 +571,8 @@ class Steps:
         o.schedule = decide.after_act(o.schedule, o.timers, o.clock.monotonic(),
                                       failed=self.failed(problems),
                                       launched=acquired is not None and acquired.launched > 0,
-                                      replan=acquired is not None and bool(o.store.dirty()))
+                                      replan=acquired is not None and bool(o.store.dirty()),
+                                      held=acquired is not None and bool(acquired.held))
 
     def reconcile(self, _due: decide.Due, one: Pass) -> None:
         o = self.owner
@@ -594,9 +596,11 @@ class Steps:
         """Whether a step failed so that it must be retried with back-off: problems of a
         region or API that stalls do not count — its guard probes it and the controller acts
         again once it answers (`Controller._answered_again`) —, so one stalled region never
-        slows the retries of the others."""
+        slows the retries of the others; nor do names a region lacks (``config``: an image,
+        a flavor …): those launches are tried again on their own (`decide.after_act`)."""
         stalled = self.owner.stalled()
         return any(not (f"nova:{p.region}" in stalled if p.api == "nova" else
+                        p.api == "config" or
                         p.api == "kubernetes" and "kubernetes" in stalled)
                    for p in problems)
 

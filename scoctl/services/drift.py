@@ -15,6 +15,7 @@ reconcile last recorded, `Store.image_ids`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -81,9 +82,11 @@ def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, dict[str
 
 
 def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
-         template: str, image_id: str | None = None) -> DriftView:
+         template: str, image_id: str | None = None,
+         unresolved_image: str | None = None) -> DriftView:
     """What drift compares the region's `tracked` instances against (module docstring), the
-    launch image by `image_id` (what its name resolves to now)."""
+    launch image by `image_id` (what its name resolves to now); `unresolved_image`: the
+    region does not have the image the config names (every rollout halts)."""
     rows = list(tracked)
     pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
     specs = specs_of(config, region, template, pairs, image_id)
@@ -93,7 +96,8 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
     flying = [i for i in ready if i.disruption == DisruptionReason.DRIFTED]
     known = _remember(specs)
     if not found and not flying:
-        return DriftView(specs=specs, known=known, node_labels=labels)
+        return DriftView(specs=specs, known=known, node_labels=labels,
+                         unresolved_image=unresolved_image)
     every_row = store.instances(region=region.name, include_deleted=True)
     names = {d.workload for d in found} | {i.workload for i in flying if i.workload}
     # from the oldest unit of a workload with drift: the rollout's events came after it
@@ -133,7 +137,8 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
     first = min((i.created for i in ready if i.id in drifting), default=since)
     launched = tuple(i for i in every_row if i.spec_hash in current and i.created >= first)
     return DriftView(specs=specs, known=known, node_labels=labels, noted=frozenset(noted),
-                     halted=stopped, resumed=resumed, launched=launched, kept=kept)
+                     halted=stopped, resumed=resumed, launched=launched, kept=kept,
+                     unresolved_image=unresolved_image)
 
 
 def resume(store: Store, workload: str | None) -> int:
@@ -164,6 +169,7 @@ def progress(config: Config, store: Store, now: datetime) -> list[dict[str, obje
         drifted_ids |= {d.server_id for d in drift.drifted(
             [i for i in mine if i.status == InstanceStatus.READY], seen.specs, kept=seen.kept)}
     specs = {k: v for seen in views for k, v in seen.specs.items()}
+    halted = {key for seen in views for key in seen.halted}  # DRIFT_ROLLOUT_HALTED, standing
     resumed: dict[str, str] = {}
     for seen in views:
         for name, ts in seen.resumed.items():
@@ -176,6 +182,8 @@ def progress(config: Config, store: Store, now: datetime) -> list[dict[str, obje
         r = drift.rollout(name, drift.current_hashes(name, specs), rows, now=now,
                           soak=knobs.soak, halt_after=knobs.halt_after,
                           resumed=resumed.get(name))
+        if (name, ",".join(r.hashes)) in halted:  # halted for a reason beyond its failures
+            r = replace(r, phase=drift.Phase.HALTED, soaking=False)
         mine = [i for i in rows if i.workload == name]
         out.append({
             "workload": name,

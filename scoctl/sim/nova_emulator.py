@@ -7,7 +7,8 @@ suite: any difference between the two is a bug here. Modelled (Nova 26 "Zed", mi
   (`OpenStack-API-Version: compute X.Y` / `X-OpenStack-Nova-API-Version`);
 * noauth2 tokens `<user>:<project>`: every project has its own servers and quota, user `admin`
   is an admin (sees `OS-EXT-SRV-ATTR:*`, may set quotas);
-* flavors, availability zones, Nova's image and network proxies (microversion <= 2.35);
+* flavors, availability zones, Nova's image, network and security group proxies
+  (microversion <= 2.35);
 * `POST /servers` validation with Nova's error bodies (JSON-schema messages, min/max count,
   tags >= 2.52, networks >= 2.37, metadata, base64 user_data <= 65535), multi-create naming
   `<name>-<i>` with one reservation_id, `return_reservation_id`, 202 with the first server;
@@ -828,6 +829,12 @@ class NovaEmulator:
                  "minDisk": 0, "metadata": {}, "progress": 100,
                  "links": [{"rel": "self", "href": f"{ctx.host}/v2.1/images/{i['id']}"}]}
                 for i in self._images]}
+        if head == "os-security-groups" and method == "GET" and len(segments) == 1 \
+                and ctx.version <= (2, 35):
+            return 200, {}, {"security_groups": [
+                {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"sg:{name}")), "name": name,
+                 "description": "", "tenant_id": ctx.project, "rules": []}
+                for name in sorted(self._security_groups)]}
         if head == "os-networks" and method == "GET" and ctx.version <= (2, 35):
             return 200, {}, {"networks": [{"id": n["id"], "label": n["name"]}
                                           for n in self._networks]}

@@ -8,6 +8,11 @@ transaction, then the servers recorded as instances) → follow-up (the new serv
 by their `sco:launch` tag for a short, bounded time; a server in ERROR is read by id for its
 fault and judged by `core.faults.judge_fault`).
 
+A name the region lacks (the launch image: before any call; a flavor, network, security group
+or zone: Nova's answer to the create) fails only the launches that use it: ``LAUNCH_FAILED``
+names it (once per workload and pool within the negative-cache time), the workloads come back
+in `held`, and the problem is a ``config`` one — no Nova outage, no back-off.
+
 A capacity fault (NoValidHost, any non-quota fault) puts the pool on the negative cache and
 deletes the ERROR servers (through the token budget); the stage returns the workload in `lost`.
 A quota fault (Nova's asynchronous recheck, 413) or a 403 is recorded as ``QUOTA_EXCEEDED``; the
@@ -40,6 +45,7 @@ import signal
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Protocol
 
 from scoctl.adapters.cloud import Cloud, check_tags
@@ -218,6 +224,7 @@ class AcquireResult:
     seconds: float = 0.0
     lost: tuple[str, ...] = ()
     release: tuple[NodeRelease, ...] = ()
+    held: tuple[str, ...] = ()  # workloads not launched: their region lacks a name they use
 
     @property
     def ok(self) -> bool:
@@ -244,7 +251,8 @@ class AcquireResult:
             replanned=self.replanned + later.replanned,
             powered_down=self.powered_down + later.powered_down,
             problems=self.problems + later.problems, calls=self.calls + later.calls,
-            seconds=self.seconds + later.seconds, release=self.release + later.release)
+            seconds=self.seconds + later.seconds, release=self.release + later.release,
+            held=tuple(sorted({*self.held, *later.held})))
 
 
 @dataclass
@@ -257,6 +265,7 @@ class _Collected:
     problems: list[Problem] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
     release: list[NodeRelease] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)
 
 
 def crash_point(name: str) -> None:
@@ -531,16 +540,48 @@ def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:
         # The call may have reached Nova (a 500, a timeout): adopt what carries the tag,
         # else leave the intent in flight for reconcile (never launch it again).
         return _unsure(reg, plan, base, str(exc))
-    except (PermanentError, ConfigError) as exc:
+    except ConfigError as exc:
+        # the region lacks a name this launch uses (flavor, network, security group, zone):
+        # this launch fails, named as that; no outage, the other launches go on
+        reg.run.boot.tokens.revoke(launch_id)
+        with _fenced(reg):
+            reg.store.update_launch(launch_id, status=LaunchStatus.FAILED, error=str(exc))
+        _held_back(reg, [plan], str(exc))
+        _release(reg, plan.node_names, "launch refused")
+        return replace(base, error=str(exc))
+    except PermanentError as exc:
         outcome = _refused(reg, plan, base, str(exc))
-        if isinstance(exc, ConfigError):
-            raise
         run.out.problems.append(Problem.of(exc, api="nova", region=reg.region.name,
                                            what=f"{plan.workload}/{plan.pool}"))
         return outcome
     crash_point("after-call")
     return _record(reg, plan, launch_id, list(result.servers), result.reservation_id,
                    adopted=result.adopted)
+
+
+def _held_back(reg: _Region, plans: Sequence[LaunchPlan], missing: str,
+               **detail: str) -> None:
+    """Launches the region cannot make because it lacks a name the config gives (`missing`
+    says which): a ``config`` problem (no outage, no back-off), the workloads `held`, and one
+    ``LAUNCH_FAILED`` per workload and pool naming it — again only after the negative-cache
+    time, however often the controller tries (it tries again at once after a reload)."""
+    run = reg.run
+    workloads = sorted({p.workload for p in plans})
+    run.out.problems.append(Problem("config", reg.name, "launch of " + ", ".join(workloads),
+                                    missing))
+    run.out.held.update(workloads)
+    if run.dry_run:
+        return
+    since = rfc3339(run.clock.now() - timedelta(seconds=run.config.timeouts.negative_cache))
+    with _fenced(reg):
+        for workload in workloads:
+            told = {str(e.detail.get("pool")) for e in reg.store.events(workload=workload,
+                                                                        since=since)
+                    if e.token == "LAUNCH_FAILED" and e.detail.get("missing") == missing}
+            for pool in sorted({p.pool for p in plans if p.workload == workload} - told):
+                reg.store.append_event(NewEvent(workload, "LAUNCH_FAILED", "error", {
+                    "pool": pool, "region": reg.name, "missing": missing, **detail,
+                    "retry": "at once after a reload; else after timeouts.negative_cache"}))
 
 
 def _refused_on_quota(reg: _Region, plan: LaunchPlan, base: LaunchOutcome,
@@ -924,7 +965,13 @@ def _region_pass(reg: _Region, scope: Collection[str] | None) -> None:
         return
     launches = _whole_gangs(reg, wanted, _fit(reg, wanted))
     if launches:
-        reg.image_id()  # once, before the launches: a failure here fails as headroom's would
+        try:
+            reg.image_id()  # once, before the launches: an outage here fails as headroom's
+        except ConfigError as exc:  # the region lacks the image: no launch here can be made
+            image = run.config.launch_settings(reg.region).image
+            _held_back(reg, launches, str(exc), image=image)
+            _release(reg, [n for p in launches for n in p.node_names], "launch refused")
+            return
     if run.dry_run:
         run.out.planned.extend(_call_spec(reg, p, "l-dryrun000000")[1] for p in launches)
         return
@@ -958,9 +1005,12 @@ def run_acquire(
     (0 disables it). `scope` limits the launches to those workloads and `round_no` numbers a
     fallback round (round 0 also adopts the servers of crashed launches). `boot` (or
     `join_tokens`, else tokens from the config's cluster) gives the nodes' join credentials.
-    Raises ConfigError (no launch settings, template, tags, unknown image/flavor: fix the
-    config), TemporaryError/PermanentError when quota headroom cannot be read; call failures of
-    single launches are reported in the result (`errors`) instead. Capacity faults come back in
+    Raises ConfigError (no launch settings, template, tags: fix the config),
+    TemporaryError/PermanentError when quota headroom cannot be read; call failures of
+    single launches are reported in the result (`errors`) instead, and a launch of a name the
+    region lacks (image, flavor, network, security group, zone) fails alone, named in a
+    ``LAUNCH_FAILED`` event, its workload in `held` (a ``config`` problem, not an outage).
+    Capacity faults come back in
     `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
     (`scoctl.runner.compose.acquire_with_fallback`). With `leads`, regions this runner does not
     lead are left to their leader (DESIGN §15).
@@ -987,4 +1037,4 @@ def run_acquire(
         shortfalls=tuple(out.shortfalls), exclusions=tuple(merge_exclusions(out.exclusions)),
         quota_faults=tuple(out.quota_faults), problems=tuple(out.problems), calls=spent,
         seconds=clock.monotonic() - started, lost=tuple(sorted(out.lost)),
-        release=tuple(out.release))
+        release=tuple(out.release), held=tuple(sorted(out.held)))

@@ -297,7 +297,12 @@ class _Region:
         name = self.region.launch.image
         try:
             image = self.cloud.image_id(name)  # by id: an image uploaded again is a new spec
-        except (ApiError, ConfigError) as exc:
+        except ConfigError as exc:  # Nova answered: the region lacks it (no outage)
+            self._note("config", f"image {name!r} (regions[].launch.image): drift halted",
+                       exc)
+            return drift_inputs.view(self.config, self.store, self.region, tracked, template,
+                                     unresolved_image=name)
+        except ApiError as exc:
             self._note("nova", f"image {name!r} not resolved (drift not checked)", exc)
             return None
         if self.store.image_ids(self.region.name).get(name) != image:

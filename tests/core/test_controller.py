@@ -250,3 +250,39 @@ def test_a_lapsed_exclusion_or_a_rebalance_out_of_its_window_runs_the_plan_step(
     assert not c.plans_stale(None, set(), [], now=100.0)  # no plan step yet: nothing to redo
     assert c.plans_stale(set(), set(), [90.0, 200.0], now=100.0)  # one window ran out
     assert not c.plans_stale(set(), set(), [100.5], now=100.0)  # still waiting it out
+
+
+def quiet(t: c.Timers) -> c.Schedule:
+    """`settled` under `t`: the first passes done at 0."""
+    s = c.start(0.0)
+    s = c.after_intake(s, t, 0.0, c.Due("intake", kubernetes=True), failed=False,
+                       changed=False, replan=False)
+    return c.after_reconcile(s, t, 0.0, failed=False, booting=False, replan=False)
+
+
+def test_a_region_answering_again_ends_the_act_and_reconcile_back_off_at_once() -> None:
+    # issue 49 item 13: launches waited on the back-off their failed acquires earned while
+    # Nova stalled (+1, +3, +7, +15, +31 s) though Nova answered again
+    t = c.Timers(poll=1e6, spool=1e6, reconcile=1e6)  # nothing else comes due
+    s = quiet(t)
+    for now in (1.0, 2.0, 4.0, 8.0):
+        s = c.after_act(s, t, now, failed=True, launched=False, replan=False)
+        s = c.after_reconcile(s, t, now, failed=True, booting=False, replan=False)
+    assert s.retry_at["act"] == 16.0 and c.next_step(s, t, 9.0).step is None
+    s = c.answered_again(s)
+    assert c.next_step(s, t, 9.0).step == "act"
+    s = c.after_act(s, t, 9.0, failed=False, launched=True, replan=False)
+    assert c.next_step(s, t, 9.0).step == "reconcile"
+
+
+def test_launches_held_for_a_name_their_region_lacks_are_tried_again_without_back_off() -> None:
+    # issue 49 item 1: not a failure (nothing else waits), tried again every `held` seconds,
+    # and at once after a reload
+    t = c.Timers(poll=1e6, spool=1e6, reconcile=1e6, held=180.0)
+    s = c.after_act(quiet(t), t, 1.0, failed=False, launched=False, replan=False, held=True)
+    assert "act" not in s.retry_at and not s.act
+    assert c.next_step(s, t, 100.0).step != "act"
+    assert c.next_step(s, t, 181.0).step == "act"
+    assert c.next_step(c.reloaded(s), t, 2.0).step == "act"
+    done = c.after_act(s, t, 181.0, failed=False, launched=True, replan=False)
+    assert done.recheck_at == float("inf")

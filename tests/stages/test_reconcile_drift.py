@@ -226,3 +226,35 @@ def test_reverting_mid_rollout_keeps_the_replacements_as_ordinary_units(
     units = {i.id: i for i in store.instances()}
     assert olds | {server.id} <= set(units)
     assert all(i.disruption is None and i.status == "ready" for i in units.values())
+
+
+def test_an_image_the_region_lacks_halts_the_rollout_named_and_is_no_nova_outage(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    # issue 49 item 1: Nova answered that it has no such image — a config problem of this
+    # region (no outage, no back-off), the rollout onto it halted and named, no unit replaced
+    from scoctl.errors import ConfigError
+    from scoctl.services.drift import progress
+    from tests.stages.test_acquire import acquire
+
+    assert config.regions[0].launch is not None
+    name = config.regions[0].launch.image
+    fake.images[name] = "7d3c0d4e-0000-4000-8000-000000000001"
+    set_plan(store, "web", {"small.a": 2})
+    acquire(config, store, clock, fake)
+    for inst in store.instances():  # registered and Ready
+        store.upsert_instance(replace(inst, status="ready", ready_at=store.now(),
+                                      node_name=inst.name))
+    missing = ConfigError(f"image {name!r} not found in the cloud", field="image")
+    fake.fail_next("image_id", missing, count=2)
+    clock.advance(30)
+    result = run_reconcile(config, store, clock, clouds={"region-a": fake}, discover=False)
+    assert [p.api for p in result.problems] == ["config"], result.problems
+    [halted] = [e.detail for e in store.events() if e.token == "DRIFT_ROLLOUT_HALTED"]
+    assert halted["image"] == name and name in str(halted["why"])
+    assert {(i.status, i.disruption) for i in store.instances()} == {("ready", None)}
+    [row] = progress(config, store, clock.now())  # `status`: halted, not canary
+    assert (row["workload"], row["phase"], row["halted"]) == ("web", "halted", True)
+    clock.advance(30)
+    run_reconcile(config, store, clock, clouds={"region-a": fake}, discover=False)
+    assert [e.token for e in store.events()].count("DRIFT_ROLLOUT_HALTED") == 1  # once
+    assert {(i.status, i.disruption) for i in store.instances()} == {("ready", None)}

@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-Api = Literal["nova", "kubernetes", "slurm", "state", "spool", "scoctl"]
-APIS: tuple[Api, ...] = ("nova", "kubernetes", "slurm", "state", "spool", "scoctl")
+# ``config``: an API answered that it lacks something the config names (an image, a flavor,
+# a network, a security group, a zone): no outage, and nothing to retry with back-off
+Api = Literal["nova", "kubernetes", "slurm", "state", "spool", "scoctl", "config"]
+APIS: tuple[Api, ...] = ("nova", "kubernetes", "slurm", "state", "spool", "scoctl", "config")
 
 
 @dataclass(frozen=True)
