@@ -103,6 +103,8 @@ def result_json(result: ReconcileResult, notices: NoticeResult | None = None,
                                for a in d.addresses],
             "deleted": list(r.deleted), "scaled_down": list(r.scaled_down),
             "kept": list(r.kept),
+            "paused": [{"server": x.server_id, "name": x.name, "workload": x.workload,
+                        "pool": x.pool, "reason": x.reason} for x in d.paused],
         })
     return {"dry_run": result.dry_run, "changed": result.changed, "regions": regions,
             "torn_down": list(result.torn_down), "pruned": dict(result.pruned),
@@ -133,6 +135,10 @@ def _show(result: ReconcileResult, notices: NoticeResult | None) -> None:
                  for s in d.scale_downs]
         if rows:
             render.table(f"{r.region}: removals", ["name", "server", "why"], rows)
+        if d.paused:
+            render.table(f"{r.region}: disruptions held by the pause",
+                         ["name", "workload", "pool", "reason"],
+                         [(x.name, x.workload, x.pool, x.reason) for x in d.paused])
         if d.orphans:
             render.table(f"{r.region}: orphans", ["server", "name", "first seen", "delete"],
                          [(o.server_id, o.name, o.first_seen, o.delete) for o in d.orphans])

@@ -39,6 +39,8 @@ COMMAND_MODULES = {
     "emit": "emit",
     "notice": "notice",
     "drift": "drift",
+    "pause": "pause",
+    "resume": "pause",
     "sim": "sim",
     "config": "config_cmd",
     "slurm": "slurm_cmd",

@@ -192,6 +192,9 @@ class Snapshot:
     # and the config's gang policy (None: no gang is followed)
     gangs: Mapping[str, GangRecord] = field(default_factory=dict)
     gang_policy: GangPolicy | None = None
+    # an operator's pause of disruptions (`scoctl pause --disruptions`): what holds them, or
+    # "" — no voluntary disruption starts; those in flight go on, reclaim notices too
+    paused: str = ""
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,8 @@ class Decision:
     label_patches: tuple[LabelPatch, ...] = ()  # meta drift (DESIGN §17)
     # DESIGN §19: each gang whose record changes or whose members are deleted this pass
     gangs: tuple[GangDecision, ...] = ()
+    # the disruptions an operator's pause held back (`Snapshot.paused`): nothing changes
+    paused: tuple[Disruption, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -440,6 +445,7 @@ class _Pass:
         self.block_workloads: set[str] = set()
         self.label_patches: list[LabelPatch] = []
         self.gangs: list[GangDecision] = []
+        self.paused: tuple[Disruption, ...] = ()
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -566,7 +572,8 @@ class _Pass:
             held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
             addresses=tuple(self.addresses), blocks=tuple(self.blocks),
             block_workloads=tuple(sorted(self.block_workloads)),
-            label_patches=tuple(self.label_patches), gangs=tuple(self.gangs))
+            label_patches=tuple(self.label_patches), gangs=tuple(self.gangs),
+            paused=self.paused)
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -1077,6 +1084,9 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
             registered[d.workload] = registered.get(d.workload, 0) + 1
     candidates = opted_out(candidates, p.snapshot.pods,  # §22: pods that opt out
                            lambda c: p.node_of(p.instances[c.server_id]))
+    if p.snapshot.paused:  # an operator's pause: none starts, the budgets' blocks stand
+        p.paused = tuple(candidates)
+        return ()
     decided = disruption.plan(
         candidates, in_flight=in_flight, registered=registered,
         budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now,

@@ -496,7 +496,10 @@ class Pass:
                 d.config, d.store, d.clock, region=d.region, connect=d.regions.cloud,
                 budget=d.regions.budget, watch=d.acquire_watch, scheduler=d.scheduler,
                 leads=d.leads)
-            return result, result.problems, {"launched": result.launched}
+            detail: dict[str, Any] = {"launched": result.launched}
+            if result.paused:
+                detail["paused"] = result.paused
+            return result, result.problems, detail
 
         planned: PlanResult | None = self.stage("plan", plan, api="state")
         if on_planned is not None:
@@ -629,7 +632,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
         plan_seconds=plan_seconds, calls=calls,
         tokens_available={name: b.available() for name, b in budgets.items()},
         tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
-        pending=dict(pending), controller_at=controller_at,
+        pending=dict(pending), controller_at=controller_at, now=deps.clock.now(),
         leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
     write_atomically(config.metrics_file, collect(deps.store, sample))
     return str(config.metrics_file)

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from scoctl.core import pause as pauses
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model.vocabulary import InstanceStatus, PauseScope
 from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class RunSample:
     pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
     leader: Mapping[str, bool] = field(default_factory=dict)  # region → this runner leads it
     controller_at: float | None = None  # Unix time of a `run --follow` pass
+    now: datetime | None = None  # when the pass ended (which pauses hold)
 
 
 def _label(value: str) -> str:
@@ -182,6 +185,10 @@ def collect(store: Store, sample: RunSample) -> str:
         t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
                  "Unix time of the controller's (run --follow) last pass.",
                  [({}, float(sample.controller_at))])
+    held = pauses.active(store.pauses(), sample.now) if sample.now else {}
+    t.metric("scoctl_paused", "gauge",
+             "1 while an operator's pause (scoctl pause) holds launches or disruptions.",
+             [({"scope": s.value}, 1 if s in held else 0) for s in PauseScope])
     t.metric("scoctl_orphans", "gauge",
              "Servers tagged sco:managed with no known launch or workload, by region.",
              [({"region": r}, n) for r, n in sorted(store.orphan_counts().items())])

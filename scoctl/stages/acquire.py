@@ -45,6 +45,7 @@ from typing import Protocol
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, LaunchSettings, Region
+from scoctl.core import pause
 from scoctl.core.acquire import LaunchSnapshot, decide_launches, region_targets
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.drift import label_keys
@@ -82,6 +83,7 @@ from scoctl.core.model.vocabulary import (
     TAG_WORKLOAD,
     InstanceStatus,
     LaunchStatus,
+    PauseScope,
     ServerStatus,
     tag,
 )
@@ -91,6 +93,7 @@ from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
 from scoctl.secrets import remember
+from scoctl.services import controls
 from scoctl.services.gangs import GangClaim, gang_claims, record_gang, record_of
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.state import Store
@@ -218,6 +221,7 @@ class AcquireResult:
     seconds: float = 0.0
     lost: tuple[str, ...] = ()
     release: tuple[NodeRelease, ...] = ()
+    paused: str = ""  # launches are paused (`scoctl pause`): what holds them; nothing created
 
     @property
     def ok(self) -> bool:
@@ -969,6 +973,10 @@ def run_acquire(
     regions = [config.region(region)] if region else list(config.regions)
     for reg in regions:  # a what-if config has none: exit 2 before any call
         config.launch_settings(reg)
+    held = None if dry_run else controls.lapse(store, clock.now()).get(PauseScope.LAUNCHES)
+    if held is not None:  # an operator's pause: what would launch is worked out, not made
+        log.warning("acquire: %s: no server is created", pause.describe(held))
+        dry_run = True
     regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
@@ -987,4 +995,4 @@ def run_acquire(
         shortfalls=tuple(out.shortfalls), exclusions=tuple(merge_exclusions(out.exclusions)),
         quota_faults=tuple(out.quota_faults), problems=tuple(out.problems), calls=spent,
         seconds=clock.monotonic() - started, lost=tuple(sorted(out.lost)),
-        release=tuple(out.release))
+        release=tuple(out.release), paused=pause.describe(held) if held else "")

@@ -374,6 +374,17 @@ MIGRATIONS: tuple[str, ...] = (
         provisioned_at REAL
     );
     """,
+    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`), obeyed by
+    # every runner of the state until `until` or `scoctl resume`
+    """
+    CREATE TABLE pauses (
+        scope TEXT PRIMARY KEY,
+        since TEXT NOT NULL,
+        until TEXT,
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -363,4 +363,14 @@ PG_MIGRATIONS: tuple[str, ...] = (
         provisioned_at DOUBLE PRECISION
     );
     """,
+    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`)
+    f"""
+    CREATE TABLE pauses (
+        scope {T} PRIMARY KEY,
+        since {T} NOT NULL,
+        until {T},
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL
+    );
+    """,
 )

@@ -3,8 +3,8 @@
 Every public method that writes runs in a transaction; callers group several writes into one
 stage transaction with ``with store.transaction():`` (re-entrant), so a crash leaves the previous
 state, never half a plan. `SqliteStore` implements `scoctl.state.store.Store`; its table groups
-live in `workloads`, `plans`, `fleet`, `latency` and `notices`, the shared connection and
-transaction in `base`.
+live in `workloads`, `plans`, `fleet`, `latency`, `notices` and `controls`, the shared
+connection and transaction in `base`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from scoctl.errors import StateError
 from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
+from scoctl.state.sqlite.controls import ControlTables
 from scoctl.state.sqlite.fleet import FleetTables
 from scoctl.state.sqlite.latency import LatencyTables
 from scoctl.state.sqlite.notices import NoticeTables
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore", "run_migrations"]
 
 
-class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, NoticeTables):
+class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, NoticeTables,
+                  ControlTables):
     """The `Store` over one SQLite file. Open with `SqliteStore.open` (or `open_store`)."""
 
     @classmethod
