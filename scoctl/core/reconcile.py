@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
+from scoctl.core.budgets import Allowance
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -307,6 +308,10 @@ class Decision:
     gangs: tuple[GangDecision, ...] = ()
     # the disruptions an operator's pause held back (`Snapshot.paused`): nothing changes
     paused: tuple[Disruption, ...] = ()
+    # the disruptions started this pass, in order, and the room the budgets left each
+    # (`reconcile --dry-run --explain`)
+    started: tuple[Disruption, ...] = ()
+    allowed: Mapping[str, Allowance] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -446,6 +451,8 @@ class _Pass:
         self.label_patches: list[LabelPatch] = []
         self.gangs: list[GangDecision] = []
         self.paused: tuple[Disruption, ...] = ()
+        self.started: tuple[Disruption, ...] = ()
+        self.allowed: Mapping[str, Allowance] = {}
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -573,7 +580,7 @@ class _Pass:
             addresses=tuple(self.addresses), blocks=tuple(self.blocks),
             block_workloads=tuple(sorted(self.block_workloads)),
             label_patches=tuple(self.label_patches), gangs=tuple(self.gangs),
-            paused=self.paused)
+            paused=self.paused, started=self.started, allowed=self.allowed)
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -1091,6 +1098,7 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
         candidates, in_flight=in_flight, registered=registered,
         budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now,
         starts=_starts(p))
+    p.started, p.allowed = decided.start, decided.allowed
     for unit in decided.start:
         _start(p, unit)
     _record_blocks(p, decided.blocked, {*held, *names, *(c.workload for c in candidates)})

@@ -96,3 +96,24 @@ def test_a_pause_of_launches_creates_nothing_and_says_why(
     after = run_acquire(world.config, world.store, world.clock,
                         connect=lambda *_: world.cloud, watch=0)
     assert after.paused == "" and after.launched == 2
+
+
+def test_explain_names_the_budget_that_allows_or_blocks_each_disruption(
+    world: World,  # noqa: F811 - the fixture
+) -> None:
+    from scoctl.cli.reconcile import disruptions_json
+
+    servers = world.launch(3)
+    world.settle()
+    for server in servers:
+        world.register(server)
+    world.plan({"tiny.spot": 3})
+    world.reconcile()
+    world.plan({"tiny.spot": 1})
+    world.clock.advance(700)
+    decision = world.reconcile(dry_run=True).regions[0].decision
+    rows = [(x["verdict"], x["reason"], x["budget"], x["limit"], x["allowed"])
+            for x in disruptions_json(decision)]
+    default = {"units": "10%", "reasons": []}  # 10% of 3 units, rounded up: one at a time
+    assert rows == [("start", "empty", 0, default, 1), ("blocked", "empty", 0, default, 0)]
+    assert {x["name"] for x in disruptions_json(decision)} < {s.name for s in servers}
