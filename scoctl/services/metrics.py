@@ -42,6 +42,8 @@ from scoctl.core.model.vocabulary import InstanceStatus, PauseScope
 from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
 
 if TYPE_CHECKING:
+    from scoctl.config.schema import Config
+    from scoctl.core.reconcile import Decision
     from scoctl.state import Store
 
 K = TypeVar("K")
@@ -69,6 +71,67 @@ class RunSample:
     leader: Mapping[str, bool] = field(default_factory=dict)  # region → this runner leads it
     controller_at: float | None = None  # Unix time of a `run --follow` pass
     now: datetime | None = None  # when the pass ended (which pauses hold)
+    # this pass's voluntary disruptions: started by (workload, reason, decision: delete |
+    # replace), and the candidates by (workload, reason) — started, blocked or paused
+    disruptions: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    eligible: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # gauges of the day-2 machinery the config knows of (`day2_gauges`)
+    day2: Sequence[Gauge] = ()
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One gauge series set, as `_Text.metric` takes it."""
+
+    name: str
+    help_text: str
+    samples: Sequence[tuple[Mapping[str, str], float]]
+
+
+def disruption_sample(decisions: Iterable[Decision],
+                      ) -> tuple[dict[tuple[str, str, str], int], dict[tuple[str, str], int]]:
+    """What reconcile decisions started (by workload, reason, delete or replace) and how many
+    candidates each (workload, reason) had: started, held by a budget, or by a pause."""
+    started: dict[tuple[str, str, str], int] = {}
+    eligible: dict[tuple[str, str], int] = {}
+    for d in decisions:
+        for x in d.started:
+            key = (x.workload, x.reason.value, "replace" if x.replace_first else "delete")
+            started[key] = started.get(key, 0) + 1
+        for x in (*d.started, *(b.disruption for b in d.blocked), *d.paused):
+            eligible[(x.workload, x.reason.value)] = eligible.get(
+                (x.workload, x.reason.value), 0) + 1
+    return started, eligible
+
+
+def day2_gauges(config: Config, store: Store, now: datetime) -> list[Gauge]:
+    """Drift rollouts, gangs and capacity buffers as gauges, for dashboards."""
+    from scoctl.services.buffers import buffers_now
+    from scoctl.services.drift import progress
+
+    rollouts = progress(config, store, now)
+    gangs = store.gangs()
+    buffers = buffers_now(config, store.claims(), store.instances(), now)
+    return [
+        Gauge("scoctl_drift_units", "Units of a drift rollout: on an old spec (drifted), "
+              "being replaced (in_flight), replaced.",
+              [({"workload": str(r["workload"]), "state": s}, float(r[s]))  # type: ignore[arg-type]
+               for r in rollouts for s in ("drifted", "in_flight", "replaced")]),
+        Gauge("scoctl_drift_rollout_halted", "1 while a workload's drift rollout is halted "
+              "(DRIFT_ROLLOUT_HALTED; scoctl drift resume).",
+              [({"workload": str(r["workload"])}, 1.0 if r["halted"] else 0.0)
+               for r in rollouts]),
+        Gauge("scoctl_gang_members", "Members a gang claim needs.",
+              [({"workload": g.workload}, float(g.size)) for g in gangs.values()]),
+        Gauge("scoctl_gang_provisioned", "1 once every member of the gang is Ready.",
+              [({"workload": g.workload}, 1.0 if g.provisioned_at else 0.0)
+               for g in gangs.values()]),
+        Gauge("scoctl_gang_failures", "Failed launches of the gang in a row (GANG_FAILED).",
+              [({"workload": g.workload}, float(g.failures)) for g in gangs.values()]),
+        Gauge("scoctl_buffer_chunks", "A capacity buffer's chunks: desired now, and held.",
+              [({"workload": b.workload, "kind": kind}, float(n)) for b in buffers
+               for kind, n in (("desired", b.desired), ("held", b.held))]),
+    ]
 
 
 def _label(value: str) -> str:
@@ -114,7 +177,8 @@ def fold(counters: MetricCounters, sample: RunSample) -> MetricCounters:
         cloud_calls=_added(counters.cloud_calls, sample.calls),
         tokens_spent=_added(counters.tokens_spent, sample.tokens_spent),
         last_success=(sample.succeeded_at if sample.succeeded_at is not None
-                      else counters.last_success))
+                      else counters.last_success),
+        disruptions=_added(counters.disruptions, sample.disruptions))
 
 
 def collect(store: Store, sample: RunSample) -> str:
@@ -185,6 +249,18 @@ def collect(store: Store, sample: RunSample) -> str:
         t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
                  "Unix time of the controller's (run --follow) last pass.",
                  [({}, float(sample.controller_at))])
+    t.metric("scoctl_voluntary_disruption_decisions_total", "counter",
+             "Voluntary disruptions started, by workload, reason and decision (delete: its "
+             "pods move; replace: a replacement first), as Karpenter's "
+             "karpenter_voluntary_disruption_decisions_total.",
+             [({"workload": w, "reason": r, "decision": d}, n)
+              for (w, r, d), n in sorted(counters.disruptions.items())])
+    t.metric("scoctl_voluntary_disruption_eligible_units", "gauge",
+             "Units that were candidates for a voluntary disruption at the last reconcile "
+             "(started, held by a budget or by a pause), by workload and reason.",
+             [({"workload": w, "reason": r}, n) for (w, r), n in sorted(sample.eligible.items())])
+    for gauge in sample.day2:
+        t.metric(gauge.name, "gauge", gauge.help_text, gauge.samples)
     held = pauses.active(store.pauses(), sample.now) if sample.now else {}
     t.metric("scoctl_paused", "gauge",
              "1 while an operator's pause (scoctl pause) holds launches or disruptions.",

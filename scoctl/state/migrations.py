@@ -375,7 +375,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`), obeyed by
-    # every runner of the state until `until` or `scoctl resume`
+    # every runner of the state until `until` or `scoctl resume`; the voluntary disruptions
+    # started, per workload, reason and decision (delete, replace), for the metrics
     """
     CREATE TABLE pauses (
         scope TEXT PRIMARY KEY,
@@ -383,6 +384,13 @@ MIGRATIONS: tuple[str, ...] = (
         until TEXT,
         reason TEXT NOT NULL,
         author TEXT NOT NULL
+    );
+    CREATE TABLE metric_disruptions (
+        workload TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (workload, reason, decision)
     );
     """,
 )

@@ -363,7 +363,8 @@ PG_MIGRATIONS: tuple[str, ...] = (
         provisioned_at DOUBLE PRECISION
     );
     """,
-    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`)
+    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`); the
+    # voluntary disruptions started, per workload, reason and decision
     f"""
     CREATE TABLE pauses (
         scope {T} PRIMARY KEY,
@@ -371,6 +372,13 @@ PG_MIGRATIONS: tuple[str, ...] = (
         until {T},
         reason TEXT NOT NULL,
         author TEXT NOT NULL
+    );
+    CREATE TABLE metric_disruptions (
+        workload {T} NOT NULL,
+        reason {T} NOT NULL,
+        decision {T} NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (workload, reason, decision)
     );
     """,
 )

@@ -109,8 +109,12 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
         spent = dict(self.conn.execute(
             "SELECT region, tokens FROM metric_tokens_spent ORDER BY region"))
         last = self.conn.execute("SELECT at FROM run_last_success").fetchone()
+        disruptions = {(w, r, d): n for w, r, d, n in self.conn.execute(
+            "SELECT workload, reason, decision, n FROM metric_disruptions "
+            "ORDER BY workload, reason, decision")}
         return model.MetricCounters(cloud_calls=calls, tokens_spent=spent,
-                              last_success=last[0] if last else None)
+                                    last_success=last[0] if last else None,
+                                    disruptions=disruptions)
 
     def save_metric_counters(self, counters: MetricCounters) -> None:
         """Replace the counters with `counters`."""
@@ -124,6 +128,11 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
             self.conn.executemany(
                 "INSERT INTO metric_tokens_spent (region, tokens) VALUES (?, ?)",
                 sorted(counters.tokens_spent.items()))
+            self.conn.execute("DELETE FROM metric_disruptions")
+            self.conn.executemany(
+                "INSERT INTO metric_disruptions (workload, reason, decision, n) "
+                "VALUES (?, ?, ?, ?)",
+                [(*key, n) for key, n in sorted(counters.disruptions.items())])
             if counters.last_success is None:
                 self.conn.execute("DELETE FROM run_last_success")
             else:
