@@ -52,7 +52,8 @@ def written(tmp_path: Path) -> set[str]:
             calls={("region-a", "ok"): 3}, tokens_available={"region-a": 10},
             tokens_spent={"region-a": 3}, succeeded_at=1.0, pending={"k8s": 1},
             controller_at=1.0, now=SystemClock().now(),
-            disruptions={("web", "empty", "delete"): 1}, eligible={("web", "empty"): 1}))
+            disruptions={("web", "empty", "delete"): 1}, eligible={("web", "empty"): 1},
+            cost={"web": 1.0}, cost_at=1.0, efficiency={("web", "cpu"): 0.5}))
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines()
             if line and not line.startswith("#")}
 

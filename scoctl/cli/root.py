@@ -41,6 +41,7 @@ COMMAND_MODULES = {
     "drift": "drift",
     "pause": "pause",
     "resume": "pause",
+    "cost": "cost",
     "sim": "sim",
     "config": "config_cmd",
     "slurm": "slurm_cmd",

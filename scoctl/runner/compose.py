@@ -623,7 +623,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
     if config.metrics_file is None:
         return None
     from scoctl.host.metrics import write_atomically
-    from scoctl.services.metrics import collect, day2_gauges, disruption_sample
+    from scoctl.services.metrics import collect, day2_gauges, disruption_sample, showback
 
     calls, spent = deps.regions.usage()
     budgets = deps.regions.budgets
@@ -631,6 +631,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
         r.decision for s in steps if s.name == "reconcile" and s.result is not None
         for r in s.result.regions)
     now = deps.clock.now()
+    cost, used = showback(config, deps.store, now, deps.store.metric_counters().cost_at)
     sample = RunSample(
         stages=[StageSample(s.name, s.seconds, s.ok) for s in steps],
         plan_seconds=plan_seconds, calls=calls,
@@ -638,6 +639,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
         tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
         pending=dict(pending), controller_at=controller_at, now=now,
         disruptions=started, eligible=eligible, day2=day2_gauges(config, deps.store, now),
+        cost=cost, cost_at=now.timestamp(), efficiency=used,
         leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
     write_atomically(config.metrics_file, collect(deps.store, sample))
     return str(config.metrics_file)

@@ -77,6 +77,11 @@ class RunSample:
     eligible: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # gauges of the day-2 machinery the config knows of (`day2_gauges`)
     day2: Sequence[Gauge] = ()
+    # showback (`showback`): what each workload's units cost since the last write, up to
+    # `cost_at` (Unix time), and each (workload, resource)'s efficiency over the last hour
+    cost: Mapping[str, float] = field(default_factory=dict)
+    cost_at: float | None = None
+    efficiency: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,34 @@ def disruption_sample(decisions: Iterable[Decision],
             eligible[(x.workload, x.reason.value)] = eligible.get(
                 (x.workload, x.reason.value), 0) + 1
     return started, eligible
+
+
+def showback(config: Config, store: Store, now: datetime, last: float | None,
+             ) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+    """What each workload's units cost between `last` (Unix time; None: nothing yet) and
+    `now`, and each (workload, resource)'s efficiency over the last hour."""
+    from datetime import UTC, timedelta
+
+    from scoctl.core.cost import Prices, costs, lifetimes
+    from scoctl.core.timefmt import rfc3339
+
+    prices = Prices(
+        flavors={n: f.price for n, f in config.flavors.items() if f.price is not None},
+        pools={p.name: p.price for p in config.pools if p.price is not None},
+        tier_factor={t: s.price_factor for t, s in config.tiers.items()})
+    pools = {p.name: p for p in config.pools}
+    lives = lifetimes(store.instances(include_deleted=True))
+    spent = {} if last is None else {
+        x.key: x.cost for x in costs(lives, pools=pools, flavors=config.flavors, prices=prices,
+                                     since=datetime.fromtimestamp(last, UTC), now=now)
+        if x.cost}
+    hour = now - timedelta(hours=1)
+    used = {(x.key, r): v for x in costs(lives, pools=pools, flavors=config.flavors,
+                                         prices=prices, since=hour, now=now,
+                                         claims=store.claim_history(rfc3339(hour)),
+                                         reserve=config.node_reserve)
+            for r, v in x.efficiency.items() if v is not None}
+    return spent, used
 
 
 def day2_gauges(config: Config, store: Store, now: datetime) -> list[Gauge]:
@@ -178,7 +211,10 @@ def fold(counters: MetricCounters, sample: RunSample) -> MetricCounters:
         tokens_spent=_added(counters.tokens_spent, sample.tokens_spent),
         last_success=(sample.succeeded_at if sample.succeeded_at is not None
                       else counters.last_success),
-        disruptions=_added(counters.disruptions, sample.disruptions))
+        disruptions=_added(counters.disruptions, sample.disruptions),
+        cost={w: round(counters.cost.get(w, 0.0) + sample.cost.get(w, 0.0), 9)
+              for w in {*counters.cost, *sample.cost}},
+        cost_at=sample.cost_at if sample.cost_at is not None else counters.cost_at)
 
 
 def collect(store: Store, sample: RunSample) -> str:
@@ -259,6 +295,15 @@ def collect(store: Store, sample: RunSample) -> str:
              "Units that were candidates for a voluntary disruption at the last reconcile "
              "(started, held by a budget or by a pause), by workload and reason.",
              [({"workload": w, "reason": r}, n) for (w, r), n in sorted(sample.eligible.items())])
+    t.metric("scoctl_workload_cost_total", "counter",
+             "What each workload's units have cost (flavors[].price, pools[].price, "
+             "tiers.<tier>.price_factor; per hour of each unit's life) since metrics began.",
+             [({"workload": w}, c) for w, c in sorted(counters.cost.items())])
+    t.metric("scoctl_workload_efficiency_ratio", "gauge",
+             "Requested over provisioned (allocatable) resource-hours of each workload over "
+             "the last hour, per resource (cpu, memory).",
+             [({"workload": w, "resource": r}, round(v, 6))
+              for (w, r), v in sorted(sample.efficiency.items())])
     for gauge in sample.day2:
         t.metric(gauge.name, "gauge", gauge.help_text, gauge.samples)
     held = pauses.active(store.pauses(), sample.now) if sample.now else {}

@@ -73,3 +73,14 @@ def test_the_paused_gauge_follows_the_pause(store):
     assert 'scoctl_paused{scope="disruptions"} 0' in text
     later = collect(store, RunSample(now=now + timedelta(minutes=3)))
     assert 'scoctl_paused{scope="launches"} 0' in later
+
+
+def test_the_cost_counter_adds_what_each_pass_accrued(store):
+    collect(store, RunSample(cost={}, cost_at=100.0))  # the first write starts the count
+    collect(store, RunSample(cost={"web": 0.25}, cost_at=200.0))
+    text = collect(store, RunSample(cost={"web": 0.5, "api": 1.0}, cost_at=300.0,
+                                    efficiency={("web", "cpu"): 0.42}))
+    assert 'scoctl_workload_cost_total{workload="web"} 0.75' in text
+    assert 'scoctl_workload_cost_total{workload="api"} 1.0' in text
+    assert 'scoctl_workload_efficiency_ratio{resource="cpu",workload="web"} 0.42' in text
+    assert store.metric_counters().cost_at == 300.0

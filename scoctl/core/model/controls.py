@@ -1,11 +1,14 @@
-"""Operator controls kept in the state: a pause of launches or disruptions (`scoctl pause`).
+"""Operator controls kept in the state: a pause of launches or disruptions (`scoctl pause`);
+and what showback reads back (`scoctl cost`): the claim's versions over time.
 
 Kept in the state, not in a process, so every runner and host obeys it: a timer's `acquire`,
 the controller and a second host on a PostgreSQL state see the same pause."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from scoctl.core.model.vocabulary import PauseScope
 
@@ -20,3 +23,12 @@ class Pause:
     until: str | None
     reason: str
     author: str
+
+
+@dataclass(frozen=True)
+class ClaimStep:
+    """A claim version: from `at` on, the workload requests `requests` (showback)."""
+
+    workload: str
+    at: datetime
+    requests: Mapping[str, int]

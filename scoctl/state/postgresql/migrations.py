@@ -380,5 +380,15 @@ PG_MIGRATIONS: tuple[str, ...] = (
         n BIGINT NOT NULL,
         PRIMARY KEY (workload, reason, decision)
     );
+    CREATE TABLE claim_history (
+        workload {T} NOT NULL,
+        version INTEGER NOT NULL,
+        at {T} NOT NULL,
+        requests TEXT NOT NULL,
+        PRIMARY KEY (workload, version)
+    );
+    CREATE INDEX claim_history_at ON claim_history(at);
+    CREATE TABLE metric_cost (workload {T} PRIMARY KEY, cost DOUBLE PRECISION NOT NULL);
+    CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
     """,
 )

@@ -112,9 +112,12 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
         disruptions = {(w, r, d): n for w, r, d, n in self.conn.execute(
             "SELECT workload, reason, decision, n FROM metric_disruptions "
             "ORDER BY workload, reason, decision")}
+        cost = dict(self.conn.execute("SELECT workload, cost FROM metric_cost ORDER BY workload"))
+        cost_at = self.conn.execute("SELECT at FROM metric_cost_at").fetchone()
         return model.MetricCounters(cloud_calls=calls, tokens_spent=spent,
                                     last_success=last[0] if last else None,
-                                    disruptions=disruptions)
+                                    disruptions=disruptions, cost=cost,
+                                    cost_at=cost_at[0] if cost_at else None)
 
     def save_metric_counters(self, counters: MetricCounters) -> None:
         """Replace the counters with `counters`."""
@@ -133,6 +136,13 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
                 "INSERT INTO metric_disruptions (workload, reason, decision, n) "
                 "VALUES (?, ?, ?, ?)",
                 [(*key, n) for key, n in sorted(counters.disruptions.items())])
+            self.conn.execute("DELETE FROM metric_cost")
+            self.conn.executemany("INSERT INTO metric_cost (workload, cost) VALUES (?, ?)",
+                                  sorted(counters.cost.items()))
+            self.conn.execute("DELETE FROM metric_cost_at")
+            if counters.cost_at is not None:
+                self.conn.execute("INSERT INTO metric_cost_at (only_row, at) VALUES (1, ?)",
+                                  [counters.cost_at])
             if counters.last_success is None:
                 self.conn.execute("DELETE FROM run_last_success")
             else:

@@ -1,11 +1,13 @@
-"""Operator controls: the `pauses` table (schema 12)."""
+"""Operator controls and showback: the `pauses` and `claim_history` tables (schema 12)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from json import loads
 
-from scoctl.core.model.controls import Pause
+from scoctl.core.model.controls import ClaimStep, Pause
 from scoctl.core.model.vocabulary import PauseScope
+from scoctl.core.timefmt import parse_rfc3339
 from scoctl.state.sqlite.base import SqliteBase
 
 
@@ -33,3 +35,13 @@ class ControlTables(SqliteBase):
             self.conn.executemany("DELETE FROM pauses WHERE scope = ?",
                                   [[p.scope.value] for p in dropped])
         return dropped
+
+    def claim_history(self, since: str) -> list[ClaimStep]:
+        """See `Store.claim_history`."""
+        rows = self.db.query(
+            "SELECT h.workload, h.at, h.requests FROM claim_history h WHERE h.at >= ? "
+            "OR h.version = (SELECT max(o.version) FROM claim_history o "
+            "WHERE o.workload = h.workload AND o.at < ?) ORDER BY h.at, h.workload",
+            [since, since])
+        return [ClaimStep(r["workload"], parse_rfc3339(r["at"]), loads(r["requests"]))
+                for r in rows]
