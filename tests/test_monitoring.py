@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from scoctl.clock import SystemClock
 from scoctl.core.latency import observe
 from scoctl.core.model import Histogram, LatencySample
 from scoctl.core.model.latency import DECISION, READY
@@ -50,7 +51,9 @@ def written(tmp_path: Path) -> set[str]:
             stages=[StageSample("intake", 0.1, True)], plan_seconds=0.01,
             calls={("region-a", "ok"): 3}, tokens_available={"region-a": 10},
             tokens_spent={"region-a": 3}, succeeded_at=1.0, pending={"k8s": 1},
-            controller_at=1.0))
+            controller_at=1.0, now=SystemClock().now(),
+            disruptions={("web", "empty", "delete"): 1}, eligible={("web", "empty"): 1},
+            cost={"web": 1.0}, cost_at=1.0, efficiency={("web", "cpu"): 0.5}))
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines()
             if line and not line.startswith("#")}
 

@@ -134,12 +134,15 @@ def result_json(result: AcquireResult) -> dict[str, Any]:
         "errors": list(result.errors),
         "calls": result.calls,
         "seconds": round(result.seconds, 3),
+        "paused": result.paused or None,
     }
 
 
 def _show(result: AcquireResult) -> None:
     from scoctl.cli import render
 
+    if result.paused:
+        render.line(f"PAUSED: {result.paused}: nothing was created")
     if result.dry_run:
         render.line(f"dry run: {len(result.planned)} create call(s) would be made "
                     f"(plan generation {result.generation}); nothing was sent")

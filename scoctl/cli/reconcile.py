@@ -9,6 +9,8 @@ import typer
 from scoctl.cli.common import JsonOption, WaitOption
 
 if TYPE_CHECKING:
+    from scoctl.core.disruption import Disruption
+    from scoctl.core.reconcile import Decision
     from scoctl.stages.notice import NoticeResult
     from scoctl.stages.reconcile import ReconcileResult
 
@@ -21,6 +23,10 @@ def reconcile(
     no_teardown: Annotated[bool, typer.Option(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
                            ] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="List each disruption the pass starts (or, with --dry-run, would "
+        "start), blocks or holds for a pause: its reason and the budget that allows or "
+        "blocks it.")] = False,
     json_out: JsonOption = False,
     wait: WaitOption = None,
 ) -> None:
@@ -39,8 +45,9 @@ def reconcile(
     A second reconcile in a row changes nothing. Exit 1 when an API failed.
 
     \b
-    Example:
+    Examples:
       scoctl reconcile --region region-a --dry-run --json
+      scoctl reconcile --dry-run --explain
     """
     import contextlib
 
@@ -67,6 +74,8 @@ def reconcile(
         render.print_json(body)
     else:
         _show(result, notices)
+        if explain:
+            _explain(body)
     errors = [*result.errors, *(notices.errors if notices is not None else ())]
     if errors:
         for error in errors:
@@ -103,6 +112,7 @@ def result_json(result: ReconcileResult, notices: NoticeResult | None = None,
                                for a in d.addresses],
             "deleted": list(r.deleted), "scaled_down": list(r.scaled_down),
             "kept": list(r.kept),
+            "disruptions": disruptions_json(d),
         })
     return {"dry_run": result.dry_run, "changed": result.changed, "regions": regions,
             "torn_down": list(result.torn_down), "pruned": dict(result.pruned),
@@ -119,6 +129,56 @@ def result_json(result: ReconcileResult, notices: NoticeResult | None = None,
             "seconds": round(result.seconds, 4)}
 
 
+def disruptions_json(d: Decision) -> list[dict[str, Any]]:
+    """Each disruption the decision starts, blocks, or holds for an operator's pause: its
+    reason, and the budget that allows (the tightest active one; None: none limits it) or
+    blocks it (its index in the workload's budgets, the budget, until when)."""
+    from scoctl.cli.views import budget_json
+    from scoctl.core.timefmt import rfc3339
+
+    def entry(x: Disruption, verdict: str, **rest: Any) -> dict[str, Any]:
+        return {"server": x.server_id, "name": x.name, "workload": x.workload, "pool": x.pool,
+                "reason": x.reason.value, "verdict": verdict, **rest}
+
+    out = []
+    for x in d.started:
+        room = d.allowed.get(x.server_id)
+        limited = room is not None and room.budget is not None
+        out.append(entry(x, "start", budget=room.index if limited and room else None,
+                         limit=budget_json(room.budget) if room and room.budget else None,
+                         allowed=room.units if room else None, until=None))
+    out += [entry(b.disruption, "blocked", budget=b.index, limit=budget_json(b.budget),
+                  allowed=0, until=rfc3339(b.until) if b.until else None)
+            for b in d.blocked]
+    out += [entry(x, "paused", budget=None, limit=None, allowed=0, until=None)
+            for x in d.paused]
+    return out
+
+
+def _explain(body: dict[str, Any]) -> None:
+    from scoctl.cli import render
+
+    for r in body["regions"]:
+        rows = []
+        for x in r["disruptions"]:
+            if x["verdict"] == "paused":
+                why = "held: disruptions are paused (scoctl status shows the pause)"
+            elif x["limit"] is None:
+                why = "allowed: no active budget counts this reason"
+            else:
+                limit = x["limit"]
+                said = f"budget #{x['budget']} (units {limit['units']}" + (
+                    f", reasons {','.join(limit['reasons'])}" if limit["reasons"] else "") + (
+                    f", rate {limit['rate']['units']} per {limit['rate']['per']:g}s"
+                    if "rate" in limit else "") + ")"
+                why = (f"allowed by {said}: {x['allowed']} may start" if x["verdict"] == "start"
+                       else f"blocked by {said}" + (f" until {x['until']}" if x["until"]
+                                                     else " until a disruption ends"))
+            rows.append((x["name"], x["workload"], x["pool"], x["reason"], x["verdict"], why))
+        render.table(f"{r['region']}: disruptions", ["name", "workload", "pool", "reason",
+                                                     "verdict", "why"], rows)
+
+
 def _show(result: ReconcileResult, notices: NoticeResult | None) -> None:
     from scoctl.cli import render
 
@@ -133,6 +193,9 @@ def _show(result: ReconcileResult, notices: NoticeResult | None) -> None:
                  for s in d.scale_downs]
         if rows:
             render.table(f"{r.region}: removals", ["name", "server", "why"], rows)
+        if d.paused:
+            render.line(f"{r.region}: {len(d.paused)} disruption(s) held: disruptions are "
+                        "paused (--explain lists them)")
         if d.orphans:
             render.table(f"{r.region}: orphans", ["server", "name", "first seen", "delete"],
                          [(o.server_id, o.name, o.first_seen, o.delete) for o in d.orphans])

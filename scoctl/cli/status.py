@@ -11,7 +11,7 @@ from scoctl.cli.common import JsonOption
 
 def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Show every workload's status, its claim, the latest plan and the fleet (a noticed
-    instance with its reclaim deadline).
+    instance with its reclaim deadline), and any pause of launches or disruptions.
 
     The last line (``latency`` in --json) gives the p50 / p99 of the latest placement decisions
     (first sight of pending demand → committed plan) and of pending → every node Ready.
@@ -32,6 +32,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         workload_json,
     )
     from scoctl.clock import SystemClock
+    from scoctl.core import pause
     from scoctl.core.disruption import status as disruption_status
     from scoctl.core.model.latency import METRICS
     from scoctl.core.quantity import format_resources
@@ -57,6 +58,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
         rollouts = drift_progress(config, store, now)
         rebalancing = list(store.rebalances().values())  # DESIGN §18
+        paused = pause.active(store.pauses(), now)
     rebalances = [{"workload": r.workload, "trigger": r.trigger, "since": r.since,
                    "moves": list(r.moves), "planned": r.planned} for r in rebalancing]
     recorded = {i.id: i for i in disrupted}
@@ -85,8 +87,11 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
             "rebalance": rebalances,
             "buffers": [{"workload": b.workload, "desired": b.desired, "held": b.held,
                          "problem": "BUFFER_SHORT" if b.short else None} for b in buffers],
+            "paused": pause.summary(paused),
         })
         return
+    for held_by in paused.values():
+        render.line("PAUSED: " + pause.describe(held_by))
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
                  [(w.slug, w.kind, w.source, w.contract, render.styled(w.status),
                    w.last_token or "") for w in workloads])

@@ -22,7 +22,10 @@ def bar(share: float, cap: float, width: int = BAR) -> str:
 
 
 def sections(config: Config, store: Store) -> list[tuple[str, list[str], list[list[Any]]]]:
-    """The tables of one frame: workloads, pool and group shares, in flight, leaders."""
+    """The tables of one frame: a pause, workloads, pool and group shares, in flight,
+    leaders."""
+    from scoctl.clock import SystemClock
+    from scoctl.core import pause
     from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
     from scoctl.core.timefmt import rfc3339
     from scoctl.state.coordination import leases_of
@@ -71,7 +74,11 @@ def sections(config: Config, store: Store) -> list[tuple[str, list[str], list[li
                        InstanceStatus.NOTICED, InstanceStatus.DRAINING, InstanceStatus.DELETING)]
     leaders = [[lease.region, lease.holder, lease.generation, rfc3339(lease.expires_at)]
                for lease in leases_of(store)]
+    held = pause.active(store.pauses(), SystemClock().now())
+    paused = [[p.scope.value, p.until or "until resumed", p.reason, p.author]
+              for p in held.values()]
     return [
+        ("Pauses", ["what", "until", "reason", "by"], paused),
         ("Workloads", ["workload", "status", "claim pods", "plan units", "ready", "plan"], rows),
         ("Pools (share of the workload's units / pool cap)",
          ["workload", "pool", "units", "share"], shares),

@@ -318,6 +318,14 @@ class HostHints:
 
 
 @dataclass(frozen=True)
+class TierSettings:
+    """`tiers.<tier>`: a unit of that tier costs its flavor's price times `price_factor`
+    (`scoctl cost`; a pool's own `price` wins)."""
+
+    price_factor: float = setting(1.0, "number", low=0)
+
+
+@dataclass(frozen=True)
 class Config:
     """A validated config. `path` is where it came from (None for the bundled demo)."""
 
@@ -352,6 +360,7 @@ class Config:
     disruption_budget: float | None = setting(None, "number", low=0.0001, high=1)
     elastic: bool = setting(True, "boolean")
     buffers: tuple[Buffer, ...] = ()  # DESIGN §20
+    tiers: Mapping[str, TierSettings] = field(default_factory=dict)  # showback: price factors
 
     @property
     def source_name(self) -> str:
@@ -454,6 +463,7 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
     ("flavors", "[]"): Flavor,
     ("pools", "[]"): Pool,
     ("contracts", "*"): Contract,
+    ("tiers", "*"): TierSettings,
     ("ranking",): RankingSource,
     ("workloads", "[]"): WorkloadSpec,
     ("disruption",): DisruptionSettings,
@@ -721,7 +731,8 @@ def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Fl
     acc_path = (*path, "accelerators")
     for key, value in r.mapping(data.get("accelerators"), acc_path).items():
         accelerators[str(key)] = r.quantity(value, (*acc_path, str(key)), parse_count)
-    bare = Flavor(name=name, vcpus=vcpus, ram=ram, accelerators=accelerators)
+    bare = Flavor(name=name, vcpus=vcpus, ram=ram, accelerators=accelerators,
+                  price=_price(r, data, path))
     if "allocatable" not in data:
         return replace(bare, allocatable=flavor_allocatable(bare, reserve))
     allocatable = r.resources(data["allocatable"], (*path, "allocatable"))
@@ -729,6 +740,25 @@ def _flavor(r: _Reader, raw: Any, path: Path_, reserve: Mapping[str, int]) -> Fl
         if amount > bare.capacity.get(res, 0):
             raise r.fail((*path, "allocatable", res), "is larger than the flavor's capacity")
     return replace(bare, allocatable=allocatable)
+
+
+def _price(r: _Reader, data: Mapping[str, Any], path: Path_) -> float | None:
+    """A `price` per unit-hour (any currency; not negative), None when absent."""
+    if data.get("price") is None:
+        return None
+    return r.number(data, path, "price", 0.0, low=0.0)
+
+
+def _tiers(r: _Reader, root: Mapping[str, Any]) -> dict[str, TierSettings]:
+    """``tiers: {reclaimable: {price_factor: 0.3}}``: per tier, its factor on flavor prices."""
+    raw = r.mapping(root.get("tiers"), ("tiers",))
+    out = {}
+    for name, value in raw.items():
+        if name not in TIERS:
+            raise r.fail(("tiers", str(name)), f"must be one of {', '.join(TIERS)}")
+        data = r.mapping(value, ("tiers", str(name)), allowed=FIELDS[("tiers", "*")])
+        out[str(name)] = TierSettings(**r.settings(data, ("tiers", str(name)), TierSettings))
+    return out
 
 
 def _contract(r: _Reader, name: str, raw: Any, path: Path_) -> Contract:
@@ -841,7 +871,8 @@ def _pool(r: _Reader, raw: Any, path: Path_, regions: tuple[Region, ...],
                 group=r.req_string(data, path, "group"), tier=tier,
                 depth=r.integer(data, path, "depth", 0, low=0),
                 labels={str(k): str(v) for k, v in labels.items()},
-                limits=_limits(r, data.get("limits"), (*path, "limits")))
+                limits=_limits(r, data.get("limits"), (*path, "limits")),
+                price=_price(r, data, path))
 
 
 def _pools(r: _Reader, root: Mapping[str, Any], regions: tuple[Region, ...],
@@ -1246,6 +1277,7 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         contracts=contracts,
         node_reserve=reserve,
         retention=_retention(r, root),
+        tiers=_tiers(r, root),
         **_top_level(r, root),
     )
     config = replace(config, buffers=_buffers(r, root, config.workloads))

@@ -18,7 +18,7 @@ No clock: time comes in as `now` (aware).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -137,6 +137,8 @@ class Selection:
 
     start: tuple[tuple[str, DisruptionReason], ...] = ()
     blocked: tuple[tuple[str, DisruptionReason, Allowance], ...] = ()
+    # for each unit that starts, the room it started in (before it counted): what allowed it
+    room: Mapping[str, Allowance] = field(default_factory=dict)
 
 
 def select(candidates: Iterable[tuple[str, DisruptionReason]], budgets: Sequence[Budget], *,
@@ -150,6 +152,7 @@ def select(candidates: Iterable[tuple[str, DisruptionReason]], budgets: Sequence
     started = list(starts)
     start: list[tuple[str, DisruptionReason]] = []
     blocked: list[tuple[str, DisruptionReason, Allowance]] = []
+    rooms: dict[str, Allowance] = {}
     for unit, reason in candidates:
         if unit in flying:
             continue
@@ -159,6 +162,7 @@ def select(candidates: Iterable[tuple[str, DisruptionReason]], budgets: Sequence
             blocked.append((unit, reason, room))
             continue
         start.append((unit, reason))
+        rooms[unit] = room
         flying[unit] = reason
         started.append((now, reason))
-    return Selection(tuple(start), tuple(blocked))
+    return Selection(tuple(start), tuple(blocked), rooms)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scoctl.core.budgets import select
+from scoctl.core.budgets import Allowance, select
 from scoctl.core.diff import surplus
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.disruption import Budget, Units
@@ -102,10 +102,12 @@ class Blocked:
 
 @dataclass(frozen=True)
 class DisruptionPlan:
-    """What to start now, in order, and what the budgets hold back."""
+    """What to start now, in order, and what the budgets hold back; for each start, the room
+    the budgets left it (`allowed[server id]`: the tightest active budget, or none)."""
 
     start: tuple[Disruption, ...] = ()
     blocked: tuple[Blocked, ...] = ()
+    allowed: Mapping[str, Allowance] = field(default_factory=dict)
 
 
 def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
@@ -123,6 +125,7 @@ def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
     for candidate in listed:
         by_workload.setdefault(candidate.workload, []).append(candidate)
     started: set[str] = set()
+    rooms: dict[str, Allowance] = {}
     held: dict[str, Blocked] = {}
     for workload, mine in by_workload.items():
         flying = {d.server_id: d.reason for d in in_flight if d.workload == workload}
@@ -131,6 +134,7 @@ def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
                         registered=registered.get(workload, 0), now=now, in_flight=flying,
                         starts=(starts or {}).get(workload, ()))
         started |= {unit for unit, _ in chosen.start}
+        rooms.update(chosen.room)
         first = {d.server_id: d for d in reversed(mine)}
         for unit, _, room in chosen.blocked:
             assert room.budget is not None and room.index is not None
@@ -141,7 +145,9 @@ def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
             start.append(candidate)
             started.discard(candidate.server_id)
     order = dict.fromkeys(c.server_id for c in listed)
-    return DisruptionPlan(tuple(start), tuple(held[u] for u in order if u in held))
+    return DisruptionPlan(tuple(start), tuple(held[u] for u in order if u in held),
+                          {d.server_id: rooms[d.server_id] for d in start
+                           if d.server_id in rooms})
 
 
 def _age(now: datetime, since: str) -> float:

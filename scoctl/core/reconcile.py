@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
+from scoctl.core.budgets import Allowance
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -194,6 +195,9 @@ class Snapshot:
     # and the config's gang policy (None: no gang is followed)
     gangs: Mapping[str, GangRecord] = field(default_factory=dict)
     gang_policy: GangPolicy | None = None
+    # an operator's pause of disruptions (`scoctl pause --disruptions`): what holds them, or
+    # "" — no voluntary disruption starts; those in flight go on, reclaim notices too
+    paused: str = ""
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,12 @@ class Decision:
     label_patches: tuple[LabelPatch, ...] = ()  # meta drift (DESIGN §17)
     # DESIGN §19: each gang whose record changes or whose members are deleted this pass
     gangs: tuple[GangDecision, ...] = ()
+    # the disruptions an operator's pause held back (`Snapshot.paused`): nothing changes
+    paused: tuple[Disruption, ...] = ()
+    # the disruptions started this pass, in order, and the room the budgets left each
+    # (`reconcile --dry-run --explain`)
+    started: tuple[Disruption, ...] = ()
+    allowed: Mapping[str, Allowance] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -442,6 +452,9 @@ class _Pass:
         self.block_workloads: set[str] = set()
         self.label_patches: list[LabelPatch] = []
         self.gangs: list[GangDecision] = []
+        self.paused: tuple[Disruption, ...] = ()
+        self.started: tuple[Disruption, ...] = ()
+        self.allowed: Mapping[str, Allowance] = {}
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -568,7 +581,8 @@ class _Pass:
             held={w: dict(p) for w, p in sorted(held.items())}, blocked=blocked,
             addresses=tuple(self.addresses), blocks=tuple(self.blocks),
             block_workloads=tuple(sorted(self.block_workloads)),
-            label_patches=tuple(self.label_patches), gangs=tuple(self.gangs))
+            label_patches=tuple(self.label_patches), gangs=tuple(self.gangs),
+            paused=self.paused, started=self.started, allowed=self.allowed)
 
 
 def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
@@ -1079,10 +1093,14 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
             registered[d.workload] = registered.get(d.workload, 0) + 1
     candidates = opted_out(candidates, p.snapshot.pods,  # §22: pods that opt out
                            lambda c: p.node_of(p.instances[c.server_id]))
+    if p.snapshot.paused:  # an operator's pause: none starts, the budgets' blocks stand
+        p.paused = tuple(candidates)
+        return ()
     decided = disruption.plan(
         candidates, in_flight=in_flight, registered=registered,
         budgets=p.policy.budgets, workload_budgets=p.policy.workload_budgets, now=p.now,
         starts=_starts(p))
+    p.started, p.allowed = decided.start, decided.allowed
     for unit in decided.start:
         _start(p, unit)
     _record_blocks(p, decided.blocked, {*held, *names, *(c.workload for c in candidates)})

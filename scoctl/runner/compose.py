@@ -496,7 +496,10 @@ class Pass:
                 d.config, d.store, d.clock, region=d.region, connect=d.regions.cloud,
                 budget=d.regions.budget, watch=d.acquire_watch, scheduler=d.scheduler,
                 leads=d.leads)
-            return result, result.problems, {"launched": result.launched}
+            detail: dict[str, Any] = {"launched": result.launched}
+            if result.paused:
+                detail["paused"] = result.paused
+            return result, result.problems, detail
 
         planned: PlanResult | None = self.stage("plan", plan, api="state")
         if on_planned is not None:
@@ -620,16 +623,23 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
     if config.metrics_file is None:
         return None
     from scoctl.host.metrics import write_atomically
-    from scoctl.services.metrics import collect
+    from scoctl.services.metrics import collect, day2_gauges, disruption_sample, showback
 
     calls, spent = deps.regions.usage()
     budgets = deps.regions.budgets
+    started, eligible = disruption_sample(
+        r.decision for s in steps if s.name == "reconcile" and s.result is not None
+        for r in s.result.regions)
+    now = deps.clock.now()
+    cost, used = showback(config, deps.store, now, deps.store.metric_counters().cost_at)
     sample = RunSample(
         stages=[StageSample(s.name, s.seconds, s.ok) for s in steps],
         plan_seconds=plan_seconds, calls=calls,
         tokens_available={name: b.available() for name, b in budgets.items()},
         tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
-        pending=dict(pending), controller_at=controller_at,
+        pending=dict(pending), controller_at=controller_at, now=now,
+        disruptions=started, eligible=eligible, day2=day2_gauges(config, deps.store, now),
+        cost=cost, cost_at=now.timestamp(), efficiency=used,
         leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
     write_atomically(config.metrics_file, collect(deps.store, sample))
     return str(config.metrics_file)

@@ -31,15 +31,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from scoctl.core import pause as pauses
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
-from scoctl.core.model.vocabulary import InstanceStatus
+from scoctl.core.model.vocabulary import InstanceStatus, PauseScope
 from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
 
 if TYPE_CHECKING:
+    from scoctl.config.schema import Config
+    from scoctl.core.reconcile import Decision
     from scoctl.state import Store
 
 K = TypeVar("K")
@@ -66,6 +70,101 @@ class RunSample:
     pending: Mapping[str, int] = field(default_factory=dict)  # waiting pods / jobs by source
     leader: Mapping[str, bool] = field(default_factory=dict)  # region → this runner leads it
     controller_at: float | None = None  # Unix time of a `run --follow` pass
+    now: datetime | None = None  # when the pass ended (which pauses hold)
+    # this pass's voluntary disruptions: started by (workload, reason, decision: delete |
+    # replace), and the candidates by (workload, reason) — started, blocked or paused
+    disruptions: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    eligible: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # gauges of the day-2 machinery the config knows of (`day2_gauges`)
+    day2: Sequence[Gauge] = ()
+    # showback (`showback`): what each workload's units cost since the last write, up to
+    # `cost_at` (Unix time), and each (workload, resource)'s efficiency over the last hour
+    cost: Mapping[str, float] = field(default_factory=dict)
+    cost_at: float | None = None
+    efficiency: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One gauge series set, as `_Text.metric` takes it."""
+
+    name: str
+    help_text: str
+    samples: Sequence[tuple[Mapping[str, str], float]]
+
+
+def disruption_sample(decisions: Iterable[Decision],
+                      ) -> tuple[dict[tuple[str, str, str], int], dict[tuple[str, str], int]]:
+    """What reconcile decisions started (by workload, reason, delete or replace) and how many
+    candidates each (workload, reason) had: started, held by a budget, or by a pause."""
+    started: dict[tuple[str, str, str], int] = {}
+    eligible: dict[tuple[str, str], int] = {}
+    for d in decisions:
+        for x in d.started:
+            key = (x.workload, x.reason.value, "replace" if x.replace_first else "delete")
+            started[key] = started.get(key, 0) + 1
+        for x in (*d.started, *(b.disruption for b in d.blocked), *d.paused):
+            eligible[(x.workload, x.reason.value)] = eligible.get(
+                (x.workload, x.reason.value), 0) + 1
+    return started, eligible
+
+
+def showback(config: Config, store: Store, now: datetime, last: float | None,
+             ) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+    """What each workload's units cost between `last` (Unix time; None: nothing yet) and
+    `now`, and each (workload, resource)'s efficiency over the last hour."""
+    from datetime import UTC, timedelta
+
+    from scoctl.core.cost import Prices, costs, lifetimes
+    from scoctl.core.timefmt import rfc3339
+
+    prices = Prices(
+        flavors={n: f.price for n, f in config.flavors.items() if f.price is not None},
+        pools={p.name: p.price for p in config.pools if p.price is not None},
+        tier_factor={t: s.price_factor for t, s in config.tiers.items()})
+    pools = {p.name: p for p in config.pools}
+    lives = lifetimes(store.instances(include_deleted=True))
+    spent = {} if last is None else {
+        x.key: x.cost for x in costs(lives, pools=pools, flavors=config.flavors, prices=prices,
+                                     since=datetime.fromtimestamp(last, UTC), now=now)
+        if x.cost}
+    hour = now - timedelta(hours=1)
+    used = {(x.key, r): v for x in costs(lives, pools=pools, flavors=config.flavors,
+                                         prices=prices, since=hour, now=now,
+                                         claims=store.claim_history(rfc3339(hour)),
+                                         reserve=config.node_reserve)
+            for r, v in x.efficiency.items() if v is not None}
+    return spent, used
+
+
+def day2_gauges(config: Config, store: Store, now: datetime) -> list[Gauge]:
+    """Drift rollouts, gangs and capacity buffers as gauges, for dashboards."""
+    from scoctl.services.buffers import buffers_now
+    from scoctl.services.drift import progress
+
+    rollouts = progress(config, store, now)
+    gangs = store.gangs()
+    buffers = buffers_now(config, store.claims(), store.instances(), now)
+    return [
+        Gauge("scoctl_drift_units", "Units of a drift rollout: on an old spec (drifted), "
+              "being replaced (in_flight), replaced.",
+              [({"workload": str(r["workload"]), "state": s}, float(r[s]))  # type: ignore[arg-type]
+               for r in rollouts for s in ("drifted", "in_flight", "replaced")]),
+        Gauge("scoctl_drift_rollout_halted", "1 while a workload's drift rollout is halted "
+              "(DRIFT_ROLLOUT_HALTED; scoctl drift resume).",
+              [({"workload": str(r["workload"])}, 1.0 if r["halted"] else 0.0)
+               for r in rollouts]),
+        Gauge("scoctl_gang_members", "Members a gang claim needs.",
+              [({"workload": g.workload}, float(g.size)) for g in gangs.values()]),
+        Gauge("scoctl_gang_provisioned", "1 once every member of the gang is Ready.",
+              [({"workload": g.workload}, 1.0 if g.provisioned_at else 0.0)
+               for g in gangs.values()]),
+        Gauge("scoctl_gang_failures", "Failed launches of the gang in a row (GANG_FAILED).",
+              [({"workload": g.workload}, float(g.failures)) for g in gangs.values()]),
+        Gauge("scoctl_buffer_chunks", "A capacity buffer's chunks: desired now, and held.",
+              [({"workload": b.workload, "kind": kind}, float(n)) for b in buffers
+               for kind, n in (("desired", b.desired), ("held", b.held))]),
+    ]
 
 
 def _label(value: str) -> str:
@@ -111,7 +210,11 @@ def fold(counters: MetricCounters, sample: RunSample) -> MetricCounters:
         cloud_calls=_added(counters.cloud_calls, sample.calls),
         tokens_spent=_added(counters.tokens_spent, sample.tokens_spent),
         last_success=(sample.succeeded_at if sample.succeeded_at is not None
-                      else counters.last_success))
+                      else counters.last_success),
+        disruptions=_added(counters.disruptions, sample.disruptions),
+        cost={w: round(counters.cost.get(w, 0.0) + sample.cost.get(w, 0.0), 9)
+              for w in {*counters.cost, *sample.cost}},
+        cost_at=sample.cost_at if sample.cost_at is not None else counters.cost_at)
 
 
 def collect(store: Store, sample: RunSample) -> str:
@@ -182,6 +285,31 @@ def collect(store: Store, sample: RunSample) -> str:
         t.metric("scoctl_controller_pass_timestamp_seconds", "gauge",
                  "Unix time of the controller's (run --follow) last pass.",
                  [({}, float(sample.controller_at))])
+    t.metric("scoctl_voluntary_disruption_decisions_total", "counter",
+             "Voluntary disruptions started, by workload, reason and decision (delete: its "
+             "pods move; replace: a replacement first), as Karpenter's "
+             "karpenter_voluntary_disruption_decisions_total.",
+             [({"workload": w, "reason": r, "decision": d}, n)
+              for (w, r, d), n in sorted(counters.disruptions.items())])
+    t.metric("scoctl_voluntary_disruption_eligible_units", "gauge",
+             "Units that were candidates for a voluntary disruption at the last reconcile "
+             "(started, held by a budget or by a pause), by workload and reason.",
+             [({"workload": w, "reason": r}, n) for (w, r), n in sorted(sample.eligible.items())])
+    t.metric("scoctl_workload_cost_total", "counter",
+             "What each workload's units have cost (flavors[].price, pools[].price, "
+             "tiers.<tier>.price_factor; per hour of each unit's life) since metrics began.",
+             [({"workload": w}, c) for w, c in sorted(counters.cost.items())])
+    t.metric("scoctl_workload_efficiency_ratio", "gauge",
+             "Requested over provisioned (allocatable) resource-hours of each workload over "
+             "the last hour, per resource (cpu, memory).",
+             [({"workload": w, "resource": r}, round(v, 6))
+              for (w, r), v in sorted(sample.efficiency.items())])
+    for gauge in sample.day2:
+        t.metric(gauge.name, "gauge", gauge.help_text, gauge.samples)
+    held = pauses.active(store.pauses(), sample.now) if sample.now else {}
+    t.metric("scoctl_paused", "gauge",
+             "1 while an operator's pause (scoctl pause) holds launches or disruptions.",
+             [({"scope": s.value}, 1 if s in held else 0) for s in PauseScope])
     t.metric("scoctl_orphans", "gauge",
              "Servers tagged sco:managed with no known launch or workload, by region.",
              [({"region": r}, n) for r, n in sorted(store.orphan_counts().items())])

@@ -51,6 +51,7 @@ from typing import Protocol
 from scoctl.adapters.cloud import Cloud, check_tags
 from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, LaunchSettings, Region
+from scoctl.core import pause
 from scoctl.core.acquire import LaunchSnapshot, decide_launches, region_targets
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.drift import label_keys
@@ -88,6 +89,7 @@ from scoctl.core.model.vocabulary import (
     TAG_WORKLOAD,
     InstanceStatus,
     LaunchStatus,
+    PauseScope,
     ServerStatus,
     tag,
 )
@@ -97,6 +99,7 @@ from scoctl.core.userdata import BootContract, redacted, render_user_data
 from scoctl.errors import ConfigError, PermanentError, QuotaExceeded, Refused, TemporaryError
 from scoctl.host.budget import Budget
 from scoctl.secrets import remember
+from scoctl.services import controls
 from scoctl.services.gangs import GangClaim, gang_claims, record_gang, record_of
 from scoctl.services.join_tokens import JoinTokens
 from scoctl.state import Store
@@ -225,6 +228,7 @@ class AcquireResult:
     lost: tuple[str, ...] = ()
     release: tuple[NodeRelease, ...] = ()
     held: tuple[str, ...] = ()  # workloads not launched: their region lacks a name they use
+    paused: str = ""  # launches are paused (`scoctl pause`): what holds them; nothing created
 
     @property
     def ok(self) -> bool:
@@ -1019,6 +1023,11 @@ def run_acquire(
     regions = [config.region(region)] if region else list(config.regions)
     for reg in regions:  # a what-if config has none: exit 2 before any call
         config.launch_settings(reg)
+    paused_by = (None if dry_run
+                 else controls.lapse(store, clock.now()).get(PauseScope.LAUNCHES))
+    if paused_by is not None:  # an operator's pause: what would launch is worked out, not made
+        log.warning("acquire: %s: no server is created", pause.describe(paused_by))
+        dry_run = True
     regions = [r for r in regions if leads is None or dry_run or leads(r.name)]
     files = boot or BootFiles(config, join_tokens or JoinTokens(config, clock))
     run = _Run(config, store, clock, dry_run=dry_run, round_no=round_no, watch_s=watch,
@@ -1037,4 +1046,5 @@ def run_acquire(
         shortfalls=tuple(out.shortfalls), exclusions=tuple(merge_exclusions(out.exclusions)),
         quota_faults=tuple(out.quota_faults), problems=tuple(out.problems), calls=spent,
         seconds=clock.monotonic() - started, lost=tuple(sorted(out.lost)),
-        release=tuple(out.release), held=tuple(sorted(out.held)))
+        release=tuple(out.release), held=tuple(sorted(out.held)),
+        paused=pause.describe(paused_by) if paused_by else "")

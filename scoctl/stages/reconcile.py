@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
+from scoctl.core import pause
 from scoctl.core.demand import must_move
 from scoctl.core.model import (
     GangRecord,
@@ -39,6 +40,7 @@ from scoctl.core.model.vocabulary import (
     TAG_MANAGED,
     DisruptionReason,
     InstanceStatus,
+    PauseScope,
     ServerStatus,
     WorkloadStatus,
 )
@@ -67,6 +69,7 @@ from scoctl.errors import (
     StillTerminating,
 )
 from scoctl.host.discovery import host_hints
+from scoctl.services import controls
 from scoctl.services import drift as drift_inputs
 from scoctl.services.buffers import record_short
 from scoctl.services.gangs import forget_gangs, gang_claims, record_gang, record_of
@@ -268,7 +271,17 @@ class _Region:
             blocks=tuple(store.disruption_blocks()),
             drift=self.drift_view(tracked),
             rebalance_moves=planned_moves(store.rebalances()),
-            gangs=self.gangs(tracked, plans), gang_policy=config.gang.policy())
+            gangs=self.gangs(tracked, plans), gang_policy=config.gang.policy(),
+            paused=self.paused())
+
+    def paused(self) -> str:
+        """What pauses voluntary disruptions now (`scoctl pause --disruptions`), or ""; a
+        pause whose time is up is dropped here (`RESUMED`), unless this is a dry-run."""
+        now = self.clock.now()
+        held = (pause.active(self.store.pauses(), now) if self.dry_run
+                else controls.lapse(self.store, now))
+        found = held.get(PauseScope.DISRUPTIONS)
+        return pause.describe(found) if found else ""
 
     def gangs(self, tracked: Sequence[InstanceRecord],
               plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, GangRecord]:

@@ -374,6 +374,36 @@ MIGRATIONS: tuple[str, ...] = (
         provisioned_at REAL
     );
     """,
+    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`), obeyed by
+    # every runner of the state until `until` or `scoctl resume`; the voluntary disruptions
+    # started, per workload, reason and decision (delete, replace), for the metrics; each
+    # claim version's requests and when it was written (showback's requested resources)
+    """
+    CREATE TABLE pauses (
+        scope TEXT PRIMARY KEY,
+        since TEXT NOT NULL,
+        until TEXT,
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL
+    );
+    CREATE TABLE metric_disruptions (
+        workload TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (workload, reason, decision)
+    );
+    CREATE TABLE claim_history (
+        workload TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        requests TEXT NOT NULL,
+        PRIMARY KEY (workload, version)
+    );
+    CREATE INDEX claim_history_at ON claim_history(at);
+    CREATE TABLE metric_cost (workload TEXT PRIMARY KEY, cost REAL NOT NULL);
+    CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at REAL NOT NULL);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # the interface names its rows; a store builds them on first 
         TokenRecord,
         WorkloadRecord,
     )
-    from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus
+    from scoctl.core.model.controls import ClaimStep, Pause
+    from scoctl.core.model.vocabulary import InstanceStatus, LaunchStatus, PauseScope
 
 
 class Lifecycle(Protocol):
@@ -409,8 +410,31 @@ class NoticeState(Protocol):
         ...
 
 
+class ControlState(Protocol):
+    """Operator controls and showback: pauses of launches or disruptions (`scoctl pause`,
+    `resume`), and the claims' versions over time (`scoctl cost`)."""
+
+    def pauses(self) -> list[Pause]:
+        """Every recorded pause (lapsed ones too, until dropped), by scope."""
+        ...
+
+    def save_pause(self, pause: Pause) -> None:
+        """Record `pause`, replacing a pause of the same scope."""
+        ...
+
+    def drop_pauses(self, scopes: Iterable[PauseScope]) -> list[Pause]:
+        """Drop the pauses of `scopes`; returns those that were recorded."""
+        ...
+
+    def claim_history(self, since: str) -> list[ClaimStep]:
+        """Each claim version written since `since` (RFC 3339), and for each workload the
+        version that held at `since`, oldest first (showback; versions age out with the
+        events, the latest of each workload stays)."""
+        ...
+
+
 class Store(Lifecycle, WorkloadState, PlanState, FleetState, LatencyState, NoticeState,
-            Protocol):
+            ControlState, Protocol):
     """The whole state interface every stage and command uses."""
 
     def metric_counters(self) -> MetricCounters:

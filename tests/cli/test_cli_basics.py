@@ -97,7 +97,7 @@ def test_init_creates_the_state_and_status_shows_it_as_json(cli, tmp_path):
     assert result.json() == {"workloads": [], "claims": [],
                              "plan": {"generation": 0, "ranking": None, "workloads": []},
                              "instances": [], "leaders": [], "disruption": [], "drift": [],
-                             "rebalance": [], "buffers": [],
+                             "rebalance": [], "buffers": [], "paused": {},
                              "latency": {m: {"samples": 0, "p50": None, "p99": None}
                                          for m in ("placement_decision", "pending_to_ready")}}
 

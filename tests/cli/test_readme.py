@@ -79,3 +79,15 @@ def test_every_command_and_option_the_readme_shows_exists() -> None:
                  for opt in (*param.opts, *param.secondary_opts)} | {"--help", "-h"}
         missing += [f"{line!r}: {opt}" for opt in options if opt not in known]
     assert not missing, "\n".join(missing)
+
+
+def test_every_command_is_in_the_readmes_command_table() -> None:
+    """A new command is documented where operators look for it: a row of the table under
+    "Commands" that starts with it."""
+    from scoctl.cli.root import COMMAND_MODULES
+
+    text = README.read_text(encoding="utf-8")
+    table = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `scoctl ([a-z-]+)", table, re.M)
+    assert len(rows) > 10  # a positive control: the table is found
+    assert sorted(set(COMMAND_MODULES) - set(rows)) == []

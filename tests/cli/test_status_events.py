@@ -58,7 +58,7 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     body = result.json()
     assert isinstance(body, dict)
     assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency",
-                          "disruption", "drift", "rebalance", "buffers"]
+                          "disruption", "drift", "rebalance", "buffers", "paused"]
     assert body["buffers"] == []  # DESIGN §20: none configured
     assert body["drift"] == []  # DESIGN §17: every unit on its pool's current spec
     assert body["rebalance"] == []  # DESIGN §18: nothing waits or moves

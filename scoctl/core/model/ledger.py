@@ -38,3 +38,8 @@ class MetricCounters:
     cloud_calls: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (region, outcome)
     tokens_spent: Mapping[str, int] = field(default_factory=dict)  # by region
     last_success: float | None = None  # Unix time of the last fully successful pass
+    # voluntary disruptions started, by (workload, reason, decision: delete | replace)
+    disruptions: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    # what each workload's units have cost since metrics began, up to `cost_at` (Unix time)
+    cost: Mapping[str, float] = field(default_factory=dict)
+    cost_at: float | None = None

@@ -54,6 +54,7 @@ class Flavor:
     ram: int  # bytes
     accelerators: Mapping[str, int] = field(default_factory=dict)
     allocatable: Resources = field(default_factory=dict)  # capacity minus the node reserve
+    price: float | None = None  # per unit-hour (showback: `scoctl cost`); None: unpriced
 
     @property
     def capacity(self) -> dict[str, int]:
@@ -86,6 +87,7 @@ class Pool:
     depth: int
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     limits: Limits = field(default_factory=Limits, hash=False)
+    price: float | None = None  # per unit-hour, where the pool's differs from its flavor's
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,14 @@ class DisruptionReason(StrEnum):
     LATE = "late"  # a unit of a launch failed before its servers appeared: above the plan
 
 
+class PauseScope(StrEnum):
+    """What an operator's pause stops (`scoctl pause`): new servers, or the start of voluntary
+    disruptions. Reclaim notices are handled under either."""
+
+    LAUNCHES = "launches"
+    DISRUPTIONS = "disruptions"
+
+
 class PartSource(StrEnum):
     """What demand a claim part is (DESIGN §20, §22): some of the workload's pods (or jobs),
     or its capacity buffer's chunks."""

@@ -363,4 +363,32 @@ PG_MIGRATIONS: tuple[str, ...] = (
         provisioned_at DOUBLE PRECISION
     );
     """,
+    # 12: operator controls: a pause of launches or of disruptions (`scoctl pause`); the
+    # voluntary disruptions started, per workload, reason and decision
+    f"""
+    CREATE TABLE pauses (
+        scope {T} PRIMARY KEY,
+        since {T} NOT NULL,
+        until {T},
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL
+    );
+    CREATE TABLE metric_disruptions (
+        workload {T} NOT NULL,
+        reason {T} NOT NULL,
+        decision {T} NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (workload, reason, decision)
+    );
+    CREATE TABLE claim_history (
+        workload {T} NOT NULL,
+        version INTEGER NOT NULL,
+        at {T} NOT NULL,
+        requests TEXT NOT NULL,
+        PRIMARY KEY (workload, version)
+    );
+    CREATE INDEX claim_history_at ON claim_history(at);
+    CREATE TABLE metric_cost (workload {T} PRIMARY KEY, cost DOUBLE PRECISION NOT NULL);
+    CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
+    """,
 )

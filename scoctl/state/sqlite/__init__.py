@@ -3,8 +3,8 @@
 Every public method that writes runs in a transaction; callers group several writes into one
 stage transaction with ``with store.transaction():`` (re-entrant), so a crash leaves the previous
 state, never half a plan. `SqliteStore` implements `scoctl.state.store.Store`; its table groups
-live in `workloads`, `plans`, `fleet`, `latency` and `notices`, the shared connection and
-transaction in `base`.
+live in `workloads`, `plans`, `fleet`, `latency`, `notices` and `controls`, the shared
+connection and transaction in `base`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from scoctl.errors import StateError
 from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
+from scoctl.state.sqlite.controls import ControlTables
 from scoctl.state.sqlite.fleet import FleetTables
 from scoctl.state.sqlite.latency import LatencyTables
 from scoctl.state.sqlite.notices import NoticeTables
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore", "run_migrations"]
 
 
-class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, NoticeTables):
+class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, NoticeTables,
+                  ControlTables):
     """The `Store` over one SQLite file. Open with `SqliteStore.open` (or `open_store`)."""
 
     @classmethod
@@ -107,8 +109,15 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
         spent = dict(self.conn.execute(
             "SELECT region, tokens FROM metric_tokens_spent ORDER BY region"))
         last = self.conn.execute("SELECT at FROM run_last_success").fetchone()
+        disruptions = {(w, r, d): n for w, r, d, n in self.conn.execute(
+            "SELECT workload, reason, decision, n FROM metric_disruptions "
+            "ORDER BY workload, reason, decision")}
+        cost = dict(self.conn.execute("SELECT workload, cost FROM metric_cost ORDER BY workload"))
+        cost_at = self.conn.execute("SELECT at FROM metric_cost_at").fetchone()
         return model.MetricCounters(cloud_calls=calls, tokens_spent=spent,
-                              last_success=last[0] if last else None)
+                                    last_success=last[0] if last else None,
+                                    disruptions=disruptions, cost=cost,
+                                    cost_at=cost_at[0] if cost_at else None)
 
     def save_metric_counters(self, counters: MetricCounters) -> None:
         """Replace the counters with `counters`."""
@@ -122,6 +131,18 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
             self.conn.executemany(
                 "INSERT INTO metric_tokens_spent (region, tokens) VALUES (?, ?)",
                 sorted(counters.tokens_spent.items()))
+            self.conn.execute("DELETE FROM metric_disruptions")
+            self.conn.executemany(
+                "INSERT INTO metric_disruptions (workload, reason, decision, n) "
+                "VALUES (?, ?, ?, ?)",
+                [(*key, n) for key, n in sorted(counters.disruptions.items())])
+            self.conn.execute("DELETE FROM metric_cost")
+            self.conn.executemany("INSERT INTO metric_cost (workload, cost) VALUES (?, ?)",
+                                  sorted(counters.cost.items()))
+            self.conn.execute("DELETE FROM metric_cost_at")
+            if counters.cost_at is not None:
+                self.conn.execute("INSERT INTO metric_cost_at (only_row, at) VALUES (1, ?)",
+                                  [counters.cost_at])
             if counters.last_success is None:
                 self.conn.execute("DELETE FROM run_last_success")
             else:

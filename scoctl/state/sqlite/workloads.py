@@ -148,6 +148,10 @@ class WorkloadTables(SqliteBase):
                 "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ? AND ts < "
                 f"({EVENTS_FLOOR_SQL}) ORDER BY ts, id LIMIT ?)", [before, int(limit)])
             self.conn.execute("DELETE FROM events_prune")
+            # claim versions age out with the events (the latest of each workload stays)
+            self.conn.execute(
+                "DELETE FROM claim_history WHERE at < ? AND version < (SELECT max(h.version) "
+                "FROM claim_history h WHERE h.workload = claim_history.workload)", [before])
             return max(0, cursor.rowcount)
 
     # -- claims ----------------------------------------------------------------------------
@@ -215,6 +219,10 @@ class WorkloadTables(SqliteBase):
                                            for f, r in sorted(c.overhead.items())}),
                      dumps([part_json(p) for p in c.parts]),
                      dumps(dict(sorted(c.preferred.items()))), c.gang, self.now()])
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO claim_history (workload, version, at, requests) "
+                    "VALUES (?, ?, ?, ?)",
+                    [c.workload, write.version, self.now(), dumps(dict(c.requests))])
             stored = self.claim(c.workload)
             assert stored is not None
             return stored
