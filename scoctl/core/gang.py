@@ -12,6 +12,9 @@ Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``
 - `gang_step`: after a pass, whether the gang is provisioned, still booting, or failed — and
   then every member is deleted, the failing pools are excluded and the retry waits
   `gang_backoff`; after `retries` failures the gang is unsatisfiable and the workload failed.
+  A NoValidHost (`no_valid_host`) says the zone cannot take that many of that size:
+  `zone_exclusions` excludes the zone's pools of flavors no smaller too, and the retry,
+  elsewhere, waits for no back-off.
 - `gang_booked`: a Ready gang is not idle-scaled down before its booking ends.
 """
 
@@ -298,6 +301,15 @@ class GangDecision:
     events: tuple[GangEvent, ...] = ()
     may_launch: bool = False  # the acquirer may create the missing members now
     workload_failed: bool = False
+    # the failing pools Nova found no valid host in, with the members asked of each
+    no_host: tuple[tuple[str, int], ...] = ()
+
+
+def no_valid_host(fault: str) -> bool:
+    """Whether a fault is Nova's NoValidHost ("No valid host was found. ..."): the scheduling
+    scope (the zone) cannot take the servers asked for, not that one pool failed."""
+    text = fault.lower()
+    return "no valid host" in text or "novalidhost" in text
 
 
 def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
@@ -309,7 +321,9 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
       reason}`` per failing pool, those pools excluded; the failure count grows, and past
       `policy.retries` the gang is ``GANG_UNSATISFIABLE`` and the workload failed.
     - All `size` members Ready: ``GANG_PROVISIONED`` once.
-    - No member: a launch is allowed once the back-off after the last failure has passed.
+    - No member: a launch is allowed once the back-off after the last failure has passed —
+      at once when that failure was NoValidHost in every failing pool (`relocate`: its zone
+      is excluded, so the retry goes elsewhere; the failure still counts toward `retries`).
     """
     servers = tuple(sorted(m.server for m in members if m.created))
     failing = [m for m in members if m.failed]
@@ -341,17 +355,54 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
         if gave_up:
             events.append(GangEvent(GANG_UNSATISFIABLE, {"failures": failures,
                                                          "pools": sorted(by_pool)}))
+        no_host = _no_host(failing)
+        relocate = bool(no_host) and {p for p, _ in no_host} == set(by_pool)
         return GangDecision(
-            GangRecord(record.workload, record.size, None, failures, now, None),
+            GangRecord(record.workload, record.size, None, failures, now, None, relocate),
             delete=servers, exclude=tuple(sorted(by_pool)), events=tuple(events),
-            workload_failed=gave_up)
+            workload_failed=gave_up, no_host=no_host)
     if not members:
         if record.failures > policy.retries:
             return GangDecision(record)
-        wait = gang_backoff(record.failures, policy.backoff)
+        wait = 0.0 if record.relocate else gang_backoff(record.failures, policy.backoff)
         ready_to_go = record.failed_at is None or now - record.failed_at >= wait
         return GangDecision(record, may_launch=ready_to_go)
     return GangDecision(record)  # booting, within the deadline
+
+
+def _no_host(failing: Sequence[Member]) -> tuple[tuple[str, int], ...]:
+    """The failing pools whose members failed with NoValidHost, each with its members."""
+    counts: dict[str, int] = {}
+    for m in failing:
+        if no_valid_host(m.reason):
+            counts[m.pool] = counts.get(m.pool, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+def zone_exclusions(decision: GangDecision, pools: Sequence[Pool],
+                    flavors: Mapping[str, Flavor]) -> dict[str, str]:
+    """The pools a gang's NoValidHost excludes besides the failing pool (pool → reason).
+
+    Nova's NoValidHost for a multi-create of n servers of a flavor says the scheduling scope
+    (the zone) cannot take n of that size: every other pool of that region and zone whose
+    flavor is no smaller (vCPUs and RAM both at least as large) cannot hold the gang either,
+    whichever correlation group it is in; a smaller flavor may still fit."""
+    by_name = {p.name: p for p in pools}
+    out: dict[str, str] = {}
+    for name, count in decision.no_host:
+        failed = by_name.get(name)
+        size = flavors.get(failed.flavor) if failed is not None else None
+        if failed is None or size is None:
+            continue
+        for pool in pools:
+            other = flavors.get(pool.flavor)
+            if pool.name == name or pool.name in out or other is None \
+                    or (pool.region, pool.az) != (failed.region, failed.az) \
+                    or other.vcpus < size.vcpus or other.ram < size.ram:
+                continue
+            out[pool.name] = (f"zone {failed.az} cannot hold {count} × {size.name} "
+                              f"(NoValidHost in {name})")
+    return out
 
 
 BOOTED = frozenset({InstanceStatus.ACTIVE, InstanceStatus.READY})
@@ -443,6 +494,6 @@ def may_launch_gang(decision: GangDecision, record: GangRecord, members: Sequenc
 def gang_retry_due(record: GangRecord, policy: GangPolicy, now: float) -> bool:
     """A failed gang whose back-off has ended waits for its launch (not given up, not
     launched since): the controller plans and acquires for it then."""
+    wait = 0.0 if record.relocate else gang_backoff(record.failures, policy.backoff)
     return (record.launched_at is None and record.failed_at is not None
-            and 0 < record.failures <= policy.retries
-            and now - record.failed_at >= gang_backoff(record.failures, policy.backoff))
+            and 0 < record.failures <= policy.retries and now - record.failed_at >= wait)

@@ -374,6 +374,11 @@ MIGRATIONS: tuple[str, ...] = (
         provisioned_at REAL
     );
     """,
+    # 12: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # next launch goes elsewhere waiting for no back-off
+    """
+    ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -363,4 +363,9 @@ PG_MIGRATIONS: tuple[str, ...] = (
         provisioned_at DOUBLE PRECISION
     );
     """,
+    # 12: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # next launch goes elsewhere waiting for no back-off (0/1, as sqlite's)
+    """
+    ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;
+    """,
 )
