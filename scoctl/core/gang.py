@@ -44,7 +44,7 @@ from scoctl.core.model.gangs import DEFAULT_GANG_POLICY as DEFAULT_GANG_POLICY
 from scoctl.core.model.gangs import PLACEMENTS as PLACEMENTS
 from scoctl.core.model.pools import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.model.vocabulary import InstanceStatus
-from scoctl.core.planner import PoolPlan, WorkloadPlan, pool_key
+from scoctl.core.planner import ExplainLine, PoolPlan, WorkloadPlan, pool_key
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_SIZE_ANNOTATION = "sco/gang-size"
@@ -182,6 +182,7 @@ def plan_gang(
     depth_left: Mapping[str, int] | None = None,
     excluded: Collection[str] = frozenset(),
     depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+    explain: bool = False,
 ) -> WorkloadPlan:
     """Plan a gang claim (DESIGN §19): ``claim.pods // size`` gangs (at least one) of `size`
     members, one member per unit, each gang inside one placement bucket in at most
@@ -191,12 +192,24 @@ def plan_gang(
     `min_pools` pools hold a gang, pools holding none come first. Buckets are tried best pool
     key first (ties by name). Units the workload holds (`current`) are kept when they already
     form the whole plan in eligible pools. A gang that fits no bucket makes the plan
-    infeasible: a partial gang is never planned.
+    infeasible: a partial gang is never planned. With `explain`, the plan says why each pool
+    holds what it holds (`gang_explain`).
     """
     if size < 1:
         raise ValueError("a gang has at least one member")
-    current = dict(current or {})
-    depth_left = dict(depth_left or {})
+    plan = _plan_gang(claim, contract, size, policy, pools, flavors, scores, dict(current or {}),
+                      dict(depth_left or {}), excluded, depth_premium)
+    if not explain:
+        return plan
+    return replace(plan, explain=gang_explain(claim, size, policy, pools, flavors, scores,
+                                              excluded, plan))
+
+
+def _plan_gang(claim: Claim, contract: Contract, size: int, policy: GangPolicy,
+               pools: Sequence[Pool], flavors: Mapping[str, Flavor],
+               scores: Mapping[str, float], current: dict[str, int],
+               depth_left: dict[str, int], excluded: Collection[str],
+               depth_premium: float) -> WorkloadPlan:
     gangs = max(1, claim.pods // size)
     needed = gangs * size
     cands, reasons = _candidates(claim, pools, flavors, scores, current, depth_left, excluded,
@@ -248,6 +261,61 @@ def _gang_plan(claim: Claim, contract: Contract, units: Mapping[str, int],
     committed = sum(r.coverage for r in rows if r.tier == "committed")
     return WorkloadPlan(claim.workload, contract.name, feasible, False, tuple(reasons),
                         tuple(rows), total, committed, 0.0)
+
+
+def _why_not(claim: Claim, pool: Pool, flavors: Mapping[str, Flavor],
+             scores: Mapping[str, float], excluded: Collection[str]) -> str | None:
+    """Why `pool` cannot hold a member of the gang (None: it can)."""
+    flavor = flavors.get(pool.flavor)
+    if pool.name in excluded:
+        return "excluded"
+    if pool.name not in scores:
+        return "not ranked (no score in the ranking)"
+    if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
+        return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
+    if pool.name in claim.ineligible:
+        return f"the pods' {claim.ineligible[pool.name]} rules it out"
+    if flavor is None or not _holds(flavor, claim.largest_pod):
+        return f"flavor {pool.flavor} cannot hold a member (its largest pod)"
+    return None
+
+
+def gang_explain(claim: Claim, size: int, policy: GangPolicy, pools: Sequence[Pool],
+                 flavors: Mapping[str, Flavor], scores: Mapping[str, float],
+                 excluded: Collection[str], plan: WorkloadPlan) -> tuple[ExplainLine, ...]:
+    """Why each pool holds what it holds in a gang's plan (`plan --explain`): the pools that
+    cannot hold a member and why (excluded, unranked, untolerated, ruled out, too small), the
+    placement buckets (groups by default) ranked above the chosen one that could not hold a
+    whole gang, the chosen one, and those a better-ranked bucket made unneeded."""
+    units = plan.units()
+    where = {"same_group": "group", "same_az": "zone"}.get(policy.placement, "region")
+    by_bucket: dict[str, list[Pool]] = {}
+    lines: list[ExplainLine] = []
+    for pool in pools:
+        why = _why_not(claim, pool, flavors, scores, excluded)
+        if why is not None and pool.name not in units:
+            lines.append(ExplainLine(pool.name, 0, why))
+        else:
+            by_bucket.setdefault(_bucket(pool, policy.placement), []).append(pool)
+    chosen = {b for b, members in by_bucket.items() if any(p.name in units for p in members)}
+    best = {b: max(scores.get(p.name, 0.0) for p in members) for b, members in by_bucket.items()}
+    bar = min((best[b] for b in chosen), default=-1.0)
+    for bucket, members in sorted(by_bucket.items()):
+        label = f"{where} {bucket}" if bucket else "the region"
+        for pool in members:
+            n = units.get(pool.name, 0)
+            if n:
+                text = (f"{n} member(s): {label} is the best-ranked {where} that holds a whole "
+                        f"gang of {size} within {policy.max_pools} pools")
+            elif bucket in chosen:
+                text = f"not needed: better-ranked pools of {label} hold the gang"
+            elif not plan.feasible or best[bucket] >= bar:
+                text = (f"{label} cannot hold a whole gang of {size} within "
+                        f"{policy.max_pools} pools (depth, pool cap, exclusions)")
+            else:
+                text = f"not needed: a better-ranked {where} holds the gang"
+            lines.append(ExplainLine(pool.name, n, text))
+    return tuple(lines)
 
 
 # --------------------------------------------------------------------------- launch
