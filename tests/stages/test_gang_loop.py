@@ -217,3 +217,24 @@ def test_a_provisioned_gang_that_lost_a_member_is_made_whole_again(
     assert len(live(fake)) == 4 and not tokens(store, "GANG_FAILED")
     acquire(config, store, clock, fake)
     assert len(fake.launch_calls()) == 2  # whole again: nothing more
+
+
+def test_a_no_valid_host_reconcile_finds_also_excludes_the_zone_and_the_retry_waits_for_nothing(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    """Issue 49 item 2, found by reconcile (acquire did not watch its new servers): the same
+    zone exclusion, and the next pass launches the gang elsewhere with no clock advance."""
+    gang_claim(store)
+    set_plan(store, "web", {"medium.a": 4})
+    fake.no_valid_host(flavor="m1.medium")
+    acquire(config, store, clock, fake, watch=0)
+    assert tokens(store, "GANG_FAILED") == []  # not seen yet
+    reconcile(config, store, clock, fake)
+    [failed] = tokens(store, "GANG_FAILED")
+    assert failed["pool"] == "medium.a"
+    reasons = {e.pool: e.reason for e in store.exclusions()}
+    assert sorted(reasons) == ["big.a", "medium.a"], reasons
+    assert store.gangs()["web"].relocate
+    set_plan(store, "web", {"small.a": 4})  # the plan without the zone's larger pools
+    acquire(config, store, clock, fake)
+    assert [(c.flavor, c.min_count) for c in fake.launch_calls()] == [("m1.medium", 4),
+                                                                      ("m1.small", 4)]
