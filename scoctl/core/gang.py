@@ -12,6 +12,9 @@ Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``
 - `gang_step`: after a pass, whether the gang is provisioned, still booting, or failed — and
   then every member is deleted, the failing pools are excluded and the retry waits
   `gang_backoff`; after `retries` failures the gang is unsatisfiable and the workload failed.
+  A NoValidHost (`no_valid_host`) says the zone cannot take that many of that size:
+  `zone_exclusions` excludes the zone's pools of flavors no smaller too, and the retry,
+  elsewhere, waits for no back-off.
 - `gang_booked`: a Ready gang is not idle-scaled down before its booking ends.
 """
 
@@ -41,7 +44,7 @@ from scoctl.core.model.gangs import DEFAULT_GANG_POLICY as DEFAULT_GANG_POLICY
 from scoctl.core.model.gangs import PLACEMENTS as PLACEMENTS
 from scoctl.core.model.pools import DEFAULT_DEPTH_PREMIUM
 from scoctl.core.model.vocabulary import InstanceStatus
-from scoctl.core.planner import PoolPlan, WorkloadPlan, pool_key
+from scoctl.core.planner import ExplainLine, PoolPlan, WorkloadPlan, pool_key
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_SIZE_ANNOTATION = "sco/gang-size"
@@ -179,6 +182,7 @@ def plan_gang(
     depth_left: Mapping[str, int] | None = None,
     excluded: Collection[str] = frozenset(),
     depth_premium: float = DEFAULT_DEPTH_PREMIUM,
+    explain: bool = False,
 ) -> WorkloadPlan:
     """Plan a gang claim (DESIGN §19): ``claim.pods // size`` gangs (at least one) of `size`
     members, one member per unit, each gang inside one placement bucket in at most
@@ -188,12 +192,24 @@ def plan_gang(
     `min_pools` pools hold a gang, pools holding none come first. Buckets are tried best pool
     key first (ties by name). Units the workload holds (`current`) are kept when they already
     form the whole plan in eligible pools. A gang that fits no bucket makes the plan
-    infeasible: a partial gang is never planned.
+    infeasible: a partial gang is never planned. With `explain`, the plan says why each pool
+    holds what it holds (`gang_explain`).
     """
     if size < 1:
         raise ValueError("a gang has at least one member")
-    current = dict(current or {})
-    depth_left = dict(depth_left or {})
+    plan = _plan_gang(claim, contract, size, policy, pools, flavors, scores, dict(current or {}),
+                      dict(depth_left or {}), excluded, depth_premium)
+    if not explain:
+        return plan
+    return replace(plan, explain=gang_explain(claim, size, policy, pools, flavors, scores,
+                                              excluded, plan))
+
+
+def _plan_gang(claim: Claim, contract: Contract, size: int, policy: GangPolicy,
+               pools: Sequence[Pool], flavors: Mapping[str, Flavor],
+               scores: Mapping[str, float], current: dict[str, int],
+               depth_left: dict[str, int], excluded: Collection[str],
+               depth_premium: float) -> WorkloadPlan:
     gangs = max(1, claim.pods // size)
     needed = gangs * size
     cands, reasons = _candidates(claim, pools, flavors, scores, current, depth_left, excluded,
@@ -247,6 +263,61 @@ def _gang_plan(claim: Claim, contract: Contract, units: Mapping[str, int],
                         tuple(rows), total, committed, 0.0)
 
 
+def _why_not(claim: Claim, pool: Pool, flavors: Mapping[str, Flavor],
+             scores: Mapping[str, float], excluded: Collection[str]) -> str | None:
+    """Why `pool` cannot hold a member of the gang (None: it can)."""
+    flavor = flavors.get(pool.flavor)
+    if pool.name in excluded:
+        return "excluded"
+    if pool.name not in scores:
+        return "not ranked (no score in the ranking)"
+    if pool.tier == "reclaimable" and not claim.tolerates_reclaimable:
+        return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
+    if pool.name in claim.ineligible:
+        return f"the pods' {claim.ineligible[pool.name]} rules it out"
+    if flavor is None or not _holds(flavor, claim.largest_pod):
+        return f"flavor {pool.flavor} cannot hold a member (its largest pod)"
+    return None
+
+
+def gang_explain(claim: Claim, size: int, policy: GangPolicy, pools: Sequence[Pool],
+                 flavors: Mapping[str, Flavor], scores: Mapping[str, float],
+                 excluded: Collection[str], plan: WorkloadPlan) -> tuple[ExplainLine, ...]:
+    """Why each pool holds what it holds in a gang's plan (`plan --explain`): the pools that
+    cannot hold a member and why (excluded, unranked, untolerated, ruled out, too small), the
+    placement buckets (groups by default) ranked above the chosen one that could not hold a
+    whole gang, the chosen one, and those a better-ranked bucket made unneeded."""
+    units = plan.units()
+    where = {"same_group": "group", "same_az": "zone"}.get(policy.placement, "region")
+    by_bucket: dict[str, list[Pool]] = {}
+    lines: list[ExplainLine] = []
+    for pool in pools:
+        why = _why_not(claim, pool, flavors, scores, excluded)
+        if why is not None and pool.name not in units:
+            lines.append(ExplainLine(pool.name, 0, why))
+        else:
+            by_bucket.setdefault(_bucket(pool, policy.placement), []).append(pool)
+    chosen = {b for b, members in by_bucket.items() if any(p.name in units for p in members)}
+    best = {b: max(scores.get(p.name, 0.0) for p in members) for b, members in by_bucket.items()}
+    bar = min((best[b] for b in chosen), default=-1.0)
+    for bucket, members in sorted(by_bucket.items()):
+        label = f"{where} {bucket}" if bucket else "the region"
+        for pool in members:
+            n = units.get(pool.name, 0)
+            if n:
+                text = (f"{n} member(s): {label} is the best-ranked {where} that holds a whole "
+                        f"gang of {size} within {policy.max_pools} pools")
+            elif bucket in chosen:
+                text = f"not needed: better-ranked pools of {label} hold the gang"
+            elif not plan.feasible or best[bucket] >= bar:
+                text = (f"{label} cannot hold a whole gang of {size} within "
+                        f"{policy.max_pools} pools (depth, pool cap, exclusions)")
+            else:
+                text = f"not needed: a better-ranked {where} holds the gang"
+            lines.append(ExplainLine(pool.name, n, text))
+    return tuple(lines)
+
+
 # --------------------------------------------------------------------------- launch
 
 
@@ -298,6 +369,15 @@ class GangDecision:
     events: tuple[GangEvent, ...] = ()
     may_launch: bool = False  # the acquirer may create the missing members now
     workload_failed: bool = False
+    # the failing pools Nova found no valid host in, with the members asked of each
+    no_host: tuple[tuple[str, int], ...] = ()
+
+
+def no_valid_host(fault: str) -> bool:
+    """Whether a fault is Nova's NoValidHost ("No valid host was found. ..."): the scheduling
+    scope (the zone) cannot take the servers asked for, not that one pool failed."""
+    text = fault.lower()
+    return "no valid host" in text or "novalidhost" in text
 
 
 def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
@@ -309,7 +389,9 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
       reason}`` per failing pool, those pools excluded; the failure count grows, and past
       `policy.retries` the gang is ``GANG_UNSATISFIABLE`` and the workload failed.
     - All `size` members Ready: ``GANG_PROVISIONED`` once.
-    - No member: a launch is allowed once the back-off after the last failure has passed.
+    - No member: a launch is allowed once the back-off after the last failure has passed —
+      at once when that failure was NoValidHost in every failing pool (`relocate`: its zone
+      is excluded, so the retry goes elsewhere; the failure still counts toward `retries`).
     """
     servers = tuple(sorted(m.server for m in members if m.created))
     failing = [m for m in members if m.failed]
@@ -341,17 +423,54 @@ def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
         if gave_up:
             events.append(GangEvent(GANG_UNSATISFIABLE, {"failures": failures,
                                                          "pools": sorted(by_pool)}))
+        no_host = _no_host(failing)
+        relocate = bool(no_host) and {p for p, _ in no_host} == set(by_pool)
         return GangDecision(
-            GangRecord(record.workload, record.size, None, failures, now, None),
+            GangRecord(record.workload, record.size, None, failures, now, None, relocate),
             delete=servers, exclude=tuple(sorted(by_pool)), events=tuple(events),
-            workload_failed=gave_up)
+            workload_failed=gave_up, no_host=no_host)
     if not members:
         if record.failures > policy.retries:
             return GangDecision(record)
-        wait = gang_backoff(record.failures, policy.backoff)
+        wait = 0.0 if record.relocate else gang_backoff(record.failures, policy.backoff)
         ready_to_go = record.failed_at is None or now - record.failed_at >= wait
         return GangDecision(record, may_launch=ready_to_go)
     return GangDecision(record)  # booting, within the deadline
+
+
+def _no_host(failing: Sequence[Member]) -> tuple[tuple[str, int], ...]:
+    """The failing pools whose members failed with NoValidHost, each with its members."""
+    counts: dict[str, int] = {}
+    for m in failing:
+        if no_valid_host(m.reason):
+            counts[m.pool] = counts.get(m.pool, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+def zone_exclusions(decision: GangDecision, pools: Sequence[Pool],
+                    flavors: Mapping[str, Flavor]) -> dict[str, str]:
+    """The pools a gang's NoValidHost excludes besides the failing pool (pool → reason).
+
+    Nova's NoValidHost for a multi-create of n servers of a flavor says the scheduling scope
+    (the zone) cannot take n of that size: every other pool of that region and zone whose
+    flavor is no smaller (vCPUs and RAM both at least as large) cannot hold the gang either,
+    whichever correlation group it is in; a smaller flavor may still fit."""
+    by_name = {p.name: p for p in pools}
+    out: dict[str, str] = {}
+    for name, count in decision.no_host:
+        failed = by_name.get(name)
+        size = flavors.get(failed.flavor) if failed is not None else None
+        if failed is None or size is None:
+            continue
+        for pool in pools:
+            other = flavors.get(pool.flavor)
+            if pool.name == name or pool.name in out or other is None \
+                    or (pool.region, pool.az) != (failed.region, failed.az) \
+                    or other.vcpus < size.vcpus or other.ram < size.ram:
+                continue
+            out[pool.name] = (f"zone {failed.az} cannot hold {count} × {size.name} "
+                              f"(NoValidHost in {name})")
+    return out
 
 
 BOOTED = frozenset({InstanceStatus.ACTIVE, InstanceStatus.READY})
@@ -443,6 +562,6 @@ def may_launch_gang(decision: GangDecision, record: GangRecord, members: Sequenc
 def gang_retry_due(record: GangRecord, policy: GangPolicy, now: float) -> bool:
     """A failed gang whose back-off has ended waits for its launch (not given up, not
     launched since): the controller plans and acquires for it then."""
+    wait = 0.0 if record.relocate else gang_backoff(record.failures, policy.backoff)
     return (record.launched_at is None and record.failed_at is not None
-            and 0 < record.failures <= policy.retries
-            and now - record.failed_at >= gang_backoff(record.failures, policy.backoff))
+            and 0 < record.failures <= policy.retries and now - record.failed_at >= wait)

@@ -8,12 +8,14 @@ records the result.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from scoctl.core import planner
 from scoctl.core.model import (
     Claim,
     ClaimRecord,
+    ExclusionRecord,
     Flavor,
     PlanUnitRecord,
     PlanWorkloadRecord,
@@ -123,3 +125,13 @@ def to_record(plan: planner.WorkloadPlan, claim: Claim, ranking: str,
         exclusions=tuple(sorted(excluded)),
         explain=tuple({"pool": e.pool, "units": e.units, "reason": e.reason}
                       for e in plan.explain))
+
+
+def why_excluded(lines: Sequence[Mapping[str, Any]],
+                 exclusions: Sequence[ExclusionRecord]) -> tuple[Mapping[str, Any], ...]:
+    """`plan --explain`'s lines with each excluded pool's exclusion told: until when, and why
+    (a capacity fault, a gang's NoValidHost zone, a reclaim notice)."""
+    told = {e.pool: f"until {e.until}: {e.reason}" for e in exclusions}
+    return tuple({**line, "reason": f"{line['reason']} {told[str(line.get('pool'))]}"}
+                 if str(line.get("reason", "")).startswith("excluded")
+                 and str(line.get("pool")) in told else line for line in lines)

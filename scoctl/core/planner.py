@@ -1486,7 +1486,8 @@ def plan_all(
 
             plan = plan_gang(claim, contracts[claim.contract], claim.gang,
                              gang_policy or DEFAULT_GANG_POLICY, ctx.pools, flavors, scores,
-                             current, depth_left, excluded, depth_premium)
+                             current, depth_left, excluded, depth_premium,
+                             explain=slug in explain_set)
         else:
             plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
                              slug in explain_set, prune=True,

@@ -4,18 +4,19 @@ The decisions are `core.gang` (pure: `gang_pass`, `may_launch_gang`); this block
 they need from the state (the gang claims, each gang's record, its members) and records what
 they decided: the record, ``GANG_FAILED`` / ``GANG_PROVISIONED`` / ``GANG_UNSATISFIABLE``
 (through the token vocabulary: only the last one fails the workload), the failing pools on the
-negative cache and the workload re-planned. Deleting the members is the caller's act (through
-its cloud and token budget), after the record.
+negative cache (with, after a NoValidHost, the zone's pools of flavors no smaller:
+`core.gang.zone_exclusions`) and the workload re-planned. Deleting the members is the caller's
+act (through its cloud and token budget), after the record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from scoctl.core.gang import GangDecision, gang_needed, gang_retry_due
-from scoctl.core.model import GangRecord
+from scoctl.core.gang import GangDecision, gang_needed, gang_retry_due, zone_exclusions
+from scoctl.core.model import Flavor, GangRecord, Pool
 from scoctl.core.model.gangs import GangPolicy
 from scoctl.core.timefmt import rfc3339
 from scoctl.services.tokens import record_token
@@ -54,14 +55,15 @@ def record_of(records: Mapping[str, GangRecord], claim: GangClaim) -> GangRecord
                           failed_at=stored.failed_at)
     if stored.size != claim.needed:
         return GangRecord(stored.workload, claim.needed, stored.launched_at, stored.failures,
-                          stored.failed_at, stored.provisioned_at)
+                          stored.failed_at, stored.provisioned_at, stored.relocate)
     return stored
 
 
-def record_gang(store: Store, decision: GangDecision, *, now: float,
-                negative_cache: float) -> None:
+def record_gang(store: Store, decision: GangDecision, *, now: float, negative_cache: float,
+                pools: Sequence[Pool] = (), flavors: Mapping[str, Flavor] | None = None) -> None:
     """Save what `core.gang.gang_pass` decided (the caller deletes `decision.delete` next, and
-    holds the transaction and fence it records under)."""
+    holds the transaction and fence it records under). `pools` and `flavors` (the config's)
+    widen a NoValidHost to its zone (`core.gang.zone_exclusions`)."""
     workload = decision.record.workload
     with store.transaction():
         store.save_gangs([workload], [decision.record])
@@ -70,6 +72,8 @@ def record_gang(store: Store, decision: GangDecision, *, now: float,
                    for e in decision.events if e.token == "GANG_FAILED"}
         for pool in decision.exclude:
             store.exclude(pool, f"GANG_FAILED: {reasons.get(pool, 'gang failed')}", until)
+        for pool, reason in zone_exclusions(decision, pools, flavors or {}).items():
+            store.exclude(pool, f"GANG_FAILED: {reason}", until)
         for event in decision.events:
             record_token(store, workload, event.token, dict(event.detail))
         if decision.exclude or decision.workload_failed:

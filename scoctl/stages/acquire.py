@@ -945,7 +945,8 @@ def _fail_gang(reg: _Region, workload: str, failed: Sequence[Member],
     decision = gang_pass(record, members, reg.run.config.gang.policy(), now)
     with _fenced(reg):
         record_gang(reg.store, decision, now=now,
-                    negative_cache=reg.run.config.timeouts.negative_cache)
+                    negative_cache=reg.run.config.timeouts.negative_cache,
+                    pools=reg.run.config.pools, flavors=reg.run.config.flavors)
     deleting = {i.id for i in instances
                 if i.status in (InstanceStatus.DELETING, InstanceStatus.DELETED)}
     for server in decision.delete:

@@ -36,6 +36,7 @@ from scoctl.core.plan_inputs import (
     same_plan,
     to_record,
     to_workload_plan,
+    why_excluded,
 )
 from scoctl.errors import UsageError
 from scoctl.services import rebalance as services_rebalance
@@ -309,7 +310,8 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
     if explained is not None:
         stored = records.get(explained.workload)
         records[explained.workload] = replace(
-            explained, generation=stored.generation if stored else explained.generation)
+            explained, generation=stored.generation if stored else explained.generation,
+            explain=why_excluded(explained.explain, store.exclusions()))
     if explain and explain not in records:
         raise UsageError(f"--explain {explain}: no plan for this workload")
     asked = records if blast else {explain: records[explain]} if explain else {}

@@ -351,7 +351,8 @@ class _Region:
                 store.save_orphans_seen(self.region.name, decision.orphans_seen)
             for gang in decision.gangs:  # before the deletes, as every record (DESIGN §19)
                 record_gang(store, gang, now=self.clock.now().timestamp(),
-                            negative_cache=self.config.timeouts.negative_cache)
+                            negative_cache=self.config.timeouts.negative_cache,
+                            pools=self.config.pools, flavors=self.config.flavors)
 
     # -- act -------------------------------------------------------------------------------
 

@@ -404,6 +404,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE metric_cost (workload TEXT PRIMARY KEY, cost REAL NOT NULL);
     CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at REAL NOT NULL);
     """,
+    # 13: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # next launch goes elsewhere waiting for no back-off
+    """
+    ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,11 +16,16 @@ from scoctl.core.gang import (
     gang_booked,
     gang_launch_count,
     gang_launched,
+    gang_pass,
+    gang_retry_due,
     gang_step,
+    may_launch_gang,
+    no_valid_host,
     plan_gang,
     pod_group_size,
     report_up,
     slurm_gang_size,
+    zone_exclusions,
 )
 from scoctl.core.model.vocabulary import InstanceStatus
 from scoctl.core.planner import plan_all
@@ -250,3 +255,72 @@ def test_a_claims_file_gang_larger_than_its_pods_names_the_field(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_claims(path, {"T1": T1})
     assert "claims[0].gang.size" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- NoValidHost: the zone
+
+
+NOVA_NVH = "500: No valid host was found. There are not enough hosts available."
+ZONE_FLAVORS = {f.name: f for f in (
+    make_flavor("c6.xlarge", 16, 80), make_flavor("m5.2xlarge", 32, 256),
+    make_flavor("c4.2xlarge", 32, 128), make_flavor("c5.xlarge", 16, 48),
+    make_flavor("c4.large", 8, 32))}
+
+
+def test_a_gang_nova_found_no_host_for_moves_at_once_and_a_late_one_waits_its_backoff():
+    """Issue 49 item 2: NoValidHost for the gang's multi-create excludes its zone, so the
+    retry goes elsewhere without the minute's back-off (the failure still counts)."""
+    record = gang_launched(GangRecord("train", 6), 100.0)
+    failed = [Member(f"s{i}", "c6.xlarge.az2.b", InstanceStatus.ERROR, NOVA_NVH)
+              for i in range(6)]
+    step = gang_pass(record, failed, POLICY, 110.0)
+    assert step.no_host == (("c6.xlarge.az2.b", 6),)
+    assert step.record.relocate and step.record.failures == 1
+    after = gang_pass(step.record, (), POLICY, 111.0)  # a second later, members deleted
+    assert after.may_launch and may_launch_gang(after, after.record, (), 6, 6)
+    assert gang_retry_due(step.record, POLICY, 111.0)
+    # a gang late at its deadline is no zone's verdict: the back-off holds
+    late = gang_pass(record, [Member("s0", "c6.xlarge.az2.b", InstanceStatus.ACTIVE)],
+                     POLICY, 100.0 + POLICY.deadline)
+    assert not late.record.relocate and late.no_host == ()
+    assert not gang_pass(late.record, (), POLICY, 101.0 + POLICY.deadline).may_launch
+    # one pool NoValidHost, the other a plain fault: not every failing pool moved, back-off
+    mixed = gang_step(record, [failed[0], Member("t0", "c5.xlarge.az2.b", InstanceStatus.ERROR,
+                                                  "500: disk error")], POLICY, 110.0)
+    assert not mixed.record.relocate and mixed.no_host == (("c6.xlarge.az2.b", 1),)
+    # once launched again, the next failure is judged afresh
+    assert not gang_launched(step.record, 120.0).relocate
+
+
+def test_no_valid_host_reads_novas_fault_in_its_forms():
+    assert no_valid_host(NOVA_NVH) and no_valid_host("NoValidHost") and no_valid_host(
+        "No valid host was found. ")
+    assert not no_valid_host("413: Quota exceeded for instances") and not no_valid_host("")
+
+
+def test_no_valid_host_excludes_the_zones_pools_of_flavors_no_smaller_in_every_group():
+    pools = [make_pool("c6.xlarge.az2.b", flavor="c6.xlarge", group="row-b"),
+             make_pool("m5.2xlarge.az2.b", flavor="m5.2xlarge", group="row-b"),
+             make_pool("c4.2xlarge.az2.e", flavor="c4.2xlarge", group="row-e"),
+             make_pool("c5.xlarge.az2.b", flavor="c5.xlarge", group="row-b"),  # less RAM
+             make_pool("c4.large.az2.b", flavor="c4.large", group="row-b"),  # smaller
+             make_pool("c4.2xlarge.az1.a", flavor="c4.2xlarge", group="row-a")]  # other zone
+    record = gang_launched(GangRecord("train", 6), 100.0)
+    failed = [Member(f"s{i}", "c6.xlarge.az2.b", InstanceStatus.ERROR, NOVA_NVH)
+              for i in range(6)]
+    step = gang_step(record, failed, POLICY, 110.0)
+    out = zone_exclusions(step, pools, ZONE_FLAVORS)
+    assert sorted(out) == ["c4.2xlarge.az2.e", "m5.2xlarge.az2.b"]
+    assert out["m5.2xlarge.az2.b"] == "zone az2 cannot hold 6 × c6.xlarge (NoValidHost in " \
+        "c6.xlarge.az2.b)"
+    # the plan then goes to the other zone's group at once, not pool by pool through az2
+    scores = {"c6.xlarge.az2.b": 0.9, "m5.2xlarge.az2.b": 0.85, "c4.2xlarge.az2.e": 0.8,
+              "c4.2xlarge.az1.a": 0.5}
+    claim = make_claim("train", pods=6, cpu=12, memory_gi=16)
+    plan = plan_gang(claim, T1, 6, POLICY, pools, ZONE_FLAVORS, scores,
+                     excluded={*step.exclude, *out})
+    assert plan.units() == {"c4.2xlarge.az1.a": 6}
+    # a fault that is not NoValidHost excludes the failing pool only
+    other = gang_step(record, [Member("s0", "c6.xlarge.az2.b", InstanceStatus.ERROR,
+                                      "500: disk error")], POLICY, 110.0)
+    assert zone_exclusions(other, pools, ZONE_FLAVORS) == {}

@@ -4,8 +4,9 @@ Real processes started by the real CLI: the Kubernetes and Nova emulators and th
 Six pods of one pod group (``scheduling.x-k8s.io/pod-group``, ``sco/gang-size: 6``) wait for
 capacity; the best pool's availability zone has a host too small for the whole multi-create
 (`nova.az_capacity`), so Nova fails all of it (NoValidHost). The controller (`run --follow`)
-records ``GANG_FAILED`` there, never holds more live servers than the gang needs, and after
-the back-off provisions the gang whole in the other group, with every pod running.
+records ``GANG_FAILED`` there, never holds more live servers than the gang needs, and at once
+(a NoValidHost excludes the zone: no back-off) provisions the gang whole in the other group,
+with every pod running.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def test_a_gang_whose_best_zone_is_too_small_fails_there_and_runs_whole_elsewher
                 e["token"] == "GANG_PROVISIONED" for e in region.events())
 
         until("the gang provisioned", provisioned, controller, timeout=60)
+        provisioned()  # the retry is so fast that the polls may have seen no server up yet
     finally:
         api.close()
         assert controller.stop() == 0, controller.tail()
@@ -108,4 +110,8 @@ def test_a_gang_whose_best_zone_is_too_small_fails_there_and_runs_whole_elsewher
     live = [i for i in region.json("status")["instances"]
             if i["status"] not in ("deleted", "deleting", "error")]
     assert len(live) == MEMBERS and {i["pool"] for i in live} == {OTHER}
-    assert peak == MEMBERS and len(created) == 2 * MEMBERS  # one failed try, one whole gang
+    # one failed try, one whole gang: the retry follows the failure at once (a NoValidHost
+    # zone), too fast for the server listing to show the failed try, so its launch tells
+    launched = [e["detail"] for e in events if e["token"] == "INSTANCES_LAUNCHED"]
+    assert [d["created"] for d in launched] == [MEMBERS, MEMBERS], launched
+    assert peak == MEMBERS and MEMBERS <= len(created) <= 2 * MEMBERS

@@ -77,23 +77,46 @@ def test_a_member_that_fails_fails_the_gang_and_the_retry_waits_its_backoff(
         config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
     gang_claim(store)
     set_plan(store, "web", {"small.a": 2, "medium.a": 2})
-    fake.no_valid_host(flavor="m1.medium")
+    fake.fail_quota_recheck()  # a fault that is not the zone's: the first create goes ERROR
     acquire(config, store, clock, fake)
-    assert len(fake.launch_calls()) == 2  # the fallback round waits for the back-off
+    assert len(fake.launch_calls()) == 2
     assert live(fake) == []  # the healthy members went with the failed ones
     [failed] = tokens(store, "GANG_FAILED")
-    assert (failed["pool"], failed["attempt"]) == ("medium.a", 1)
-    assert "medium.a" in {e.pool for e in store.exclusions()}
+    assert failed["attempt"] == 1 and failed["pool"] in ("small.a", "medium.a")
+    assert failed["pool"] in {e.pool for e in store.exclusions()}
     record = store.gangs()["web"]
-    assert (record.failures, record.launched_at) == (1, None)
+    assert (record.failures, record.launched_at, record.relocate) == (1, None, False)
     assert store.latest_workload("web").status != "failed"  # type: ignore[union-attr]
 
-    set_plan(store, "web", {"small.a": 4})
+    set_plan(store, "web", {"big.a": 4})
     acquire(config, store, clock, fake)
     assert len(fake.launch_calls()) == 2  # 60 s have not passed
     clock.advance(61)
     acquire(config, store, clock, fake)
     assert len(fake.launch_calls()) == 3 and len(live(fake)) == 4
+
+
+def test_no_valid_host_excludes_the_zone_for_flavors_no_smaller_and_the_gang_moves_at_once(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    """Issue 49 item 2: Nova's NoValidHost for the gang's multi-create says the zone cannot
+    take 4 × m1.medium: big.a (m1.xlarge, same zone) is excluded with medium.a, small.a
+    (m1.small, smaller) is not, and the same acquire's fallback round launches the gang there
+    at once, not a minute later."""
+    gang_claim(store)
+    set_plan(store, "web", {"medium.a": 4})
+    fake.no_valid_host(flavor="m1.medium")
+    acquire(config, store, clock, fake)
+    [failed] = tokens(store, "GANG_FAILED")
+    assert failed["pool"] == "medium.a" and "valid host" in str(failed["reason"]).lower()
+    reasons = {e.pool: e.reason for e in store.exclusions()}
+    assert sorted(reasons) == ["big.a", "medium.a"], reasons
+    assert "zone nova cannot hold 4 × m1.medium" in reasons["big.a"]
+    calls = fake.launch_calls()
+    assert [(c.flavor, c.min_count) for c in calls] == [("m1.medium", 4), ("m1.small", 4)]
+    servers = [s for s in fake.servers() if s.status != "DELETED"]
+    assert len(servers) == 4 and {s.status for s in servers} != {"ERROR"}
+    record = store.gangs()["web"]
+    assert record.failures == 1 and record.launched_at == clock.now().timestamp()
 
 
 def test_members_not_ready_by_the_deadline_are_all_deleted_and_the_pool_excluded(
@@ -194,3 +217,24 @@ def test_a_provisioned_gang_that_lost_a_member_is_made_whole_again(
     assert len(live(fake)) == 4 and not tokens(store, "GANG_FAILED")
     acquire(config, store, clock, fake)
     assert len(fake.launch_calls()) == 2  # whole again: nothing more
+
+
+def test_a_no_valid_host_reconcile_finds_also_excludes_the_zone_and_the_retry_waits_for_nothing(
+        config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
+    """Issue 49 item 2, found by reconcile (acquire did not watch its new servers): the same
+    zone exclusion, and the next pass launches the gang elsewhere with no clock advance."""
+    gang_claim(store)
+    set_plan(store, "web", {"medium.a": 4})
+    fake.no_valid_host(flavor="m1.medium")
+    acquire(config, store, clock, fake, watch=0)
+    assert tokens(store, "GANG_FAILED") == []  # not seen yet
+    reconcile(config, store, clock, fake)
+    [failed] = tokens(store, "GANG_FAILED")
+    assert failed["pool"] == "medium.a"
+    reasons = {e.pool: e.reason for e in store.exclusions()}
+    assert sorted(reasons) == ["big.a", "medium.a"], reasons
+    assert store.gangs()["web"].relocate
+    set_plan(store, "web", {"small.a": 4})  # the plan without the zone's larger pools
+    acquire(config, store, clock, fake)
+    assert [(c.flavor, c.min_count) for c in fake.launch_calls()] == [("m1.medium", 4),
+                                                                      ("m1.small", 4)]

@@ -263,6 +263,10 @@ class _K8sWorkload:
     # the pods of one template add one request value, summed once times their count
     counted: dict[tuple[tuple[Placement | None, str], int], list[Any]] = field(
         default_factory=dict)
+    # per ReplicaSet (namespace, name): its pods counted as demand, and its pods in transit
+    # (Terminating, or not yet looked at by the scheduler) with their request and placement
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    transit: dict[tuple[str, str], list[_Transit]] = field(default_factory=dict)
 
     def add(self, pod: PodInfo, request: Mapping[str, int],
             place: tuple[Placement | None, str]) -> None:
@@ -295,6 +299,25 @@ class _K8sWorkload:
                 self.counted[key] = [request, pods]
             else:
                 seen[1] += pods
+        for owner, n in piece.held.items():
+            self.held[owner] = self.held.get(owner, 0) + n
+        for owner, moving in piece.transit.items():
+            self.transit.setdefault(owner, []).extend(moving)
+
+    def in_transit(self, replicas: Mapping[tuple[str, str], int]) -> None:
+        """Count the pods in transit a ReplicaSet still wants (issue 49): an evicted pod is
+        Terminating before its ReplicaSet has made the replacement, and a replacement is
+        pending before the scheduler has looked at it — counting neither would make a drain
+        dip the claim by one pod per eviction, and the plan flap. Of each ReplicaSet's pods in
+        transit, as many count as its `replicas` (spec) exceed its pods counted already (not
+        yet looked-at ones first): none once the replacement is counted, none after a
+        scale-down (the ReplicaSet wants no more)."""
+        for owner, moving in self.transit.items():
+            room = replicas.get(owner, 0) - self.held.get(owner, 0)
+            for t in sorted(moving, key=lambda t: t.pod.deleting)[:max(0, room)]:
+                self.add(t.pod, t.request, t.place)
+                self.placements.setdefault(t.place, t.pod)
+        self.transit.clear()
 
     def settle(self) -> None:
         """The sums `add` counted: `requests` and `largest` over the demand, and per
@@ -308,6 +331,15 @@ class _K8sWorkload:
             _sum_into(self.requests, self.largest, scaled, request)
             _sum_into(demand.requests, demand.largest, scaled, request)
         self.counted.clear()
+
+
+@dataclass(frozen=True)
+class _Transit:
+    """A pod in transit (`_K8sWorkload.in_transit`) with its request and placement key."""
+
+    pod: PodInfo
+    request: Mapping[str, int]
+    place: tuple[Placement | None, str]
 
 
 @dataclass
@@ -519,7 +551,9 @@ def _read_pods(snap: K8sSnapshot, policy: K8sPolicy, rules: Sequence[WorkloadRul
                     namespace=piece.namespace, tolerates=part.starts[slug],
                     node_labels=piece.node_labels)
             w.merge(piece)
+    replicas = {(rs.namespace, rs.name): rs.replicas for rs in snap.replicasets}
     for w in found.values():
+        w.in_transit(replicas)
         w.settle()
     return found, bad_slugs
 
@@ -583,7 +617,17 @@ def _read_bucket(pods: Sequence[PodInfo], policy: K8sPolicy, rules: Sequence[Wor
                 pod.annotations.get(GANG_SIZE_ANNOTATION))
         provisionable = is_provisionable(pod)
         on_ours = bool(pod.node_name) and pod.node_name in managed_nodes and not pod.deleting
+        owner_rs = _replicaset_of(pod)
+        if owner_rs is not None and not (provisionable or on_ours) \
+                and _moving(pod, managed_nodes):
+            request, _ = _request_of(pod, requests)
+            at_ns = pod.namespace if pod.placement is not None \
+                and pod.placement.volume_claims else ""
+            w.transit.setdefault(owner_rs, []).append(_Transit(pod, request,
+                                                               (pod.placement, at_ns)))
         if provisionable or on_ours:
+            if owner_rs is not None:
+                w.held[owner_rs] = w.held.get(owner_rs, 0) + 1
             request, shape = _request_of(pod, requests)
             placement = pod.placement
             at_ns = pod.namespace if placement is not None and placement.volume_claims else ""
@@ -597,6 +641,25 @@ def _read_bucket(pods: Sequence[PodInfo], policy: K8sPolicy, rules: Sequence[Wor
             w.starting.append(pod)
     return _Bucket(list(pods), pods[0].owners if pods else (), found, starts, bad_slugs,
                    count_pending(pods, policy))
+
+
+def _replicaset_of(pod: PodInfo) -> tuple[str, str] | None:
+    """The (namespace, name) of the ReplicaSet controlling `pod`, if one does."""
+    for owner in pod.owners:
+        if owner.controller and owner.kind == "ReplicaSet":
+            return pod.namespace, owner.name
+    return None
+
+
+def _moving(pod: PodInfo, managed_nodes: frozenset[str]) -> bool:
+    """A pod in transit: Terminating where it was demand (pending, or on scoctl's node), or
+    pending and not yet looked at by the scheduler (no PodScheduled condition)."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return False
+    if pod.deleting:
+        return not pod.node_name or pod.node_name in managed_nodes
+    return not pod.node_name and not pod.nominated_node_name and not pod.scheduling_gates \
+        and pod.condition("PodScheduled") is None
 
 
 def _request_of(pod: PodInfo, memo: dict[tuple[int, int], tuple[dict[str, int],

@@ -93,7 +93,9 @@ class InstanceUpdate:
 @dataclass(frozen=True)
 class GangRecord:
     """What the state remembers of a gang between passes (DESIGN §19; `core.gang`): its
-    members needed, and when (Unix seconds) it was launched, last failed and provisioned."""
+    members needed, and when (Unix seconds) it was launched, last failed and provisioned.
+    `relocate`: the last failure was a zone that cannot hold the gang (NoValidHost), now
+    excluded, so the next launch goes elsewhere at once, waiting for no back-off."""
 
     workload: str
     size: int
@@ -101,6 +103,7 @@ class GangRecord:
     failures: int = 0
     failed_at: float | None = None
     provisioned_at: float | None = None
+    relocate: bool = False
 
 
 @dataclass(frozen=True)

@@ -391,4 +391,9 @@ PG_MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE metric_cost (workload {T} PRIMARY KEY, cost DOUBLE PRECISION NOT NULL);
     CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
     """,
+    # 13: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # next launch goes elsewhere waiting for no back-off (0/1, as sqlite's)
+    """
+    ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;
+    """,
 )

@@ -139,7 +139,8 @@ class FleetTables(SqliteBase):
     def gangs(self) -> dict[str, GangRecord]:
         """See `Store.gangs`."""
         return {r["workload"]: model.GangRecord(r["workload"], r["size"], r["launched_at"],
-                                          r["failures"], r["failed_at"], r["provisioned_at"])
+                                                r["failures"], r["failed_at"],
+                                                r["provisioned_at"], bool(r["relocate"]))
                 for r in self.db.query("SELECT * FROM gangs ORDER BY workload")}
 
     def gang_claims(self) -> dict[str, tuple[int, int]]:
@@ -155,9 +156,9 @@ class FleetTables(SqliteBase):
                                   [(w,) for w in sorted(set(workloads))])
             self.conn.executemany(
                 "INSERT INTO gangs (workload, size, launched_at, failures, failed_at, "
-                "provisioned_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [(r.workload, r.size, r.launched_at, r.failures, r.failed_at, r.provisioned_at)
-                 for r in records])
+                "provisioned_at, relocate) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(r.workload, r.size, r.launched_at, r.failures, r.failed_at, r.provisioned_at,
+                  int(r.relocate)) for r in records])
 
     def prune_instances(self, statuses: Sequence[InstanceStatus], before: str, limit: int
                         ) -> int:
