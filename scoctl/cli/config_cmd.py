@@ -80,6 +80,61 @@ def check(ctx: typer.Context, json_out: JsonOption = False, online: OnlineOption
     _exit_for(found)
 
 
+@config_app.command("discover")
+def discover(
+    ctx: typer.Context,
+    region: Annotated[str | None, typer.Option(
+        "--region", help="The configured region to read (default: the first).",
+        show_default=False)] = None,
+    flavor: Annotated[list[str] | None, typer.Option(
+        "--flavor", help="Only this flavor (repeat for more; default: every flavor).",
+        show_default=False)] = None,
+    accelerator: Annotated[list[str] | None, typer.Option(
+        "--accelerator", help="ALIAS=RESOURCE: count a PCI alias or placement resource class "
+        "(VGPU, PGPU, CUSTOM_*) under this Kubernetes resource name (default nvidia.com/gpu).",
+        show_default=False)] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Read the region's flavors (vCPUs, RAM, and accelerators from their extra specs:
+    pci_passthrough:alias, resources:VGPU, resources:PGPU, resources:CUSTOM_*) and
+    availability zones from Nova, and print the `flavors:` section of a config, so nobody
+    types them by hand. Read-only calls; exit 1 when the region cannot be read.
+
+    \b
+    Examples:
+      scoctl config discover --region region-a > flavors.yaml
+      scoctl config discover --accelerator a100=nvidia.com/gpu --flavor g1.4xa100 --json
+    """
+    from scoctl.cli import render
+    from scoctl.cli.common import globals_of
+    from scoctl.core.discover import flavors_yaml
+    from scoctl.errors import UsageError
+    from scoctl.services.catalog import discover_region
+
+    g = globals_of(ctx, json=json_out)
+    config = g.config()
+    target = config.region(region) if region else config.regions[0]
+    names = {}
+    for item in accelerator or ():
+        source, sep, resource = item.partition("=")
+        if not sep or not source.strip() or not resource.strip():
+            raise UsageError(f"--accelerator {item!r}: give ALIAS=RESOURCE "
+                             "(e.g. a100=nvidia.com/gpu)")
+        names[source.strip()] = resource.strip()
+    found, zones = discover_region(config, target, names=names, only=flavor or ())
+    missing = sorted(set(flavor or ()) - {d.name for d in found})
+    if missing:
+        raise UsageError(f"--flavor: region {target.name} has no flavor "
+                         f"{', '.join(missing)}")
+    if g.json:
+        render.print_json({"region": target.name, "zones": sorted(set(zones)), "flavors": [
+            {"name": d.name, "vcpus": d.vcpus, "ram": f"{d.ram_mib}Mi",
+             "accelerators": dict(d.accelerators), "skipped": dict(d.skipped)}
+            for d in found]})
+        return
+    sys.stdout.write(flavors_yaml(found, zones))
+
+
 def _exit_for(found: OnlineCheck | None) -> None:
     """2 when a region lacks a name the config gives, 1 when a region could not be read."""
     from scoctl.errors import EXIT_FAILURE, EXIT_USAGE

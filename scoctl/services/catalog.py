@@ -7,11 +7,12 @@ region's Nova lists (`adapters.factory.catalog_for`), by `core.catalog.unmet`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scoctl.config.schema import Config, Region
 from scoctl.core.catalog import Catalog, Kind, Unmet, Wanted, unmet
+from scoctl.core.discover import Discovered, discover
 from scoctl.errors import ApiError
 
 CatalogReader = Callable[[Config, Region], Catalog]
@@ -71,3 +72,14 @@ def check_online(config: Config, read: CatalogReader | None = None,
         checked.append(region.name)
         found.extend(unmet(region.name, wanted_of(config, index, region), catalog))
     return OnlineCheck(tuple(found), tuple(unreadable), tuple(checked))
+
+
+def discover_region(config: Config, region: Region, *, names: Mapping[str, str],
+                    only: Sequence[str] = ()) -> tuple[list[Discovered], tuple[str, ...]]:
+    """`scoctl config discover`: `region`'s flavors as the config writes them (those named in
+    `only`, else all) and its availability zones. Raises ConfigError, TemporaryError,
+    PermanentError (a region that cannot be read)."""
+    from scoctl.adapters.factory import catalog_for, cloud_for
+
+    flavors = cloud_for(config, region).flavors()
+    return discover(flavors, names, only), catalog_for(config, region).zones
