@@ -13,7 +13,7 @@ import yaml
 
 from scoctl.sim.nova_emulator import IMAGE_ID, NovaEmulator
 from tests.builders import nova_config
-from tests.fixtures.nova import write_clouds_yaml
+from tests.fixtures.nova import RealNova, write_clouds_yaml
 from tests.fixtures.state import Cli
 
 pytestmark = pytest.mark.nova
@@ -78,3 +78,23 @@ def test_discover_json_with_a_named_accelerator_and_an_unknown_flavor(
     assert missing.code == 2 and "nosuch" in missing.stderr
     bad = cli("--config", str(config), "config", "discover", "--accelerator", "a100")
     assert bad.code == 2 and "--accelerator" in bad.stderr
+
+
+@pytest.mark.realnova
+def test_discover_against_novas_own_harness_gives_a_section_online_accepts(
+        cli: Cli, tmp_path: Path, real_nova: RealNova) -> None:
+    """Nova's own service harness (python3-nova: its DefaultFlavorsFixture, one with extra
+    specs): the section lists its flavors, and a pool on one passes `config check --online`."""
+    write_clouds_yaml(tmp_path, "real", real_nova.url, "p-discover")
+    config = nova_config(tmp_path, "real")
+    done = cli("--config", str(config), "config", "discover")
+    assert done.code == 0, done.stderr
+    by_name = {f["name"]: f for f in yaml.safe_load(done.stdout)["flavors"]}
+    assert by_name["m1.small"] == {"name": "m1.small", "vcpus": 1, "ram": "2Gi",
+                                   "accelerators": {}}
+    assert "m1.tiny.specs" in by_name  # extra specs that are no accelerator: none counted
+    text = config.read_text()
+    text = (text[:text.index("flavors:")] + done.stdout + text[text.index("pools:"):])
+    config.write_text(text.replace("flavor: m1.tiny, group: g1", "flavor: m1.small, group: g1"))
+    checked = cli("--config", str(config), "config", "check", "--online")
+    assert checked.code == 0, (checked.stdout, checked.stderr)
