@@ -612,7 +612,8 @@ class Pass:
 
 def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
                   plan_seconds: float | None, pending: Mapping[str, int],
-                  controller_at: float | None = None) -> str | None:
+                  controller_at: float | None = None,
+                  config_loaded: tuple[bool, float] | None = None) -> str | None:
     """Write the metrics textfile (config `metrics.textfile`) after a pass: the stages' times
     (`steps`), the calls and tokens spent since the last write, the pending demand. Returns
     the file written, or None when none is configured. Raises OSError when it cannot be."""
@@ -629,7 +630,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
         plan_seconds=plan_seconds, calls=calls,
         tokens_available={name: b.available() for name, b in budgets.items()},
         tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
-        pending=dict(pending), controller_at=controller_at,
+        pending=dict(pending), controller_at=controller_at, config_loaded=config_loaded,
         leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
     write_atomically(config.metrics_file, collect(deps.store, sample))
     return str(config.metrics_file)
