@@ -6,6 +6,8 @@ once, tries the lock again every `STANDBY_RETRY_S`, and takes over as soon as th
 (SIGTERM, a crash: the kernel frees the lock), as a standby controller on another host takes a
 PostgreSQL state's regions over once their lease expires. SIGTERM / SIGINT while it stands by
 stop it (exit 0); a SIGHUP then is remembered, so the config is read again at the take-over.
+Under systemd (``Type=notify``, a watchdog) a standby is started, not starting: it says READY
+with its status ("standing by …") and pings the watchdog while it waits.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scoctl.errors import LockHeld
+from scoctl.host.notify import Notifier
 from scoctl.runner.signals import Signals
 
 STANDBY_RETRY_S = 1.0
@@ -34,11 +37,13 @@ class Standby:
 
 @contextmanager
 def standing_by(state: Path, *, inform: Callable[[str], None],
-                retry: float = STANDBY_RETRY_S) -> Iterator[Standby]:
+                retry: float = STANDBY_RETRY_S,
+                notifier: Notifier | None = None) -> Iterator[Standby]:
     """Hold the controller lock of `state` for the block, standing by while another controller
     holds it; yields how standing by ended (the lock is not held when it `stopped`)."""
     from scoctl.host.lock import controller_lock
 
+    notifier = notifier or Notifier()
     signals = Signals()
     with ExitStack() as stack:
         with signals.installed(reload=True):
@@ -50,7 +55,9 @@ def standing_by(state: Path, *, inform: Callable[[str], None],
                 except LockHeld as exc:
                     if not waited:
                         inform(f"{exc}: standing by, trying the lock again every {retry:g} s")
+                        notifier.ready(f"standing by: {exc}")
                     waited = True
+                    notifier.ping()
                     if signals.pause(retry):
                         break
         if signals.stop:

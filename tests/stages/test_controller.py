@@ -489,3 +489,37 @@ def test_a_second_controller_on_the_state_stands_by_and_takes_over_when_the_firs
     with region.store() as store:
         claim = store.claim("web")
     assert claim is not None and claim.pods == 4
+
+
+def test_a_standby_tells_systemd_it_is_up_and_takes_the_lock_once_it_is_free(
+    tmp_path: Path,
+) -> None:
+    import threading
+    from contextlib import ExitStack
+
+    from scoctl.errors import LockHeld
+    from scoctl.host.lock import controller_lock
+    from scoctl.host.notify import Notifier
+    from scoctl.runner.standby import standing_by
+
+    state = tmp_path / "state.db"
+    name = f"scoctl-standby-{os.getpid()}-{time.monotonic_ns()}"
+    held = ExitStack()
+    held.enter_context(controller_lock(state))  # another controller's, as far as flock goes
+    release = threading.Timer(1.0, held.close)
+    said: list[str] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(b"\0" + name.encode())
+        notifier = Notifier({"NOTIFY_SOCKET": f"@{name}", "WATCHDOG_USEC": "2000000"})
+        release.start()
+        with standing_by(state, inform=said.append, retry=0.1, notifier=notifier) as standby:
+            assert standby.waited and standby.stopped is None
+            # held now: a third controller stands by in its turn
+            with pytest.raises(LockHeld, match="holds the controller lock"), \
+                    controller_lock(state):
+                pass
+        heard = receive(sock, "WATCHDOG=1", timeout=5)
+    release.join()
+    assert heard[0] == "READY=1" and heard[1].startswith("STATUS=standing by: ")
+    assert "standing by" in said[0] and f"(pid {os.getpid()})" in said[0]
+    assert said[-1] == "the other controller stopped: taking over"
