@@ -51,7 +51,7 @@ def written(tmp_path: Path) -> set[str]:
             stages=[StageSample("intake", 0.1, True)], plan_seconds=0.01,
             calls={("region-a", "ok"): 3}, tokens_available={"region-a": 10},
             tokens_spent={"region-a": 3}, succeeded_at=1.0, pending={"k8s": 1},
-            controller_at=1.0, now=SystemClock().now(),
+            controller_at=1.0, config_loaded=(False, 1.0), now=SystemClock().now(),
             disruptions={("web", "empty", "delete"): 1}, eligible={("web", "empty"): 1},
             cost={"web": 1.0}, cost_at=1.0, efficiency={("web", "cpu"): 0.5}))
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines()
@@ -63,7 +63,7 @@ def test_the_alert_rules_pass_promtool_check_and_their_unit_tests() -> None:
     check = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True,
                            text=True, timeout=60, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 5 rules found" in check.stdout
+    assert "SUCCESS: 6 rules found" in check.stdout
     tested = subprocess.run([tool, "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent,
                             capture_output=True, text=True, timeout=60, check=False)
     assert tested.returncode == 0, tested.stdout + tested.stderr
@@ -72,7 +72,8 @@ def test_the_alert_rules_pass_promtool_check_and_their_unit_tests() -> None:
 def test_the_rules_cover_what_operators_are_promised() -> None:
     text = RULES.read_text(encoding="utf-8")
     for alert in ("ScoctlControllerDown", "ScoctlNoSuccessfulPass",
-                  "ScoctlPlacementDecisionSlow", "ScoctlBudgetSaturated", "ScoctlOrphansFound"):
+                  "ScoctlPlacementDecisionSlow", "ScoctlBudgetSaturated", "ScoctlOrphansFound",
+                  "ScoctlConfigReloadRefused"):
         assert f"alert: {alert}" in text
 
 

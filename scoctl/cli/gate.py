@@ -28,10 +28,13 @@ class Kind(StrEnum):
 def gate(
     ctx: typer.Context,
     backend: Annotated[Backend, typer.Option("--backend", help="Where the request runs.")],
-    cpus: Annotated[int, typer.Option("--cpus", min=1, help="CPUs (whole).")] = 1,
+    cpus: Annotated[str, typer.Option(
+        "--cpus", help="CPUs: whole for slurm; a Kubernetes quantity for k8s (2, 0.5, 500m).")
+                    ] = "1",
     mem: Annotated[str, typer.Option(
-        "--mem", help="Memory in sbatch units: a number with K, M, G, T (binary: 1G = 1024M); "
-        "a plain number is MB.")] = "0",
+        "--mem", help="Memory. slurm: sbatch units, a number with K, M, G, T (binary: 1G = "
+        "1024M), a plain number is MB. k8s: a Kubernetes quantity as in a pod's requests "
+        "(16Gi, 512Mi; 16G = 16*10^9 bytes; a plain number is bytes).")] = "0",
     gpus: Annotated[int, typer.Option("--gpus", min=0, help="GPUs per node.")] = 0,
     gpu_type: Annotated[str | None, typer.Option(
         "--gpu-type", help="Slurm GRES type (a100); only GPUs of this type count.")] = None,
@@ -61,6 +64,7 @@ def gate(
     Example:
       scoctl gate --backend slurm --cpus 32 --mem 256G --gpus 4 --gpu-type a100 \\
         --workload train-7 --json
+      scoctl gate --backend k8s --cpus 500m --mem 16Gi --workload web
     """
     from scoctl.cli.common import globals_of
     from scoctl.cli.gate_fast import GateArgs, run

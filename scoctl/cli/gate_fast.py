@@ -33,7 +33,7 @@ class GateArgs:
     """The options of `scoctl gate` (see `cli.gate` for their help)."""
 
     backend: str
-    cpus: int = 1
+    cpus: str = "1"  # whole CPUs (slurm) or a Kubernetes cpu quantity (k8s): `request_size`
     mem: str = "0"
     gpus: int = 0
     gpu_type: str | None = None
@@ -71,13 +71,15 @@ _MINIMUM = {"cpus": 1, "gpus": 0}
 
 
 def _value(name: str, text: str) -> str | int | None:
-    """A gate option's value as click would convert it, or None when click might not."""
+    """A gate option's value as click would convert it, or None when click might not (a
+    ``--cpus`` other than a plain whole number, ``500m``, goes to the tree too: it reads it
+    as the same text, and `request_size` judges it for the backend either way)."""
     if name in _CHOICES:
         return text if text in _CHOICES[name] else None
     if name in _MINIMUM:
         if not (text.isascii() and text.isdigit()) or int(text) < _MINIMUM[name]:
             return None
-        return int(text)
+        return text if name == "cpus" else int(text)
     return text
 
 
@@ -172,18 +174,54 @@ def run_fast(root: RootArgs, args: GateArgs) -> int:
     return run(g, args)
 
 
+def request_size(args: GateArgs) -> tuple[int | float, int]:
+    """``--cpus`` and ``--mem`` as the gate compares them (CPUs, whole MiB), each read in its
+    backend's own notation: Slurm's sbatch units (whole CPUs; ``16G`` = 16384 MB, a plain
+    number is MB) or Kubernetes quantities, as a pod's requests are written (``500m`` or
+    ``0.5`` CPU; ``16Gi`` = 16384 MiB, ``16G`` = 16 * 10**9 bytes, a plain number is bytes;
+    counted in whole MiB as the nodes' allocatable is, rounded down so that a request exactly
+    a node's size never reads as larger). UsageError (exit 2) names the option."""
+    from scoctl.core.quantity import (
+        QuantityError,
+        cores,
+        parse_cpu,
+        parse_memory,
+        parse_slurm_mem_mb,
+    )
+    from scoctl.errors import UsageError
+
+    if args.backend == "k8s":
+        try:
+            millicores = parse_cpu(args.cpus)
+        except QuantityError as exc:
+            raise UsageError(f"--cpus: {exc} (a Kubernetes cpu quantity: 2, 0.5, 500m)"
+                             ) from exc
+        if millicores <= 0:
+            raise UsageError(f"--cpus: {args.cpus!r} asks for no CPU (give more than 0)")
+        try:
+            memory = parse_memory(args.mem)
+        except QuantityError as exc:
+            raise UsageError(f"--mem: {exc} (a Kubernetes memory quantity: 16Gi, 512Mi, "
+                             "16G)") from exc
+        return cores(millicores), memory // 2**20
+    text = args.cpus.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise UsageError(f"--cpus: {args.cpus!r} is not a whole number of CPUs of at least 1 "
+                         "(Slurm counts whole CPUs)")
+    try:
+        return int(text), parse_slurm_mem_mb(args.mem)
+    except QuantityError as exc:
+        raise UsageError(f"--mem: {exc}") from exc
+
+
 def run(g: Globals, args: GateArgs) -> int:
     """Judge the request, record it with ``--workload``, print the verdict; the exit code."""
     from scoctl.core.model import is_slug
-    from scoctl.core.quantity import QuantityError, parse_slurm_mem_mb
     from scoctl.errors import EXIT_OK, EXIT_OVER_CAPACITY, UsageError
 
     if args.json:
         g.json = True
-    try:
-        memory_mb = parse_slurm_mem_mb(args.mem)
-    except QuantityError as exc:
-        raise UsageError(f"--mem: {exc}") from exc
+    cpus, memory_mb = request_size(args)
     workload = args.workload
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug ([a-z0-9][a-z0-9.-]{{0,46}})")
@@ -203,7 +241,7 @@ def run(g: Globals, args: GateArgs) -> int:
     from scoctl.stages.gate import run_gate
 
     try:
-        request = GateRequest(cpus=args.cpus, memory_mb=memory_mb, gpus=args.gpus,
+        request = GateRequest(cpus=cpus, memory_mb=memory_mb, gpus=args.gpus,
                               gpu_type=args.gpu_type,
                               gpu_resource=args.gpu_resource or config.kubernetes.gpu_resource)
         outcome = run_gate(config, request, backend="k8s" if args.backend == "k8s" else "slurm",

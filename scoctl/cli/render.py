@@ -67,6 +67,12 @@ def warn(message: str) -> None:
     err().print(f"[yellow]scoctl: warning:[/yellow] {message}", highlight=False, markup=True)
 
 
+def note(message: str) -> None:
+    """A normal operation worth a line on stderr (a signal handled, a config reloaded):
+    ``scoctl: message``, not a warning."""
+    print(f"scoctl: {redact(message)}", file=sys.stderr, flush=True)
+
+
 def info(message: str) -> None:
     err().print(redact(message), highlight=False)
 

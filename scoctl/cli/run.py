@@ -92,7 +92,7 @@ def run(
     if outcome.interrupted:
         render.warn("interrupted in the middle of a pass")
     elif outcome.stopped_by:
-        render.warn(f"{outcome.stopped_by}: stopped")
+        render.note(f"{outcome.stopped_by}: stopped")
     if outcome.code:
         raise typer.Exit(outcome.code)
 
@@ -124,8 +124,8 @@ def _follow(g: Globals, config: Config, clock: Clock, *, teardown: bool,
     code = serve(config, g.state_path(), clock, lock_path=g.lock_path(),
                  lock_wait=config.timeouts.lock_wait if wait is None else wait,
                  reload=lambda: load_config(resolve_config_path(g.config_option)[0]),
-                 on_pass=lambda report: _show(g, report), report=render.warn, teardown=teardown,
-                 lead=lead)
+                 on_pass=lambda report: _show(g, report), report=render.warn,
+                 inform=render.note, teardown=teardown, lead=lead)
     if code:
         raise typer.Exit(code)
 

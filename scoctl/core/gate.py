@@ -30,8 +30,9 @@ node that satisfies the most requested resources, then the largest (GPUs, CPUs, 
 by name — the node closest to holding it. GPUs reported are those the request counts (of its
 type, when it names one).
 
-Units: the request is in Slurm's terms (whole CPUs, MB of memory, a GPU count). Kubernetes
-allocatable is canonical (`scoctl.core.quantity`): cpu millicores, memory bytes, counts.
+Units: the request is in Slurm's terms (CPUs — whole for Slurm, a part of one for a pod —, MB
+of memory, a GPU count). Kubernetes allocatable is canonical (`scoctl.core.quantity`): cpu
+millicores, memory bytes, counts.
 A GPU type only filters Slurm GRES; Kubernetes has no GRES type, so it is ignored there.
 """
 
@@ -60,13 +61,14 @@ _GPU = "gpu"
 
 @dataclass(frozen=True)
 class GateRequest:
-    """What one job or pod asks for: whole CPUs, memory in MB, a GPU count.
+    """What one job or pod asks for: CPUs (whole for Slurm; a pod may ask for a part, 0.5),
+    memory in MB (MiB), a GPU count.
 
     `gpu_type` filters Slurm GRES types (``a100``); `gpu_resource` names the GPU resource in
     Kubernetes and in flavor accelerators (``nvidia.com/gpu``).
     """
 
-    cpus: int = 1
+    cpus: int | float = 1
     memory_mb: int = 0
     gpus: int = 0
     gpu_type: str | None = None

@@ -1,7 +1,9 @@
-"""The run lock: one writing scoctl per state file; readers never take it.
+"""The run lock: one writing scoctl per state file; readers never take it. The controller
+lock: one `run --follow` per state on a host, held for the controller's life (a second one
+stands by until it is free).
 
-An advisory `flock` on ``<state>.lock``; the kernel releases it when the process dies, so a
-crash never leaves a stale lock behind.
+Each an advisory `flock` (on ``<state>.lock``, ``<state>.controller.lock``); the kernel
+releases it when the process dies, so a crash never leaves a stale lock behind.
 """
 
 from __future__ import annotations
@@ -23,13 +25,33 @@ def lock_path(state: Path) -> Path:
     return state.with_name(state.name + ".lock")
 
 
+def controller_lock_path(state: Path) -> Path:
+    return state.with_name(state.name + ".controller.lock")
+
+
 @contextmanager
 def run_lock(state: Path, *, wait: float = 0.0) -> Iterator[None]:
     """Hold the run lock of `state`, waiting up to `wait` seconds; LockHeld (exit 75) if not.
 
     StateError (exit 2) when the lock file cannot be created (a bad ``--state`` path).
     """
-    path = lock_path(state)
+    with _flock(state, lock_path(state), wait=wait, what="scoctl run holds the lock",
+                hint="; waited {wait:g}s (use --wait to wait longer)"):
+        yield
+
+
+@contextmanager
+def controller_lock(state: Path) -> Iterator[None]:
+    """Hold the controller lock of `state` for the block (a `run --follow`'s life), or raise
+    LockHeld at once naming the controller that holds it. StateError as `run_lock`."""
+    with _flock(state, controller_lock_path(state), wait=0.0,
+                what="controller (run --follow) holds the controller lock", hint=""):
+        yield
+
+
+@contextmanager
+def _flock(state: Path, path: Path, *, wait: float, what: str, hint: str) -> Iterator[None]:
+    """An exclusive flock on `path`, our pid written in it; LockHeld naming its holder."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -48,9 +70,8 @@ def run_lock(state: Path, *, wait: float = 0.0) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     holder = _read_holder(fd)
                     raise LockHeld(
-                        f"another scoctl run holds the lock on {state}"
-                        + (f" (pid {holder})" if holder else "")
-                        + f"; waited {wait:g}s (use --wait to wait longer)"
+                        f"another {what} on {state}"
+                        + (f" (pid {holder})" if holder else "") + hint.format(wait=wait)
                     ) from None
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)

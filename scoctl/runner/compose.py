@@ -615,7 +615,8 @@ class Pass:
 
 def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
                   plan_seconds: float | None, pending: Mapping[str, int],
-                  controller_at: float | None = None) -> str | None:
+                  controller_at: float | None = None,
+                  config_loaded: tuple[bool, float] | None = None) -> str | None:
     """Write the metrics textfile (config `metrics.textfile`) after a pass: the stages' times
     (`steps`), the calls and tokens spent since the last write, the pending demand. Returns
     the file written, or None when none is configured. Raises OSError when it cannot be."""
@@ -639,7 +640,7 @@ def write_metrics(deps: Deps, steps: Sequence[StepReport], *, ok: bool,
         tokens_spent=spent, succeeded_at=deps.clock.now().timestamp() if ok else None,
         pending=dict(pending), controller_at=controller_at, now=now,
         disruptions=started, eligible=eligible, day2=day2_gauges(config, deps.store, now),
-        cost=cost, cost_at=now.timestamp(), efficiency=used,
+        cost=cost, cost_at=now.timestamp(), efficiency=used, config_loaded=config_loaded,
         leader={r.name: deps.leads is None or deps.leads(r.name) for r in config.regions})
     write_atomically(config.metrics_file, collect(deps.store, sample))
     return str(config.metrics_file)

@@ -24,7 +24,10 @@ watches, intake and plans current and makes no mutating Nova call. With SQLite
 (`LocalLeadership`) the host's run lock is the lease: it leads every region.
 
 Signals: SIGTERM / SIGINT finish the pass in hand and stop (exit 0); SIGHUP reloads the config
-(an invalid one is refused, naming file, line and field, and the old one kept). systemd is told
+(an invalid one is refused, naming file, line and field, and the old one kept). Both are normal
+operations, told at info level (`inform`); a reload is a ``CONFIG_RELOADED`` event, a refusal a
+``CONFIG_RELOAD_REFUSED`` warning event and a warning line, and the metric
+``scoctl_config_last_reload_successful`` says 0 until a reload succeeds. systemd is told
 READY, STATUS, WATCHDOG (`host.notify`).
 """
 
@@ -46,8 +49,9 @@ from scoctl.core.demand import demand_shape, is_provisionable, workload_of
 from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
+from scoctl.core.model.vocabulary import ConfigReload
 from scoctl.core.timefmt import parse_rfc3339
-from scoctl.errors import LockHeld, NotLeader, ScoctlError, TemporaryError
+from scoctl.errors import ConfigError, LockHeld, NotLeader, ScoctlError, TemporaryError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.runner.compose import (
@@ -139,6 +143,7 @@ class Controller:
                  reload: Callable[[], Config] | None = None,
                  on_pass: Callable[[PassReport], None] = lambda report: None,
                  report: Callable[[str], None] = log.warning,
+                 inform: Callable[[str], None] = log.info,
                  notifier: Notifier | None = None, teardown: bool = True,
                  clouds: Mapping[str, Cloud] | None = None,
                  budget: Callable[[Config, Region], Budget] | None = None,
@@ -150,6 +155,7 @@ class Controller:
         self.competing: frozenset[str] = frozenset()
         self.sources, self.cluster, self.scheduler = sources, cluster, scheduler
         self.lock, self.reload_config, self.on_pass, self.report = lock, reload, on_pass, report
+        self.inform = inform  # normal operations (a reload): info, not a warning
         self.notifier = notifier or Notifier({})
         self.watch_timeout = watch_timeout
         self.informer: Informer | None = None
@@ -173,6 +179,9 @@ class Controller:
         self.state_retry = 0.0  # the back-off of a state outage (0: the state answers)
         self.passes = 0
         self.recovered = 0  # stalls ended so far (`_answered_again`)
+        # whether the last config (re)load succeeded, and when one last did (the metrics)
+        self.config_loaded = (True, clock.now().timestamp())
+        self.noted: list[NewEvent] = []  # events to record with the next pass (a reload's)
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -420,10 +429,15 @@ class Controller:
         self.lock_retry_at = self.clock.monotonic() + self.state_retry
 
     def _record_outages(self) -> None:
+        """The outages' start and end events, and the events noted since the last pass (a
+        reload's), recorded under the pass's lock."""
         events, self.outage_events = self.outage_events, []
-        if not events:
+        noted, self.noted = self.noted, []
+        if not events and not noted:
             return
         with self.store.transaction():
+            for event in noted:
+                self.store.append_event(event)
             for e in events:
                 detail: dict[str, Any] = {"api": e.api}
                 if e.token == "API_UNAVAILABLE":
@@ -434,14 +448,20 @@ class Controller:
                                                  "API_UNAVAILABLE" else "info", detail))
 
     def reload(self) -> bool:
-        """SIGHUP: load the config again; an invalid one is refused and the old one kept."""
+        """SIGHUP: load the config again; an invalid one is refused and the old one kept.
+        Either way an event is noted and a reconcile pass asked for, which records it and
+        the metrics at once."""
         if self.reload_config is None:
             return False
         self.notifier.reloading()
+        self.schedule = decide.reconcile_wanted(self.schedule)
         try:
             config = self.reload_config()
         except ScoctlError as exc:
             self.report(f"SIGHUP: config refused, the old one stays: {exc}")
+            self.noted.append(NewEvent(None, ConfigReload.REFUSED, "warning",
+                                       refusal_detail(exc, self.config.source_name)))
+            self.config_loaded = (False, self.config_loaded[1])
             self.notifier.ready("watching (config refused)")
             return False
         before = self.config
@@ -460,9 +480,23 @@ class Controller:
         self.timers = timers_of(config, self.sources)
         self.steps.reset()
         self.schedule = decide.reloaded(self.schedule)  # what the old config held back
-        self.report(f"SIGHUP: config reloaded from {config.source_name}")
+        self.inform(f"SIGHUP: config reloaded from {config.source_name}")
+        self.noted.append(NewEvent(None, ConfigReload.RELOADED, "info",
+                                   {"file": config.source_name}))
+        self.config_loaded = (True, self.clock.now().timestamp())
         self.notifier.ready("watching (config reloaded)")
         return True
+
+
+def refusal_detail(exc: ScoctlError, source: str) -> dict[str, Any]:
+    """A refused reload's event detail: the file, line and field at fault (those the error
+    knows; the config's own file otherwise) and the whole message."""
+    detail: dict[str, Any] = {"file": source}
+    if isinstance(exc, ConfigError):
+        found = {"file": exc.file, "line": exc.line, "field": exc.field}
+        detail.update({key: value for key, value in found.items() if value is not None})
+    detail["error"] = str(exc)
+    return detail
 
 
 def replace_follower(follower: Follower, config: Config) -> Follower:
@@ -661,7 +695,8 @@ class Steps:
         try:
             write_metrics(deps, list(self.last.values()), ok=report.ok and not o.outages.down,
                           plan_seconds=self.plan_seconds, pending=self.pending,
-                          controller_at=o.clock.now().timestamp())
+                          controller_at=o.clock.now().timestamp(),
+                          config_loaded=o.config_loaded)
         except OSError as exc:  # the textfile directory is gone or read-only: keep placing
             o.api("metrics textfile", f"{o.config.metrics_file}: {exc.strerror or exc}")
         else:
@@ -686,11 +721,33 @@ def _failed(owner: Controller, due: decide.Due) -> decide.Schedule:
 
 def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, lock_wait: float,
           reload: Callable[[], Config], on_pass: Callable[[PassReport], None],
-          report: Callable[[str], None], teardown: bool = True,
+          report: Callable[[str], None], inform: Callable[[str], None] = log.info,
+          teardown: bool = True,
           lead: Leadership | None = None) -> int:
-    """``scoctl run --follow``: `runner.serve.serve` (the sources connected, the state created
-    or migrated once under the lock), then the controller until SIGTERM / SIGINT (exit 0).
-    `lead` (the caller ends it) is the controller's leadership of the regions."""
+    """``scoctl run --follow``: the controller lock of the state on this host (standing by
+    while another controller holds it: `runner.standby`), `runner.serve.serve` (the sources
+    connected, the state created or migrated once under the run lock), then the controller
+    until SIGTERM / SIGINT (exit 0). `lead` (the caller ends it) is the controller's
+    leadership of the regions."""
+    from scoctl.runner.standby import standing_by
+
+    with standing_by(lock_path, inform=inform) as standby:
+        if standby.stopped:
+            return 0
+        if standby.reload:  # a SIGHUP while it stood by: the config as it is now
+            try:
+                config = reload()
+            except ScoctlError as exc:
+                report(f"SIGHUP: config refused, the old one stays: {exc}")
+        return _serve(config, state, clock, lock_path=lock_path, lock_wait=lock_wait,
+                      reload=reload, on_pass=on_pass, report=report, inform=inform,
+                      teardown=teardown, lead=lead)
+
+
+def _serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path,
+           lock_wait: float, reload: Callable[[], Config],
+           on_pass: Callable[[PassReport], None], report: Callable[[str], None],
+           inform: Callable[[str], None], teardown: bool, lead: Leadership | None) -> int:
     from scoctl.host.lock import run_lock
     from scoctl.stages.watch import available_sources
 
@@ -703,12 +760,12 @@ def serve(config: Config, state: Path | str, clock: Clock, *, lock_path: Path, l
         controller = Controller(
             config, store, clock, sources=sources, cluster=cluster, scheduler=scheduler,
             lock=lambda: run_lock(lock_path, wait=lock_wait), reload=reload, on_pass=on_pass,
-            report=report, notifier=Notifier(), teardown=teardown, lead=lead)
+            report=report, inform=inform, notifier=Notifier(), teardown=teardown, lead=lead)
         try:
             return controller.run(signals)
         finally:
             passes = controller.passes
-            report(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
+            inform(f"{signals.stop[0] if signals.stop else 'stop'}: stopped after "
                    f"{passes} passes")
 
     return run_serve(config, state, sources=sources, lock_path=lock_path,

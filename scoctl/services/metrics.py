@@ -20,6 +20,8 @@ the pass.
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
     scoctl_leader{region}                    1 when this runner leads the region (DESIGN §15)
     scoctl_controller_pass_timestamp_seconds when `run --follow` last finished a pass
+    scoctl_config_last_reload_successful     `run --follow`: 0 while its last SIGHUP was refused
+    scoctl_config_last_reload_success_timestamp_seconds  when it last loaded its config
     scoctl_orphans{region}                   sco:managed servers with no known launch or workload
     scoctl_placement_decision_seconds        histogram: first sight of pending demand → plan
     scoctl_pending_to_ready_seconds          histogram: first sight of pending demand → Ready
@@ -82,6 +84,8 @@ class RunSample:
     cost: Mapping[str, float] = field(default_factory=dict)
     cost_at: float | None = None
     efficiency: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # `run --follow`: whether its last config (re)load succeeded, and when one last did
+    config_loaded: tuple[bool, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,14 @@ def collect(store: Store, sample: RunSample) -> str:
     t.metric("scoctl_paused", "gauge",
              "1 while an operator's pause (scoctl pause) holds launches or disruptions.",
              [({"scope": s.value}, 1 if s in held else 0) for s in PauseScope])
+    if sample.config_loaded is not None:
+        loaded, loaded_at = sample.config_loaded
+        t.metric("scoctl_config_last_reload_successful", "gauge",
+                 "1 unless the controller's last config reload (SIGHUP) was refused.",
+                 [({}, 1 if loaded else 0)])
+        t.metric("scoctl_config_last_reload_success_timestamp_seconds", "gauge",
+                 "Unix time the controller last loaded its config (start or SIGHUP).",
+                 [({}, float(loaded_at))])
     t.metric("scoctl_orphans", "gauge",
              "Servers tagged sco:managed with no known launch or workload, by region.",
              [({"region": r}, n) for r, n in sorted(store.orphan_counts().items())])

@@ -27,7 +27,7 @@ ROOT_LEFT = [["--config"], ["--config="], ["--config", "-q"], ["--json=1"], ["-q
 GATE_READ = [
     ["--backend", "slurm"], ["--backend", "k8s"], ["--backend=slurm"], ["--cpus", "4"],
     ["--cpus", "1"], ["--cpus", "04"], ["--cpus=8"], ["--mem", "8G"], ["--mem=64G"],
-    ["--mem", "lots"], ["--gpus", "0"], ["--gpus", "2"], ["--gpu-type", "a100"],
+    ["--mem", "lots"], ["--mem", "16Gi"], ["--gpus", "0"], ["--gpus", "2"], ["--gpu-type", "a100"],
     ["--gpu-resource", "nvidia.com/gpu"], ["--partition", "ml"], ["-p", "cpu,ml"],
     ["--workload", "train-7"], ["-w", "train-7"], ["-w", "Bad_Slug"], ["--kind", "job"],
     ["--kind", "deployment"], ["--kind", "inference"], ["--job-id", "42"], ["--job-id=7"],
@@ -36,7 +36,8 @@ GATE_READ = [
 GATE_LEFT = [
     ["--backend", "SLURM"], ["--backend", "mainframe"], ["--backend", ""], ["--backend"],
     ["--cpus", "0"], ["--cpus", "+4"], ["--cpus", " 4"], ["--cpus", "-1"], ["--cpus", "1e3"],
-    ["--cpus", "\u0663"], ["--mem", "-1"], ["--mem", ""], ["--gpus", "-2"], ["-pml"],
+    ["--cpus", "\u0663"], ["--cpus", "500m"], ["--cpus", "0.5"], ["--mem", "-1"], ["--mem", ""],
+    ["--gpus", "-2"], ["-pml"],
     ["-p=ml"], ["--kind", "batch"], ["--no-elastic=1"], ["--help"], ["-h"], ["--"], ["extra"],
     ["-q"], ["--cpus"],
 ]
@@ -196,3 +197,31 @@ def test_a_gate_that_could_not_read_its_partition_leaves_no_sinfo_behind(tmp_pat
         return state == "Z"
 
     assert wait_for(gone, timeout=10), "the unread sinfo --json still runs"
+
+
+@pytest.mark.parametrize(("backend", "cpus", "mem", "expected"), [
+    ("k8s", "500m", "16Gi", (0.5, 16384)),  # a pod's requests, as Kubernetes writes them
+    ("k8s", "2", "512Mi", (2, 512)),
+    ("k8s", "0.25", "16G", (0.25, 15258)),  # 16 * 10**9 bytes, in whole MiB (rounded down)
+    ("k8s", "1", "1073741824", (1, 1024)),  # a plain number is bytes
+    ("slurm", "4", "16G", (4, 16384)),  # sbatch's units: binary G, a plain number is MB
+    ("slurm", "4", "512", (4, 512)),
+])
+def test_each_backend_reads_cpus_and_memory_in_its_own_notation(backend, cpus, mem, expected):
+    from scoctl.cli.gate_fast import request_size
+
+    assert request_size(GateArgs(backend=backend, cpus=cpus, mem=mem)) == expected
+
+
+@pytest.mark.parametrize(("backend", "cpus", "mem", "option"), [
+    ("k8s", "0", "1Gi", "--cpus"), ("k8s", "lots", "1Gi", "--cpus"),
+    ("k8s", "1", "16GB", "--mem"), ("slurm", "500m", "1G", "--cpus"),
+    ("slurm", "0", "1G", "--cpus"), ("slurm", "1", "16Gi", "--mem"),
+])
+def test_a_size_foreign_to_the_backend_is_a_usage_error_naming_the_option(backend, cpus, mem,
+                                                                          option):
+    from scoctl.cli.gate_fast import request_size
+    from scoctl.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"^{option}: "):
+        request_size(GateArgs(backend=backend, cpus=cpus, mem=mem))

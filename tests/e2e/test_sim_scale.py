@@ -4,9 +4,9 @@ One simulated region (real processes, real CLI) runs the whole story: `scoctl ru
 until the 42 pods run on Ready instance nodes, `scoctl sim scale shop/orders-daily --replicas
 0` (the pods go and are not recreated, even when a node is reclaimed), then `run --once` until
 reconcile has deleted every scoctl-managed server. The config is the bundled demo config with
-`timeouts.idle: 1s` and `disruption_budget: 1.0`; the scenario is the bundled one with Nodes
-named `<server>.novalocal`, as a real cloud names them, so readiness, idle detection, cordon,
-drain and Node deletion all have to match Nodes to servers by identity (DESIGN §7).
+`timeouts.idle: 1s` and `disruption.budgets: [{units: "100%"}]`; the scenario is the bundled one
+with Nodes named `<server>.novalocal`, as a real cloud names them, so readiness, idle detection,
+cordon, drain and Node deletion all have to match Nodes to servers by identity (DESIGN §7).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Loop:
         self.cwd = cwd
         config = yaml.safe_load(DEMO.read_text())
         config["timeouts"]["idle"] = "1s"
-        config["disruption_budget"] = 1.0
+        config["disruption"] = {"budgets": [{"units": "100%"}]}
         self.config = cwd / "config.yaml"
         self.config.write_text(yaml.safe_dump(config))
         self.pids: list[int] = []

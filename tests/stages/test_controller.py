@@ -409,3 +409,117 @@ def test_the_controller_deletes_the_join_tokens_of_registered_nodes(region: Regi
         deleted = [e.detail["reason"] for e in store.events()
                    if e.token == "JOIN_TOKEN_DELETED"]
     assert deleted and set(deleted) == {"nodes registered"}
+
+
+def metric_becomes(path: Path, line: str, timeout: float = 20) -> None:
+    """Wait until the metrics textfile holds `line` (a pass writes it)."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and line in path.read_text("utf-8").splitlines()):
+        assert time.monotonic() < deadline, (line, path.read_text("utf-8")
+                                             if path.exists() else "no textfile")
+        time.sleep(0.2)
+
+
+def test_a_sighup_is_an_event_and_a_metric_and_signals_are_told_as_info(region: Region) -> None:
+    # issue 49 item 6: SIGHUP and SIGTERM are normal operations (not warnings); a refused
+    # reload is a warning event naming file, line and field, and the metric says so
+    textfile = region.home / "scoctl.prom"
+    controller = region.follow()
+    controller.read_until(lambda one: step(one, "reconcile") is not None)
+    metric_becomes(textfile, "scoctl_config_last_reload_successful 1")
+    good = region.config.read_text(encoding="utf-8")
+    region.config.write_text(good + "intake: {batch_idle: 20s}\n", encoding="utf-8")
+    controller.process.send_signal(signal.SIGHUP)
+    metric_becomes(textfile, "scoctl_config_last_reload_successful 0")
+    with region.store() as store:
+        refused = [e for e in store.events() if e.token == "CONFIG_RELOAD_REFUSED"]
+    assert len(refused) == 1 and refused[0].level == "warning", refused
+    line = len(good.splitlines()) + 1
+    assert refused[0].detail["file"] == str(region.config)
+    assert refused[0].detail["line"] == line
+    assert refused[0].detail["field"] == "intake.batch_idle"
+    region.config.write_text(good, encoding="utf-8")
+    controller.process.send_signal(signal.SIGHUP)
+    metric_becomes(textfile, "scoctl_config_last_reload_successful 1")
+    code, err = controller.stop()
+    assert code == 0, err
+    with region.store() as store:
+        reloaded = [e for e in store.events() if e.token == "CONFIG_RELOADED"]
+    assert len(reloaded) == 1 and reloaded[0].level == "info"
+    assert reloaded[0].detail == {"file": str(region.config)}
+    said = err.splitlines()
+    assert [x for x in said if "config refused" in x][0].startswith("scoctl: warning: ")
+    assert "scoctl: SIGHUP: config reloaded from " + str(region.config) in said, err
+    assert any(x.startswith("scoctl: SIGTERM: stopped after ") for x in said), err
+    assert not [x for x in said if "warning" in x and ("reloaded" in x or "SIGTERM" in x)]
+
+
+def test_a_second_controller_on_the_state_stands_by_and_takes_over_when_the_first_stops(
+    region: Region,
+) -> None:
+    # issue 49 item 7: two controllers on one host and state: the second neither exits 75 nor
+    # takes turns; it stands by, and leads once the first is stopped (SIGTERM to its PID)
+    first = region.follow()
+    first.read_until(lambda one: step(one, "reconcile") is not None)
+    second = region.follow()
+    assert second.process.stderr is not None and second.process.stdout is not None
+    ready, _, _ = select.select([second.process.stderr], [], [], 30)
+    assert ready, "the second controller said nothing"
+    said = second.process.stderr.readline()
+    assert "standing by" in said and f"(pid {first.process.pid})" in said, said
+    web_pods(region.k8s, 2)
+    first.read_until(planned("web"), timeout=30)  # the first one places the demand
+    ready, _, _ = select.select([second.process.stdout], [], [], 2.0)
+    assert not ready and second.process.poll() is None  # no pass of its own: it stands by
+    # a timer's pass still runs beside both (the standby holds no run lock)
+    timer = region.scoctl("run", "--once", "--wait", "30", "--json")
+    assert timer.returncode == 0, timer.stderr
+    code, err = first.stop(signal.SIGTERM)
+    assert code == 0, err
+    stopped = time.monotonic()
+    ready, _, _ = select.select([second.process.stderr], [], [], 10)
+    said = second.process.stderr.readline() if ready else ""
+    assert "the other controller stopped: taking over" in said, said
+    assert time.monotonic() - stopped < 5  # it tries the lock every second
+    second.read_until(lambda one: step(one, "reconcile") is not None, timeout=60)
+    web_pods(region.k8s, 2, start=2)
+    second.read_until(planned("web"), timeout=30)  # it places demand now
+    code, err = second.stop()
+    assert code == 0, err
+    with region.store() as store:
+        claim = store.claim("web")
+    assert claim is not None and claim.pods == 4
+
+
+def test_a_standby_tells_systemd_it_is_up_and_takes_the_lock_once_it_is_free(
+    tmp_path: Path,
+) -> None:
+    import threading
+    from contextlib import ExitStack
+
+    from scoctl.errors import LockHeld
+    from scoctl.host.lock import controller_lock
+    from scoctl.host.notify import Notifier
+    from scoctl.runner.standby import standing_by
+
+    state = tmp_path / "state.db"
+    name = f"scoctl-standby-{os.getpid()}-{time.monotonic_ns()}"
+    held = ExitStack()
+    held.enter_context(controller_lock(state))  # another controller's, as far as flock goes
+    release = threading.Timer(1.0, held.close)
+    said: list[str] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(b"\0" + name.encode())
+        notifier = Notifier({"NOTIFY_SOCKET": f"@{name}", "WATCHDOG_USEC": "2000000"})
+        release.start()
+        with standing_by(state, inform=said.append, retry=0.1, notifier=notifier) as standby:
+            assert standby.waited and standby.stopped is None
+            # held now: a third controller stands by in its turn
+            with pytest.raises(LockHeld, match="holds the controller lock"), \
+                    controller_lock(state):
+                pass
+        heard = receive(sock, "WATCHDOG=1", timeout=5)
+    release.join()
+    assert heard[0] == "READY=1" and heard[1].startswith("STATUS=standing by: ")
+    assert "standing by" in said[0] and f"(pid {os.getpid()})" in said[0]
+    assert said[-1] == "the other controller stopped: taking over"

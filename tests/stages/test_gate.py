@@ -244,3 +244,31 @@ def test_the_submit_wrapper_refuses_an_over_capacity_job(slurm_cli, tmp_path, sl
     assert spooled == ["SLURM_JOB_SUBMISSION_FAILED"]
     with open_store(tmp_path / "state.db") as store:
         assert store.latest_workload("train-7").status == "failed"
+
+
+@pytest.mark.k8s
+def test_kubernetes_backend_reads_kubernetes_quantities(cli, tmp_path, k8s_emulator,
+                                                        k8s_kubeconfig):
+    # README: the k8s backend takes a pod's own notation (Kubernetes quantities:
+    # k8s.io/apimachinery/pkg/api/resource/quantity.go — 16Gi binary, 16G decimal, 500m cpu)
+    k8s_emulator.add(make_node("cpu-1", cpu="16", memory="64Gi"))
+    config = gate_config(tmp_path, kubeconfig=k8s_kubeconfig)
+    fits = run_gate(cli, config, "--backend", "k8s", "--cpus", "500m", "--mem", "16Gi",
+                    "--no-elastic")
+    assert fits.code == 0, fits.stderr
+    assert fits.json()["verdict"] == "fits" and fits.json()["node"]["name"] == "cpu-1"
+    exact = run_gate(cli, config, "--backend", "k8s", "--cpus", "16", "--mem", "64Gi",
+                     "--no-elastic")
+    assert exact.code == 0 and exact.json()["verdict"] == "fits", exact.stdout
+    decimal = run_gate(cli, config, "--backend", "k8s", "--mem", "68G", "--no-elastic")
+    assert decimal.code == 0 and decimal.json()["verdict"] == "fits"  # 68e9 B < 64 GiB
+    over = run_gate(cli, config, "--backend", "k8s", "--cpus", "16500m", "--mem", "65Gi",
+                    "--no-elastic")
+    assert over.code == 3, over.stderr
+    reason = over.json()["reason"]
+    assert "16.5 CPUs" in reason and "66560 MB of memory" in reason, reason
+    # Slurm keeps sbatch's units: a Kubernetes suffix or a part of a CPU is a usage error
+    slurm = run_gate(cli, config, "--backend", "slurm", "--mem", "16Gi")
+    assert slurm.code == 2 and "--mem" in slurm.stderr
+    part = run_gate(cli, config, "--backend", "slurm", "--cpus", "500m")
+    assert part.code == 2 and "--cpus" in part.stderr

@@ -105,6 +105,14 @@ class RebalanceTrigger(StrEnum):
     GAIN = "gain"  # the fresh plan's mean key better by rebalance.min_gain
 
 
+
+class ConfigReload(StrEnum):
+    """The event a controller records for a SIGHUP: the config reloaded (info), or refused
+    for an error — naming its file, line and field — while the old config stays (warning)."""
+
+    RELOADED = "CONFIG_RELOADED"
+    REFUSED = "CONFIG_RELOAD_REFUSED"
+
 # Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
 TAG_MANAGED = "sco:managed"
 TAG_WORKLOAD = "sco:workload"
