@@ -351,6 +351,26 @@ def starts_of(instances: Iterable[InstanceRecord]
     return out
 
 
+def replacements(retiring: Sequence[InstanceRecord], units: Iterable[InstanceRecord]
+                 ) -> dict[str, str | None]:
+    """Which unit replaced each of one workload's `retiring` units (replaced first, with their
+    `disruption_at`; those retired before included, so that no unit is credited twice): in
+    the order their disruptions started, each takes the first of `units` (ready, healthy,
+    under no disruption) launched at or after its start that no earlier one took — of its own
+    pool first — so an older unit, or one of another pool already there, is never named.
+    None: no unit launched since (a surplus unit let it go)."""
+    free = sorted(units, key=lambda u: (u.created, u.name))
+    out: dict[str, str | None] = {}
+    for old in sorted(retiring, key=lambda i: (i.disruption_at or "", i.name)):
+        since = parse_rfc3339(old.disruption_at) if old.disruption_at else None
+        later = [u for u in free if since is None or parse_rfc3339(u.created) >= since]
+        pick = next((u for u in later if u.pool == old.pool), later[0] if later else None)
+        out[old.id] = pick.id if pick is not None else None
+        if pick is not None:
+            free.remove(pick)
+    return out
+
+
 SHOWN_REASONS = (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
                  DisruptionReason.EXPIRED, DisruptionReason.UNHEALTHY, DisruptionReason.NOTICED)
 
