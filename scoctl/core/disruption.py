@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scoctl.core.budgets import select
+from scoctl.core.budgets import describe, select
 from scoctl.core.diff import surplus
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.disruption import Budget, Units
-from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason, InstanceStatus
 from scoctl.core.quantity import Resources, add, fits
-from scoctl.core.timefmt import parse_rfc3339
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
 
 # whether a unit disrupted for a reason is replaced before it is removed (DESIGN §16's table)
 REPLACE_FIRST: Mapping[DisruptionReason, bool] = {
@@ -92,12 +92,20 @@ def disruption(unit: Unit, reason: DisruptionReason) -> Disruption:
 @dataclass(frozen=True)
 class Blocked:
     """A candidate the budget held back: by `budget` (the `index`-th of its workload's
-    budgets), until time alone lifts it (`until`; None: until a disruption ends)."""
+    budgets; `by`: its units in flight or its rate), until time alone lifts it (`until`;
+    None: until a disruption ends)."""
 
     disruption: Disruption
     budget: Budget
     index: int = 0
     until: datetime | None = None
+    by: BudgetLimit = BudgetLimit.UNITS
+
+    def text(self) -> str:
+        """What holds it back, as a person reads it."""
+        out = f"budget #{self.index}: {describe(self.budget, self.by)}"
+        return out + (f" until {rfc3339(self.until)}" if self.until is not None
+                      else " until a disruption in flight ends")
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,8 @@ def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
         first = {d.server_id: d for d in reversed(mine)}
         for unit, _, room in chosen.blocked:
             assert room.budget is not None and room.index is not None
-            held[unit] = Blocked(first[unit], room.budget, room.index, room.until)
+            held[unit] = Blocked(first[unit], room.budget, room.index, room.until,
+                                 room.by or BudgetLimit.UNITS)
     start: list[Disruption] = []
     for candidate in listed:
         if candidate.server_id in started:

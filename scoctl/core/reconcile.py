@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
+from scoctl.core.budgets import describe
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -1138,7 +1139,11 @@ def _start(p: _Pass, unit: Disruption) -> None:
 
 def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str]) -> None:
     """The budget blocks now, per (workload, reason); `DISRUPTION_BLOCKED` for each that was
-    not blocked at the last pass (once per change from allowed to blocked)."""
+    not blocked at the last pass, or was held by another budget or until another time (once
+    per change: a block by the units in flight that turns into one by the rate is told).
+    Its detail names the budget (`budget`: its index; `limit`: what of it holds, the units
+    in flight or the rate, `units` its count) and `until` when time alone lifts it (absent:
+    when a disruption in flight ends)."""
     before = {(b.workload, b.reason): b for b in p.snapshot.blocks}
     now: dict[tuple[str, str], DisruptionBlock] = {}
     for held in blocked:
@@ -1148,10 +1153,11 @@ def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str
             continue
         until = rfc3339(held.until) if held.until is not None else None
         now[key] = DisruptionBlock(d.workload, d.reason.value, held.index, until)
-        if key not in before:
+        if before.get(key) != now[key]:
             budget = held.budget
             p.event(d.workload, "DISRUPTION_BLOCKED", reason=d.reason, budget=held.index,
-                    units=str(budget.units), until=until, server=d.server_id)
+                    by=held.by, limit=describe(budget, held.by), units=str(budget.units),
+                    **({"until": until} if until is not None else {}), server=d.server_id)
     touched = set(workloads) | {w for w, _ in now}
     if {k: v for k, v in before.items() if k[0] in touched} != now:
         p.blocks = [now[k] for k in sorted(now)]

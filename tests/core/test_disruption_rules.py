@@ -128,6 +128,33 @@ def test_a_rate_counts_starts_recorded_on_deleted_instances_across_passes() -> N
     assert len(started(d)) == 1
 
 
+def test_disruption_blocked_is_told_again_when_the_rate_holds_instead_of_the_units() -> None:
+    budget = Budget(Units.count(1), frozenset({DisruptionReason.EMPTY}),
+                    rate=Rate(Units.count(1), 600.0))
+    rated = policy(budgets=(budget,))
+    snapshot = world(4, pods_per={}, target=0, idle=700)
+    d = decide(snapshot, rated, NOW)
+    assert len(started(d)) == 1
+    [first] = [e.detail for e in d.events if e.token == "DISRUPTION_BLOCKED"]
+    assert (first["budget"], first["by"]) == (0, "units") and "until" not in first
+    assert first["limit"].startswith("units 1 in flight (budget: 1 units of empty, 1 started")
+    # the unit it started is gone: one may be in flight again, but the rate (1 per 10m)
+    # holds the rest until that start leaves its window — a new block, told as such
+    after = apply(snapshot, d)
+    gone = {s for s, _ in started(d)}
+    after = replace(after, instances=tuple(replace(i, status="deleted") if i.id in gone else i
+                                           for i in after.instances),
+                    servers=tuple(x for x in after.servers if x.id not in gone))
+    d2 = decide(after, rated, NOW + timedelta(seconds=5))
+    assert started(d2) == []
+    [second] = [e.detail for e in d2.events if e.token == "DISRUPTION_BLOCKED"]
+    assert (second["budget"], second["by"], second["until"]) == (0, "rate", ago(-600))
+    assert second["limit"].startswith("rate 1 per 10m (budget: 1 units of empty")
+    # and not again while it stays as it is
+    d3 = decide(apply(after, d2), rated, NOW + timedelta(seconds=10))
+    assert "DISRUPTION_BLOCKED" not in tokens(d3)
+
+
 def test_starts_of_reads_reason_and_time_per_workload() -> None:
     rows = [replace(make_instance("a"), disruption="expired", disruption_at=ago(10)),
             make_instance("b")]
