@@ -41,7 +41,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.stages.reconcile import rate_horizon
 
     g = globals_of(ctx, json=json_out)
-    config = g.config()
+    config = g.config(reader=True)  # a check only launching needs failing: a warning
     now = SystemClock().now()
     with g.open_store(reader=True) as store:
         workloads = store.workloads()

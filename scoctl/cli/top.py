@@ -103,7 +103,7 @@ def top(
     from scoctl.core.timefmt import rfc3339
 
     g = globals_of(ctx)
-    config = g.config()
+    config = g.config(reader=True)  # a check only launching needs failing: a warning
 
     def build() -> Any:
         with g.open_store(reader=True) as store:
