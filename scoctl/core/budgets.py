@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from scoctl.core.model.disruption import Budget
 from scoctl.core.model.vocabulary import BudgetLimit as Limit
 from scoctl.core.model.vocabulary import DisruptionReason
-from scoctl.core.timefmt import span
+from scoctl.core.timefmt import rfc3339, span
 
 HORIZON = timedelta(days=7)  # `window_end`: a span active longer than this ahead is "no end"
 
@@ -76,6 +76,18 @@ def next_window(budget: Budget, now: datetime) -> datetime | None:
     return budget.schedule.next_after(now, _zone(budget))
 
 
+def next_opening(budget: Budget, now: datetime) -> datetime | None:
+    """When `budget`'s next window opens after `now`: its next firing after the window open
+    now (windows that touch or overlap are one), else after `now`; None without a schedule,
+    or when the open window lasts beyond the horizon."""
+    if budget.schedule is None:
+        return None
+    after = window_end(budget, now) if active(budget, now) else now
+    if after is None:
+        return None
+    return budget.schedule.next_after(after, _zone(budget))
+
+
 @dataclass(frozen=True)
 class Allowance:
     """How many more disruptions may start (`units`; None: no active budget limits them);
@@ -91,11 +103,10 @@ class Allowance:
     by: Limit | None = None
 
 
-def describe(budget: Budget, by: Limit | None = None) -> str:
-    """A budget as a person reads it (``2 units of drifted, 3 started per 10m, from 0 9 * * 1-5
-    for 9h (Europe/Berlin)``); with `by`, the part that holds named first (``rate 3 per 10m
-    (budget: …)``)."""
-    text = f"{budget.units} units"
+def describe(budget: Budget) -> str:
+    """A budget as a person reads it: ``2 in flight of drifted, 3 started per 10m, from
+    0 9 * * 1-5 for 9h (Europe/Berlin)``."""
+    text = f"{budget.units} in flight"
     if budget.reasons:
         text += " of " + ", ".join(sorted(r.value for r in budget.reasons))
     if budget.rate is not None:
@@ -103,11 +114,23 @@ def describe(budget: Budget, by: Limit | None = None) -> str:
     if budget.schedule is not None:
         text += (f", from {budget.schedule.text} for {span(budget.duration or 0.0)}"
                  f" ({budget.time_zone})")
-    if by is Limit.RATE and budget.rate is not None:
-        return f"rate {budget.rate.units} per {span(budget.rate.per)} (budget: {text})"
-    if by is Limit.UNITS:
-        return f"units {budget.units} in flight (budget: {text})"
     return text
+
+
+def holding(budget: Budget, by: Limit | None) -> str:
+    """What of `budget` leaves no room, as a person reads it: ``rate 3 per 10m used up``, or
+    ``2 in flight reached``."""
+    if by is Limit.RATE and budget.rate is not None:
+        return f"rate {budget.rate.units} per {span(budget.rate.per)} used up"
+    return f"{budget.units} in flight reached"
+
+
+def held_text(budget: Budget, index: int | None, by: Limit | None,
+              until: datetime | None) -> str:
+    """What holds disruptions back: the budget (its index and itself), what of it, and until
+    when (``a disruption in flight ends`` when no time lifts it)."""
+    lifts = rfc3339(until) if until is not None else "a disruption in flight ends"
+    return f"budget #{index} ({describe(budget)}): {holding(budget, by)} until {lifts}"
 
 
 def allowed(budgets: Sequence[Budget], reason: DisruptionReason, *, registered: int,

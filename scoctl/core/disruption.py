@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scoctl.core.budgets import describe, select
+from scoctl.core.budgets import Allowance, held_text, select
 from scoctl.core.diff import surplus
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.disruption import Budget, Units
 from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason, InstanceStatus
 from scoctl.core.quantity import Resources, add, fits
-from scoctl.core.timefmt import parse_rfc3339, rfc3339
+from scoctl.core.timefmt import parse_rfc3339
 
 # whether a unit disrupted for a reason is replaced before it is removed (DESIGN §16's table)
 REPLACE_FIRST: Mapping[DisruptionReason, bool] = {
@@ -103,9 +103,7 @@ class Blocked:
 
     def text(self) -> str:
         """What holds it back, as a person reads it."""
-        out = f"budget #{self.index}: {describe(self.budget, self.by)}"
-        return out + (f" until {rfc3339(self.until)}" if self.until is not None
-                      else " until a disruption in flight ends")
+        return held_text(self.budget, self.index, self.by, self.until)
 
 
 @dataclass(frozen=True)
@@ -380,21 +378,31 @@ def replacements(retiring: Sequence[InstanceRecord], units: Iterable[InstanceRec
     return out
 
 
-SHOWN_REASONS = (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
-                 DisruptionReason.EXPIRED, DisruptionReason.UNHEALTHY, DisruptionReason.NOTICED)
+SHOWN_REASONS = tuple(DisruptionReason)  # every reason, those only a budget may name included
 
 
 @dataclass(frozen=True)
 class ReasonStatus:
     """One workload's budget for one reason now (`status --json`'s ``disruption`` list):
     how many more may start (`allowed`; None: no limit), how many of that reason are in
-    flight, and when the first scheduled budget counting it next changes (`next_window`)."""
+    flight, when the window of a scheduled budget counting it that is open now closes
+    (`window_end`) and when the next one opens (`next_window`); when none may start, what
+    holds them (`held`: the budget, what of it, until when)."""
 
     workload: str
     reason: DisruptionReason
     allowed: int | None
     in_flight: int
     next_window: datetime | None
+    window_end: datetime | None = None
+    held: Allowance | None = None
+
+    def held_text(self) -> str:
+        """What holds this reason's disruptions back, as a person reads it ('' when none)."""
+        held = self.held
+        if held is None or held.budget is None:
+            return ""
+        return held_text(held.budget, held.index, held.by, held.until)
 
 
 def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
@@ -403,7 +411,12 @@ def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
     """Per workload (sorted) and reason, what the budgets allow at `now`, from the instance
     rows (deleted ones included: the rates' starts); a workload's registered units are its
     live ones and those in flight, a noticed unit counts as a `noticed` disruption."""
-    from scoctl.core.budgets import allowed, next_window  # one rule: the budgets' own
+    from scoctl.core.budgets import (  # one rule: the budgets' own
+        active,
+        allowed,
+        next_opening,
+        window_end,
+    )
 
     rows = list(instances)
     flying = list(in_flight_of(rows))
@@ -421,9 +434,13 @@ def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
         for reason in reasons:
             room = allowed(budgets, reason, registered=registered, now=now, in_flight=mine,
                            starts=starts.get(workload, ()))
-            changes = [t for b in budgets if b.counts(reason)
-                       and (t := next_window(b, now)) is not None]
+            counting = [b for b in budgets if b.counts(reason) and b.schedule is not None]
+            opens = [t for b in counting if (t := next_opening(b, now)) is not None]
+            ends = [t for b in counting if active(b, now)
+                    and (t := window_end(b, now)) is not None]
             out.append(ReasonStatus(workload, reason, room.units,
                                     sum(1 for r in mine if r is reason),
-                                    min(changes) if changes else None))
+                                    min(opens) if opens else None,
+                                    min(ends) if ends else None,
+                                    room if room.units == 0 else None))
     return tuple(out)

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
-from scoctl.core.budgets import describe
+from scoctl.core.budgets import holding
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -1156,7 +1156,7 @@ def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str
         if before.get(key) != now[key]:
             budget = held.budget
             p.event(d.workload, "DISRUPTION_BLOCKED", reason=d.reason, budget=held.index,
-                    by=held.by, limit=describe(budget, held.by), units=str(budget.units),
+                    by=held.by, limit=holding(budget, held.by), units=str(budget.units),
                     **({"until": until} if until is not None else {}), server=d.server_id)
     touched = set(workloads) | {w for w, _ in now}
     if {k: v for k, v in before.items() if k[0] in touched} != now:

@@ -137,7 +137,7 @@ def test_disruption_blocked_is_told_again_when_the_rate_holds_instead_of_the_uni
     assert len(started(d)) == 1
     [first] = [e.detail for e in d.events if e.token == "DISRUPTION_BLOCKED"]
     assert (first["budget"], first["by"]) == (0, "units") and "until" not in first
-    assert first["limit"].startswith("units 1 in flight (budget: 1 units of empty, 1 started")
+    assert first["limit"] == "1 in flight reached"
     # the unit it started is gone: one may be in flight again, but the rate (1 per 10m)
     # holds the rest until that start leaves its window — a new block, told as such
     after = apply(snapshot, d)
@@ -149,7 +149,7 @@ def test_disruption_blocked_is_told_again_when_the_rate_holds_instead_of_the_uni
     assert started(d2) == []
     [second] = [e.detail for e in d2.events if e.token == "DISRUPTION_BLOCKED"]
     assert (second["budget"], second["by"], second["until"]) == (0, "rate", ago(-600))
-    assert second["limit"].startswith("rate 1 per 10m (budget: 1 units of empty")
+    assert second["limit"] == "rate 1 per 10m used up"
     # and not again while it stays as it is
     d3 = decide(apply(after, d2), rated, NOW + timedelta(seconds=10))
     assert "DISRUPTION_BLOCKED" not in tokens(d3)

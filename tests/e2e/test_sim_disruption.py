@@ -222,7 +222,7 @@ def test_2_a_zero_window_in_berlin_holds_every_surplus_unit_until_it_closes(stor
         assert not started_since(story, seen)
         assert shrunk < len(held)  # the plan shrank: there was surplus to hold
         assert windows and all(
-            datetime.fromisoformat(e["next_window"].replace("Z", "+00:00")) == closes
+            datetime.fromisoformat(e["window_end"].replace("Z", "+00:00")) == closes
             for e in windows), windows
         blocked = [e for e in story.events()[seen:] if e["token"] == "DISRUPTION_BLOCKED"]
         assert blocked and all(e["detail"]["budget"] == 0 for e in blocked)
