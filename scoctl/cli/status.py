@@ -163,7 +163,7 @@ def instance_status(i: InstanceRecord) -> str:
 
 def _budgets(budgets: Mapping[str, Sequence[Budget]], reasons: Sequence[ReasonStatus],
              now: datetime) -> None:
-    """The disruption budgets of each workload with units (DESIGN §16), whether each limits
+    """The disruption budgets of each workload with units, whether each limits
     now, and the reasons whose disruptions are in flight or held, by what."""
     from scoctl.cli import render
     from scoctl.core.budgets import active, describe, next_opening, window_end

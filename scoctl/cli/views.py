@@ -128,7 +128,7 @@ def budget_json(b: Budget) -> dict[str, Any]:
 
 
 def reason_status_json(r: ReasonStatus) -> dict[str, Any]:
-    """`status --json`'s ``disruption`` entry (DESIGN §16): what the budgets allow one
+    """`status --json`'s ``disruption`` entry: what the budgets allow one
     workload for one reason now, the open window's end and the next window's start, and
     what holds it when nothing may start (`held`: the budget's index, what of it, until)."""
     held = r.held

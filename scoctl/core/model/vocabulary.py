@@ -79,7 +79,7 @@ class DisruptionReason(StrEnum):
 
 
 class BudgetLimit(StrEnum):
-    """What part of a disruption budget leaves no room (DESIGN §16): its `units` in flight,
+    """What part of a disruption budget leaves no room: its `units` in flight,
     or its start `rate`."""
 
     UNITS = "units"
