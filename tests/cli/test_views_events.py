@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from scoctl.core.model import NewEvent
-from scoctl.core.text import human_detail
 from scoctl.state import open_store
 from tests.fixtures.state import Cli
 
@@ -43,6 +42,8 @@ def test_event_details_are_rendered_for_people_not_as_python_values(cli: Cli,
         assert python not in text, text
     assert "pods=web-1,web-2" in text and "until=-" in text and "into=c4.large.row-b:1" in text
     assert 'limit="units 2 in flight"' in text and "gc=no" in text and "share=0.5" in text
+    from scoctl.core.text import human_detail
+
     assert human_detail({"b": [], "a": {}}) == "a=none b=none"
 
 
