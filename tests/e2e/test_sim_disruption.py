@@ -219,7 +219,9 @@ def test_2_a_zero_window_in_berlin_holds_every_surplus_unit_until_it_closes(stor
             shrunk = min(shrunk, planned(status))
             windows += [e for e in status["disruption"] if e["allowed"] == 0]
             time.sleep(1.0)
-        assert not started_since(story, seen)
+        # none while the window is open (on a loaded host the events are read past its end)
+        assert not [e for e in started_since(story, seen)
+                    if datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) < closes]
         assert shrunk < len(held)  # the plan shrank: there was surplus to hold
         assert windows and all(
             datetime.fromisoformat(e["window_end"].replace("Z", "+00:00")) == closes
