@@ -173,8 +173,11 @@ class Cluster(Protocol):
         TemporaryError or PermanentError (also if gone)."""
         ...
 
-    def evict(self, namespace: str, name: str) -> bool:
-        """Evict one pod through the Eviction API; False when it is already gone.
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Evict one pod through the Eviction API; False when it is already gone. With `uid`
+        the eviction carries it as a precondition (``deleteOptions.preconditions.uid``): a pod
+        recreated under the same name since it was read is not evicted instead (409 Conflict:
+        the pod meant is gone, False).
 
         Raises TemporaryError (a PodDisruptionBudget blocks it: 429) or PermanentError.
         """

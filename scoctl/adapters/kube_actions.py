@@ -95,12 +95,29 @@ class ClusterActions(ClusterReads):
         resp.drain_conn()
         resp.release_conn()
 
-    def evict(self, namespace: str, name: str) -> bool:
-        """See `Cluster.evict`."""
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace}}
-        return self._unless_gone(f"evict pod {namespace}/{name}",
-                                 self._core.create_namespaced_pod_eviction, name, namespace, body)
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """See `Cluster.evict`: with `uid`, a precondition, as ``kubectl drain`` does not but
+        the Eviction API honours (pkg/registry/core/pod/storage/eviction.go hands the
+        eviction's deleteOptions to the pod's delete, which answers 409 Conflict when the
+        uid differs): the pod of that name now is another pod, the one meant is gone."""
+        from kubernetes.client.exceptions import ApiException
+
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+
+        def create() -> bool:
+            try:
+                self._core.create_namespaced_pod_eviction(name, namespace, body,
+                                                          _request_timeout=self._timeout)
+            except ApiException as exc:
+                if uid and exc.status == 409:
+                    return False  # another pod under that name: never evicted instead
+                raise
+            return True
+
+        return self._or_gone(f"evict pod {namespace}/{name}", create) is True
 
     def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None
                    ) -> bool:
@@ -153,7 +170,7 @@ class ClusterActions(ClusterReads):
         hint: float | None = None
         for key, pod in list(refused.items()):
             try:
-                if self.evict(pod.namespace, pod.name):
+                if self.evict(pod.namespace, pod.name, pod.uid or None):
                     evicted.append(key)
                     waiting[key] = pod.uid
             except TemporaryError as exc:  # 429: a PodDisruptionBudget holds it for now

@@ -35,15 +35,23 @@ class Globals:
         self.verbosity = verbosity
         self._config: Config | None = None
 
-    def config(self) -> Config:
-        """The config (loaded once). Falls back to the bundled demo with a warning on stderr."""
+    def config(self, *, reader: bool = False) -> Config:
+        """The config (loaded once). Falls back to the bundled demo with a warning on stderr.
+        A `reader` (status, events, top: they only read the state) is given a config that
+        fails a check only launching needs (an unjoinable user-data template), with that
+        error as a warning on stderr: the state is still shown."""
         if self._config is None:
             from scoctl.config.schema import load_config, resolve_config_path
+            from scoctl.errors import ConfigError
 
             path, warning = resolve_config_path(self.config_option)
             if warning and self.verbosity >= 0:
                 print(f"scoctl: warning: {warning}", file=sys.stderr)
-            self._config = load_config(path)
+            deferred: list[ConfigError] | None = [] if reader else None
+            self._config = load_config(path, deferred)
+            for problem in deferred or ():
+                print(f"scoctl: warning: {problem} (the state is shown; launches need it "
+                      "fixed)", file=sys.stderr)
         return self._config
 
     def state_path(self) -> Path | str:

@@ -24,7 +24,9 @@ def resume(
 ) -> None:
     """Resume a rollout halted after drift.halt_after failed replacements in a row
     (DRIFT_ROLLOUT_HALTED): the failures before now no longer count, and the next reconcile
-    starts the canary again. Records DRIFT_RESUMED; takes the run lock between passes.
+    starts the canary again. Records DRIFT_RESUMED; takes the run lock between passes. A
+    rollout that is not halted (or no halted rollout at all, without --workload) is left as
+    it is: exit 2, saying so.
 
     \b
     Example:
@@ -32,14 +34,19 @@ def resume(
     """
     from scoctl.cli import render
     from scoctl.cli.common import globals_of
+    from scoctl.clock import SystemClock
     from scoctl.core.model import is_slug
     from scoctl.errors import UsageError
+    from scoctl.services.drift import halted_or_why
     from scoctl.services.drift import resume as record_resume
 
     g = globals_of(ctx, json=json_out)
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug")
     with g.writer(wait) as store:
+        why = halted_or_why(g.config(), store, SystemClock().now(), workload)
+        if why is not None:
+            raise UsageError(why)
         event = record_resume(store, workload)
     if g.json:
         render.print_json({"resumed": workload or "*", "event": event})

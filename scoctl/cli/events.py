@@ -11,6 +11,9 @@ from scoctl.cli.common import JsonOption
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from scoctl.core.model import EventRecord
+    from scoctl.state import Store
+
 
 def events(
     ctx: typer.Context,
@@ -25,15 +28,24 @@ def events(
                       ] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=1,
                                               help="At most this many events.")] = None,
+    token: Annotated[list[str] | None, typer.Option(
+        "--token", "-t", help="Only events with this token (CAPACITY_EXCEEDED, or its "
+        "reason CapacityExceeded); repeat for several.", show_default=False)] = None,
+    level: Annotated[str | None, typer.Option(
+        "--level", help="Only events at this level or above: debug, info, warning, error "
+        "(Normal = info, Warning = warning).", show_default=False)] = None,
 ) -> None:
-    """Print the event log (tokens, statuses, gate verdicts, cloud calls), oldest first.
+    """Print the event log (tokens, statuses, gate verdicts, cloud calls), oldest first:
+    each event's TOKEN (as DD-0018 and the hooks name it) and its kubectl-style REASON.
 
     With --json, one JSON object per line: {"ts", "workload", "token", "level", "status",
-    "detail"}. Read-only: never takes the run lock.
+    "detail"}. A --workload the state has never seen is an error (exit 2), unless --follow
+    waits for it. Read-only: never takes the run lock.
 
     \b
     Example:
-      scoctl events --workload orders-daily --since 1h --json
+      scoctl events --workload orders-daily --since 1h --level warning
+      scoctl events --token DISRUPTION_BLOCKED --json
     """
     import time
 
@@ -47,26 +59,31 @@ def events(
     g = globals_of(ctx, json=json_out)
     if workload is not None and not is_slug(workload):
         raise UsageError(f"--workload: {workload!r} is not a slug")
+    tokens = [_token(t) for t in token] if token else None
+    levels = _levels(level) if level is not None else None
     since_ts = _since(since, SystemClock().now()) if since else None
+    g.config(reader=True)  # a config failing a check only launching needs: a warning
     store = g.open_store(reader=True)
     last = 0
     header = not g.json
     try:
+        if workload is not None and not _known(store, workload):
+            if not follow:
+                raise UsageError(f"--workload: no such workload {workload!r} (no workload "
+                                 "and no event of that name in the state)")
+            render.warn(f"no workload {workload!r} yet: waiting for its events")
         while True:
-            batch = store.events(workload=workload, since=since_ts, after_id=last, limit=limit)
+            batch = store.events(workload=workload, since=since_ts, after_id=last, limit=limit,
+                                 tokens=tokens, levels=levels)
             for e in batch:
                 last = e.id
                 if g.json:
                     render.print_json_line(event_json(e))
                     continue
-                if header:  # kubectl get events' columns: time, type, reason, object, message
-                    render.line(f"{'TIME':<27} {'TYPE':<7} {'REASON':<28} {'OBJECT':<20} "
-                                f"{'STATUS':<10} MESSAGE")
+                if header:
+                    render.line(HEADER)
                     header = False
-                detail = " ".join(f"{k}={v}" for k, v in sorted(e.detail.items()))
-                status = render.styled(e.status) if e.status else "-"
-                render.line(f"{e.ts:<27} {event_type(e.level):<7} {reason_of(e.token):<28} "
-                            f"{e.workload or '-':<20} {status:<10} {detail}")
+                render.line(event_line(e, render.styled(e.status) if e.status else "-"))
             if not follow:
                 break
             time.sleep(0.5)
@@ -74,6 +91,54 @@ def events(
         pass
     finally:
         store.close()
+
+
+# kubectl get events' columns (time, type, reason, object, message), with the token before
+# the reason it is written as: operators know the tokens from DD-0018 and the hooks
+HEADER = (f"{'TIME':<27} {'TYPE':<7} {'TOKEN':<26} {'REASON':<26} {'OBJECT':<20} "
+          f"{'STATUS':<10} MESSAGE")
+
+
+def event_line(e: EventRecord, status: str) -> str:
+    """One event as a row of `HEADER`: its detail as ``key=value`` for people
+    (`core.text.human_detail`), never Python's reprs."""
+    from scoctl.core.text import human_detail
+
+    return (f"{e.ts:<27} {event_type(e.level):<7} {e.token:<26} {reason_of(e.token):<26} "
+            f"{e.workload or '-':<20} {status:<10} {human_detail(e.detail)}")
+
+
+def _known(store: Store, workload: str) -> bool:
+    """The state has a workload row, or an event, of that name."""
+    return any(w.slug == workload for w in store.workloads()) \
+        or bool(store.events(workload=workload, limit=1))
+
+
+def _token(text: str) -> str:
+    """``--token``: a token (``CAPACITY_EXCEEDED``) or the reason it is shown as
+    (``CapacityExceeded``), as the token. UsageError (exit 2) for anything else."""
+    from scoctl.errors import UsageError
+
+    if text and text.replace("_", "").isalnum() and text.upper() == text:
+        return text
+    if text.isalnum() and text[:1].isupper():
+        out = "".join(f"_{ch}" if ch.isupper() and i else ch for i, ch in enumerate(text))
+        return out.upper()
+    raise UsageError(f"--token: {text!r} is neither a token (CAPACITY_EXCEEDED) nor a reason "
+                     "(CapacityExceeded)")
+
+
+def _levels(text: str) -> list[str]:
+    """``--level``: that level and the more severe ones; kubectl's types name them too."""
+    from scoctl.core.model.vocabulary import EventLevel
+    from scoctl.errors import UsageError
+
+    named = {"normal": "info"}.get(text.lower(), text.lower())
+    try:
+        return list(EventLevel(named).at_least())
+    except ValueError:
+        raise UsageError(f"--level: {text!r} is not one of debug, info, warning, error "
+                         "(or Normal, Warning)") from None
 
 
 def reason_of(token: str) -> str:

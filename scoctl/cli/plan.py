@@ -208,11 +208,11 @@ def _show_waits(workload: str, waits: list[dict[str, Any]]) -> None:
         return text
 
     render.table(f"{workload}: what waits on which disruption budget",
-                 ["reason", "in flight", "allowed", "waits on", "until", "next window"],
+                 ["reason", "in flight", "allowed", "waits on", "until", "window changes"],
                  [(e["reason"], e["in_flight"], "no limit" if e["allowed"] is None
                    else e["allowed"], limit(e),
                    (e["until"] or "a disruption ends") if e["waiting"] else "",
-                   e["next_window"] or "") for e in waits])
+                   e["window_end"] or e["next_window"] or "") for e in waits])
 
 
 def _show_blast(workload: str, blast: Blast) -> None:

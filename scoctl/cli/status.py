@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import typer
 
 from scoctl.cli.common import JsonOption
+
+if TYPE_CHECKING:
+    from scoctl.core.disruption import ReasonStatus
+    from scoctl.core.model import InstanceRecord
+    from scoctl.core.model.disruption import Budget
 
 
 def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
@@ -29,12 +36,14 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         instance_json,
         latency_json,
         plan_json,
+        reason_status_json,
         workload_json,
     )
     from scoctl.clock import SystemClock
     from scoctl.core import pause
     from scoctl.core.disruption import status as disruption_status
     from scoctl.core.model.latency import METRICS
+    from scoctl.core.model.vocabulary import DisruptionReason
     from scoctl.core.quantity import format_resources
     from scoctl.core.timefmt import rfc3339
     from scoctl.services.buffers import buffers_now
@@ -42,7 +51,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     from scoctl.stages.reconcile import rate_horizon
 
     g = globals_of(ctx, json=json_out)
-    config = g.config()
+    config = g.config(reader=True)  # a check only launching needs failing: a warning
     now = SystemClock().now()
     with g.open_store(reader=True) as store:
         workloads = store.workloads()
@@ -66,6 +75,10 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     budgets = {name: config.disruption_of(name).budgets
                for name in {*plans, *(i.workload for i in instances if i.workload)}}
     reasons = disruption_status(budgets, instances=recorded.values(), budgets_of=budgets, now=now)
+    drift_held = {r.workload: r.held_text() for r in reasons
+                  if r.reason is DisruptionReason.DRIFTED and r.held is not None}
+    for rollout in rollouts:  # phase open, nothing in flight: say what holds it
+        rollout["held"] = drift_held.get(str(rollout["workload"])) or None
     buffers = buffers_now(config, claims, instances, now)
     if g.json:
         plan = plan_json(generation, plans)
@@ -79,10 +92,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
                          "generation": lease.generation,
                          "expires_at": rfc3339(lease.expires_at)} for lease in leaders],
             "latency": latency,
-            "disruption": [{"workload": r.workload, "reason": r.reason, "allowed": r.allowed,
-                            "in_flight": r.in_flight,
-                            "next_window": rfc3339(r.next_window) if r.next_window else None}
-                           for r in reasons],
+            "disruption": [reason_status_json(r) for r in reasons],
             "drift": rollouts,
             "rebalance": rebalances,
             "buffers": [{"workload": b.workload, "desired": b.desired, "held": b.held,
@@ -116,21 +126,16 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     render.table(f"Instances ({summary})" if summary else "Instances",
                  ["name", "workload", "pool", "status"] + (["slurm node"] if with_nodes else [])
                  + (["reclaim deadline"] if with_notices else []),
-                 [(i.name, i.workload, i.pool, render.styled(i.status))
+                 [(i.name, i.workload, i.pool, instance_status(i))
                   + ((i.node_name or "",) if with_nodes else ())
                   + ((notices[i.id].deadline if i.id in notices else "",) if with_notices
                      else ()) for i in instances])
-    held = [r for r in reasons if r.in_flight or r.allowed == 0]
-    if held:
-        render.table("Disruptions", ["workload", "reason", "in flight", "allowed", "next window"],
-                     [(r.workload, r.reason, r.in_flight,
-                       "no limit" if r.allowed is None else r.allowed,
-                       rfc3339(r.next_window) if r.next_window else "")
-                      for r in held])
+    _budgets(budgets, reasons, now)
     if rollouts:
-        render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase"],
+        render.table("Drift", ["workload", "drifted", "in flight", "replaced", "phase",
+                               "held by"],
                      [(r["workload"], r["drifted"], r["in_flight"], r["replaced"],
-                       "canary (soaking)" if r["soaking"] else r["phase"])
+                       "canary (soaking)" if r["soaking"] else r["phase"], r["held"] or "")
                       for r in rollouts])
     if rebalancing:
         render.table("Rebalance", ["workload", "trigger", "since", "moves", "planned"],
@@ -148,6 +153,45 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
              f"({v['samples']} samples)" for metric, v in latency.items() if v["samples"]]
     if parts:
         render.line("Latency: " + "; ".join(parts))
+
+
+def instance_status(i: InstanceRecord) -> str:
+    """An instance's status for people: a ready unit whose node is not (Kubernetes NotReady,
+    Slurm DOWN) says so from the pass that saw it, not only once its repair starts."""
+    from scoctl.cli import render
+    from scoctl.core.model.vocabulary import InstanceStatus
+
+    if i.status == InstanceStatus.READY and i.unhealthy_since:
+        return f"[red]ready, node not ready since {i.unhealthy_since}[/red]"
+    return render.styled(i.status)
+
+
+def _budgets(budgets: Mapping[str, Sequence[Budget]], reasons: Sequence[ReasonStatus],
+             now: datetime) -> None:
+    """The disruption budgets of each workload with units, whether each limits
+    now, and the reasons whose disruptions are in flight or held, by what."""
+    from scoctl.cli import render
+    from scoctl.core.budgets import active, describe, next_opening, window_end
+    from scoctl.core.timefmt import rfc3339
+
+    def when(b: Budget) -> str:
+        if b.schedule is None:
+            return "always"
+        if active(b, now):
+            end = window_end(b, now)
+            return f"open until {rfc3339(end)}" if end else "open"
+        opens = next_opening(b, now)
+        return f"closed; opens {rfc3339(opens)}" if opens else "closed"
+
+    render.table("Disruption budgets", ["workload", "#", "budget", "limits"],
+                 [(name, n, describe(b), when(b)) for name, mine in sorted(budgets.items())
+                  for n, b in enumerate(mine)])
+    held = [r for r in reasons if r.in_flight or r.allowed == 0]
+    if held:
+        render.table("Disruptions", ["workload", "reason", "in flight", "allowed", "held by"],
+                     [(r.workload, r.reason, r.in_flight,
+                       "no limit" if r.allowed is None else r.allowed, r.held_text())
+                      for r in held])
 
 
 def register(app: typer.Typer) -> None:

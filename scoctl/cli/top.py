@@ -13,9 +13,13 @@ if TYPE_CHECKING:
 BAR = 20  # characters of a share bar
 
 
-def bar(share: float, cap: float, width: int = BAR) -> str:
+def bar(share: float, cap: float | None, width: int = BAR) -> str:
     """`share` (0..1) as a bar of `width` characters scaled to `cap` (full: at the cap), then
-    the share and cap in per cent; ``!`` when over the cap."""
+    the share and cap in per cent; ``!`` when over the cap. No cap (None: a committed pool,
+    which the contract's caps do not limit): the bar against the whole, and ``no cap``."""
+    if cap is None:
+        filled = min(width, round(width * share))
+        return f"{'█' * filled}{'·' * (width - filled)} {share * 100:.0f}% (committed: no cap)"
     filled = 0 if cap <= 0 else min(width, round(width * share / cap))
     mark = "!" if share > cap + 1e-9 else ""
     return f"{'█' * filled}{'·' * (width - filled)} {share * 100:.0f}%/{cap * 100:.0f}%{mark}"
@@ -36,7 +40,7 @@ def sections(config: Config, store: Store) -> list[tuple[str, list[str], list[li
     instances = store.instances()
     ready: dict[str, int] = {}
     for i in instances:
-        if i.workload and i.status == InstanceStatus.READY:
+        if i.workload and i.status == InstanceStatus.READY and not i.unhealthy_since:
             ready[i.workload] = ready.get(i.workload, 0) + 1
     rows: list[list[Any]] = []
     for slug in sorted(set(workloads) | set(plans)):
@@ -58,9 +62,13 @@ def sections(config: Config, store: Store) -> list[tuple[str, list[str], list[li
         for u in p.pools:
             if not u.units:
                 continue
-            shares.append([slug, u.pool, u.units, bar(u.share, pool_cap)])
+            # the caps hold for reclaimable units only (committed ones have none)
+            committed = u.tier == "committed"
+            shares.append([slug, u.pool, u.units, bar(u.share, None if committed
+                                                      else pool_cap)])
             group = u.group or pool_groups.get(u.pool, "")
-            by_group[group] = by_group.get(group, 0.0) + u.share
+            if not committed:
+                by_group[group] = by_group.get(group, 0.0) + u.share
         groups += [[slug, group, bar(share, group_cap)] for group, share
                    in sorted(by_group.items())]
     launches = [[launch.launch_id, launch.workload, launch.pool, launch.count,
@@ -82,7 +90,7 @@ def sections(config: Config, store: Store) -> list[tuple[str, list[str], list[li
         ("Workloads", ["workload", "status", "claim pods", "plan units", "ready", "plan"], rows),
         ("Pools (share of the workload's units / pool cap)",
          ["workload", "pool", "units", "share"], shares),
-        ("Groups (share / group cap)", ["workload", "group", "share"], groups),
+        ("Groups (reclaimable share / group cap)", ["workload", "group", "share"], groups),
         ("Launches in flight", ["launch / instance", "workload", "pool", "units", "status"],
          launches),
         ("Disruptions in flight", ["instance", "workload", "pool", "status"], disruptions),
@@ -96,8 +104,9 @@ def top(
     interval: Annotated[float, typer.Option("--interval", min=0.1,
                                             help="Seconds between frames.")] = 2.0,
 ) -> None:
-    """A live view of the fleet: per workload its claim, plan and Ready units; per pool and
-    group its share of the workload against the contract's cap, as bars; launches and
+    """A live view of the fleet: per workload its claim, plan and Ready units (a unit whose
+    node is not ready is not counted); per reclaimable pool and per group its share of the
+    workload against the contract's cap, as bars (committed pools: no cap); launches and
     disruptions in flight; the leaders. Read-only: never takes the run lock.
 
     \b
@@ -110,7 +119,7 @@ def top(
     from scoctl.core.timefmt import rfc3339
 
     g = globals_of(ctx)
-    config = g.config()
+    config = g.config(reader=True)  # a check only launching needs failing: a warning
 
     def build() -> Any:
         with g.open_store(reader=True) as store:

@@ -90,6 +90,7 @@ def instance_json(i: InstanceRecord, notice: NoticedRecord | None = None) -> dic
             "disruption": i.disruption if i.status != InstanceStatus.DELETED else None,
             "created": i.created, "spec_hash": i.spec_hash,
             **({"fault": i.fault} if i.fault else {}),
+            **({"unhealthy_since": i.unhealthy_since} if i.unhealthy_since else {}),
             **({"node": i.node_name} if i.node_name else {}),
             **({"deadline": notice.deadline, "noticed_at": notice.noticed_at}
                if notice is not None else {})}
@@ -126,11 +127,28 @@ def budget_json(b: Budget) -> dict[str, Any]:
     return out
 
 
+def reason_status_json(r: ReasonStatus) -> dict[str, Any]:
+    """`status --json`'s ``disruption`` entry: what the budgets allow one
+    workload for one reason now, the open window's end and the next window's start, and
+    what holds it when nothing may start (`held`: the budget's index, what of it, until)."""
+    held = r.held
+    return {"workload": r.workload, "reason": r.reason.value, "allowed": r.allowed,
+            "in_flight": r.in_flight,
+            "next_window": rfc3339(r.next_window) if r.next_window else None,
+            "window_end": rfc3339(r.window_end) if r.window_end else None,
+            "held": None if held is None or held.budget is None else {
+                "budget": held.index, "by": str(held.by) if held.by else None,
+                "limit": budget_json(held.budget),
+                "until": rfc3339(held.until) if held.until else None,
+                "text": r.held_text()}}
+
+
 def budget_waits_json(statuses: Iterable[ReasonStatus], blocks: Iterable[DisruptionBlock],
                       budgets: Sequence[Budget]) -> list[dict[str, Any]]:
     """`plan --explain`'s disruption view (DESIGN §16), per reason of `statuses`: how many are
-    in flight and may start now (`allowed`; None: no limit), when the first scheduled budget
-    counting it next changes (`next_window`), and what waits on which budget — the budget the
+    in flight and may start now (`allowed`; None: no limit), when the window of a scheduled
+    budget counting it that is open now closes (`window_end`) and when the next one opens
+    (`next_window`), and what waits on which budget — the budget the
     last reconcile found holding that reason's candidates back (`budget`: its index in the
     workload's budgets, and `limit`: that budget) and until when (`until`; None: until a
     disruption in flight ends), from the stored `blocks`."""
@@ -141,6 +159,7 @@ def budget_waits_json(statuses: Iterable[ReasonStatus], blocks: Iterable[Disrupt
         entry: dict[str, Any] = {
             "reason": r.reason.value, "in_flight": r.in_flight, "allowed": r.allowed,
             "next_window": rfc3339(r.next_window) if r.next_window else None,
+            "window_end": rfc3339(r.window_end) if r.window_end else None,
             "waiting": block is not None,
             "budget": block.budget if block is not None else None,
             "until": block.until if block is not None else None}

@@ -1239,12 +1239,15 @@ def _check_zone(r: _Reader, zone: str, path: Path_) -> None:
                      ) from exc
 
 
-def parse_config(doc: Located, *, path: Path | None) -> Config:
+def parse_config(doc: Located, *, path: Path | None,
+                 deferred: list[ConfigError] | None = None) -> Config:
     """Validate a parsed document into a Config; raises ConfigError naming file, line and field.
 
     One small reader per section, then the top-level fields in `Config`'s order (`_top_level`);
     they run in the order below, so the first bad field (in that order) is the one reported;
-    then the checks across sections (`_joinable`).
+    then the checks across sections (`_joinable`). Those only matter to launching: with a
+    `deferred` list (a command that only reads the state), their error is added to it
+    instead of raised.
     """
     r = _Reader(doc)
     root = r.mapping(doc.data, (), allowed=TOP_LEVEL)
@@ -1281,7 +1284,12 @@ def parse_config(doc: Located, *, path: Path | None) -> Config:
         **_top_level(r, root),
     )
     config = replace(config, buffers=_buffers(r, root, config.workloads))
-    _joinable(r, config)  # across sections: once every field is read
+    try:
+        _joinable(r, config)  # across sections: once every field is read
+    except ConfigError as exc:
+        if deferred is None:
+            raise
+        deferred.append(exc)
     return config
 
 
@@ -1346,12 +1354,16 @@ def demo_config_text() -> str:
     return resources.files("scoctl.data").joinpath(DEMO_CONFIG_NAME).read_text(encoding="utf-8")
 
 
-def load_config(path: Path | None) -> Config:
-    """Load and validate the config at `path`, or the bundled demo config when None."""
+def load_config(path: Path | None, deferred: list[ConfigError] | None = None) -> Config:
+    """Load and validate the config at `path`, or the bundled demo config when None; with
+    `deferred`, the checks that only matter to launching add their error there
+    (`parse_config`)."""
     if path is None:
-        return parse_config(load_located(demo_config_text(), "<bundled demo.yaml>"), path=None)
+        return parse_config(load_located(demo_config_text(), "<bundled demo.yaml>"), path=None,
+                            deferred=deferred)
     # the parse is cached per user by the text's hash (the Slurm gate then imports no YAML)
-    return parse_config(load_located(read_text(path, "config"), str(path), cache=True), path=path)
+    return parse_config(load_located(read_text(path, "config"), str(path), cache=True),
+                        path=path, deferred=deferred)
 
 
 def resolve_config_path(option: Path | None) -> tuple[Path | None, str | None]:

@@ -23,7 +23,9 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from scoctl.core.model.disruption import Budget
+from scoctl.core.model.vocabulary import BudgetLimit as Limit
 from scoctl.core.model.vocabulary import DisruptionReason
+from scoctl.core.timefmt import rfc3339, span
 
 HORIZON = timedelta(days=7)  # `window_end`: a span active longer than this ahead is "no end"
 
@@ -74,17 +76,61 @@ def next_window(budget: Budget, now: datetime) -> datetime | None:
     return budget.schedule.next_after(now, _zone(budget))
 
 
+def next_opening(budget: Budget, now: datetime) -> datetime | None:
+    """When `budget`'s next window opens after `now`: its next firing after the window open
+    now (windows that touch or overlap are one), else after `now`; None without a schedule,
+    or when the open window lasts beyond the horizon."""
+    if budget.schedule is None:
+        return None
+    after = window_end(budget, now) if active(budget, now) else now
+    if after is None:
+        return None
+    return budget.schedule.next_after(after, _zone(budget))
+
+
 @dataclass(frozen=True)
 class Allowance:
     """How many more disruptions may start (`units`; None: no active budget limits them);
     when some budget limits them, the one that leaves the fewest (the first such in the
-    list: `index`), and, when that is none, `until`: when time alone lifts it (its window
-    ends, or its rate window lets a start go; None: only a disruption ending does)."""
+    list: `index`), and, when that is none, what of it leaves none (`by`: its units in
+    flight, or its rate) and `until`: when time alone lifts it (its window ends, or its
+    rate window lets a start go; None: only a disruption ending does)."""
 
     units: int | None
     budget: Budget | None = None
     index: int | None = None
     until: datetime | None = None
+    by: Limit | None = None
+
+
+def describe(budget: Budget) -> str:
+    """A budget as a person reads it: ``2 in flight of drifted, 3 started per 10m, from
+    0 9 * * 1-5 for 9h (Europe/Berlin)``."""
+    text = f"{budget.units} in flight"
+    if budget.reasons:
+        text += " of " + ", ".join(sorted(r.value for r in budget.reasons))
+    if budget.rate is not None:
+        text += f", {budget.rate.units} started per {span(budget.rate.per)}"
+    if budget.schedule is not None:
+        text += (f", from {budget.schedule.text} for {span(budget.duration or 0.0)}"
+                 f" ({budget.time_zone})")
+    return text
+
+
+def holding(budget: Budget, by: Limit | None) -> str:
+    """What of `budget` leaves no room, as a person reads it: ``rate 3 per 10m used up``, or
+    ``2 in flight reached``."""
+    if by is Limit.RATE and budget.rate is not None:
+        return f"rate {budget.rate.units} per {span(budget.rate.per)} used up"
+    return f"{budget.units} in flight reached"
+
+
+def held_text(budget: Budget, index: int | None, by: Limit | None,
+              until: datetime | None) -> str:
+    """What holds disruptions back: the budget (its index and itself), what of it, and until
+    when (``a disruption in flight ends`` when no time lifts it)."""
+    lifts = rfc3339(until) if until is not None else "a disruption in flight ends"
+    return f"budget #{index} ({describe(budget)}): {holding(budget, by)} until {lifts}"
 
 
 def allowed(budgets: Sequence[Budget], reason: DisruptionReason, *, registered: int,
@@ -103,7 +149,7 @@ def allowed(budgets: Sequence[Budget], reason: DisruptionReason, *, registered: 
             continue
         room = _room(budget, registered=registered, now=now, in_flight=flying, starts=started)
         if best.units is None or room.units is not None and room.units < best.units:
-            best = Allowance(room.units, budget, index, room.until)
+            best = Allowance(room.units, budget, index, room.until, room.by)
     return best
 
 
@@ -122,12 +168,13 @@ def _room(budget: Budget, *, registered: int, now: datetime,
         left = min(left, max(0, cap - len(recent)))
         if len(recent) >= cap:  # the cap-th latest start leaving the window lets one go
             rate_lifts = recent[cap - 1] + per if cap > 0 else None
-    until = None
+    until, by = None, None
     if left == 0:
         lifts = [t for t in (window_end(budget, now),
                              rate_lifts if flight_room > 0 else None) if t is not None]
         until = min(lifts) if lifts else None
-    return Allowance(left, budget, until=until)
+        by = Limit.UNITS if flight_room == 0 else Limit.RATE
+    return Allowance(left, budget, until=until, by=by)
 
 
 @dataclass(frozen=True)

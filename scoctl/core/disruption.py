@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scoctl.core.budgets import Allowance, select
+from scoctl.core.budgets import Allowance, held_text, select
 from scoctl.core.diff import surplus
 from scoctl.core.model import InstanceRecord
 from scoctl.core.model.disruption import Budget, Units
-from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
+from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason, InstanceStatus
 from scoctl.core.quantity import Resources, add, fits
 from scoctl.core.timefmt import parse_rfc3339
 
@@ -92,12 +92,18 @@ def disruption(unit: Unit, reason: DisruptionReason) -> Disruption:
 @dataclass(frozen=True)
 class Blocked:
     """A candidate the budget held back: by `budget` (the `index`-th of its workload's
-    budgets), until time alone lifts it (`until`; None: until a disruption ends)."""
+    budgets; `by`: its units in flight or its rate), until time alone lifts it (`until`;
+    None: until a disruption ends)."""
 
     disruption: Disruption
     budget: Budget
     index: int = 0
     until: datetime | None = None
+    by: BudgetLimit = BudgetLimit.UNITS
+
+    def text(self) -> str:
+        """What holds it back, as a person reads it."""
+        return held_text(self.budget, self.index, self.by, self.until)
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,8 @@ def plan(candidates: Iterable[Disruption], *, in_flight: Sequence[Disruption],
         first = {d.server_id: d for d in reversed(mine)}
         for unit, _, room in chosen.blocked:
             assert room.budget is not None and room.index is not None
-            held[unit] = Blocked(first[unit], room.budget, room.index, room.until)
+            held[unit] = Blocked(first[unit], room.budget, room.index, room.until,
+                                 room.by or BudgetLimit.UNITS)
     start: list[Disruption] = []
     for candidate in listed:
         if candidate.server_id in started:
@@ -357,21 +364,51 @@ def starts_of(instances: Iterable[InstanceRecord]
     return out
 
 
-SHOWN_REASONS = (DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
-                 DisruptionReason.EXPIRED, DisruptionReason.UNHEALTHY, DisruptionReason.NOTICED)
+def replacements(retiring: Sequence[InstanceRecord], units: Iterable[InstanceRecord]
+                 ) -> dict[str, str | None]:
+    """Which unit replaced each of one workload's `retiring` units (replaced first, with their
+    `disruption_at`; those retired before included, so that no unit is credited twice): in
+    the order their disruptions started, each takes the first of `units` (ready, healthy,
+    under no disruption) launched at or after its start that no earlier one took — of its own
+    pool first — so an older unit, or one of another pool already there, is never named.
+    None: no unit launched since (a surplus unit let it go)."""
+    free = sorted(units, key=lambda u: (u.created, u.name))
+    out: dict[str, str | None] = {}
+    for old in sorted(retiring, key=lambda i: (i.disruption_at or "", i.name)):
+        since = parse_rfc3339(old.disruption_at) if old.disruption_at else None
+        later = [u for u in free if since is None or parse_rfc3339(u.created) >= since]
+        pick = next((u for u in later if u.pool == old.pool), later[0] if later else None)
+        out[old.id] = pick.id if pick is not None else None
+        if pick is not None:
+            free.remove(pick)
+    return out
+
+
+SHOWN_REASONS = tuple(DisruptionReason)  # every reason, those only a budget may name included
 
 
 @dataclass(frozen=True)
 class ReasonStatus:
     """One workload's budget for one reason now (`status --json`'s ``disruption`` list):
     how many more may start (`allowed`; None: no limit), how many of that reason are in
-    flight, and when the first scheduled budget counting it next changes (`next_window`)."""
+    flight, when the window of a scheduled budget counting it that is open now closes
+    (`window_end`) and when the next one opens (`next_window`); when none may start, what
+    holds them (`held`: the budget, what of it, until when)."""
 
     workload: str
     reason: DisruptionReason
     allowed: int | None
     in_flight: int
     next_window: datetime | None
+    window_end: datetime | None = None
+    held: Allowance | None = None
+
+    def held_text(self) -> str:
+        """What holds this reason's disruptions back, as a person reads it ('' when none)."""
+        held = self.held
+        if held is None or held.budget is None:
+            return ""
+        return held_text(held.budget, held.index, held.by, held.until)
 
 
 def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
@@ -380,7 +417,12 @@ def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
     """Per workload (sorted) and reason, what the budgets allow at `now`, from the instance
     rows (deleted ones included: the rates' starts); a workload's registered units are its
     live ones and those in flight, a noticed unit counts as a `noticed` disruption."""
-    from scoctl.core.budgets import allowed, next_window  # one rule: the budgets' own
+    from scoctl.core.budgets import (  # one rule: the budgets' own
+        active,
+        allowed,
+        next_opening,
+        window_end,
+    )
 
     rows = list(instances)
     flying = list(in_flight_of(rows))
@@ -398,9 +440,13 @@ def status(workloads: Iterable[str], *, instances: Iterable[InstanceRecord],
         for reason in reasons:
             room = allowed(budgets, reason, registered=registered, now=now, in_flight=mine,
                            starts=starts.get(workload, ()))
-            changes = [t for b in budgets if b.counts(reason)
-                       and (t := next_window(b, now)) is not None]
+            counting = [b for b in budgets if b.counts(reason) and b.schedule is not None]
+            opens = [t for b in counting if (t := next_opening(b, now)) is not None]
+            ends = [t for b in counting if active(b, now)
+                    and (t := window_end(b, now)) is not None]
             out.append(ReasonStatus(workload, reason, room.units,
                                     sum(1 for r in mine if r is reason),
-                                    min(changes) if changes else None))
+                                    min(opens) if opens else None,
+                                    min(ends) if ends else None,
+                                    room if room.units == 0 else None))
     return tuple(out)

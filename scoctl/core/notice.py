@@ -135,6 +135,7 @@ class NoticeSnapshot:
 class PodRef:
     namespace: str
     name: str
+    uid: str = ""  # the pod meant: its eviction carries it as a precondition
 
 
 @dataclass(frozen=True)
@@ -507,7 +508,7 @@ def _drain_k8s(b: _Builder, inst: InstanceRecord, row: NoticedRecord,
             b.event(inst.workload, "DRAIN_FORCED", "warning", server=inst.id, name=inst.name,
                     node=node.name, pods=len(delete), deadline=row.deadline)
     elif moving and (not _booting(b, inst, row) or b.now >= shifted(deadline, -2 * margin)):
-        evict = tuple(PodRef(p.namespace, p.name) for p in moving if not p.deleting)
+        evict = tuple(PodRef(p.namespace, p.name, p.uid) for p in moving if not p.deleting)
     if cordon or evict or delete:
         b.drains.append(Drain(inst.id, node.name, cordon=cordon, evict=evict, delete=delete))
     return len(moving)

@@ -1213,7 +1213,8 @@ def _plan_spread(
         sub = replace(
             claim, requests={r: -(-v * n // pods) for r, v in claim.requests.items()}, pods=n,
             ineligible={**claim.ineligible, **ctx.outside(zone)}, zone_spread=0,
-            limits=Limits({r: parts[i] for r, parts in limited.items()}, units[i]))
+            limits=Limits({r: parts[i] for r, parts in limited.items()}, units[i],
+                          share_of=claim.limits))
         terms = replace(contract, pool_cap=contract.pool_cap / part,
                         group_cap=contract.group_cap / part,
                         min_pools=math.ceil(contract.min_pools * part - EPS))
@@ -1286,7 +1287,8 @@ def _plan_parts(
         sub = replace(claim, requests=dict(part.requests), largest_pod=dict(part.largest_pod),
                       pods=part.pods, ineligible={**claim.ineligible, **part.ineligible},
                       zone_spread=part.zone_spread, parts=(), preferred=dict(part.preferred),
-                      limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i]),
+                      limits=Limits({r: shares[i] for r, shares in limited.items()}, units[i],
+                                    share_of=claim.limits),
                       buffer=part.source == PartSource.BUFFER)
         terms = replace(contract, pool_cap=contract.pool_cap / share,
                         group_cap=contract.group_cap / share,
@@ -1334,13 +1336,22 @@ def _part_size(part: ClaimPart, pods: int) -> str:
 
 def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mapping[str, Flavor],
           limits: Limits) -> str | None:
-    """The first limit the units in `held` exceed, named, or None."""
+    """The first limit the units in `held` exceed, named as the config gives it (a share's
+    limit by the workload's, with the share's part), or None."""
+    whole = limits.share_of
     if limits.units is not None and sum(held.values()) > limits.units:
+        if whole is not None and whole.units is not None:
+            return (f"workloads[].limits.units {whole.units} ({limits.units} of them for this "
+                    "share)")
         return f"workloads[].limits.units {limits.units}"
     for name, most in sorted(limits.resources.items()):
         total = sum(n * flavors[by_name[p].flavor].capacity.get(name, 0)
                     for p, n in held.items())
         if total > most:
+            given = whole.resources.get(name) if whole is not None else None
+            if given is not None:
+                return (f"workloads[].limits.{name} {format_resources({name: given})} "
+                        f"({format_resources({name: most})} of it for this share)")
             return f"workloads[].limits.{name} {format_resources({name: most})}"
     return None
 

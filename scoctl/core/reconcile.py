@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
-from scoctl.core.budgets import Allowance
+from scoctl.core.budgets import Allowance, holding
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -835,17 +835,18 @@ def _track_active(p: _Pass, inst: InstanceRecord, server: ServerInfo) -> None:
 
 def _orphans(p: _Pass) -> dict[str, str]:
     """Servers tagged by scoctl whose launch is unknown (not adopted): reported, deleted after
-    the grace period only with `gc_orphans`. Returns when each was first seen."""
+    the grace period only with `gc_orphans`. Returns when each was first seen. A server on
+    its way out (DELETED: Nova lists a deleted server for a moment) is no orphan: its
+    instance row, when scoctl deleted it, is deleted already and no longer read."""
     seen: dict[str, str] = {}
     policy = p.policy
     for server in sorted(p.servers.values(), key=lambda s: s.name):
-        if server.id in p.instances:
+        if server.id in p.instances or server.status == ServerStatus.DELETED:
             continue
         first = p.snapshot.orphans_seen.get(server.id, p.stamp)
         seen[server.id] = first
         workload = server_tags(server).get("workload")
-        gone = server.status == ServerStatus.DELETED
-        remove = policy.gc_orphans and not gone and p.age(first) >= policy.orphan_grace
+        remove = policy.gc_orphans and p.age(first) >= policy.orphan_grace
         p.orphans.append(Orphan(server.id, server.name, first, workload, remove))
         if server.id not in p.snapshot.orphans_seen:
             p.event(workload, "ORPHAN_FOUND", "warning", server=server.id, name=server.name,
@@ -988,8 +989,9 @@ def _retire(p: _Pass, deleting: set[str]) -> None:
         want = sum(n for pool, n in targets.get(workload, {}).items()
                    if pools is None or pool in pools)
         healthy = [i for i in insts if p.value(i, "unhealthy_since") is None]
-        fresh = sorted((i for i in healthy if not p.value(i, "disruption")),
-                       key=lambda i: (i.ready_at or "", i.name), reverse=True)
+        named = disruption.replacements(
+            _retirees(p, workload, retiring),
+            [i for i in healthy if not p.value(i, "disruption")])
         count = len(healthy)
         order = sorted(retiring, key=lambda i: (p.value(i, "unhealthy_since") is None,
                                                 p.value(i, "disruption_at") or "", i.name))
@@ -999,7 +1001,7 @@ def _retire(p: _Pass, deleting: set[str]) -> None:
             if left < want:
                 break
             count = left
-            new = fresh.pop(0).id if fresh else None
+            new = named.get(inst.id)
             reason = DisruptionReason(p.value(inst, "disruption"))
             p.event(workload, "REPLACEMENT_READY", old=inst.id, new=new, name=inst.name,
                     pool=inst.pool, reason=reason)
@@ -1009,6 +1011,26 @@ def _retire(p: _Pass, deleting: set[str]) -> None:
             else:
                 p.update(inst, status=InstanceStatus.DRAINING)
                 p.scale_downs.append(p.scale(inst, reason))
+
+
+def _retirees(p: _Pass, workload: str, retiring: Sequence[InstanceRecord]
+              ) -> list[InstanceRecord]:
+    """`workload`'s units replaced first: those `retiring` now and those retired before
+    (draining, deleting or deleted since; every region), each with when its disruption
+    started — what `disruption.replacements` matches replacements to."""
+    rows = {i.id: i for i in p.snapshot.disrupted if i.workload == workload}
+    rows.update({i.id: i for i in p.instances.values() if i.workload == workload})
+    out = [replace(i, disruption_at=p.value(i, "disruption_at")) for i in retiring]
+    mine = {i.id for i in retiring}
+    for inst in rows.values():
+        reason = inst.disruption
+        if inst.id in mine or not reason or not inst.disruption_at \
+                or not disruption.REPLACE_FIRST[DisruptionReason(reason)] \
+                or inst.status not in (InstanceStatus.DRAINING, InstanceStatus.DELETING,
+                                       InstanceStatus.DELETED):
+            continue
+        out.append(inst)
+    return out
 
 
 def _unhealthy_pools(p: _Pass, units: Sequence[Unit]) -> set[str]:
@@ -1136,7 +1158,11 @@ def _start(p: _Pass, unit: Disruption) -> None:
 
 def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str]) -> None:
     """The budget blocks now, per (workload, reason); `DISRUPTION_BLOCKED` for each that was
-    not blocked at the last pass (once per change from allowed to blocked)."""
+    not blocked at the last pass, or was held by another budget or until another time (once
+    per change: a block by the units in flight that turns into one by the rate is told).
+    Its detail names the budget (`budget`: its index; `limit`: what of it holds, the units
+    in flight or the rate, `units` its count) and `until` when time alone lifts it (absent:
+    when a disruption in flight ends)."""
     before = {(b.workload, b.reason): b for b in p.snapshot.blocks}
     now: dict[tuple[str, str], DisruptionBlock] = {}
     for held in blocked:
@@ -1146,10 +1172,11 @@ def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str
             continue
         until = rfc3339(held.until) if held.until is not None else None
         now[key] = DisruptionBlock(d.workload, d.reason.value, held.index, until)
-        if key not in before:
+        if before.get(key) != now[key]:
             budget = held.budget
             p.event(d.workload, "DISRUPTION_BLOCKED", reason=d.reason, budget=held.index,
-                    units=str(budget.units), until=until, server=d.server_id)
+                    by=held.by, limit=holding(budget, held.by), units=str(budget.units),
+                    **({"until": until} if until is not None else {}), server=d.server_id)
     touched = set(workloads) | {w for w, _ in now}
     if {k: v for k, v in before.items() if k[0] in touched} != now:
         p.blocks = [now[k] for k in sorted(now)]

@@ -41,3 +41,32 @@ def printable_detail(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [printable_detail(v) for v in value]
     return value
+
+
+def human_value(value: Any) -> str:
+    """A detail value as a person reads it, never as Python prints it: nothing (None) is
+    ``-``, a truth ``yes``/``no``, a list its items comma-separated (``none`` when empty), a
+    mapping ``key:value`` pairs comma-separated, a number without a trailing ``.0``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}:{human_value(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(human_value(v) for v in value) or "none"
+    return str(value)
+
+
+def human_detail(detail: Mapping[str, Any]) -> str:
+    """An event's detail as one line for people, ``key=value`` by key (logfmt: a value with a
+    space or a quote is quoted), each value `human_value`."""
+    parts = []
+    for key, value in sorted(detail.items()):
+        text = printable(human_value(value))
+        if not text or any(ch in text for ch in ' "='):
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        parts.append(f"{key}={text}")
+    return " ".join(parts)

@@ -14,3 +14,17 @@ def rfc3339(moment: datetime) -> str:
 def parse_rfc3339(text: str) -> datetime:
     """The inverse of `rfc3339` (also accepts offsets and no fraction)."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def span(seconds: float) -> str:
+    """A duration as a person writes it, in the config's units: ``90s``, ``10m``, ``1h30m``,
+    ``2d``."""
+    left = round(seconds)
+    if left <= 0:
+        return f"{seconds:g}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts)

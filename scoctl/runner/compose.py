@@ -410,12 +410,8 @@ Body = Callable[[], tuple[Any, Sequence[Problem], Mapping[str, Any]]]
 
 
 def _blocked_detail(blocked: Any) -> str:
-    """What holds a disruption back, as a person reads it."""
-    budget = blocked.budget
-    text = f"the disruption budget of workload {blocked.disruption.workload} allows {budget.units}"
-    if blocked.until is not None:
-        text += f" until {blocked.until.isoformat()}"
-    return text
+    """What holds a disruption back, as a person reads it (`core.disruption.Blocked.text`)."""
+    return f"workload {blocked.disruption.workload}'s disruption {blocked.text()}"
 
 
 class Pass:

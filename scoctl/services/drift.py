@@ -148,6 +148,24 @@ def resume(store: Store, workload: str | None) -> int:
                                        {"workload": workload}))
 
 
+def halted_or_why(config: Config, store: Store, now: datetime,
+                  workload: str | None) -> str | None:
+    """None when `scoctl drift resume` has a halted rollout to go on with (`workload`'s, else
+    any); else why not, as its error says it."""
+    rollouts = {str(r["workload"]): r for r in progress(config, store, now)}
+    if workload is None:
+        if any(r["halted"] for r in rollouts.values()):
+            return None
+        return "no drift rollout is halted: nothing to resume"
+    rollout = rollouts.get(workload)
+    if rollout is None:
+        return f"--workload {workload}: no drift rollout (every unit runs its current spec)"
+    if not rollout["halted"]:
+        return (f"--workload {workload}: the drift rollout is not halted (phase "
+                f"{rollout['phase']}): nothing to resume")
+    return None
+
+
 def progress(config: Config, store: Store, now: datetime) -> list[dict[str, object]]:
     """Each workload's rollout (`status`, DESIGN §17), for workloads with drifted units or
     units replaced for drift: ready units not on the current spec (`drifted`, those in flight

@@ -231,9 +231,9 @@ class CachedCluster:
         """See `Cluster.label_node`."""
         self.cluster.label_node(node, labels)
 
-    def evict(self, namespace: str, name: str) -> bool:
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """See `Cluster.evict`."""
-        return self.cluster.evict(namespace, name)
+        return self.cluster.evict(namespace, name, uid)
 
     def drain(self, node: str, *, timeout: float,
               until: Callable[[], bool] | None = None) -> list[str]:

@@ -2079,6 +2079,10 @@ class _Handler(BaseHTTPRequestHandler):
             options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
             with emu._cond:  # the budget is checked and spent in one step
                 check_budget(emu, ns or "", name)
+                # eviction.go hands the eviction's deleteOptions to the pod's delete: its
+                # preconditions hold there (409 Conflict), after the budget was spent
+                _check_preconditions(options.get("preconditions"),
+                                     emu._get(rt, ns or "", name)["metadata"], name, rt)
                 emu._delete_pod(ns or "", name, _grace_option(options.get("gracePeriodSeconds")),
                                 evicted=True)
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -2169,6 +2173,22 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 _PRECONDITION = {"uid": "UID", "resourceVersion": "ResourceVersion"}
+
+
+def _check_preconditions(pre: Any, meta: Obj, name: str, rt: ResourceType) -> None:
+    """A delete's ``preconditions`` (uid, resourceVersion) against the object's metadata:
+    409 Conflict naming the first that differs (apimachinery's
+    ``Preconditions.Check`` in pkg/registry/generic/registry/store.go)."""
+    if not isinstance(pre, dict):
+        return
+    for field_name in ("uid", "resourceVersion"):
+        want = pre.get(field_name)
+        if want and want != meta.get(field_name):
+            raise StatusError(409, "Conflict",
+                              f"Precondition failed: {_PRECONDITION[field_name]} in "
+                              f"precondition: {want}, {field_name} in object meta: "
+                              f"{meta.get(field_name)}",
+                              {"name": name, "group": rt.group, "kind": rt.plural})
 _VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scoctl-sim",
             "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc",

@@ -459,7 +459,7 @@ class _Region:
             refused = []
             for pod in pending:
                 try:
-                    evicted += int(cluster.evict(pod.namespace, pod.name))
+                    evicted += int(cluster.evict(pod.namespace, pod.name, pod.uid or None))
                 except TemporaryError as exc:  # a PodDisruptionBudget said 429
                     refused.append(pod)
                     log.debug("notice: eviction of %s/%s refused for now: %s", pod.namespace,

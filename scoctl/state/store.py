@@ -134,8 +134,11 @@ class WorkloadState(Protocol):
         ...
 
     def events(self, *, workload: str | None = None, since: str | None = None,
-               after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
-        """Events in order, filtered by workload, time (RFC 3339, inclusive) and id."""
+               after_id: int = 0, limit: int | None = None,
+               tokens: Sequence[str] | None = None,
+               levels: Sequence[str] | None = None) -> list[EventRecord]:
+        """Events in order, filtered by workload, time (RFC 3339, inclusive), id, token and
+        level (any of those given)."""
         ...
 
     def prune_events(self, before: str, limit: int) -> int:

@@ -50,7 +50,9 @@ def test_status_shows_a_halted_rollout_and_drift_resume_goes_on(cli: Cli, world:
     assert rollouts(cli, world) == [{"workload": "web", "drifted": 2, "in_flight": 1,
                                      "replaced": 0, "phase": "halted", "soaking": False,
                                      "failures": 2,
-                                     "halted": True}]
+                                     "halted": True,  # and the default budget is full
+                                     "held": "budget #0 (10% in flight): 10% in flight "
+                                             "reached until a disruption in flight ends"}]
     done = cli("--config", str(world), "drift", "resume", "--workload", "web", "--json")
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["resumed"] == "web"

@@ -48,10 +48,13 @@ def test_plan_explain_names_the_budget_each_reason_waits_on(cli: Cli, tmp_path: 
                               "schedule": f"{berlin.minute} {berlin.hour} * * *",
                               "duration": 3600.0, "time_zone": "Europe/Berlin"}
     assert empty["allowed"] == 0 and empty["in_flight"] == 0
-    assert parse_rfc3339(empty["next_window"]) == closes  # the window in Berlin closes
+    assert parse_rfc3339(empty["window_end"]) == closes  # the window in Berlin closes
+    assert parse_rfc3339(empty["next_window"]) == closes - timedelta(hours=1) + timedelta(
+        days=1)  # and opens again the next day (issue 49: not the open window's end)
     assert rows["expired"]["allowed"] == 0 and not rows["expired"]["waiting"]
     assert rows["underutilized"] == {"reason": "underutilized", "in_flight": 0, "allowed": 2,
-                                     "next_window": None, "waiting": False, "budget": None,
+                                     "next_window": None, "window_end": None,
+                                     "waiting": False, "budget": None,
                                      "until": None}
     assert rows["noticed"]["allowed"] is None  # never held back
 

@@ -65,14 +65,17 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     # DESIGN §16: per workload and reason, what the budgets allow (the default 10 % of its
     # registered units, rounded up), nothing in flight, no scheduled budget
     for entry in body["disruption"]:
-        assert set(entry) == {"workload", "reason", "allowed", "in_flight", "next_window"}
+        assert set(entry) == {"workload", "reason", "allowed", "in_flight", "next_window",
+                              "window_end", "held"}
     for name in {e["workload"] for e in body["disruption"]}:
         units = sum(1 for i in body["instances"] if i["workload"] == name)
-        assert {(e["reason"], e["allowed"], e["in_flight"], e["next_window"])
+        assert {(e["reason"], e["allowed"], e["in_flight"], e["next_window"], e["window_end"],
+                 e["held"])
                 for e in body["disruption"] if e["reason"] != "noticed"
                 and e["workload"] == name} == {
-            (r, -(-units // 10), 0, None)
-            for r in ("empty", "underutilized", "expired", "unhealthy")}
+            (r, -(-units // 10), 0, None, None, None)
+            for r in ("empty", "underutilized", "drifted", "expired", "rebalanced",
+                      "unhealthy", "late")}
     assert {e["allowed"] for e in body["disruption"] if e["reason"] == "noticed"} == {None}
     assert body["leaders"] == []  # one host on a SQLite state: no leases
     orders = next(w for w in body["workloads"] if w["slug"] == "orders-daily")

@@ -68,6 +68,7 @@ def test_a_bar_is_the_share_against_the_cap() -> None:
     assert bar(0.075, 0.15, 10) == "█████····· 8%/15%"
     assert bar(0.30, 0.15, 10) == "██████████ 30%/15%!"
     assert bar(0.0, 0.15, 4) == "···· 0%/15%"
+    assert bar(0.27, None, 10) == "███······· 27% (committed: no cap)"  # never flagged
 
 
 def test_top_once_prints_one_plain_frame_naming_workloads_pools_and_bars(tmp_path: Path) -> None:
@@ -82,10 +83,14 @@ def test_top_once_prints_one_plain_frame_naming_workloads_pools_and_bars(tmp_pat
     lines = text.splitlines()
     assert workload_row(text, "web") == ["web", "queued", "3", "3", "2", "ok"]
     assert workload_row(text, "batch") == ["batch", "queued", "3", "1", "0", "ok"]
-    # a pool's share against the contract's pool cap (T1: 15%), a group's against 30%
-    assert any("c4.xlarge.row-a.res" in line and "10%/15%" in line for line in lines)
+    # a reclaimable pool's share against the contract's pool cap (T1: 15%), a group's
+    # reclaimable share against 30%; a committed pool has no cap (issue 49: not "27%/15%!")
+    assert any("c4.xlarge.row-a.res" in line and "10% (committed: no cap)" in line
+               for line in lines)
+    assert not any("c4.xlarge.row-a.res" in line and "/15%" in line for line in lines)
     assert any("c4.large.row-b.spot" in line and "20%/15%!" in line for line in lines)
-    assert any("row-a" in line and "10%/30%" in line for line in lines)
+    assert any("batch" in line and "row-a" in line and "15%/30%" in line for line in lines)
+    assert not any("web" in line and "row-a" in line and "%/30%" in line for line in lines)
     assert any("sco-batch-0" in line and "building" in line for line in lines)  # in flight
     assert any("sco-web-2" in line and "draining" in line for line in lines)
 
@@ -113,7 +118,7 @@ def test_top_live_in_a_real_terminal(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, shown
             time.sleep(0.2)
         assert "web" in shown and "batch" in shown
-        assert "c4.xlarge.row-a.res" in shown and "█" in shown and "10%/15%" in shown
+        assert "c4.xlarge.row-a.res" in shown and "█" in shown and "20%/15%!" in shown
         with open_store(state) as store:  # one more Ready unit: the next frame shows it
             store.upsert_instance(InstanceRecord(
                 id="b0", name="sco-batch-0", region="sim-region", workload="batch",

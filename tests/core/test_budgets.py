@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scoctl.core.budgets import Allowance, active, allowed, next_window, select, window_end
 from scoctl.core.cron import parse_cron
 from scoctl.core.model.disruption import Budget, Rate, Units
-from scoctl.core.model.vocabulary import DisruptionReason
+from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason
 
 EMPTY, DRIFTED, EXPIRED = DisruptionReason.EMPTY, DisruptionReason.DRIFTED, DisruptionReason.EXPIRED
 NOTICED = DisruptionReason.NOTICED
@@ -128,7 +128,7 @@ def test_the_least_room_over_the_active_budgets_counting_the_reason() -> None:
     assert allowed(budgets, EXPIRED, registered=10, now=NOW, in_flight=[DRIFTED] * 4) == (
         Allowance(1, budgets[0], 0))
     assert allowed(budgets, DRIFTED, registered=10, now=NOW, in_flight=[]) == Allowance(
-        0, budgets[2], 2)
+        0, budgets[2], 2, by=BudgetLimit.UNITS)
     assert allowed((), EMPTY, registered=10, now=NOW, in_flight=[]) == Allowance(None)
 
 
@@ -137,7 +137,8 @@ def test_noticed_is_never_held_back_but_counts_against_budgets_naming_no_reason(
     assert allowed((Budget(Units.count(0)),), NOTICED, registered=5, now=NOW,
                    in_flight=[]) == Allowance(None)
     assert allowed((everything, empty_only), EMPTY, registered=5, now=NOW,
-                   in_flight=[NOTICED, NOTICED]) == Allowance(0, everything, 0)
+                   in_flight=[NOTICED, NOTICED]) == Allowance(0, everything, 0,
+                                                               by=BudgetLimit.UNITS)
     assert allowed((empty_only,), EMPTY, registered=5, now=NOW,
                    in_flight=[NOTICED, NOTICED]).units == 2
 
@@ -147,7 +148,8 @@ def test_a_budget_outside_its_window_does_not_limit() -> None:
     assert allowed((freeze,), DRIFTED, registered=10, now=utc(2026, 6, 1, 8, 59, 59),
                    in_flight=[]) == Allowance(None)
     assert allowed((freeze,), DRIFTED, registered=10, now=utc(2026, 6, 1, 9),
-                   in_flight=[]) == Allowance(0, freeze, 0, until=utc(2026, 6, 1, 10))
+                   in_flight=[]) == Allowance(0, freeze, 0, until=utc(2026, 6, 1, 10),
+                                              by=BudgetLimit.UNITS)
 
 
 def test_a_rate_caps_starts_within_the_sliding_window() -> None:
@@ -156,12 +158,14 @@ def test_a_rate_caps_starts_within_the_sliding_window() -> None:
               (NOW - timedelta(seconds=10), DRIFTED), (NOW - timedelta(seconds=5), EMPTY)]
     # 600 s ago is out of the window (now - per, now]; 599 s and 10 s ago are in it
     assert allowed((rated,), DRIFTED, registered=5, now=NOW, in_flight=[],
-                   starts=starts) == Allowance(0, rated, 0, until=NOW + timedelta(seconds=1))
+                   starts=starts) == Allowance(0, rated, 0, until=NOW + timedelta(seconds=1),
+                                               by=BudgetLimit.RATE)
     assert allowed((rated,), DRIFTED, registered=5, now=NOW + SECOND, in_flight=[],
                    starts=starts).units == 1
     # a block by units in flight is lifted by a disruption ending, not by time
     assert allowed((rated,), DRIFTED, registered=5, now=NOW, in_flight=[DRIFTED] * 10,
-                   starts=starts) == Allowance(0, rated, 0, until=None)
+                   starts=starts) == Allowance(0, rated, 0, until=None,
+                                               by=BudgetLimit.UNITS)
 
 
 def test_select_shares_a_budget_naming_no_reason_across_reasons() -> None:

@@ -416,6 +416,11 @@ def test_a_zone_spread_claim_deals_its_pods_and_its_limits_to_the_zones() -> Non
                             scores, {}, {})
     assert sum(u.units for u in limited.pools) <= 2 and limited.degraded
     assert any(r.startswith("LIMIT_REACHED: workloads[].limits.units") for r in limited.reasons)
+    # the limit is named as the config gives it (2), never as a zone's share of it (issue
+    # 49: "limits.units 0 (… zone az3's share …)")
+    reached = [r for r in limited.reasons if r.startswith("LIMIT_REACHED")]
+    assert all(r.startswith("LIMIT_REACHED: workloads[].limits.units 2 (") for r in reached)
+    assert not any("limits.units 0" in r or "limits.units 1 " in r for r in reached)
 
 
 def test_voluntary_disruption_skips_a_unit_running_a_pod_that_opts_out() -> None:

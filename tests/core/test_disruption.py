@@ -23,7 +23,7 @@ from scoctl.core.disruption import (
 )
 from scoctl.core.disruption import plan as plan_at
 from scoctl.core.model.disruption import Budget, Units
-from scoctl.core.model.vocabulary import DisruptionReason
+from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason
 from scoctl.core.timefmt import rfc3339
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -137,7 +137,7 @@ def test_a_budget_naming_reasons_counts_only_those() -> None:
     assert allowed("web", EMPTY, registered=10, in_flight=flying,
                    budgets=(drifted,)) == Allowance(None)
     assert allowed("web", DisruptionReason.DRIFTED, registered=10, in_flight=flying,
-                   budgets=(drifted,)) == Allowance(0, drifted, 0)
+                   budgets=(drifted,)) == Allowance(0, drifted, 0, by=BudgetLimit.UNITS)
     assert allowed("web", DisruptionReason.DRIFTED, registered=10,
                    in_flight=[make_disruption("y")], budgets=(drifted,)) == Allowance(1, drifted, 0)
 

@@ -128,6 +128,33 @@ def test_a_rate_counts_starts_recorded_on_deleted_instances_across_passes() -> N
     assert len(started(d)) == 1
 
 
+def test_disruption_blocked_is_told_again_when_the_rate_holds_instead_of_the_units() -> None:
+    budget = Budget(Units.count(1), frozenset({DisruptionReason.EMPTY}),
+                    rate=Rate(Units.count(1), 600.0))
+    rated = policy(budgets=(budget,))
+    snapshot = world(4, pods_per={}, target=0, idle=700)
+    d = decide(snapshot, rated, NOW)
+    assert len(started(d)) == 1
+    [first] = [e.detail for e in d.events if e.token == "DISRUPTION_BLOCKED"]
+    assert (first["budget"], first["by"]) == (0, "units") and "until" not in first
+    assert first["limit"] == "1 in flight reached"
+    # the unit it started is gone: one may be in flight again, but the rate (1 per 10m)
+    # holds the rest until that start leaves its window — a new block, told as such
+    after = apply(snapshot, d)
+    gone = {s for s, _ in started(d)}
+    after = replace(after, instances=tuple(replace(i, status="deleted") if i.id in gone else i
+                                           for i in after.instances),
+                    servers=tuple(x for x in after.servers if x.id not in gone))
+    d2 = decide(after, rated, NOW + timedelta(seconds=5))
+    assert started(d2) == []
+    [second] = [e.detail for e in d2.events if e.token == "DISRUPTION_BLOCKED"]
+    assert (second["budget"], second["by"], second["until"]) == (0, "rate", ago(-600))
+    assert second["limit"] == "rate 1 per 10m used up"
+    # and not again while it stays as it is
+    d3 = decide(apply(after, d2), rated, NOW + timedelta(seconds=10))
+    assert "DISRUPTION_BLOCKED" not in tokens(d3)
+
+
 def test_starts_of_reads_reason_and_time_per_workload() -> None:
     rows = [replace(make_instance("a"), disruption="expired", disruption_at=ago(10)),
             make_instance("b")]
@@ -168,8 +195,9 @@ def test_an_expired_unit_is_replaced_first_then_drained_once_the_replacement_is_
     assert units_of(snapshot.instances, ()) == {"web": {"p-spot": 1}}
     d = decide(snapshot, expiring, NOW + timedelta(seconds=30))
     assert d.scale_downs == () and "REPLACEMENT_READY" not in tokens(d)
-    # the replacement s02 turns up Ready: now the old unit is cordoned and drained
-    new = make_instance("s02", created=5)
+    # the replacement s02 (launched after the disruption started) turns up Ready: now the
+    # old unit is cordoned and drained
+    new = make_instance("s02", created=-5)
     snapshot = replace(snapshot, servers=(*snapshot.servers, make_server("s02")),
                        instances=(*snapshot.instances, new),
                        k8s_nodes=(*snapshot.k8s_nodes,
@@ -179,6 +207,56 @@ def test_an_expired_unit_is_replaced_first_then_drained_once_the_replacement_is_
     assert (ready.detail["old"], ready.detail["new"]) == ("s00", "s02")
     [down] = d.scale_downs
     assert (down.instance, down.reason) == ("s00", DisruptionReason.EXPIRED)
+
+
+def replacing_world(rows: dict[str, dict[str, Any]], targets: dict[str, int]) -> Snapshot:
+    """Ready units of web (and their servers and Nodes), each row's fields replaced."""
+    insts = tuple(replace(make_instance(sid, pool=f.get("pool", "p-spot")), **{
+        k: v for k, v in f.items() if k != "pool"}) for sid, f in rows.items())
+    nodes = tuple(replace(make_node(i.name, sid=i.id, pool=i.pool or ""), allocatable=ALLOC)
+                  for i in insts)
+    return snap(servers=tuple(make_server(i.id, pool=i.pool or "") for i in insts),
+                instances=insts, k8s_nodes=nodes, targets={"web": targets})
+
+
+def test_replacement_ready_names_the_unit_launched_for_it_not_an_older_one_of_another_pool(
+) -> None:
+    # s01 is an old unit of another pool that came back Ready a moment ago; s03 was launched
+    # after s00's disruption started: s03 is its replacement
+    snapshot = replacing_world({
+        "s00": {"disruption": "expired", "disruption_at": ago(100), "created": ago(9000)},
+        "s01": {"pool": "p-spot2", "created": ago(5000), "ready_at": ago(10)},
+        "s02": {"created": ago(5000)},
+        "s03": {"created": ago(50), "ready_at": ago(20)}}, {"p-spot": 2, "p-spot2": 1})
+    d = decide(snapshot, policy(), NOW)
+    [ready] = [e for e in d.events if e.token == "REPLACEMENT_READY"]
+    assert (ready.detail["old"], ready.detail["new"]) == ("s00", "s03")
+
+
+def test_a_replacement_is_never_credited_twice_across_passes() -> None:
+    # s00 retired at an earlier pass (draining) with s03 as its replacement; s04, disrupted
+    # just after it, leaves now on surplus: no unit was launched for it, none is named
+    snapshot = replacing_world({
+        "s00": {"status": "draining", "disruption": "expired", "disruption_at": ago(100)},
+        "s01": {"created": ago(5000)}, "s02": {"created": ago(5000)},
+        "s03": {"created": ago(50), "ready_at": ago(20)},
+        "s04": {"disruption": "expired", "disruption_at": ago(90), "created": ago(5000)}},
+        {"p-spot": 3})
+    d = decide(snapshot, policy(), NOW)
+    [ready] = [e for e in d.events if e.token == "REPLACEMENT_READY"]
+    assert (ready.detail["old"], ready.detail["new"]) == ("s04", None)
+
+
+def test_replacements_match_in_the_order_disruptions_started_own_pool_first() -> None:
+    def unit(sid: str, pool: str, created: float, since: float | None = None) -> InstanceRecord:
+        return replace(make_instance(sid, pool=pool, created=created),
+                       disruption="drifted" if since is not None else None,
+                       disruption_at=ago(since) if since is not None else None)
+
+    old = [unit("a", "p1", 9000, since=100), unit("b", "p2", 9000, since=100),
+           unit("c", "p1", 9000, since=10)]
+    fresh = [unit("n1", "p2", 80), unit("n2", "p1", 60), unit("n3", "p1", 5000)]
+    assert disruption.replacements(old, fresh) == {"a": "n2", "b": "n1", "c": None}
 
 
 # -- repair --------------------------------------------------------------------------------------

@@ -115,7 +115,8 @@ def test_replacement_order_is_empty_first_then_oldest_round_robin_across_pools()
 
 def test_the_first_replacement_is_a_canary_one_at_a_time_until_it_soaked() -> None:
     s = fleet(3)
-    d = decide(s, policy(soak=120.0), NOW)
+    # started before its replacement (launched 90 s before NOW, below) was launched
+    d = decide(s, policy(soak=120.0), NOW - timedelta(seconds=200))
     assert started(d) == [("s00", "drifted")]  # the oldest alone, though the budget allows 3
     assert fields(d, "s00")["disruption"] == "drifted" and d.scale_downs == ()
     s = apply(s, d)

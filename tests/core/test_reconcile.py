@@ -416,6 +416,18 @@ def test_orphans_are_reported_and_deleted_only_with_gc_after_grace() -> None:
     assert [x.server_id for x in d.deletions] == ["o"]
 
 
+def test_a_server_scoctl_just_deleted_is_not_an_orphan_while_nova_still_lists_it() -> None:
+    # Nova lists a deleted server as DELETED for a moment: the pass that sees it records
+    # INSTANCE_DELETED; the next one, its row deleted (no longer read), reports no orphan
+    going = make_server("a", status="DELETED")
+    first = decide(snap(servers=(going,), instances=(make_instance("a", status="deleting"),)),
+                   POLICY, NOW)
+    assert tokens(first) == ["INSTANCE_DELETED"]
+    after = decide(snap(servers=(going,)), replace(POLICY, gc_orphans=True, orphan_grace=0),
+                   NOW)
+    assert after.orphans == () and tokens(after) == [] and after.deletions == ()
+
+
 def test_a_known_workload_without_a_known_launch_is_an_orphan_whatever_its_age() -> None:
     # tagged for a workload scoctl knows, but no launch intent scoctl recorded: an orphan
     stray = make_server("s", workload="web", launch="l-ffffffffffff")

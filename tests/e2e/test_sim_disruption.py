@@ -219,13 +219,19 @@ def test_2_a_zero_window_in_berlin_holds_every_surplus_unit_until_it_closes(stor
             shrunk = min(shrunk, planned(status))
             windows += [e for e in status["disruption"] if e["allowed"] == 0]
             time.sleep(1.0)
-        assert not started_since(story, seen)
+        # none while the window is open (on a loaded host the events are read past its end)
+        assert not [e for e in started_since(story, seen)
+                    if datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) < closes]
         assert shrunk < len(held)  # the plan shrank: there was surplus to hold
         assert windows and all(
-            datetime.fromisoformat(e["next_window"].replace("Z", "+00:00")) == closes
+            datetime.fromisoformat(e["window_end"].replace("Z", "+00:00")) == closes
             for e in windows), windows
-        blocked = [e for e in story.events()[seen:] if e["token"] == "DISRUPTION_BLOCKED"]
-        assert blocked and all(e["detail"]["budget"] == 0 for e in blocked)
+        # while the window is open it holds them (once it closes, the second budget may:
+        # DISRUPTION_BLOCKED is told again when what holds a reason changes)
+        blocked = [e for e in story.events()[seen:] if e["token"] == "DISRUPTION_BLOCKED"
+                   and datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) < closes]
+        assert blocked and all(e["detail"]["budget"] == 0 for e in blocked), [
+            (e["ts"], e["detail"]) for e in blocked]
         status = converge(story, 6, timeout=120, below=len(held))
         started = started_since(story, seen)
     finally:

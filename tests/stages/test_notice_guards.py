@@ -122,7 +122,7 @@ class _RefusingBudget:
     def __init__(self) -> None:
         self.evictions = 0
 
-    def evict(self, namespace: str, name: str) -> bool:
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
         self.evictions += 1
         raise TemporaryError(f"Kubernetes API evict {namespace}/{name}: 429 budget")
 

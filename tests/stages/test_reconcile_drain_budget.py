@@ -42,9 +42,9 @@ class BudgetedPodBeforeDrain(KubernetesCluster):
         self.pdb = pdb
         self.outcomes: list[str] = []  # each eviction's: "evicted", or the refusal
 
-    def evict(self, namespace: str, name: str) -> bool:
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
         try:
-            done = super().evict(namespace, name)
+            done = super().evict(namespace, name, uid)
         except TemporaryError as exc:
             self.outcomes.append(f"{exc} (retry after {exc.delay})")
             raise

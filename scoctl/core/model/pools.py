@@ -40,6 +40,9 @@ class Limits:
 
     resources: Mapping[str, int] = field(default_factory=dict)
     units: int | None = None
+    # the workload's own limits when these are a share of them (a zone's of a spread, a
+    # part's of a claim): what a limit reached is named by
+    share_of: Limits | None = None
 
     def __bool__(self) -> bool:
         return bool(self.resources) or self.units is not None

@@ -86,6 +86,29 @@ class PauseScope(StrEnum):
     DISRUPTIONS = "disruptions"
 
 
+class BudgetLimit(StrEnum):
+    """What part of a disruption budget leaves no room: its `units` in flight,
+    or its start `rate`."""
+
+    UNITS = "units"
+    RATE = "rate"
+
+
+class EventLevel(StrEnum):
+    """An event's level, least severe first (`scoctl events --level` shows one and those
+    above it)."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    def at_least(self) -> tuple[str, ...]:
+        """This level and every more severe one."""
+        levels = list(EventLevel)
+        return tuple(level.value for level in levels[levels.index(self):])
+
+
 class PartSource(StrEnum):
     """What demand a claim part is (DESIGN §20, §22): some of the workload's pods (or jobs),
     or its capacity buffer's chunks."""

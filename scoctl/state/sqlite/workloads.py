@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import parse_rfc3339, rfc3339
@@ -120,13 +120,20 @@ class WorkloadTables(SqliteBase):
             return int(cursor.lastrowid or 0)
 
     def events(self, *, workload: str | None = None, since: str | None = None,
-               after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
-        """Events in order, filtered by workload, time (RFC 3339, inclusive) and id."""
+               after_id: int = 0, limit: int | None = None,
+               tokens: Sequence[str] | None = None,
+               levels: Sequence[str] | None = None) -> list[EventRecord]:
+        """Events in order, filtered by workload, time (RFC 3339, inclusive), id, token and
+        level (any of those given)."""
         where: list[str] = ["id > ?"]
         params: list[object] = [after_id]
         if workload:
             where.append("workload = ?")
             params.append(workload)
+        for column, values in (("token", tokens), ("level", levels)):
+            if values:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                params.extend(values)
         if since:
             where.append("ts >= ?")
             params.append(since)
