@@ -61,8 +61,8 @@ from typing import Any
 
 from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
 from scoctl.core.notice import parse_notice_time
+from scoctl.sim import agent_workloads, k8s_scheduler
 from scoctl.sim import k8s_controllers as controllers
-from scoctl.sim import k8s_scheduler
 from scoctl.sim.k8s_controllers import NODE_MONITOR_GRACE_S, PODGC_QUARANTINE_S
 
 log = logging.getLogger("scoctl.sim.agent")
@@ -791,6 +791,7 @@ class Agent:
         self.quarantine = float(settings.get("podgc_quarantine", PODGC_QUARANTINE_S))
         self.heard: dict[str, float] = {}  # node → when its kubelet last reported
         self.missing_since: dict[str, float] = {}  # PodGC: node → first seen missing
+        self.workloads = agent_workloads.Workloads(self.api)
 
     def step(self) -> None:
         """Read Nova and Kubernetes, then register/ready/remove nodes, reclaim, schedule pods
@@ -916,10 +917,7 @@ class Agent:
         nodes = self.api.objects("Node")
         if self._collect_orphans(pods, nodes, stamp):
             pods = self.api.objects("Pod")
-        fresh = missing_pods(self.api.objects("ReplicaSet"), pods, max(1, len(nodes)), stamp)
-        if fresh:
-            self.api.k8s("add", objects=fresh)
-            log.info("%d pods recreated by their ReplicaSets (evicted ones)", len(fresh))
+        if self.workloads.reconcile(pods, max(1, len(nodes)), stamp, missing_pods):
             pods = self.api.objects("Pod")
         result = k8s_scheduler.schedule_round(pods, nodes, self.api.objects("Namespace"))
         bindings = result.bindings
@@ -959,19 +957,8 @@ class Agent:
                      len({b.node for b in bindings}))
         if bindings or patched:
             pods = self.api.objects("Pod")
-        index = PodIndex(pods)
-        for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
-            for obj in self.api.objects(kind):
-                previous = obj.get("status") or {}
-                mine = index.candidates(obj)  # a subset holding every pod it owns
-                if compute is None:
-                    status = deployment_status(obj, mine, previous=previous, stamp=stamp)
-                else:
-                    status = compute(obj, mine)
-                if _comparable(status) != _comparable(previous):
-                    meta = obj["metadata"]
-                    self.api.k8s("patch", kind=kind, namespace=meta.get("namespace"),
-                                 name=meta["name"], patch={"status": status})
+        # ReplicaSet, Deployment and InferenceService status (agent_workloads)
+        self.workloads.report(pods, stamp, PodIndex(pods), replicaset_status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -96,6 +96,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from scoctl.core.syntax import split_top_level
 from scoctl.sim import k8s_controllers as controllers
+from scoctl.sim import k8s_gc, k8s_quota
+from scoctl.sim import k8s_workloads as workloads
 from scoctl.sim.k8s_auth import (
     ADMIN,
     PRIVILEGED_GROUP,
@@ -153,8 +155,8 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "Event", True),
     ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
-    ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
-    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, ("status", "scale")),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
@@ -806,6 +808,8 @@ class K8sEmulator:
         # a Terminating pod goes after its grace period times this (the kubelet's part)
         self.grace_scale = grace_scale
         self._terminating: dict[tuple[str, str], tuple[float, str]] = {}  # → (due, uid)
+        # owners deleted in the foreground, waiting for their dependents (k8s_gc)
+        self._foreground: set[tuple[ResourceType, str, str]] = set()
         self._reaper: threading.Thread | None = None
         # the disruption controller syncs a namespace's budgets this long after a change to
         # its pods, budgets or controllers (None: only when `sync_disruption` is called)
@@ -1012,6 +1016,12 @@ class K8sEmulator:
         rt = self._type(kind)
         with self._cond:
             return self._delete(rt, namespace or "", name, propagation)
+
+    def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> Obj:
+        """Delete a pod as a controller's DELETE does: gracefully (Terminating for its grace
+        period, or `grace` seconds), then the kubelet removes it."""
+        with self._cond:
+            return self._delete_pod(namespace, name, grace)
 
     def set_pod_unschedulable(self, namespace: str, name: str,
                               message: str = "0/1 nodes are available: 1 Insufficient cpu. "
@@ -1259,7 +1269,8 @@ class K8sEmulator:
         body["metadata"].pop("resourceVersion", None)
         return self._replace(rt, ns, name, body, expect_rv=expect)
 
-    def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None) -> Obj:
+    def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None, *,
+                finalize: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1267,6 +1278,10 @@ class K8sEmulator:
             raise _not_found(rt, name)
         if propagation is None:
             propagation = "Orphan" if rt.kind == "Job" else "Background"
+        if not finalize and k8s_gc.FOREGROUND in (current["metadata"].get("finalizers") or []):
+            return current  # already waiting for its dependents (k8s_gc)
+        if propagation == "Foreground" and rt.kind != "Pod" and not finalize:
+            return k8s_gc.start_foreground(self, rt, key[0], name)
         del state.objects[key]
         state.encoded.pop(key, None)
         if rt.kind == "Pod":
@@ -1282,24 +1297,8 @@ class K8sEmulator:
                 if other.namespaced:
                     for okey in [k for k in self._types[other].objects if k[0] == name]:
                         self._delete(other, okey[0], okey[1], "Background")
-        else:
-            for other in TYPES:
-                for okey, dep in list(self._types[other].objects.items()):
-                    refs = dep["metadata"].get("ownerReferences") or []
-                    if not any(r.get("uid") == uid for r in refs):
-                        continue
-                    if propagation in ("Background", "Foreground"):
-                        if okey in self._types[other].objects:
-                            self._delete(other, okey[0], okey[1], propagation)
-                    else:
-                        body = _clone(dep)
-                        kept = [r for r in refs if r.get("uid") != uid]
-                        if kept:
-                            body["metadata"]["ownerReferences"] = kept
-                        else:
-                            body["metadata"].pop("ownerReferences", None)
-                        body["metadata"].pop("resourceVersion", None)
-                        self._replace(other, okey[0], okey[1], body)
+        elif rt.kind != "Pod":  # the garbage collector (a pod owns nothing here)
+            k8s_gc.collect(self, str(uid), propagation)
         return final
 
     # -- the node lifecycle controller (call with self._cond held)
@@ -1395,6 +1394,9 @@ class K8sEmulator:
         with self._cond:
             while not self._stopping:
                 waits = [w for w in (self._reap(), self._disruption_tick()) if w is not None]
+                if self._foreground:
+                    k8s_gc.finish_foreground(self)
+                    waits.append(0.1)
                 self._cond.wait(min(max(min(waits), 0.0), 1.0) if waits else 1.0)
 
     # -- the disruption controller (call with self._cond held)
@@ -1860,6 +1862,83 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
         body.setdefault("status", {})
 
 
+def admit_pod(emu: K8sEmulator, ns: str, body: Mapping[str, Any]) -> None:
+    """ResourceQuota admission of a new pod (`k8s_quota.admission_error`): 403 Forbidden
+    ``pods "<name>" is forbidden: exceeded quota: …``. Call with ``emu._cond`` held."""
+    quotas = [q for (qns, _), q in emu._types[_BY_NAME["ResourceQuota"]].objects.items()
+              if qns == ns]
+    if not quotas:
+        return
+    pods = [p for (pns, _), p in emu._types[_BY_NAME["Pod"]].objects.items() if pns == ns]
+    meta = dict(body.get("metadata") or {})
+    meta["namespace"] = ns
+    error = k8s_quota.admission_error({**body, "metadata": meta}, quotas, pods)
+    if error is not None:
+        name = str(meta.get("name") or meta.get("generateName") or "")
+        raise StatusError(403, "Forbidden", f'pods "{name}" is forbidden: {error}',
+                          {"name": name, "kind": "pods"})
+
+
+def create_admitted(emu: K8sEmulator, obj: Mapping[str, Any]) -> Obj:
+    """Create an object as a controller's POST does: through quota admission (`admit_pod`),
+    into an existing namespace (404 otherwise)."""
+    rt = emu._type(str(obj.get("kind", "")))
+    body = _clone(obj)
+    ns = body.get("metadata", {}).get("namespace") or ("default" if rt.namespaced else "")
+    with emu._cond:
+        if rt.kind == "Pod":
+            admit_pod(emu, ns, body)
+        return emu._create(rt, ns if rt.namespaced else "", body)
+
+
+def serve_scale(emu: K8sEmulator, method: str, rt: ResourceType, ns: str, name: str,
+                body: Any, ctype: str) -> Obj:
+    """The ``scale`` subresource of Deployments and ReplicaSets
+    (pkg/registry/apps/deployment/storage/storage.go and replicaset/storage/storage.go
+    `ScaleREST` Get / Update, autoscaling/v1 Scale): GET reads ``spec.replicas``,
+    ``status.replicas`` and the selector; PUT or PATCH (merge, strategic or JSON patch of
+    the Scale) writes ``spec.replicas`` into the object (422 for a negative count, 409 when a
+    PUT's resourceVersion is stale)."""
+    with emu._cond:
+        current = emu._get(rt, ns, name)
+
+        def scale(obj: Mapping[str, Any]) -> Obj:
+            return workloads.scale_of(obj, workloads.selector_text(
+                (obj.get("spec") or {}).get("selector")))
+
+        if method == "GET":
+            return scale(current)
+        now = scale(current)
+        if method == "PUT":
+            wanted: Any = _object_body(body)
+            expect = wanted.get("metadata", {}).get("resourceVersion")
+        elif method == "PATCH":
+            try:
+                if ctype.startswith("application/json-patch+json"):
+                    wanted = json_patch(now, body if isinstance(body, list) else [])
+                elif ctype.startswith("application/strategic-merge-patch+json"):
+                    wanted = strategic_merge_patch(now, body)
+                else:
+                    wanted = merge_patch(now, body)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise StatusError(422, "Invalid", f"the server rejected our request due to "
+                                                  f"an error in our request: {exc}") from exc
+            expect = None
+        else:
+            raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on scale")
+        try:
+            replicas = workloads.scaled_replicas(wanted)
+        except ValueError as exc:
+            raise StatusError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {exc}',
+                              {"name": name, "group": "autoscaling", "kind": "Scale"}
+                              ) from exc
+        body_out = _clone(current)
+        body_out["spec"]["replicas"] = replicas
+        body_out["metadata"].pop("resourceVersion", None)
+        stored = emu._replace(rt, ns, name, body_out, expect_rv=expect)
+        return scale(stored)
+
+
 def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
     """Judge an eviction as the eviction subresource does, from the status the disruption
     controller wrote into the pod's PodDisruptionBudget (`controllers.judge_eviction`): refuse
@@ -2068,6 +2147,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                          "does not match the namespace sent on "
                                                          "the request")
                 with emu._cond:
+                    if rt.kind == "Pod":
+                        admit_pod(emu, ns or "", body)
                     created = emu._create(rt, ns or "", body)
                 self._send(201, created)
                 return
@@ -2083,6 +2164,10 @@ class _Handler(BaseHTTPRequestHandler):
                                 evicted=True)
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201})
+            return
+        if sub == "scale":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            self._send(200, serve_scale(emu, method, rt, ns or "", name, body, ctype))
             return
         if method == "GET":
             with emu._cond:
@@ -2211,6 +2296,8 @@ def _resource_list(group: str, version: str, served: Sequence[ResourceType]) -> 
                               t.namespaced, "kind": "Eviction" if sub == "eviction" else t.kind,
                               "verbs": ["create"] if sub == "eviction" else ["get", "patch",
                                                                              "update"]})
+            if sub == "scale":  # autoscaling/v1 Scale, as the apiserver lists it
+                resources[-1].update(kind="Scale", group="autoscaling", version="v1")
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
             "resources": resources}
@@ -2238,6 +2325,9 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
     handlers: dict[str, Callable[[], Any]] = {
         "apply": lambda: {"applied": [_ref(emu.apply(o)) for o in args.get("objects", [])]},
         "add": lambda: {"added": [_ref(emu.add(o)) for o in args.get("objects", [])]},
+        # a controller's own writes through the API: admission, graceful pod deletion
+        "create": lambda: _ref(create_admitted(emu, dict(args["object"]))),
+        "delete-pod": lambda: _ref(emu.delete_pod(args["namespace"], args["name"])),
         "delete": lambda: _ref(emu.delete(args["kind"], args.get("namespace"), args["name"],
                                           args.get("propagation"))),
         "patch": lambda: _ref(emu.update(args["kind"], args.get("namespace"), args["name"],
