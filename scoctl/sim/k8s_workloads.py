@@ -562,7 +562,9 @@ def predictor_deployment(isvc: Mapping[str, Any]) -> Obj:
     container = {"name": "kserve-container",
                  "image": str(model.get("runtime") or "kserve/huggingfaceserver:latest"),
                  "resources": copy.deepcopy(dict(model.get("resources") or {}))}
-    labels = {ISVC_LABEL: name, COMPONENT_LABEL: "predictor", "app": f"isvc.{name}-predictor"}
+    # the InferenceService's own labels go onto the component and its pods (utils.Union)
+    labels = {**dict(meta.get("labels") or {}), ISVC_LABEL: name,
+              COMPONENT_LABEL: "predictor", "app": f"isvc.{name}-predictor"}
     pod_spec: Obj = {"containers": [container]}
     for key in ("tolerations", "nodeSelector", "affinity"):
         if predictor.get(key):
@@ -572,7 +574,7 @@ def predictor_deployment(isvc: Mapping[str, Any]) -> Obj:
         DEPLOYMENT_MODE, "RawDeployment"))}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": f"{name}-predictor", "namespace": meta.get("namespace"),
-                         "labels": {**dict(meta.get("labels") or {}), **labels},
+                         "labels": dict(labels),
                          "annotations": annotations,
                          "ownerReferences": [{"apiVersion": "serving.kserve.io/v1beta1",
                                               "kind": "InferenceService", "name": name,
