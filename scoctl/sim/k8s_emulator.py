@@ -1,7 +1,11 @@
 """A small Kubernetes API server on 127.0.0.1 for tests, CI dry-runs and `scoctl sim`.
 
-It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
-API scoctl uses, with the semantics scoctl's logic depends on:
+It serves the real `kubernetes` client and kubectl (through a kubeconfig that points at it) the
+parts of the API scoctl uses, with the semantics scoctl's logic depends on:
+
+* HTTPS by default, with a CA of its own (`scoctl.sim.k8s_tls`) that every kubeconfig it writes
+  carries as ``certificate-authority-data`` (client-go sends no credentials to a plain
+  ``http://`` server); plain HTTP only on request (``tls=False``, ``--plain-http``);
 
 * core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas,
   persistentvolumeclaims, persistentvolumes (stored as given), events,
@@ -64,10 +68,11 @@ Test-side API: `K8sEmulator.add`/`apply`/`update`/`delete`/`get`/`objects`, `set
 schema-valid objects.
 
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
-writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
-under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, ``POST
-/_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch`` runs several in one
-request: `_batch`); ``--crd NAME`` installs a CRD at start.
+writes ``{"url": …, "pid": …, "ca": <PEM or null>}`` to F once it listens (``--tls-dir D``
+keeps the CA and certificate in D, made there by the first start); the same test-side API is
+reachable as JSON under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST
+/_sim/compact``, ``POST /_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch``
+runs several in one request: `_batch`); ``--crd NAME`` installs a CRD at start.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -91,6 +97,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -109,6 +116,9 @@ from scoctl.sim.k8s_auth import (
     policy_of,
     request_attributes,
 )
+from scoctl.sim.k8s_tls import LOOPBACK_NAMES, TlsMaterial
+from scoctl.sim.k8s_tls import generate as generate_tls
+from scoctl.sim.k8s_tls import loopback as loopback_tls
 
 Obj = dict[str, Any]
 
@@ -760,6 +770,7 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 SCOCTL_TOKEN = "scoctl-sim"
 ADMIN_TOKEN = "scoctl-sim-admin"
 DEFAULT_TOKENS: Mapping[str, User] = {SCOCTL_TOKEN: SCOCTL, ADMIN_TOKEN: ADMIN}
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 
 class K8sEmulator:
@@ -769,11 +780,16 @@ class K8sEmulator:
                  tokens: Mapping[str, User] | None = None, grace_scale: float = 1.0,
                  initial_rv: int | None = None,
                  disruption_delay: float | None = DISRUPTION_DELAY_S,
-                 crds: Iterable[str] = DEFAULT_CRDS) -> None:
+                 crds: Iterable[str] = DEFAULT_CRDS,
+                 tls: TlsMaterial | bool = True) -> None:
         if grace_scale <= 0:
             raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
         self._port = port
+        # HTTPS (the default) with this CA + certificate; None: plain HTTP, on request only
+        self.tls: TlsMaterial | None = (
+            (loopback_tls() if host in LOOPBACK_NAMES else generate_tls((host,)))
+            if tls is True else tls or None)
         # bearer token → user (a static token file); requests without one of them get 401
         self.tokens: dict[str, User] = dict(tokens if tokens is not None else DEFAULT_TOKENS)
         # (user, verb, group, resource[/sub], namespace) of every request authorized by RBAC
@@ -830,9 +846,25 @@ class K8sEmulator:
             self.compact()
         self._served = True
 
+        context = self.tls.server_context() if self.tls is not None else None
+
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def get_request(self) -> tuple[Any, Any]:
+                sock, addr = super().get_request()
+                if context is None:
+                    return sock, addr
+                # the handshake runs in the connection's own thread (`_Handler.setup`), so
+                # that a slow or silent client does not hold the accept loop
+                return context.wrap_socket(sock, server_side=True,
+                                           do_handshake_on_connect=False), addr
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if isinstance(sys.exc_info()[1], OSError):  # ssl.SSLError, a reset: no bug
+                    return
+                super().handle_error(request, client_address)
 
         class Handler(_Handler):
             pass
@@ -884,8 +916,18 @@ class K8sEmulator:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://{self._host}:{self.port}"
+        """``https://127.0.0.1:<port>`` (``http://`` when started without TLS)."""
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self._host}:{self.port}"
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA (PEM) the server certificate is signed by; None without TLS."""
+        return self.tls.ca_pem if self.tls is not None else None
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """An SSL context trusting this emulator's CA (for urllib/httpx); None without TLS."""
+        return self.tls.client_context() if self.tls is not None else None
 
     def kubeconfig(self, context: str = "scoctl-sim", namespace: str = "default", *,
                    user: User = SCOCTL) -> str:
@@ -894,9 +936,12 @@ class K8sEmulator:
         token = next((t for t, u in self.tokens.items() if u == user), None)
         if token is None:
             raise KeyError(f"the emulator has no token for {user.name!r}")
+        cluster: Obj = {"server": self.url}
+        if self.tls is not None:
+            cluster["certificate-authority-data"] = self.tls.ca_data
         return json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context,
                                                        "namespace": namespace}}],
@@ -1901,8 +1946,20 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            # a client that does not trust the CA, or speaks plain HTTP, fails here: the
+            # server drops the connection quietly (`handle_error`)
+            self.request.settimeout(HANDSHAKE_TIMEOUT_S)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         self.emulator._conns.add(self.connection)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ssl.SSLError:
+            self.close_connection = True
 
     def finish(self) -> None:
         try:
@@ -1995,7 +2052,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"kind": "APIVersions", "versions": ["v1"],
                              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                                                              "serverAddress": self.emulator.url
-                                                             .removeprefix("http://")}]})
+                                                             .split("://", 1)[1]}]})
             return
         served = self.emulator.served_types()
         if segs == ["apis"]:
@@ -2139,9 +2196,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise StatusError(405, "MethodNotAllowed", f"{method} is not supported")
 
     def _peer_closed(self) -> bool:
+        tls = isinstance(self.connection, ssl.SSLSocket)
         try:
-            data: bytes = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            return data == b""
+            # under TLS the raw socket is peeked: a client sends nothing while a watch streams
+            # (HTTP/1.1, no pipelining), so any bytes there are its close_notify
+            data: bytes = socket.socket.recv(self.connection, 1,
+                                             socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return data == b"" or tls
         except BlockingIOError:
             return False
         except OSError:
@@ -2655,6 +2716,18 @@ def seed(emu: K8sEmulator, data: Mapping[str, Any]) -> None:
         emu.apply(obj)
 
 
+def tls_in(directory: Path, host: str = "127.0.0.1") -> TlsMaterial:
+    """The CA + server certificate kept in `directory` (``k8s-ca.crt``, ``k8s-tls.crt``,
+    ``k8s-tls.key``), made there first when any is missing: a restarted emulator serves the
+    certificate the kubeconfigs already trust."""
+    paths = (directory / "k8s-ca.crt", directory / "k8s-tls.crt", directory / "k8s-tls.key")
+    if all(p.is_file() for p in paths):
+        return TlsMaterial.read(*paths)
+    material = generate_tls((host,))
+    material.write(directory)
+    return material
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; write ``{"url", "pid"}`` to --ready-file once listening."""
     parser = argparse.ArgumentParser(prog="python -m scoctl.sim.k8s_emulator",
@@ -2670,6 +2743,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "built-in test tokens)")
     parser.add_argument("--grace-scale", type=float, default=1.0,
                         help="a Terminating pod goes after its grace period times this (> 0)")
+    parser.add_argument("--plain-http", action="store_true",
+                        help="serve plain HTTP instead of HTTPS (kubectl sends no token to an "
+                             "http:// server)")
+    parser.add_argument("--tls-dir",
+                        help="serve the certificate in DIR/k8s-tls.crt + DIR/k8s-tls.key signed "
+                             "by DIR/k8s-ca.crt, made there first when absent (default: a new "
+                             "CA for this process, its PEM in the ready file's \"ca\")")
     parser.add_argument("--crd", action="append", default=[], choices=sorted(CRDS),
                         help="install this CustomResourceDefinition too (repeatable; "
                              f"{', '.join(DEFAULT_CRDS)} always is)")
@@ -2679,8 +2759,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.tokens_file, encoding="utf-8") as fh:
             tokens = {str(t): User(str(u["user"]), tuple(str(g) for g in u.get("groups", ())))
                       for t, u in json.load(fh).items()}
+    tls: TlsMaterial | bool = not args.plain_http
+    if tls and args.tls_dir:
+        tls = tls_in(Path(args.tls_dir), args.host)
     emu = K8sEmulator(args.host, args.port, tokens=tokens, grace_scale=args.grace_scale,
-                      crds=(*DEFAULT_CRDS, *args.crd))
+                      crds=(*DEFAULT_CRDS, *args.crd), tls=tls)
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
             seed(emu, json.load(fh))
@@ -2695,7 +2778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ready_file:
         tmp = f"{args.ready_file}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"url": emu.url, "pid": os.getpid()}, fh)
+            json.dump({"url": emu.url, "pid": os.getpid(),
+                       "ca": emu.ca_pem.decode("ascii") if emu.ca_pem else None}, fh)
         os.replace(tmp, args.ready_file)
     print(emu.url, flush=True)
     while not done.wait(0.5):
