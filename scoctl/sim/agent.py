@@ -51,6 +51,7 @@ import os
 import random
 import re
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -617,10 +618,15 @@ def due_reclaims(servers: Sequence[Mapping[str, Any]],
 class SimApi:
     """The emulators' control APIs (``/_sim/``) over httpx."""
 
-    def __init__(self, k8s_url: str, nova_url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, k8s_url: str, nova_url: str, *, timeout: float = 10.0,
+                 k8s_ca: str | ssl.SSLContext | None = None) -> None:
+        """`k8s_ca`: the CA file (PEM), or a client context trusting it, the Kubernetes
+        emulator's HTTPS certificate is signed by (the system's trust store when None)."""
         import httpx
 
-        self._k8s = httpx.Client(base_url=k8s_url.rstrip("/"), timeout=timeout)
+        verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=k8s_ca)
+                                         if isinstance(k8s_ca, str) else k8s_ca or True)
+        self._k8s = httpx.Client(base_url=k8s_url.rstrip("/"), timeout=timeout, verify=verify)
         nova_root = nova_url.rstrip("/").removesuffix("/v2.1")
         self._nova = httpx.Client(base_url=nova_root, timeout=timeout)
 
@@ -770,7 +776,8 @@ class Agent:
     def __init__(self, settings: Mapping[str, Any], api: SimApi | None = None,
                  clock: Any = time.monotonic) -> None:
         self.settings = settings
-        self.api = api or SimApi(str(settings["k8s_url"]), str(settings["nova_url"]))
+        self.api = api or SimApi(str(settings["k8s_url"]), str(settings["nova_url"]),
+                                 k8s_ca=settings.get("k8s_ca_file"))
         self.clock = clock
         self.shapes: dict[str, Mapping[str, Mapping[str, str]]] = dict(settings.get("flavors")
                                                                        or {})
