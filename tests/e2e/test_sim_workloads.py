@@ -41,7 +41,8 @@ class Region:
         self.k8s = K8sEmulator(grace_scale=0.01).start()
         self.nova = NovaEmulator().start()
         self.worker = agent.Agent({"k8s_url": self.k8s.url, "nova_url": self.nova.url},
-                                  agent.SimApi(self.k8s.url, self.nova.url))
+                                  agent.SimApi(self.k8s.url, self.nova.url,
+                                               k8s_ca=self.k8s.client_context()))
         path = tmp_path / "kubeconfig"
         path.write_text(self.k8s.kubeconfig(user=ADMIN), encoding="utf-8")
         api = config.new_client_from_config(str(path))
