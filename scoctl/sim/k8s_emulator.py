@@ -106,6 +106,8 @@ from scoctl.core.syntax import split_top_level
 from scoctl.sim import k8s_controllers as controllers
 from scoctl.sim import k8s_discovery as discovery
 from scoctl.sim import k8s_gc, k8s_protobuf, k8s_quota
+from scoctl.sim import k8s_openapi as openapi
+from scoctl.sim import k8s_tables as tables
 from scoctl.sim import k8s_workloads as workloads
 from scoctl.sim.k8s_auth import (
     ADMIN,
@@ -122,6 +124,7 @@ from scoctl.sim.k8s_auth import (
     policy_of,
     request_attributes,
 )
+from scoctl.sim.k8s_fields import check_fields
 from scoctl.sim.k8s_rbac_bootstrap import bootstrap_objects
 from scoctl.sim.k8s_tls import LOOPBACK_NAMES, TlsMaterial
 from scoctl.sim.k8s_tls import generate as generate_tls
@@ -1203,7 +1206,8 @@ class K8sEmulator:
             del state.history_rvs[:drop]
         self._cond.notify_all()
 
-    def _create(self, rt: ResourceType, ns: str, body: Obj, *, validate_obj: bool = True) -> Obj:
+    def _create(self, rt: ResourceType, ns: str, body: Obj, *, validate_obj: bool = True,
+                dry_run: bool = False) -> Obj:
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             self._gen_counter += 1
@@ -1240,6 +1244,10 @@ class K8sEmulator:
             body["status"] = {}
         meta.pop("deletionTimestamp", None)
         _defaults(rt, body)
+        if dry_run:  # registry/generic/registry/dryrun.go `Create`: checked, not stored
+            meta.pop("resourceVersion", None)
+            self._rv -= 1
+            return body
         state.objects[key] = body
         state.sorted_keys = None
         self._record(rt, "ADDED", body, None)
@@ -1249,7 +1257,7 @@ class K8sEmulator:
 
     def _replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
                  *, expect_rv: str | None = None, terminating: bool = False,
-                 controller: bool = False) -> Obj:
+                 controller: bool = False, dry_run: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1283,6 +1291,9 @@ class K8sEmulator:
             meta["generation"] = int(cmeta["generation"]) + (1 if spec_changed else 0)
         validate(rt, body)
         _defaults(rt, body)
+        if dry_run:  # dryrun.go `GuaranteedUpdate`: the result, the stored object unchanged
+            meta["resourceVersion"] = cmeta.get("resourceVersion")
+            return body
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         state.objects[key] = body
@@ -1292,7 +1303,7 @@ class K8sEmulator:
         return body
 
     def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str,
-               sub: str | None = None) -> Obj:
+               sub: str | None = None, *, dry_run: bool = False) -> Obj:
         current = self._get(rt, ns, name)
         try:
             if content_type.startswith("application/json-patch+json"):
@@ -1326,7 +1337,7 @@ class K8sEmulator:
         body = prepare_update(rt, current, body, sub)
         body.setdefault("metadata", {})
         body["metadata"].pop("resourceVersion", None)
-        return self._replace(rt, ns, name, body, expect_rv=expect)
+        return self._replace(rt, ns, name, body, expect_rv=expect, dry_run=dry_run)
 
     def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None, *,
                 finalize: bool = False) -> Obj:
@@ -2046,6 +2057,7 @@ class _Handler(BaseHTTPRequestHandler):
     emulator: K8sEmulator
     server_version = "scoctl-k8s-emulator"
     _user: User | None = None  # who the request being served is (after `_authorize`)
+    _warnings: list[str]  # Warning headers of the answer (fieldValidation=Warn)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         return
@@ -2097,6 +2109,8 @@ class _Handler(BaseHTTPRequestHandler):
                    content_type: str = "application/json") -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        for warning in self._warnings:  # RFC 7234 warn-code 299, as the apiserver sends them
+            self.send_header("Warning", f'299 - "{warning}"')
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -2154,6 +2168,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise StatusError(400, "BadRequest", f"invalid JSON body: {exc}") from exc
 
     def _dispatch(self, method: str) -> None:
+        self._warnings = []
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -2187,6 +2202,20 @@ class _Handler(BaseHTTPRequestHandler):
         segs = [s for s in path.split("/") if s]
         if path == "/version":
             self._send(200, _VERSION)
+            return
+        if segs[:2] == ["openapi", "v3"]:
+            served_now = self.emulator.served_types()
+            if len(segs) == 2:
+                self._send(200, openapi.root(served_now))
+                return
+            gv = segs[2:]
+            group, version = (("", gv[1]) if gv[0] == "api" and len(gv) == 2 else
+                              (gv[1], gv[2]) if gv[0] == "apis" and len(gv) == 3 else ("", ""))
+            doc = openapi.document(group, version, served_now) if version else None
+            if doc is None:
+                raise StatusError(404, "NotFound", "the server could not find the requested "
+                                                   "resource")
+            self._send(200, doc)
             return
         if segs and segs[0] in ("healthz", "livez", "readyz"):
             # healthz.go `InstallHandler`/`handleRootHealth`: "ok" as text (every check passes)
@@ -2250,6 +2279,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _resource(self, method: str, rt: ResourceType, ns: str | None, name: str | None,
                   sub: str | None, query: Mapping[str, str], body: Any) -> None:
         emu = self.emulator
+        dry = dry_run(query, method)
+        if isinstance(body, dict) and method in ("POST", "PUT") and sub != "eviction":
+            refused = check_fields(rt, body, query.get("fieldValidation"), self._warnings)
+            if refused:
+                raise StatusError(400, "BadRequest", refused)
         if name is None:
             if method == "GET":
                 flt = _Filter(ns if rt.namespaced else None,
@@ -2263,6 +2297,10 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 limit = _number(query, "limit") or None
                 page = emu._list(rt, flt, limit, query.get("continue") or None)
+                if tables.wants_table(self.headers.get("Accept"), rt.kind):
+                    self._send(200, tables.table(rt.kind, page["items"], page["metadata"],
+                                                 query.get("includeObject")))
+                    return
                 self._send_data(200, emu._list_json(rt, page))
                 return
             if method == "POST":
@@ -2278,7 +2316,7 @@ class _Handler(BaseHTTPRequestHandler):
                 with emu._cond:
                     if rt.kind == "Pod":
                         admit_pod(emu, ns or "", body)
-                    created = emu._create(rt, ns or "", body)
+                    created = emu._create(rt, ns or "", body, dry_run=dry)
                 self._send(201, created)
                 return
             raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on the "
@@ -2301,6 +2339,10 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET":
             with emu._cond:
                 obj = emu._get(rt, ns or "", name)
+            if sub is None and tables.wants_table(self.headers.get("Accept"), rt.kind):
+                self._send(200, tables.table(rt.kind, [obj], {"resourceVersion": obj[
+                    "metadata"].get("resourceVersion", "")}, query.get("includeObject")))
+                return
             self._send(200, obj)
         elif method == "PUT":
             body = _object_body(body)
@@ -2309,12 +2351,12 @@ class _Handler(BaseHTTPRequestHandler):
                 current = emu._get(rt, ns or "", name)
                 obj = emu._replace(rt, ns or "", name,
                                    prepare_update(rt, current, _clone(body), sub),
-                                   expect_rv=expect)
+                                   expect_rv=expect, dry_run=dry)
             self._send(200, obj)
         elif method == "PATCH":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             with emu._cond:
-                obj = emu._patch(rt, ns or "", name, body, ctype, sub)
+                obj = emu._patch(rt, ns or "", name, body, ctype, sub, dry_run=dry)
             self._send(200, obj)
         elif method == "DELETE":
             propagation = query.get("propagationPolicy")
@@ -2335,7 +2377,10 @@ class _Handler(BaseHTTPRequestHandler):
                                 f"in precondition: {want}, {field_name} in object meta: "
                                 f"{cmeta.get(field_name)}",
                                 {"name": name, "group": rt.group, "kind": rt.plural})
-                if rt.kind == "Pod":
+                if dry or (isinstance(body, dict) and "All" in (body.get("dryRun") or [])):
+                    # dryrun.go `Delete`: the preconditions checked, nothing deleted
+                    final = emu._get(rt, ns or "", name)
+                elif rt.kind == "Pod":
                     grace = query.get("gracePeriodSeconds")
                     if isinstance(body, dict) and body.get("gracePeriodSeconds") is not None:
                         grace = body["gracePeriodSeconds"]
@@ -2391,6 +2436,18 @@ _VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scoctl-sim",
             "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc",
             "platform": "linux/amd64"}
+
+
+def dry_run(query: Mapping[str, str], method: str) -> bool:
+    """The ``dryRun`` query parameter (handlers/rest.go `dryRun` + validation
+    `ValidateDryRun`): ``All`` or absent; anything else is 400."""
+    value = query.get("dryRun")
+    if value is None or value == "":
+        return False
+    if value != "All":
+        raise StatusError(400, "BadRequest", f'Invalid dry run value: supported values: "All", '
+                                             f'got "{value}"')
+    return method in ("POST", "PUT", "PATCH", "DELETE")
 
 
 def review_answer(emu: K8sEmulator, review: discovery.Review, user: User | None,

@@ -116,6 +116,7 @@ def test_health_and_version_need_no_token_but_the_api_does(k8s_emulator: K8sEmul
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{k8s_emulator.url}/api/v1/pods", timeout=10, context=tls)
     assert refused.value.code == 401
+    refused.value.close()
 
 
 def test_bootstrap_rbac_roles_are_served(kubectl_admin: Kubectl) -> None:
@@ -217,3 +218,105 @@ def test_a_chunked_request_body_is_read(k8s_emulator: K8sEmulator) -> None:
                    {"Content-Type": "application/json"}, chunked=True)
     assert code == 200
     assert k8s_emulator.objects("Pod") == []
+
+
+POD_YAML = """apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+spec:
+  containers:
+  - name: main
+    image: registry.local/app:1
+    resources:
+      requests:
+        cpu: "{cpu}"
+{extra}"""
+
+
+def test_kubectl_get_pods_and_nodes_prints_upstreams_table_columns(
+        k8s_emulator: K8sEmulator, kubectl_admin: Kubectl) -> None:
+    """pkg/printers/internalversion/printers.go `printPod` (NAME READY STATUS RESTARTS AGE;
+    Terminating once deleted) and `printNode` (NAME STATUS ROLES AGE VERSION; NotReady,
+    SchedulingDisabled), served as meta.k8s.io/v1 Tables that kubectl prints as they come."""
+    k8s_emulator.add(ke.make_node("n1"))
+    k8s_emulator.add(ke.make_node("n2"))
+    k8s_emulator.set_node_ready("n2", False)
+    k8s_emulator.update("Node", None, "n1", lambda n: n["spec"].update(unschedulable=True))
+    k8s_emulator.add(ke.make_pod("pending", "default", unschedulable="0/2 nodes are available"))
+    k8s_emulator.add(ke.make_pod("running", "default"))
+    k8s_emulator.bind_pod("default", "running", "n1")
+    k8s_emulator.update("Pod", "default", "running", lambda p: p["status"].update(
+        containerStatuses=[{"name": "main", "image": "registry.local/app:1", "imageID": "",
+                            "ready": True, "restartCount": 2, "started": True,
+                            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]))
+    nodes = kubectl_admin.out("get", "nodes").splitlines()
+    assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert nodes[1].split()[:3] == ["n1", "Ready,SchedulingDisabled", "<none>"]
+    assert nodes[2].split()[:2] == ["n2", "NotReady"]
+    pods = kubectl_admin.out("get", "pods").splitlines()
+    assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert [p.split()[:4] for p in pods[1:]] == [["pending", "0/1", "Pending", "0"],
+                                                 ["running", "1/1", "Running", "2"]]
+    kubectl_admin.out("delete", "pod", "running", "--wait=false")
+    assert kubectl_admin.out("get", "pod", "running").splitlines()[1].split()[2] == "Terminating"
+    wide = kubectl_admin.out("get", "pods", "-o", "wide").splitlines()[0].split()
+    assert wide[5:7] == ["IP", "NODE"]
+
+
+def test_kubectl_apply_validates_on_the_server_and_dry_run_persists_nothing(
+        k8s_emulator: K8sEmulator, kubectl_admin: Kubectl) -> None:
+    """kubectl apply (no --validate=false) finds ``fieldValidation`` on the PATCH operation
+    of the OpenAPI v3 document (kubectl cmd/util `QueryParamVerifierV3`) and sends
+    ``fieldValidation=Strict``: an undeclared field is 400 "strict decoding error: unknown
+    field" (KEP-2885); ``cpu: lots`` fails quantity.go `ParseQuantity` at decoding (400);
+    ``--dry-run=server`` (``dryRun=All``, registry/generic/registry/dryrun.go) answers as a
+    write would and stores nothing, for create, patch and delete."""
+    done = kubectl_admin.run("apply", "--dry-run=server", "-f", "-",
+                             stdin=POD_YAML.format(cpu="1", extra=""))
+    assert done.stdout == "pod/web created (server dry run)\n"
+    assert k8s_emulator.objects("Pod") == []
+    assert kubectl_admin.out("apply", "-f", "-", stdin=POD_YAML.format(
+        cpu="1", extra="")) == "pod/web created\n"
+    rv = k8s_emulator.get("Pod", "default", "web")["metadata"]["resourceVersion"]
+    kubectl_admin.out("apply", "--dry-run=server", "-f", "-", stdin=POD_YAML.format(
+        cpu="1", extra="  nodeSelector:\n    zone: a\n"))
+    kubectl_admin.out("label", "pod", "web", "tier=gpu", "--dry-run=server")
+    kubectl_admin.out("delete", "pod", "web", "--dry-run=server")
+    stored = k8s_emulator.get("Pod", "default", "web")
+    assert stored["metadata"]["resourceVersion"] == rv and "nodeSelector" not in stored["spec"]
+    assert "tier" not in stored["metadata"].get("labels", {})
+    typo = kubectl_admin.run("apply", "-f", "-", check=False, stdin=POD_YAML.format(
+        cpu="1", extra="  nodeSelectr:\n    zone: a\n").replace("name: web", "name: typo"))
+    assert typo.returncode == 1
+    assert 'strict decoding error: unknown field "spec.nodeSelectr"' in typo.stderr
+    lots = kubectl_admin.run("apply", "-f", "-", check=False, stdin=POD_YAML.format(
+        cpu="lots", extra="").replace("name: web", "name: lots"))
+    assert lots.returncode == 1 and "quantities must match the regular expression" in lots.stderr
+    assert [p["metadata"]["name"] for p in k8s_emulator.objects("Pod")] == ["web"]
+
+
+def test_field_validation_warn_answers_warning_headers(k8s_emulator: K8sEmulator) -> None:
+    """handlers/rest.go: ``fieldValidation=Warn`` stores the object and answers each unknown
+    field as a ``Warning: 299 - "unknown field \\"…\\""`` header; ``Ignore`` drops them; an
+    unsupported mode is 400."""
+    pod = ke.make_pod("w", "default")
+    pod["spec"]["bogus"] = 1
+    body = json.dumps(pod).encode()
+    conn = http.client.HTTPSConnection("127.0.0.1", k8s_emulator.port, timeout=10,
+                                       context=k8s_emulator.client_context())
+    try:
+        conn.request("POST", "/api/v1/namespaces/default/pods?fieldValidation=Warn", body=body,
+                     headers={"Authorization": f"Bearer {ke.ADMIN_TOKEN}",
+                              "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 201
+        assert resp.getheader("Warning") == '299 - "unknown field \\"spec.bogus\\""'
+    finally:
+        conn.close()
+    code, status = _raw(k8s_emulator, "POST",
+                        "/api/v1/namespaces/default/pods?fieldValidation=Loose", body,
+                        {"Content-Type": "application/json"})
+    assert (code, status["reason"]) == (400, "BadRequest")
