@@ -1636,8 +1636,12 @@ class K8sEmulator:
         return f'{{"items":[{",".join(self._encoded(rt, items))}]}}'.encode()
 
     def _watch(self, rt: ResourceType, flt: _Filter, rv_param: str, timeout: float | None,
-               bookmarks: bool) -> Iterator[Obj | None]:
-        """Yield watch events (dicts); None is an idle tick so the writer can notice closes."""
+               bookmarks: bool, *, initial_end: bool = False) -> Iterator[Obj | None]:
+        """Yield watch events (dicts); None is an idle tick so the writer can notice closes.
+        `initial_end` (``sendInitialEvents=true``, the WatchList client of kubectl ≥ 1.32):
+        after the initial ADDED events, a BOOKMARK annotated ``k8s.io/initial-events-end``
+        (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go
+        `processInterval`)."""
         deadline = time.monotonic() + (timeout if timeout is not None else 1800.0)
         state = self._types[rt]
         initial: list[Obj] = []
@@ -1660,6 +1664,11 @@ class K8sEmulator:
             return
         for obj in initial:
             yield {"type": "ADDED", "object": obj}
+        if initial_end and bookmarks:
+            yield {"type": "BOOKMARK", "object": {
+                "kind": rt.kind, "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(position),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}}}
         while True:
             batch: list[_Event] = []
             with self._cond:
@@ -2293,7 +2302,9 @@ class _Handler(BaseHTTPRequestHandler):
                     timeout = _number(query, "timeoutSeconds")
                     self._stream(emu._watch(rt, flt, query.get("resourceVersion", ""),
                                             float(timeout) if timeout is not None else None,
-                                            query.get("allowWatchBookmarks") == "true"))
+                                            query.get("allowWatchBookmarks") == "true",
+                                            initial_end=query.get("sendInitialEvents")
+                                            == "true"))
                     return
                 limit = _number(query, "limit") or None
                 page = emu._list(rt, flt, limit, query.get("continue") or None)
