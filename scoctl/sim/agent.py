@@ -62,7 +62,7 @@ from typing import Any
 
 from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
 from scoctl.core.notice import parse_notice_time
-from scoctl.sim import agent_workloads, k8s_scheduler
+from scoctl.sim import agent_nodes, agent_workloads, k8s_scheduler
 from scoctl.sim import k8s_controllers as controllers
 from scoctl.sim.k8s_controllers import NODE_MONITOR_GRACE_S, PODGC_QUARANTINE_S
 
@@ -799,6 +799,7 @@ class Agent:
         self.heard: dict[str, float] = {}  # node → when its kubelet last reported
         self.missing_since: dict[str, float] = {}  # PodGC: node → first seen missing
         self.workloads = agent_workloads.Workloads(self.api)
+        self.kubelets = agent_nodes.Kubelets(self.api, self.node_grace)
 
     def step(self) -> None:
         """Read Nova and Kubernetes, then register/ready/remove nodes, reclaim, schedule pods
@@ -837,9 +838,16 @@ class Agent:
         for name in actions.not_ready:
             self.api.k8s("node-ready", name=name, ready=False)
             log.info("node %s NotReady: its server is in error", name)
+            self.kubelets.node_not_ready({"apiVersion": "v1", "kind": "Node", "metadata": next(
+                (n["metadata"] for n in nodes if n["metadata"]["name"] == name),
+                {"name": name})}, stamp)
         if actions.delete:
             self._remove_nodes(actions.delete)
         self._node_lifecycle(servers, nodes, actions, now)
+        gone = set(actions.delete)
+        self.kubelets.beat([n for n in nodes if n["metadata"]["name"] not in gone
+                            and self.heard.get(n["metadata"]["name"]) == now
+                            and not kubelet_stopped(n)], now, stamp)
         for server in due_reclaims(servers, datetime.now(UTC)):
             self.api.reclaim(str(server["id"]), self.mode)
             log.info("reclaim at the notice deadline: server %s (%s)", server["name"],
@@ -890,6 +898,7 @@ class Agent:
                          patch={"status": {"conditions": conditions}})
             log.info("node %s Ready=Unknown: its kubelet stopped posting status %.0f s ago",
                      name, now - self.heard[name])
+            self.kubelets.node_not_ready(node, now_rfc3339())
 
     def _collect_orphans(self, pods: Sequence[Mapping[str, Any]],
                          nodes: Sequence[Mapping[str, Any]], stamp: str) -> bool:
@@ -923,6 +932,8 @@ class Agent:
         pods = self.api.objects("Pod")
         nodes = self.api.objects("Node")
         if self._collect_orphans(pods, nodes, stamp):
+            pods = self.api.objects("Pod")
+        if self.kubelets.evict_tainted(pods, nodes, stamp):
             pods = self.api.objects("Pod")
         if self.workloads.reconcile(pods, max(1, len(nodes)), stamp, missing_pods):
             pods = self.api.objects("Pod")
@@ -962,6 +973,11 @@ class Agent:
         if bindings:
             log.info("scheduled %d pods on %d nodes", len(bindings),
                      len({b.node for b in bindings}))
+        self.kubelets.scheduler_events(
+            [(by_key[(b.namespace, b.pod)], b.node) for b in bindings
+             if (b.namespace, b.pod) in by_key],
+            [(by_key[(v.namespace, v.pod)], v.message) for _, v in patches
+             if v.reason == "Unschedulable"], stamp)
         if bindings or patched:
             pods = self.api.objects("Pod")
         # ReplicaSet, Deployment and InferenceService status (agent_workloads)

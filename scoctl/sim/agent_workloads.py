@@ -139,6 +139,9 @@ class Workloads:
                      missing: Any) -> bool:
         """`manageReplicas`: new pods (through quota admission; a refusal is remembered for
         the ReplicaFailure condition) and the surplus deleted gracefully."""
+        # replica_set.go `syncReplicaSet`: one being deleted manages no replicas
+        replicasets = [rs for rs in replicasets
+                       if not (rs.get("metadata") or {}).get("deletionTimestamp")]
         fresh: list[Obj] = missing(replicasets, pods, node_count, stamp)
         outcomes = self.api.batch([{"op": "create", "object": p} for p in fresh])
         failed: dict[str, str] = {}

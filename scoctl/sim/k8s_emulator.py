@@ -176,6 +176,7 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("status", "scale")),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("status",)),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  ("status",)),
@@ -851,6 +852,7 @@ class K8sEmulator:
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
+        self.add(make_namespace("kube-node-lease"))  # the node Leases' (v1.NamespaceNodeLease)
         # the RBAC post-start hook's roles and bindings (k8s_rbac_bootstrap)
         self.add_many(bootstrap_objects())
 

@@ -82,7 +82,7 @@ def test_every_kind_the_emulator_builds_deserializes_into_the_client_models(
     assert core.list_namespaced_resource_quota("ml").items[0].spec.hard["pods"] == "10"
     assert core.list_namespaced_event("ml").items[0].involved_object.kind == "ReplicaSet"
     assert [n.metadata.name for n in core.list_namespace().items] == [
-        "default", "kube-system", "ml"]
+        "default", "kube-node-lease", "kube-system", "ml"]
 
 
 def test_objects_the_client_could_not_read_are_refused_with_422(
@@ -117,7 +117,8 @@ def test_discovery_and_version(k8s_api: Any) -> None:
     assert client.VersionApi(k8s_api).get_code().git_version.startswith("v1.32")
     assert client.CoreApi(k8s_api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(k8s_api).get_api_versions().groups}
-    assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io"}
+    assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io",
+                      "coordination.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
     resources = client.CoreV1Api(k8s_api).get_api_resources().resources
     assert {"pods", "pods/eviction", "nodes", "events"} <= {r.name for r in resources}
     policy = client.PolicyV1Api(k8s_api).get_api_resources().resources

@@ -34,19 +34,21 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 class Region:
     """Both emulators, a node agent stepped by the test, and the test's own API clients."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **settings: Any) -> None:
         from kubernetes import client, config
 
         # terminating pods go after a hundredth of their grace period (0.3 s for 30 s)
         self.k8s = K8sEmulator(grace_scale=0.01).start()
         self.nova = NovaEmulator().start()
-        self.worker = agent.Agent({"k8s_url": self.k8s.url, "nova_url": self.nova.url},
+        self.worker = agent.Agent({"k8s_url": self.k8s.url, "nova_url": self.nova.url,
+                                   **settings},
                                   agent.SimApi(self.k8s.url, self.nova.url,
                                                k8s_ca=self.k8s.client_context()))
         path = tmp_path / "kubeconfig"
         path.write_text(self.k8s.kubeconfig(user=ADMIN), encoding="utf-8")
         api = config.new_client_from_config(str(path))
         self.core = client.CoreV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.k8s.add(make_namespace("shop"))
 
