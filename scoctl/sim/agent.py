@@ -844,7 +844,8 @@ class Agent:
         if actions.delete:
             self._remove_nodes(actions.delete)
         self._node_lifecycle(servers, nodes, actions, now)
-        gone = set(actions.delete)
+        # a Node whose Ready changed this step is not reported from the stale listing
+        gone = set(actions.delete) | set(actions.ready) | set(actions.not_ready)
         self.kubelets.beat([n for n in nodes if n["metadata"]["name"] not in gone
                             and self.heard.get(n["metadata"]["name"]) == now
                             and not kubelet_stopped(n)], now, stamp)

@@ -151,3 +151,65 @@ def test_kubectl_delete_cascade_foreground_keeps_the_deployment_until_its_pods_a
     cluster.kubectl.out("wait", "--for=delete", "deployment/web", "-n", "shop",
                         "--timeout=30s")
     assert cluster.pods() == []
+
+
+def _eviction_posts(emulator: K8sEmulator, since: int) -> dict[str, int]:
+    """Eviction POSTs per pod name among the emulator's requests after the first `since`."""
+    counts: dict[str, int] = {}
+    for line in list(emulator.requests)[since:]:
+        method, _, path = line.partition(" ")
+        path = path.split("?")[0]
+        if method == "POST" and path.endswith("/eviction"):
+            name = path.split("/")[-2]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def test_kubectl_drain_and_scoctls_drain_evict_the_same_way_under_a_budget(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """staging/src/k8s.io/kubectl/pkg/drain/drain.go `evictPods` (the Eviction API, a 429
+    from the PodDisruptionBudget retried after 5 s) against scoctl's own drain
+    (`ClusterActions.drain`) on the same kind of node: two pods of one Deployment under a
+    budget of maxUnavailable 1 (pkg/registry/core/pod/storage/eviction.go
+    `checkAndDecrement`): each drain evicts exactly the node's two pods, the first at once and
+    the second only after a refusal, once the first one's replacement is Ready elsewhere."""
+    from scoctl.adapters.kubernetes import KubernetesCluster
+    from scoctl.sim.k8s_auth import shipped_rbac
+    from scoctl.sim.k8s_emulator import make_pdb
+
+    k8s = cluster.k8s
+    k8s.add_many(shipped_rbac())
+    k8s.add(make_node("n2", cpu="16", memory="64Gi"))
+    body = make_deployment("web", "shop", replicas=4, cpu="6", memory="1Gi")
+    body.pop("status")
+    k8s.add(body)  # 6 cpu a pod: two on n1, two on n2
+    k8s.add(make_pdb("web", "shop", match_labels={"app": "web"}, max_unavailable=1))
+    cluster.kubectl.out("rollout", "status", "deployment/web", "-n", "shop", "--timeout=30s")
+    k8s.add(make_node("n3", cpu="16", memory="64Gi"))  # room for the evicted pods
+    k8s.add(make_node("n4", cpu="16", memory="64Gi"))
+    on = {node: sorted(p["metadata"]["name"] for p in cluster.pods()
+                       if p["spec"].get("nodeName") == node) for node in ("n1", "n2")}
+    assert len(on["n1"]) == len(on["n2"]) == 2
+
+    since = len(k8s.requests)
+    out = cluster.kubectl.run("drain", "n1", "--ignore-daemonsets", "--timeout=60s")
+    assert out.returncode == 0, out.stderr
+    assert "node/n1 drained" in out.stdout
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in out.stderr
+    kubectl_posts = _eviction_posts(k8s, since)
+    cluster.wait(lambda: not any(p["spec"].get("nodeName") == "n1" for p in cluster.pods()))
+
+    path = tmp_path / "kubeconfig-scoctl"
+    path.write_text(k8s.kubeconfig(), encoding="utf-8")
+    scoctl = KubernetesCluster(str(path), "scoctl-sim")
+    try:
+        since = len(k8s.requests)
+        evicted = scoctl.drain("n2", timeout=60)
+        scoctl_posts = _eviction_posts(k8s, since)
+    finally:
+        scoctl.close()
+    assert sorted(evicted) == [f"shop/{n}" for n in on["n2"]]
+    assert sorted(kubectl_posts) == on["n1"] and sorted(scoctl_posts) == on["n2"]
+    # the same budget waits: one pod evicted at the first try, one after refusals
+    assert sorted(c > 1 for c in kubectl_posts.values()) == [False, True]
+    assert sorted(c > 1 for c in scoctl_posts.values()) == [False, True]
