@@ -2291,7 +2291,8 @@ class _Handler(BaseHTTPRequestHandler):
                   sub: str | None, query: Mapping[str, str], body: Any) -> None:
         emu = self.emulator
         dry = dry_run(query, method)
-        if isinstance(body, dict) and method in ("POST", "PUT") and sub != "eviction":
+        # a merge or strategic merge patch is a partial object: its fields are checked too
+        if isinstance(body, dict) and method in ("POST", "PUT", "PATCH") and sub != "eviction":
             refused = check_fields(rt, body, query.get("fieldValidation"), self._warnings)
             if refused:
                 raise StatusError(400, "BadRequest", refused)

@@ -118,6 +118,8 @@ def unknown_fields(schema: Schema, value: Any, where: str = "") -> list[str]:
         return out
     for key, sub in value.items():
         path = f"{where}.{key}" if where else key
+        if key.startswith("$"):  # a strategic merge patch directive ($patch, $setElementOrder/…)
+            continue
         if key not in schema:
             out.append(path)
             continue
@@ -128,6 +130,17 @@ def unknown_fields(schema: Schema, value: Any, where: str = "") -> list[str]:
         elif isinstance(declared, Mapping):
             out += unknown_fields(declared, sub, path)
     return out
+
+
+def prune(obj: Any, paths: list[str]) -> None:
+    """Drop the fields at `paths` (as `unknown_fields` names them) from `obj`: the decoder
+    keeps no field its type does not declare."""
+    for path in paths:
+        parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+        node = obj
+        for part in parts[:-1]:
+            node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+        node.pop(parts[-1], None)
 
 
 def _pod_specs(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -159,12 +172,13 @@ def bad_quantities(kind: str, obj: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def check_fields(rt: Typed, obj: Mapping[str, Any], mode: str | None,
+def check_fields(rt: Typed, obj: dict[str, Any], mode: str | None,
                  warnings: list[str]) -> str | None:
-    """Decode-time checks of a create or update body: the message of the 400 BadRequest for a
-    quantity that does not parse or (``Strict``) an undeclared field, else None; a warning
-    appended per undeclared field under ``Warn`` (also when no mode is given: upstream's
-    default)."""
+    """Decode-time checks of a create or update body (or a merge patch's partial object): the
+    message of the 400 BadRequest for a quantity that does not parse or (``Strict``) an
+    undeclared field, else None; under ``Warn`` (also when no mode is given: upstream's
+    default) a warning appended per undeclared field; under ``Warn`` and ``Ignore`` the
+    undeclared fields dropped from `obj`, as decoding drops them."""
     if mode not in (None, "", *VALIDATION_MODES):
         return (f'fieldValidation parameter unsupported: "{mode}" (must be one of: '
                 + ", ".join(f'"{m}"' for m in VALIDATION_MODES) + ")")
@@ -174,11 +188,13 @@ def check_fields(rt: Typed, obj: Mapping[str, Any], mode: str | None,
     if bad_quantities(rt.kind, obj):
         return f"{handled}: quantities must match the regular expression '{QUANTITY_PATTERN}'"
     schema = SCHEMAS.get(rt.kind)
-    if schema is None or mode == "Ignore":
+    if schema is None:
         return None
     unknown = unknown_fields(schema, obj)
     if unknown and mode == "Strict":
         listed = ", ".join(f'unknown field "{u}"' for u in unknown)
         return f"{handled}: strict decoding error: {listed}"
-    warnings += [f'unknown field \\"{u}\\"' for u in unknown]
+    if mode != "Ignore":
+        warnings += [f'unknown field \\"{u}\\"' for u in unknown]
+    prune(obj, unknown)
     return None

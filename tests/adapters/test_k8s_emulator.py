@@ -117,8 +117,10 @@ def test_discovery_and_version(k8s_api: Any) -> None:
     assert client.VersionApi(k8s_api).get_code().git_version.startswith("v1.32")
     assert client.CoreApi(k8s_api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(k8s_api).get_api_versions().groups}
+    # (the review APIs, authentication.k8s.io and authorization.k8s.io, as upstream serves them;
+    # coordination.k8s.io for the node Leases)
     assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io",
-                      "coordination.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
+                      "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io"}
     resources = client.CoreV1Api(k8s_api).get_api_resources().resources
     assert {"pods", "pods/eviction", "nodes", "events"} <= {r.name for r in resources}
     policy = client.PolicyV1Api(k8s_api).get_api_resources().resources

@@ -259,7 +259,7 @@ def test_kubectl_get_pods_and_nodes_prints_upstreams_table_columns(
     assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert [p.split()[:4] for p in pods[1:]] == [["pending", "0/1", "Pending", "0"],
                                                  ["running", "1/1", "Running", "2"]]
-    kubectl_admin.out("delete", "pod", "running", "--wait=false")
+    kubectl_admin.out("delete", "pod", "running", "--wait=false", "--grace-period=600")
     assert kubectl_admin.out("get", "pod", "running").splitlines()[1].split()[2] == "Terminating"
     wide = kubectl_admin.out("get", "pods", "-o", "wide").splitlines()[0].split()
     assert wide[5:7] == ["IP", "NODE"]
@@ -320,3 +320,23 @@ def test_field_validation_warn_answers_warning_headers(k8s_emulator: K8sEmulator
                         "/api/v1/namespaces/default/pods?fieldValidation=Loose", body,
                         {"Content-Type": "application/json"})
     assert (code, status["reason"]) == (400, "BadRequest")
+
+
+def test_a_patch_with_an_undeclared_field_warns_and_drops_it_or_is_refused_under_strict(
+        k8s_emulator: K8sEmulator, kubectl_admin: Kubectl) -> None:
+    """A merge patch is decoded into the type as well (handlers/patch.go): under the default
+    ``Warn`` kubectl patch prints the server's "Warning: unknown field" and the field is not
+    kept (decoding drops it); under ``Strict`` it is 400 and nothing changes."""
+    k8s_emulator.add(ke.make_pod("p1", "default"))
+    warned = kubectl_admin.run("patch", "pod", "p1", "--type=merge", "-p",
+                               '{"spec": {"activeDeadlineSecond": 5}}')
+    assert warned.stderr == 'Warning: unknown field "spec.activeDeadlineSecond"\n'
+    assert "activeDeadlineSecond" not in k8s_emulator.get("Pod", "default", "p1")["spec"]
+    patch = json.dumps({"spec": {"activeDeadlineSecond": 5}}).encode()
+    code, status = _raw(k8s_emulator, "PATCH",
+                        "/api/v1/namespaces/default/pods/p1?fieldValidation=Strict", patch,
+                        {"Content-Type": "application/merge-patch+json"})
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert 'unknown field "spec.activeDeadlineSecond"' in status["message"]
+    kubectl_admin.out("patch", "pod", "p1", "-p", '{"metadata": {"labels": {"a": "b"}}}')
+    assert k8s_emulator.get("Pod", "default", "p1")["metadata"]["labels"]["a"] == "b"
