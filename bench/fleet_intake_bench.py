@@ -26,8 +26,10 @@ Usage: ``python bench/fleet_intake_bench.py [--pods 40000] [--nodes 2000] [--bur
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -65,6 +67,7 @@ class RemoteEmulator:
         self.directory = directory
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.ca = ""  # the PEM of the CA the process's HTTPS certificate is signed by
         self.http = httpx.Client(timeout=300)
         self.cleared = 0  # requests logged before the last clear_requests (older emulators)
 
@@ -78,7 +81,12 @@ class RemoteEmulator:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the emulator process did not get ready")
             time.sleep(0.05)
-        self.url = json.loads(ready.read_text(encoding="utf-8"))["url"]
+        info = json.loads(ready.read_text(encoding="utf-8"))
+        self.url, self.ca = info["url"], info.get("ca") or ""
+        if self.ca:
+            self.http.close()
+            self.http = httpx.Client(timeout=300, verify=ssl.create_default_context(
+                cadata=self.ca))
         return self
 
     def control(self, op: str, body: Mapping[str, Any] | None = None) -> Any:
@@ -111,9 +119,12 @@ class RemoteEmulator:
             self.cleared = len(self.requests)
 
     def kubeconfig(self) -> str:
+        cluster = {"server": self.url}
+        if self.ca:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca.encode()).decode()
         return json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "scoctl-sim",
-            "clusters": [{"name": "scoctl-sim", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "scoctl-sim", "cluster": cluster}],
             "users": [{"name": "scoctl-sim", "user": {"token": ke.SCOCTL_TOKEN}}],
             "contexts": [{"name": "scoctl-sim", "context": {
                 "cluster": "scoctl-sim", "user": "scoctl-sim", "namespace": "default"}}]})

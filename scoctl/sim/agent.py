@@ -51,6 +51,7 @@ import os
 import random
 import re
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -61,8 +62,8 @@ from typing import Any
 
 from scoctl.core.model.vocabulary import META_RECLAIM_AT as RECLAIM_AT
 from scoctl.core.notice import parse_notice_time
+from scoctl.sim import agent_nodes, agent_workloads, k8s_scheduler
 from scoctl.sim import k8s_controllers as controllers
-from scoctl.sim import k8s_scheduler
 from scoctl.sim.k8s_controllers import NODE_MONITOR_GRACE_S, PODGC_QUARANTINE_S
 
 log = logging.getLogger("scoctl.sim.agent")
@@ -617,10 +618,15 @@ def due_reclaims(servers: Sequence[Mapping[str, Any]],
 class SimApi:
     """The emulators' control APIs (``/_sim/``) over httpx."""
 
-    def __init__(self, k8s_url: str, nova_url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, k8s_url: str, nova_url: str, *, timeout: float = 10.0,
+                 k8s_ca: str | ssl.SSLContext | None = None) -> None:
+        """`k8s_ca`: the CA file (PEM), or a client context trusting it, the Kubernetes
+        emulator's HTTPS certificate is signed by (the system's trust store when None)."""
         import httpx
 
-        self._k8s = httpx.Client(base_url=k8s_url.rstrip("/"), timeout=timeout)
+        verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=k8s_ca)
+                                         if isinstance(k8s_ca, str) else k8s_ca or True)
+        self._k8s = httpx.Client(base_url=k8s_url.rstrip("/"), timeout=timeout, verify=verify)
         nova_root = nova_url.rstrip("/").removesuffix("/v2.1")
         self._nova = httpx.Client(base_url=nova_root, timeout=timeout)
 
@@ -770,7 +776,8 @@ class Agent:
     def __init__(self, settings: Mapping[str, Any], api: SimApi | None = None,
                  clock: Any = time.monotonic) -> None:
         self.settings = settings
-        self.api = api or SimApi(str(settings["k8s_url"]), str(settings["nova_url"]))
+        self.api = api or SimApi(str(settings["k8s_url"]), str(settings["nova_url"]),
+                                 k8s_ca=settings.get("k8s_ca_file"))
         self.clock = clock
         self.shapes: dict[str, Mapping[str, Mapping[str, str]]] = dict(settings.get("flavors")
                                                                        or {})
@@ -791,6 +798,8 @@ class Agent:
         self.quarantine = float(settings.get("podgc_quarantine", PODGC_QUARANTINE_S))
         self.heard: dict[str, float] = {}  # node → when its kubelet last reported
         self.missing_since: dict[str, float] = {}  # PodGC: node → first seen missing
+        self.workloads = agent_workloads.Workloads(self.api)
+        self.kubelets = agent_nodes.Kubelets(self.api, self.node_grace)
 
     def step(self) -> None:
         """Read Nova and Kubernetes, then register/ready/remove nodes, reclaim, schedule pods
@@ -829,9 +838,17 @@ class Agent:
         for name in actions.not_ready:
             self.api.k8s("node-ready", name=name, ready=False)
             log.info("node %s NotReady: its server is in error", name)
+            self.kubelets.node_not_ready({"apiVersion": "v1", "kind": "Node", "metadata": next(
+                (n["metadata"] for n in nodes if n["metadata"]["name"] == name),
+                {"name": name})}, stamp)
         if actions.delete:
             self._remove_nodes(actions.delete)
         self._node_lifecycle(servers, nodes, actions, now)
+        # a Node whose Ready changed this step is not reported from the stale listing
+        gone = set(actions.delete) | set(actions.ready) | set(actions.not_ready)
+        self.kubelets.beat([n for n in nodes if n["metadata"]["name"] not in gone
+                            and self.heard.get(n["metadata"]["name"]) == now
+                            and not kubelet_stopped(n)], now, stamp)
         for server in due_reclaims(servers, datetime.now(UTC)):
             self.api.reclaim(str(server["id"]), self.mode)
             log.info("reclaim at the notice deadline: server %s (%s)", server["name"],
@@ -882,6 +899,7 @@ class Agent:
                          patch={"status": {"conditions": conditions}})
             log.info("node %s Ready=Unknown: its kubelet stopped posting status %.0f s ago",
                      name, now - self.heard[name])
+            self.kubelets.node_not_ready(node, now_rfc3339())
 
     def _collect_orphans(self, pods: Sequence[Mapping[str, Any]],
                          nodes: Sequence[Mapping[str, Any]], stamp: str) -> bool:
@@ -916,10 +934,9 @@ class Agent:
         nodes = self.api.objects("Node")
         if self._collect_orphans(pods, nodes, stamp):
             pods = self.api.objects("Pod")
-        fresh = missing_pods(self.api.objects("ReplicaSet"), pods, max(1, len(nodes)), stamp)
-        if fresh:
-            self.api.k8s("add", objects=fresh)
-            log.info("%d pods recreated by their ReplicaSets (evicted ones)", len(fresh))
+        if self.kubelets.evict_tainted(pods, nodes, stamp):
+            pods = self.api.objects("Pod")
+        if self.workloads.reconcile(pods, max(1, len(nodes)), stamp, missing_pods):
             pods = self.api.objects("Pod")
         result = k8s_scheduler.schedule_round(pods, nodes, self.api.objects("Namespace"))
         bindings = result.bindings
@@ -957,21 +974,15 @@ class Agent:
         if bindings:
             log.info("scheduled %d pods on %d nodes", len(bindings),
                      len({b.node for b in bindings}))
+        self.kubelets.scheduler_events(
+            [(by_key[(b.namespace, b.pod)], b.node) for b in bindings
+             if (b.namespace, b.pod) in by_key],
+            [(by_key[(v.namespace, v.pod)], v.message) for _, v in patches
+             if v.reason == "Unschedulable"], stamp)
         if bindings or patched:
             pods = self.api.objects("Pod")
-        index = PodIndex(pods)
-        for kind, compute in (("Deployment", None), ("ReplicaSet", replicaset_status)):
-            for obj in self.api.objects(kind):
-                previous = obj.get("status") or {}
-                mine = index.candidates(obj)  # a subset holding every pod it owns
-                if compute is None:
-                    status = deployment_status(obj, mine, previous=previous, stamp=stamp)
-                else:
-                    status = compute(obj, mine)
-                if _comparable(status) != _comparable(previous):
-                    meta = obj["metadata"]
-                    self.api.k8s("patch", kind=kind, namespace=meta.get("namespace"),
-                                 name=meta["name"], patch={"status": status})
+        # ReplicaSet, Deployment and InferenceService status (agent_workloads)
+        self.workloads.report(pods, stamp, PodIndex(pods), replicaset_status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

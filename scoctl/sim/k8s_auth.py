@@ -63,6 +63,9 @@ def service_account(namespace: str, name: str) -> User:
 
 
 ADMIN = User("kubernetes-admin", (PRIVILEGED_GROUP, AUTHENTICATED))
+# a request without credentials, where anonymous requests are allowed (user.Anonymous,
+# user.AllUnauthenticated)
+ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 SCOCTL = service_account("kube-system", "scoctl")
 
 

@@ -1,7 +1,11 @@
 """A small Kubernetes API server on 127.0.0.1 for tests, CI dry-runs and `scoctl sim`.
 
-It serves the real `kubernetes` client (through a kubeconfig that points at it) the parts of the
-API scoctl uses, with the semantics scoctl's logic depends on:
+It serves the real `kubernetes` client and kubectl (through a kubeconfig that points at it) the
+parts of the API scoctl uses, with the semantics scoctl's logic depends on:
+
+* HTTPS by default, with a CA of its own (`scoctl.sim.k8s_tls`) that every kubeconfig it writes
+  carries as ``certificate-authority-data`` (client-go sends no credentials to a plain
+  ``http://`` server); plain HTTP only on request (``tls=False``, ``--plain-http``);
 
 * core/v1 namespaces, nodes, pods (+ ``status``, ``eviction``), resourcequotas,
   persistentvolumeclaims, persistentvolumes (stored as given), events,
@@ -64,10 +68,11 @@ Test-side API: `K8sEmulator.add`/`apply`/`update`/`delete`/`get`/`objects`, `set
 schema-valid objects.
 
 Run as a process (for `scoctl sim`): ``python -m scoctl.sim.k8s_emulator --port 0 --ready-file F``
-writes ``{"url": …, "pid": …}`` to F once it listens; the same test-side API is reachable as JSON
-under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST /_sim/compact``, ``POST
-/_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch`` runs several in one
-request: `_batch`); ``--crd NAME`` installs a CRD at start.
+writes ``{"url": …, "pid": …, "ca": <PEM or null>}`` to F once it listens (``--tls-dir D``
+keeps the CA and certificate in D, made there by the first start); the same test-side API is
+reachable as JSON under ``/_sim/`` (``POST /_sim/apply {"objects": [...]}``, ``POST
+/_sim/compact``, ``POST /_sim/install-crd {"name": …}``, …: `_control`; ``POST /_sim/batch``
+runs several in one request: `_batch`); ``--crd NAME`` installs a CRD at start.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ import argparse
 import base64
 import bisect
 import collections
+import contextlib
 import copy
 import functools
 import json
@@ -83,6 +89,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -91,17 +98,25 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from scoctl.core.syntax import split_top_level
 from scoctl.sim import k8s_controllers as controllers
+from scoctl.sim import k8s_discovery as discovery
+from scoctl.sim import k8s_gc, k8s_protobuf, k8s_quota
+from scoctl.sim import k8s_openapi as openapi
+from scoctl.sim import k8s_tables as tables
+from scoctl.sim import k8s_workloads as workloads
 from scoctl.sim.k8s_auth import (
     ADMIN,
+    ANONYMOUS,
     PRIVILEGED_GROUP,
     RBAC_GROUP,
     SCOCTL,
     Attributes,
+    Policy,
     User,
     authenticate,
     authorize,
@@ -109,6 +124,11 @@ from scoctl.sim.k8s_auth import (
     policy_of,
     request_attributes,
 )
+from scoctl.sim.k8s_fields import check_fields
+from scoctl.sim.k8s_rbac_bootstrap import bootstrap_objects
+from scoctl.sim.k8s_tls import LOOPBACK_NAMES, TlsMaterial
+from scoctl.sim.k8s_tls import generate as generate_tls
+from scoctl.sim.k8s_tls import loopback as loopback_tls
 
 Obj = dict[str, Any]
 
@@ -153,9 +173,10 @@ TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "Event", True),
     ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
-    ResourceType("apps", "v1", "deployments", "Deployment", True, ("status",)),
-    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status",)),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, ("status", "scale")),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("status",)),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("batch", "v1", "jobs", "Job", True, ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  ("status",)),
@@ -760,6 +781,14 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 SCOCTL_TOKEN = "scoctl-sim"
 ADMIN_TOKEN = "scoctl-sim-admin"
 DEFAULT_TOKENS: Mapping[str, User] = {SCOCTL_TOKEN: SCOCTL, ADMIN_TOKEN: ADMIN}
+# the request bodies the emulator decodes (JSON: an object, or a JSON/merge/strategic patch);
+# anything else (protobuf, CBOR) is 415
+ACCEPTED_BODY_TYPES = ("application/json", "application/json-patch+json",
+                       "application/merge-patch+json", "application/strategic-merge-patch+json")
+JSON_BODY_TYPES = frozenset(ACCEPTED_BODY_TYPES)
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
+# the paths a request without credentials may read (as system:anonymous)
+ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 
 
 class K8sEmulator:
@@ -769,11 +798,16 @@ class K8sEmulator:
                  tokens: Mapping[str, User] | None = None, grace_scale: float = 1.0,
                  initial_rv: int | None = None,
                  disruption_delay: float | None = DISRUPTION_DELAY_S,
-                 crds: Iterable[str] = DEFAULT_CRDS) -> None:
+                 crds: Iterable[str] = DEFAULT_CRDS,
+                 tls: TlsMaterial | bool = True) -> None:
         if grace_scale <= 0:
             raise ValueError("grace_scale must be above 0 (gracePeriodSeconds=0 deletes at once)")
         self._host = host
         self._port = port
+        # HTTPS (the default) with this CA + certificate; None: plain HTTP, on request only
+        self.tls: TlsMaterial | None = (
+            (loopback_tls() if host in LOOPBACK_NAMES else generate_tls((host,)))
+            if tls is True else tls or None)
         # bearer token → user (a static token file); requests without one of them get 401
         self.tokens: dict[str, User] = dict(tokens if tokens is not None else DEFAULT_TOKENS)
         # (user, verb, group, resource[/sub], namespace) of every request authorized by RBAC
@@ -806,6 +840,8 @@ class K8sEmulator:
         # a Terminating pod goes after its grace period times this (the kubelet's part)
         self.grace_scale = grace_scale
         self._terminating: dict[tuple[str, str], tuple[float, str]] = {}  # → (due, uid)
+        # owners deleted in the foreground, waiting for their dependents (k8s_gc)
+        self._foreground: set[tuple[ResourceType, str, str]] = set()
         self._reaper: threading.Thread | None = None
         # the disruption controller syncs a namespace's budgets this long after a change to
         # its pods, budgets or controllers (None: only when `sync_disruption` is called)
@@ -816,6 +852,9 @@ class K8sEmulator:
         self.requests: collections.deque[str] = collections.deque(maxlen=20_000)
         self.add(make_namespace("default"))
         self.add(make_namespace("kube-system"))
+        self.add(make_namespace("kube-node-lease"))  # the node Leases' (v1.NamespaceNodeLease)
+        # the RBAC post-start hook's roles and bindings (k8s_rbac_bootstrap)
+        self.add_many(bootstrap_objects())
 
     # -- lifecycle
 
@@ -830,9 +869,25 @@ class K8sEmulator:
             self.compact()
         self._served = True
 
+        context = self.tls.server_context() if self.tls is not None else None
+
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def get_request(self) -> tuple[Any, Any]:
+                sock, addr = super().get_request()
+                if context is None:
+                    return sock, addr
+                # the handshake runs in the connection's own thread (`_Handler.setup`), so
+                # that a slow or silent client does not hold the accept loop
+                return context.wrap_socket(sock, server_side=True,
+                                           do_handshake_on_connect=False), addr
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if isinstance(sys.exc_info()[1], OSError):  # ssl.SSLError, a reset: no bug
+                    return
+                super().handle_error(request, client_address)
 
         class Handler(_Handler):
             pass
@@ -884,8 +939,18 @@ class K8sEmulator:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://{self._host}:{self.port}"
+        """``https://127.0.0.1:<port>`` (``http://`` when started without TLS)."""
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self._host}:{self.port}"
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA (PEM) the server certificate is signed by; None without TLS."""
+        return self.tls.ca_pem if self.tls is not None else None
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """An SSL context trusting this emulator's CA (for urllib/httpx); None without TLS."""
+        return self.tls.client_context() if self.tls is not None else None
 
     def kubeconfig(self, context: str = "scoctl-sim", namespace: str = "default", *,
                    user: User = SCOCTL) -> str:
@@ -894,9 +959,12 @@ class K8sEmulator:
         token = next((t for t, u in self.tokens.items() if u == user), None)
         if token is None:
             raise KeyError(f"the emulator has no token for {user.name!r}")
+        cluster: Obj = {"server": self.url}
+        if self.tls is not None:
+            cluster["certificate-authority-data"] = self.tls.ca_data
         return json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context,
                                                        "namespace": namespace}}],
@@ -1012,6 +1080,12 @@ class K8sEmulator:
         rt = self._type(kind)
         with self._cond:
             return self._delete(rt, namespace or "", name, propagation)
+
+    def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> Obj:
+        """Delete a pod as a controller's DELETE does: gracefully (Terminating for its grace
+        period, or `grace` seconds), then the kubelet removes it."""
+        with self._cond:
+            return self._delete_pod(namespace, name, grace)
 
     def set_pod_unschedulable(self, namespace: str, name: str,
                               message: str = "0/1 nodes are available: 1 Insufficient cpu. "
@@ -1134,7 +1208,8 @@ class K8sEmulator:
             del state.history_rvs[:drop]
         self._cond.notify_all()
 
-    def _create(self, rt: ResourceType, ns: str, body: Obj, *, validate_obj: bool = True) -> Obj:
+    def _create(self, rt: ResourceType, ns: str, body: Obj, *, validate_obj: bool = True,
+                dry_run: bool = False) -> Obj:
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             self._gen_counter += 1
@@ -1171,6 +1246,10 @@ class K8sEmulator:
             body["status"] = {}
         meta.pop("deletionTimestamp", None)
         _defaults(rt, body)
+        if dry_run:  # registry/generic/registry/dryrun.go `Create`: checked, not stored
+            meta.pop("resourceVersion", None)
+            self._rv -= 1
+            return body
         state.objects[key] = body
         state.sorted_keys = None
         self._record(rt, "ADDED", body, None)
@@ -1180,7 +1259,7 @@ class K8sEmulator:
 
     def _replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
                  *, expect_rv: str | None = None, terminating: bool = False,
-                 controller: bool = False) -> Obj:
+                 controller: bool = False, dry_run: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1214,6 +1293,9 @@ class K8sEmulator:
             meta["generation"] = int(cmeta["generation"]) + (1 if spec_changed else 0)
         validate(rt, body)
         _defaults(rt, body)
+        if dry_run:  # dryrun.go `GuaranteedUpdate`: the result, the stored object unchanged
+            meta["resourceVersion"] = cmeta.get("resourceVersion")
+            return body
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         state.objects[key] = body
@@ -1223,7 +1305,7 @@ class K8sEmulator:
         return body
 
     def _patch(self, rt: ResourceType, ns: str, name: str, patch: Any, content_type: str,
-               sub: str | None = None) -> Obj:
+               sub: str | None = None, *, dry_run: bool = False) -> Obj:
         current = self._get(rt, ns, name)
         try:
             if content_type.startswith("application/json-patch+json"):
@@ -1257,9 +1339,10 @@ class K8sEmulator:
         body = prepare_update(rt, current, body, sub)
         body.setdefault("metadata", {})
         body["metadata"].pop("resourceVersion", None)
-        return self._replace(rt, ns, name, body, expect_rv=expect)
+        return self._replace(rt, ns, name, body, expect_rv=expect, dry_run=dry_run)
 
-    def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None) -> Obj:
+    def _delete(self, rt: ResourceType, ns: str, name: str, propagation: str | None, *,
+                finalize: bool = False) -> Obj:
         key = (ns if rt.namespaced else "", name)
         state = self._types[rt]
         current = state.objects.get(key)
@@ -1267,6 +1350,10 @@ class K8sEmulator:
             raise _not_found(rt, name)
         if propagation is None:
             propagation = "Orphan" if rt.kind == "Job" else "Background"
+        if not finalize and k8s_gc.FOREGROUND in (current["metadata"].get("finalizers") or []):
+            return current  # already waiting for its dependents (k8s_gc)
+        if propagation == "Foreground" and rt.kind != "Pod" and not finalize:
+            return k8s_gc.start_foreground(self, rt, key[0], name)
         del state.objects[key]
         state.encoded.pop(key, None)
         if rt.kind == "Pod":
@@ -1282,24 +1369,8 @@ class K8sEmulator:
                 if other.namespaced:
                     for okey in [k for k in self._types[other].objects if k[0] == name]:
                         self._delete(other, okey[0], okey[1], "Background")
-        else:
-            for other in TYPES:
-                for okey, dep in list(self._types[other].objects.items()):
-                    refs = dep["metadata"].get("ownerReferences") or []
-                    if not any(r.get("uid") == uid for r in refs):
-                        continue
-                    if propagation in ("Background", "Foreground"):
-                        if okey in self._types[other].objects:
-                            self._delete(other, okey[0], okey[1], propagation)
-                    else:
-                        body = _clone(dep)
-                        kept = [r for r in refs if r.get("uid") != uid]
-                        if kept:
-                            body["metadata"]["ownerReferences"] = kept
-                        else:
-                            body["metadata"].pop("ownerReferences", None)
-                        body["metadata"].pop("resourceVersion", None)
-                        self._replace(other, okey[0], okey[1], body)
+        elif rt.kind != "Pod":  # the garbage collector (a pod owns nothing here)
+            k8s_gc.collect(self, str(uid), propagation)
         return final
 
     # -- the node lifecycle controller (call with self._cond held)
@@ -1395,6 +1466,9 @@ class K8sEmulator:
         with self._cond:
             while not self._stopping:
                 waits = [w for w in (self._reap(), self._disruption_tick()) if w is not None]
+                if self._foreground:
+                    k8s_gc.finish_foreground(self)
+                    waits.append(0.1)
                 self._cond.wait(min(max(min(waits), 0.0), 1.0) if waits else 1.0)
 
     # -- the disruption controller (call with self._cond held)
@@ -1564,8 +1638,12 @@ class K8sEmulator:
         return f'{{"items":[{",".join(self._encoded(rt, items))}]}}'.encode()
 
     def _watch(self, rt: ResourceType, flt: _Filter, rv_param: str, timeout: float | None,
-               bookmarks: bool) -> Iterator[Obj | None]:
-        """Yield watch events (dicts); None is an idle tick so the writer can notice closes."""
+               bookmarks: bool, *, initial_end: bool = False) -> Iterator[Obj | None]:
+        """Yield watch events (dicts); None is an idle tick so the writer can notice closes.
+        `initial_end` (``sendInitialEvents=true``, the WatchList client of kubectl ≥ 1.32):
+        after the initial ADDED events, a BOOKMARK annotated ``k8s.io/initial-events-end``
+        (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go
+        `processInterval`)."""
         deadline = time.monotonic() + (timeout if timeout is not None else 1800.0)
         state = self._types[rt]
         initial: list[Obj] = []
@@ -1588,6 +1666,11 @@ class K8sEmulator:
             return
         for obj in initial:
             yield {"type": "ADDED", "object": obj}
+        if initial_end and bookmarks:
+            yield {"type": "BOOKMARK", "object": {
+                "kind": rt.kind, "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(position),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}}}
         while True:
             batch: list[_Event] = []
             with self._cond:
@@ -1622,15 +1705,26 @@ class K8sEmulator:
 
     # -- authentication and authorization
 
+    def _policy(self) -> Policy:
+        """The RBAC objects stored now (call under the lock)."""
+        return policy_of(obj for rt in TYPES if rt.kind in _RBAC_KINDS
+                         for obj in self._types[rt].objects.values())
+
     def _authorize(self, header: str | None, attrs: Attributes) -> User:
         """The request's user, when its bearer token is known (else 401 Unauthorized) and RBAC
-        allows the request (else 403 Forbidden, with upstream's message); see k8s_auth."""
+        allows the request (else 403 Forbidden, with upstream's message); see k8s_auth.
+
+        A request without an ``Authorization`` header is ``system:anonymous`` on the public
+        health and version paths only (an apiserver whose AuthenticationConfiguration
+        enables ``anonymous`` with ``conditions`` on those paths: KEP-4633), which the
+        bootstrap ``system:public-info-viewer`` binding lets it read; elsewhere it is 401."""
         user = authenticate(header, self.tokens)
-        if user is None:  # authentication.go: unauthorized(), no anonymous requests
+        if user is None and header is None and attrs.path in ANONYMOUS_PATHS:
+            user = ANONYMOUS
+        if user is None:  # authentication.go: unauthorized()
             raise StatusError(401, "Unauthorized", "Unauthorized")
         with self._cond:
-            policy = policy_of(obj for rt in TYPES if rt.kind in _RBAC_KINDS
-                               for obj in self._types[rt].objects.values())
+            policy = self._policy()
             allowed = authorize(policy, user, attrs)
             if allowed and attrs.resource_request and PRIVILEGED_GROUP not in user.groups:
                 self.authorized[(user.name, attrs.verb, attrs.group, attrs.combined_resource,
@@ -1860,6 +1954,83 @@ def _defaults(rt: ResourceType, body: Obj) -> None:
         body.setdefault("status", {})
 
 
+def admit_pod(emu: K8sEmulator, ns: str, body: Mapping[str, Any]) -> None:
+    """ResourceQuota admission of a new pod (`k8s_quota.admission_error`): 403 Forbidden
+    ``pods "<name>" is forbidden: exceeded quota: …``. Call with ``emu._cond`` held."""
+    quotas = [q for (qns, _), q in emu._types[_BY_NAME["ResourceQuota"]].objects.items()
+              if qns == ns]
+    if not quotas:
+        return
+    pods = [p for (pns, _), p in emu._types[_BY_NAME["Pod"]].objects.items() if pns == ns]
+    meta = dict(body.get("metadata") or {})
+    meta["namespace"] = ns
+    error = k8s_quota.admission_error({**body, "metadata": meta}, quotas, pods)
+    if error is not None:
+        name = str(meta.get("name") or meta.get("generateName") or "")
+        raise StatusError(403, "Forbidden", f'pods "{name}" is forbidden: {error}',
+                          {"name": name, "kind": "pods"})
+
+
+def create_admitted(emu: K8sEmulator, obj: Mapping[str, Any]) -> Obj:
+    """Create an object as a controller's POST does: through quota admission (`admit_pod`),
+    into an existing namespace (404 otherwise)."""
+    rt = emu._type(str(obj.get("kind", "")))
+    body = _clone(obj)
+    ns = body.get("metadata", {}).get("namespace") or ("default" if rt.namespaced else "")
+    with emu._cond:
+        if rt.kind == "Pod":
+            admit_pod(emu, ns, body)
+        return emu._create(rt, ns if rt.namespaced else "", body)
+
+
+def serve_scale(emu: K8sEmulator, method: str, rt: ResourceType, ns: str, name: str,
+                body: Any, ctype: str) -> Obj:
+    """The ``scale`` subresource of Deployments and ReplicaSets
+    (pkg/registry/apps/deployment/storage/storage.go and replicaset/storage/storage.go
+    `ScaleREST` Get / Update, autoscaling/v1 Scale): GET reads ``spec.replicas``,
+    ``status.replicas`` and the selector; PUT or PATCH (merge, strategic or JSON patch of
+    the Scale) writes ``spec.replicas`` into the object (422 for a negative count, 409 when a
+    PUT's resourceVersion is stale)."""
+    with emu._cond:
+        current = emu._get(rt, ns, name)
+
+        def scale(obj: Mapping[str, Any]) -> Obj:
+            return workloads.scale_of(obj, workloads.selector_text(
+                (obj.get("spec") or {}).get("selector")))
+
+        if method == "GET":
+            return scale(current)
+        now = scale(current)
+        if method == "PUT":
+            wanted: Any = _object_body(body)
+            expect = wanted.get("metadata", {}).get("resourceVersion")
+        elif method == "PATCH":
+            try:
+                if ctype.startswith("application/json-patch+json"):
+                    wanted = json_patch(now, body if isinstance(body, list) else [])
+                elif ctype.startswith("application/strategic-merge-patch+json"):
+                    wanted = strategic_merge_patch(now, body)
+                else:
+                    wanted = merge_patch(now, body)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise StatusError(422, "Invalid", f"the server rejected our request due to "
+                                                  f"an error in our request: {exc}") from exc
+            expect = None
+        else:
+            raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on scale")
+        try:
+            replicas = workloads.scaled_replicas(wanted)
+        except ValueError as exc:
+            raise StatusError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {exc}',
+                              {"name": name, "group": "autoscaling", "kind": "Scale"}
+                              ) from exc
+        body_out = _clone(current)
+        body_out["spec"]["replicas"] = replicas
+        body_out["metadata"].pop("resourceVersion", None)
+        stored = emu._replace(rt, ns, name, body_out, expect_rv=expect)
+        return scale(stored)
+
+
 def check_budget(emu: K8sEmulator, ns: str, name: str) -> None:
     """Judge an eviction as the eviction subresource does, from the status the disruption
     controller wrote into the pod's PodDisruptionBudget (`controllers.judge_eviction`): refuse
@@ -1896,13 +2067,27 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     emulator: K8sEmulator
     server_version = "scoctl-k8s-emulator"
+    _user: User | None = None  # who the request being served is (after `_authorize`)
+    _warnings: list[str]  # Warning headers of the answer (fieldValidation=Warn)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         return
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            # a client that does not trust the CA, or speaks plain HTTP, fails here: the
+            # server drops the connection quietly (`handle_error`)
+            self.request.settimeout(HANDSHAKE_TIMEOUT_S)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         self.emulator._conns.add(self.connection)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ssl.SSLError:
+            self.close_connection = True
 
     def finish(self) -> None:
         try:
@@ -1931,9 +2116,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_data(code, json.dumps(body, separators=(",", ":")).encode(), headers)
 
     def _send_data(self, code: int, data: bytes,
-                   headers: Mapping[str, str] | None = None) -> None:
+                   headers: Mapping[str, str] | None = None, *,
+                   content_type: str = "application/json") -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
+        for warning in self._warnings:  # RFC 7234 warn-code 299, as the apiserver sends them
+            self.send_header("Warning", f'299 - "{warning}"')
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -1946,17 +2134,52 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Retry-After"] = str(err.details["retryAfterSeconds"])
         self._send(err.code, err.body(), headers)
 
-    def _read_body(self) -> Any:
+    def _read_raw(self) -> bytes:
+        """The request body: ``Content-Length`` bytes, or a ``Transfer-Encoding: chunked``
+        body de-chunked (Go's net/http sends a body of unknown length chunked: kubectl's
+        DeleteOptions)."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            parts: list[bytes] = []
+            while True:
+                size_line = self.rfile.readline(1024)
+                try:
+                    size = int(size_line.split(b";")[0].strip(), 16)
+                except ValueError as exc:
+                    self.close_connection = True
+                    raise StatusError(400, "BadRequest", "malformed chunked body") from exc
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline(1024)  # the CRLF after the chunk
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def _read_body(self) -> Any:
+        raw = self._read_raw()
         if not raw:
             return None
+        media = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if media == k8s_protobuf.MEDIA_TYPE:
+            # client-go's typed clients send protobuf and do not fall back to JSON on a 415:
+            # the few kinds kubectl sends so are decoded (`k8s_protobuf`), others are 415
+            with contextlib.suppress(k8s_protobuf.UnsupportedKind):
+                return k8s_protobuf.decode(raw)
+        if media and media not in JSON_BODY_TYPES:
+            # apimachinery runtime/serializer/negotiation errors.go `errUnsupportedMediaType`:
+            # a body in a format the server has no serializer for (protobuf, CBOR here) is
+            # 415 UnsupportedMediaType, as for a custom resource upstream
+            raise StatusError(415, "UnsupportedMediaType",
+                              "the body of the request was in an unknown format - accepted "
+                              f"media types include: {', '.join(ACCEPTED_BODY_TYPES)}")
         try:
             return json.loads(raw)
         except ValueError as exc:
             raise StatusError(400, "BadRequest", f"invalid JSON body: {exc}") from exc
 
     def _dispatch(self, method: str) -> None:
+        self._warnings = []
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -1969,8 +2192,8 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._send(200, answer)
                 return
-            self.emulator._authorize(self.headers.get("Authorization"),
-                                     request_attributes(method, path, query))
+            self._user = self.emulator._authorize(self.headers.get("Authorization"),
+                                                  request_attributes(method, path, query))
             self.emulator.requests.append(f"{method} {self.path}")
             fault = self.emulator._check_fault(method, self.path)
             if fault is not None:
@@ -1991,21 +2214,39 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/version":
             self._send(200, _VERSION)
             return
+        if segs[:2] == ["openapi", "v3"]:
+            served_now = self.emulator.served_types()
+            if len(segs) == 2:
+                self._send(200, openapi.root(served_now))
+                return
+            gv = segs[2:]
+            group, version = (("", gv[1]) if gv[0] == "api" and len(gv) == 2 else
+                              (gv[1], gv[2]) if gv[0] == "apis" and len(gv) == 3 else ("", ""))
+            doc = openapi.document(group, version, served_now) if version else None
+            if doc is None:
+                raise StatusError(404, "NotFound", "the server could not find the requested "
+                                                   "resource")
+            self._send(200, doc)
+            return
+        if segs and segs[0] in ("healthz", "livez", "readyz"):
+            # healthz.go `InstallHandler`/`handleRootHealth`: "ok" as text (every check passes)
+            self._send_data(200, b"ok", content_type="text/plain; charset=utf-8")
+            return
         if segs == ["api"]:
             self._send(200, {"kind": "APIVersions", "versions": ["v1"],
                              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                                                              "serverAddress": self.emulator.url
-                                                             .removeprefix("http://")}]})
+                                                             .split("://", 1)[1]}]})
             return
         served = self.emulator.served_types()
         if segs == ["apis"]:
-            self._send(200, _group_list(served))
+            self._send(200, discovery.api_group_list(served))
             return
         if segs and segs[0] == "api" and len(segs) >= 2:
             group, version, rest = "", segs[1], segs[2:]
         elif segs and segs[0] == "apis" and len(segs) >= 2:
             if len(segs) == 2:
-                g = _group(segs[1], served)
+                g = discovery.api_group(segs[1], served)
                 if g is None:
                     raise StatusError(404, "NotFound", "the server could not find the requested "
                                                        "resource")
@@ -2015,7 +2256,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             raise StatusError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
-            listing = _resource_list(group, version, served)
+            listing = discovery.resource_list(group, version, served)
             if listing is None:
                 raise StatusError(404, "NotFound", "the server could not find the requested "
                                                    "resource")
@@ -2026,6 +2267,13 @@ class _Handler(BaseHTTPRequestHandler):
                 and (group, version, rest[2]) in _BY_PATH
                 and _BY_PATH[(group, version, rest[2])].namespaced):
             ns, rest = rest[1], rest[2:]
+        review = next((r for r in discovery.REVIEWS
+                       if (r.group, r.version, r.plural) == (group, version, rest[0])), None)
+        if review is not None and len(rest) == 1:
+            if method != "POST":
+                raise StatusError(405, "MethodNotAllowed", f"{method} is not supported")
+            self._send(201, review_answer(self.emulator, review, self._user, body))
+            return
         rt = _BY_PATH.get((group, version, rest[0]))
         # customresource_handler.go `crdHandler.ServeHTTP`: no CRD named ``<resource>.<group>``
         # → the delegate, the apiserver's not-found handler: 404, as for any unknown resource
@@ -2042,6 +2290,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _resource(self, method: str, rt: ResourceType, ns: str | None, name: str | None,
                   sub: str | None, query: Mapping[str, str], body: Any) -> None:
         emu = self.emulator
+        dry = dry_run(query, method)
+        # a merge or strategic merge patch is a partial object: its fields are checked too
+        if isinstance(body, dict) and method in ("POST", "PUT", "PATCH") and sub != "eviction":
+            refused = check_fields(rt, body, query.get("fieldValidation"), self._warnings)
+            if refused:
+                raise StatusError(400, "BadRequest", refused)
         if name is None:
             if method == "GET":
                 flt = _Filter(ns if rt.namespaced else None,
@@ -2051,10 +2305,16 @@ class _Handler(BaseHTTPRequestHandler):
                     timeout = _number(query, "timeoutSeconds")
                     self._stream(emu._watch(rt, flt, query.get("resourceVersion", ""),
                                             float(timeout) if timeout is not None else None,
-                                            query.get("allowWatchBookmarks") == "true"))
+                                            query.get("allowWatchBookmarks") == "true",
+                                            initial_end=query.get("sendInitialEvents")
+                                            == "true"))
                     return
                 limit = _number(query, "limit") or None
                 page = emu._list(rt, flt, limit, query.get("continue") or None)
+                if tables.wants_table(self.headers.get("Accept"), rt.kind):
+                    self._send(200, tables.table(rt.kind, page["items"], page["metadata"],
+                                                 query.get("includeObject")))
+                    return
                 self._send_data(200, emu._list_json(rt, page))
                 return
             if method == "POST":
@@ -2068,7 +2328,9 @@ class _Handler(BaseHTTPRequestHandler):
                                                          "does not match the namespace sent on "
                                                          "the request")
                 with emu._cond:
-                    created = emu._create(rt, ns or "", body)
+                    if rt.kind == "Pod":
+                        admit_pod(emu, ns or "", body)
+                    created = emu._create(rt, ns or "", body, dry_run=dry)
                 self._send(201, created)
                 return
             raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on the "
@@ -2088,9 +2350,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201})
             return
+        if sub == "scale":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            self._send(200, serve_scale(emu, method, rt, ns or "", name, body, ctype))
+            return
         if method == "GET":
             with emu._cond:
                 obj = emu._get(rt, ns or "", name)
+            if sub is None and tables.wants_table(self.headers.get("Accept"), rt.kind):
+                self._send(200, tables.table(rt.kind, [obj], {"resourceVersion": obj[
+                    "metadata"].get("resourceVersion", "")}, query.get("includeObject")))
+                return
             self._send(200, obj)
         elif method == "PUT":
             body = _object_body(body)
@@ -2099,12 +2369,12 @@ class _Handler(BaseHTTPRequestHandler):
                 current = emu._get(rt, ns or "", name)
                 obj = emu._replace(rt, ns or "", name,
                                    prepare_update(rt, current, _clone(body), sub),
-                                   expect_rv=expect)
+                                   expect_rv=expect, dry_run=dry)
             self._send(200, obj)
         elif method == "PATCH":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             with emu._cond:
-                obj = emu._patch(rt, ns or "", name, body, ctype, sub)
+                obj = emu._patch(rt, ns or "", name, body, ctype, sub, dry_run=dry)
             self._send(200, obj)
         elif method == "DELETE":
             propagation = query.get("propagationPolicy")
@@ -2125,7 +2395,10 @@ class _Handler(BaseHTTPRequestHandler):
                                 f"in precondition: {want}, {field_name} in object meta: "
                                 f"{cmeta.get(field_name)}",
                                 {"name": name, "group": rt.group, "kind": rt.plural})
-                if rt.kind == "Pod":
+                if dry or (isinstance(body, dict) and "All" in (body.get("dryRun") or [])):
+                    # dryrun.go `Delete`: the preconditions checked, nothing deleted
+                    final = emu._get(rt, ns or "", name)
+                elif rt.kind == "Pod":
                     grace = query.get("gracePeriodSeconds")
                     if isinstance(body, dict) and body.get("gracePeriodSeconds") is not None:
                         grace = body["gracePeriodSeconds"]
@@ -2143,9 +2416,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise StatusError(405, "MethodNotAllowed", f"{method} is not supported")
 
     def _peer_closed(self) -> bool:
+        tls = isinstance(self.connection, ssl.SSLSocket)
         try:
-            data: bytes = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            return data == b""
+            # under TLS the raw socket is peeked: a client sends nothing while a watch streams
+            # (HTTP/1.1, no pipelining), so any bytes there are its close_notify
+            data: bytes = socket.socket.recv(self.connection, 1,
+                                             socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return data == b"" or tls
         except BlockingIOError:
             return False
         except OSError:
@@ -2195,45 +2472,62 @@ _VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scoctl-sim",
             "platform": "linux/amd64"}
 
 
-def _group_versions(served: Sequence[ResourceType]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for t in served:
-        if t.group and t.version not in out.setdefault(t.group, []):
-            out[t.group].append(t.version)
-    return out
+def dry_run(query: Mapping[str, str], method: str) -> bool:
+    """The ``dryRun`` query parameter (handlers/rest.go `dryRun` + validation
+    `ValidateDryRun`): ``All`` or absent; anything else is 400."""
+    value = query.get("dryRun")
+    if value is None or value == "":
+        return False
+    if value != "All":
+        raise StatusError(400, "BadRequest", f'Invalid dry run value: supported values: "All", '
+                                             f'got "{value}"')
+    return method in ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _group(name: str, served: Sequence[ResourceType]) -> Obj | None:
-    versions = _group_versions(served).get(name)
-    if versions is None:
-        return None
-    gv = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": gv,
-            "preferredVersion": gv[0]}
+def review_answer(emu: K8sEmulator, review: discovery.Review, user: User | None,
+                  body: Any) -> Obj:
+    """A SelfSubjectAccessReview or SelfSubjectReview, answered for `user`."""
+    if user is None:
+        raise StatusError(401, "Unauthorized", "Unauthorized")
+    obj = _object_body(body)
+    if review is discovery.SSR:
+        # pkg/registry/authentication/selfsubjectreview/rest.go `Create`: the user's info
+        info: Obj = {"username": user.name, "groups": list(user.groups)}
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                "metadata": {"creationTimestamp": now_rfc3339()}, "status": {"userInfo": info}}
+    with emu._cond:
+        policy = emu._policy()
+    allowed, reason = access_review(policy, user, obj.get("spec") or {})
+    status: Obj = {"allowed": allowed}
+    if reason:
+        status["reason"] = reason
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": now_rfc3339()}, "spec": obj.get("spec") or {},
+            "status": status}
 
 
-def _group_list(served: Sequence[ResourceType]) -> Obj:
-    groups = [_group(g, served) for g in _group_versions(served)]
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [g for g in groups if g]}
-
-
-def _resource_list(group: str, version: str, served: Sequence[ResourceType]) -> Obj | None:
-    types = [t for t in served if t.group == group and t.version == version]
-    if not types:
-        return None
-    resources: list[Obj] = []
-    for t in types:
-        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
-        resources.append({"name": t.plural, "singularName": t.singular, "namespaced":
-                          t.namespaced, "kind": t.kind, "verbs": verbs})
-        for sub in t.subresources:
-            resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced":
-                              t.namespaced, "kind": "Eviction" if sub == "eviction" else t.kind,
-                              "verbs": ["create"] if sub == "eviction" else ["get", "patch",
-                                                                             "update"]})
-    gv = f"{group}/{version}" if group else version
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-            "resources": resources}
+def access_review(policy: Policy, user: User, spec: Mapping[str, Any]) -> tuple[bool, str]:
+    """pkg/registry/authorization/selfsubjectaccessreview/rest.go `Create` +
+    subjectaccessreview/util `ResourceAttributesFrom`/`NonResourceAttributesFrom`: the spec's
+    attributes authorized for the requesting user as a request would be; 400 when the spec
+    has neither or both kinds of attributes."""
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if bool(resource) == bool(non_resource):
+        raise StatusError(400, "BadRequest", "exactly one of nonResourceAttributes or "
+                                             "resourceAttributes must be specified")
+    if isinstance(non_resource, dict):
+        attrs = Attributes(str(non_resource.get("verb") or ""),
+                           str(non_resource.get("path") or ""), False)
+    else:
+        r = resource if isinstance(resource, dict) else {}
+        attrs = Attributes(str(r.get("verb") or ""), "", True, str(r.get("group") or ""),
+                           str(r.get("version") or ""), str(r.get("resource") or ""),
+                           str(r.get("subresource") or ""), str(r.get("namespace") or ""),
+                           str(r.get("name") or ""))
+    allowed = authorize(policy, user, attrs)
+    if allowed and PRIVILEGED_GROUP in user.groups:
+        return True, ""
+    return allowed, "RBAC: allowed" if allowed else ""
 
 
 # --- the /_sim/ control API ----------------------------------------------------------------------
@@ -2258,6 +2552,9 @@ def _control(emu: K8sEmulator, method: str, op: str, body: Any) -> Any:
     handlers: dict[str, Callable[[], Any]] = {
         "apply": lambda: {"applied": [_ref(emu.apply(o)) for o in args.get("objects", [])]},
         "add": lambda: {"added": [_ref(emu.add(o)) for o in args.get("objects", [])]},
+        # a controller's own writes through the API: admission, graceful pod deletion
+        "create": lambda: _ref(create_admitted(emu, dict(args["object"]))),
+        "delete-pod": lambda: _ref(emu.delete_pod(args["namespace"], args["name"])),
         "delete": lambda: _ref(emu.delete(args["kind"], args.get("namespace"), args["name"],
                                           args.get("propagation"))),
         "patch": lambda: _ref(emu.update(args["kind"], args.get("namespace"), args["name"],
@@ -2675,6 +2972,18 @@ def seed(emu: K8sEmulator, data: Mapping[str, Any]) -> None:
         emu.apply(obj)
 
 
+def tls_in(directory: Path, host: str = "127.0.0.1") -> TlsMaterial:
+    """The CA + server certificate kept in `directory` (``k8s-ca.crt``, ``k8s-tls.crt``,
+    ``k8s-tls.key``), made there first when any is missing: a restarted emulator serves the
+    certificate the kubeconfigs already trust."""
+    paths = (directory / "k8s-ca.crt", directory / "k8s-tls.crt", directory / "k8s-tls.key")
+    if all(p.is_file() for p in paths):
+        return TlsMaterial.read(*paths)
+    material = generate_tls((host,))
+    material.write(directory)
+    return material
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; write ``{"url", "pid"}`` to --ready-file once listening."""
     parser = argparse.ArgumentParser(prog="python -m scoctl.sim.k8s_emulator",
@@ -2690,6 +2999,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "built-in test tokens)")
     parser.add_argument("--grace-scale", type=float, default=1.0,
                         help="a Terminating pod goes after its grace period times this (> 0)")
+    parser.add_argument("--plain-http", action="store_true",
+                        help="serve plain HTTP instead of HTTPS (kubectl sends no token to an "
+                             "http:// server)")
+    parser.add_argument("--tls-dir",
+                        help="serve the certificate in DIR/k8s-tls.crt + DIR/k8s-tls.key signed "
+                             "by DIR/k8s-ca.crt, made there first when absent (default: a new "
+                             "CA for this process, its PEM in the ready file's \"ca\")")
     parser.add_argument("--crd", action="append", default=[], choices=sorted(CRDS),
                         help="install this CustomResourceDefinition too (repeatable; "
                              f"{', '.join(DEFAULT_CRDS)} always is)")
@@ -2699,8 +3015,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.tokens_file, encoding="utf-8") as fh:
             tokens = {str(t): User(str(u["user"]), tuple(str(g) for g in u.get("groups", ())))
                       for t, u in json.load(fh).items()}
+    tls: TlsMaterial | bool = not args.plain_http
+    if tls and args.tls_dir:
+        tls = tls_in(Path(args.tls_dir), args.host)
     emu = K8sEmulator(args.host, args.port, tokens=tokens, grace_scale=args.grace_scale,
-                      crds=(*DEFAULT_CRDS, *args.crd))
+                      crds=(*DEFAULT_CRDS, *args.crd), tls=tls)
     if args.seed:
         with open(args.seed, encoding="utf-8") as fh:
             seed(emu, json.load(fh))
@@ -2715,7 +3034,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ready_file:
         tmp = f"{args.ready_file}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"url": emu.url, "pid": os.getpid()}, fh)
+            json.dump({"url": emu.url, "pid": os.getpid(),
+                       "ca": emu.ca_pem.decode("ascii") if emu.ca_pem else None}, fh)
         os.replace(tmp, args.ready_file)
     print(emu.url, flush=True)
     while not done.wait(0.5):

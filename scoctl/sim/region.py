@@ -10,6 +10,8 @@ One folder (default ``./.scoctl-sim``) holds everything of one simulated region:
                                       (kube-system/scoctl, held to configs/kubernetes/rbac.yaml)
     kubeconfig-admin                  the same as the admin (system:masters), for set-up
     k8s-tokens.json                   the bearer tokens the Kubernetes emulator accepts
+    k8s-ca.crt k8s-tls.crt k8s-tls.key  the CA the kubeconfigs trust, and the HTTPS certificate
+                                      and key the Kubernetes emulator serves (kept over a restart)
     clouds.yaml                       entry `scoctl-sim`: admin_token on the Nova emulator's /v2.1
     join-token                        the join secret the user-data template embeds
     sim.json                          URLs, start time, scenario
@@ -25,6 +27,7 @@ the live ones alone.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -63,8 +66,10 @@ STATE_FILE = "sim.json"
 MODULES = {"k8s": "scoctl.sim.k8s_emulator", "nova": "scoctl.sim.nova_emulator",
            "agent": "scoctl.sim.agent"}
 COMPONENTS = ("k8s", "nova", "agent")
+CA_FILE = "k8s-ca.crt"
 RUNTIME_FILES = ("sim.json", "kubeconfig", "kubeconfig-admin", TOKENS_FILE, "clouds.yaml",
-                 "join-token", "k8s-seed.json", "nova-seed.json", "agent.json")
+                 "join-token", "k8s-seed.json", "nova-seed.json", "agent.json", CA_FILE,
+                 "k8s-tls.crt", "k8s-tls.key")
 # Popen objects of detached processes are kept so that no "still running" warning fires when
 # the object is collected: the processes are meant to outlive this one.
 _DETACHED: list[subprocess.Popen[bytes]] = []
@@ -118,7 +123,8 @@ class SimState:
                 "already_running": self.already_running, "restarted": list(self.restarted),
                 "components": [c.as_json() for c in self.components],
                 "k8s_url": self.k8s_url, "nova_url": self.nova_url,
-                "kubeconfig": str(self.kubeconfig), "clouds_yaml": str(self.clouds_yaml),
+                "kubeconfig": str(self.kubeconfig), "k8s_ca": str(self.directory / CA_FILE),
+                "clouds_yaml": str(self.clouds_yaml),
                 "cloud": CLOUD_NAME, "started_at": self.started_at,
                 "start_seconds": self.start_seconds, "scenario": self.scenario}
 
@@ -253,11 +259,16 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def kubeconfig_text(url: str, token: str, context: str = CLOUD_NAME) -> str:
-    """A kubeconfig for the emulator (JSON is YAML)."""
+def kubeconfig_text(url: str, token: str, context: str = CLOUD_NAME, *,
+                    ca_pem: bytes | None = None) -> str:
+    """A kubeconfig for the emulator (JSON is YAML); `ca_pem` is the CA its HTTPS certificate
+    is signed by (``certificate-authority-data``)."""
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode("ascii")
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": context,
-        "clusters": [{"name": context, "cluster": {"server": url}}],
+        "clusters": [{"name": context, "cluster": cluster}],
         "users": [{"name": context, "user": {"token": token}}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": context,
                                                    "namespace": "default"}}],
@@ -327,20 +338,23 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
             pids["k8s"] = _spawn(directory, "k8s", _args(directory, "k8s"))
             pids["nova"] = _spawn(directory, "nova", _args(directory, "nova"))
             deadline = time.monotonic() + timeout
-            k8s_url = str(json.loads(_wait_ready(directory, "k8s", pids["k8s"],
-                                                 deadline))["url"])
+            k8s_ready = json.loads(_wait_ready(directory, "k8s", pids["k8s"], deadline))
+            k8s_url = str(k8s_ready["url"])
+            ca_pem = k8s_ready["ca"].encode("ascii") if k8s_ready.get("ca") else None
             nova_port = int(_wait_ready(directory, "nova", pids["nova"], deadline).strip())
             nova_url = f"http://127.0.0.1:{nova_port}/v2.1"
             region = config.regions[0].name
-            _write(directory / "kubeconfig", kubeconfig_text(k8s_url, _token(tokens, SCOCTL)),
-                   0o600)
+            _write(directory / "kubeconfig",
+                   kubeconfig_text(k8s_url, _token(tokens, SCOCTL), ca_pem=ca_pem), 0o600)
             _write(directory / "kubeconfig-admin",
-                   kubeconfig_text(k8s_url, _token(tokens, ADMIN)), 0o600)
+                   kubeconfig_text(k8s_url, _token(tokens, ADMIN), ca_pem=ca_pem), 0o600)
             _write(directory / "clouds.yaml", clouds_yaml_text(nova_url, scenario.project,
                                                                region), 0o600)
             _write(directory / "join-token", secrets.token_hex(24) + "\n", 0o600)
             settings = agent_settings(scenario, config, k8s_url=k8s_url, nova_url=nova_url,
                                       k8s_token=_token(tokens, ADMIN))
+            if ca_pem is not None:
+                settings["k8s_ca_file"] = str(directory / CA_FILE)
             _write(directory / "agent.json", json.dumps(settings, indent=2))
             pids["agent"] = _spawn(directory, "agent", _args(directory, "agent"))
             _wait_ready(directory, "agent", pids["agent"], deadline)
@@ -364,7 +378,9 @@ def _args(directory: Path, name: str, port: int = 0) -> list[str]:
     settings): the same for its first start (port 0: the OS picks) and a restart."""
     ready = ["--ready-file", str(directory / f"{name}.ready")]
     if name == "k8s":
-        return ["--port", str(port), *ready, "--seed", str(directory / "k8s-seed.json"),
+        # HTTPS with the CA + certificate kept in the folder (made by the first start)
+        return ["--port", str(port), *ready, "--tls-dir", str(directory),
+                "--seed", str(directory / "k8s-seed.json"),
                 "--tokens-file", str(directory / TOKENS_FILE), "--grace-scale", str(GRACE_SCALE)]
     if name == "nova":
         return ["--port", str(port), *ready, "--seed-file", str(directory / "nova-seed.json")]
@@ -444,7 +460,9 @@ def _api(state: SimState) -> Any:
 
     if not state.running or not state.k8s_url or not state.nova_url:
         raise UsageError(f"no simulated region runs in {state.directory}: run `scoctl sim up`")
-    return SimApi(state.k8s_url, state.nova_url, timeout=5.0)
+    ca = state.directory / CA_FILE
+    return SimApi(state.k8s_url, state.nova_url, timeout=5.0,
+                  k8s_ca=str(ca) if state.k8s_url.startswith("https:") else None)
 
 
 def status(directory: Path) -> dict[str, Any]:

@@ -95,6 +95,20 @@ class DeploymentSeed:
 
 
 @dataclass(frozen=True)
+class InferenceServiceSeed:
+    """A KServe InferenceService (serving.kserve.io/v1beta1, RawDeployment): the region makes
+    its predictor Deployment ``<name>-predictor`` and pods as KServe does."""
+
+    name: str
+    namespace: str
+    requests: Mapping[str, int]  # canonical units per predictor pod
+    replicas: int = 1  # the predictor's minReplicas
+    workload: str | None = None
+    managed: bool = False
+    tolerate_reclaimable: bool = False
+
+
+@dataclass(frozen=True)
 class PodGroupSeed:
     """A scheduler-plugins PodGroup (DESIGN §19): the pods labelled
     ``scheduling.x-k8s.io/pod-group: <name>`` in its namespace are a gang of `min_member`."""
@@ -119,6 +133,7 @@ class Scenario:
     quotas: tuple[QuotaSeed, ...] = ()
     deployments: tuple[DeploymentSeed, ...] = ()
     pod_groups: tuple[PodGroupSeed, ...] = ()  # the PodGroup CRD is installed when any is given
+    inference_services: tuple[InferenceServiceSeed, ...] = ()
     poll_interval: float = 0.5
     ready_after: float = 2.0
     reclaim_rate_per_hour: float = 0.0
@@ -278,7 +293,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
 
     kpath: Path_ = ("kubernetes",)
     kube = r.mapping(root.get("kubernetes"), kpath, {"nodes", "quotas", "deployments",
-                                                     "pod_groups"})
+                                                     "pod_groups", "inference_services"})
     nodes = tuple(_node(r, raw, (*kpath, "nodes", i))
                   for i, raw in enumerate(r.seq(kube.get("nodes"), (*kpath, "nodes"))))
     quotas = tuple(_quota(r, raw, (*kpath, "quotas", i))
@@ -289,8 +304,12 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     pod_groups = tuple(
         _pod_group(r, raw, (*kpath, "pod_groups", i))
         for i, raw in enumerate(r.seq(kube.get("pod_groups"), (*kpath, "pod_groups"))))
+    isvc_path = (*kpath, "inference_services")
+    isvcs = tuple(_inference_service(r, raw, (*isvc_path, i))
+                  for i, raw in enumerate(r.seq(kube.get("inference_services"), isvc_path)))
     for label, names in (("nodes", [n.name for n in nodes]),
                          ("deployments", [f"{d.namespace}/{d.name}" for d in deployments]),
+                         ("inference_services", [f"{i.namespace}/{i.name}" for i in isvcs]),
                          ("pod_groups", [f"{g.namespace}/{g.name}" for g in pod_groups])):
         if len(set(names)) != len(names):
             raise r.fail((*kpath, label), "names must be unique")
@@ -315,7 +334,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
         source=doc.file, config=config, project=project, quota=quota, capacity=capacity,
         az_capacity=az_capacity,
         timing=timing, nodes=nodes, quotas=quotas, deployments=deployments,
-        pod_groups=pod_groups, poll_interval=poll,
+        pod_groups=pod_groups, inference_services=isvcs, poll_interval=poll,
         ready_after=r.duration(agent, apath, "ready_after", 2.0),
         reclaim_rate_per_hour=r.number(reclaim, rpath, "rate_per_hour", 0.0),
         reclaim_mode=mode, seed=r.integer(agent, apath, "seed", None), node_suffix=suffix,
@@ -375,6 +394,29 @@ def _pod_group(r: _Reader, raw: Any, path: Path_) -> PodGroupSeed:
     data = r.mapping(raw, path, {"name", "namespace", "min_member"})
     return PodGroupSeed(name=r.name(data, path), namespace=r.name(data, path, "namespace"),
                         min_member=r.integer(data, path, "min_member", None, low=1))
+
+
+def _requests(r: _Reader, data: Mapping[str, Any], path: Path_) -> dict[str, int]:
+    req_path = (*path, "requests")
+    req_raw = data.get("requests")
+    if not isinstance(req_raw, Mapping) or not req_raw:
+        raise r.fail(req_path, "is required (e.g. {cpu: 4, memory: 16Gi})")
+    try:
+        return dict(parse_resources({str(k): v for k, v in req_raw.items()}))
+    except QuantityError as exc:
+        raise r.fail(req_path, str(exc)) from exc
+
+
+def _inference_service(r: _Reader, raw: Any, path: Path_) -> InferenceServiceSeed:
+    data = r.mapping(raw, path, {"name", "namespace", "replicas", "requests", "workload",
+                                 "managed", "tolerate_reclaimable"})
+    return InferenceServiceSeed(
+        name=r.name(data, path), namespace=r.name(data, path, "namespace"),
+        requests=_requests(r, data, path),
+        replicas=r.integer(data, path, "replicas", 1, low=0) or 0,
+        workload=r.string(data, path, "workload"),
+        managed=r.boolean(data, path, "managed", False),
+        tolerate_reclaimable=r.boolean(data, path, "tolerate_reclaimable", False))
 
 
 def _deployment(r: _Reader, raw: Any, path: Path_) -> DeploymentSeed:
@@ -559,7 +601,8 @@ def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     namespaces = sorted({q.namespace for q in scenario.quotas}
                         | {d.namespace for d in scenario.deployments}
-                        | {g.namespace for g in scenario.pod_groups})
+                        | {g.namespace for g in scenario.pod_groups}
+                        | {i.namespace for i in scenario.inference_services})
     objects += [k8s.make_namespace(ns) for ns in namespaces]
     for node in scenario.nodes:
         obj = k8s.make_node(node.name, cpu=format_cpu(node.cpu),
@@ -577,7 +620,28 @@ def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
         objects.append(k8s.make_resource_quota(quota.name, quota.namespace, quota.hard, used))
     objects += [k8s.make_pod_group(g.name, g.namespace, min_member=g.min_member)
                 for g in scenario.pod_groups]
+    objects += [_inference_service_object(i) for i in scenario.inference_services]
     return objects
+
+
+def _inference_service_object(seed: InferenceServiceSeed) -> dict[str, Any]:
+    """The InferenceService as a user applies it; its predictor is the region's to make."""
+    labels = {**({"sco/workload": seed.workload} if seed.workload else {}),
+              **({"sco/managed": "true"} if seed.managed else {})}
+    requests = resource_strings(seed.requests)
+    # extended resources (GPUs) need a limit equal to the request (core validation)
+    limits = {k: v for k, v in requests.items() if k not in (CPU, MEMORY)}
+    predictor: dict[str, Any] = {"minReplicas": seed.replicas, "model": {
+        "modelFormat": {"name": "huggingface"}, "storageUri": f"pvc://models/{seed.name}",
+        "resources": {"requests": requests, **({"limits": limits} if limits else {})}}}
+    if seed.tolerate_reclaimable:
+        predictor["tolerations"] = [{"key": "reclaimable", "operator": "Equal",
+                                     "value": "true", "effect": "NoSchedule"}]
+    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": seed.name, "namespace": seed.namespace, "labels": labels,
+                         "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"},
+                         "uid": stable_id("inferenceservice", f"{seed.namespace}/{seed.name}")},
+            "spec": {"predictor": predictor}, "status": {}}
 
 
 def kubernetes_crds(scenario: Scenario) -> list[str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -80,7 +82,7 @@ def test_every_kind_the_emulator_builds_deserializes_into_the_client_models(
     assert core.list_namespaced_resource_quota("ml").items[0].spec.hard["pods"] == "10"
     assert core.list_namespaced_event("ml").items[0].involved_object.kind == "ReplicaSet"
     assert [n.metadata.name for n in core.list_namespace().items] == [
-        "default", "kube-system", "ml"]
+        "default", "kube-node-lease", "kube-system", "ml"]
 
 
 def test_objects_the_client_could_not_read_are_refused_with_422(
@@ -115,7 +117,10 @@ def test_discovery_and_version(k8s_api: Any) -> None:
     assert client.VersionApi(k8s_api).get_code().git_version.startswith("v1.32")
     assert client.CoreApi(k8s_api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(k8s_api).get_api_versions().groups}
-    assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io"}
+    # (the review APIs, authentication.k8s.io and authorization.k8s.io, as upstream serves them;
+    # coordination.k8s.io for the node Leases)
+    assert groups == {"apps", "batch", "policy", "serving.kserve.io", "rbac.authorization.k8s.io",
+                      "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io"}
     resources = client.CoreV1Api(k8s_api).get_api_resources().resources
     assert {"pods", "pods/eviction", "nodes", "events"} <= {r.name for r in resources}
     policy = client.PolicyV1Api(k8s_api).get_api_resources().resources
@@ -467,12 +472,15 @@ def test_the_emulator_runs_as_a_process_driven_through_the_control_api(tmp_path:
             time.sleep(0.05)
         info = json.loads(ready.read_text())
         assert info["pid"] == proc.pid
+        # HTTPS by default, with the CA of this process in the ready file
+        assert info["url"].startswith("https://127.0.0.1:")
+        tls = ssl.create_default_context(cadata=info["ca"])
 
         def control(op: str, body: dict[str, Any] | None = None) -> Any:
             request = urllib.request.Request(
                 f"{info['url']}/_sim/{op}", data=json.dumps(body or {}).encode(),
                 headers={"Content-Type": "application/json"}, method="POST")
-            with urllib.request.urlopen(request, timeout=10) as resp:
+            with urllib.request.urlopen(request, timeout=10, context=tls) as resp:
                 return json.loads(resp.read())
 
         control("apply", {"objects": [ke.make_node("n1", gpus=4),
@@ -480,7 +488,9 @@ def test_the_emulator_runs_as_a_process_driven_through_the_control_api(tmp_path:
         control("node-ready", {"name": "n1", "ready": False})
         (tmp_path / "kubeconfig").write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "sim",
-            "clusters": [{"name": "sim", "cluster": {"server": info["url"]}}],
+            "clusters": [{"name": "sim", "cluster": {
+                "server": info["url"],
+                "certificate-authority-data": base64.b64encode(info["ca"].encode()).decode()}}],
             "users": [{"name": "sim", "user": {"token": ke.ADMIN_TOKEN}}],
             "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}]}))
         from kubernetes import config
@@ -511,7 +521,7 @@ def test_a_control_batch_runs_each_operation_and_reports_each_refusal(
     k8s_emulator.add(ke.make_node("n1"))
     for name in ("a", "b", "c", "d"):
         k8s_emulator.add(ke.make_pod(name, "ml", unschedulable=UNSCHED))
-    api = SimApi(k8s_emulator.url, "http://127.0.0.1:9/v2.1")
+    api = SimApi(k8s_emulator.url, "http://127.0.0.1:9/v2.1", k8s_ca=k8s_emulator.client_context())
     core = client.CoreV1Api(k8s_api)
 
     def bind(name: str) -> dict[str, Any]:
@@ -547,7 +557,8 @@ def test_the_control_api_clears_the_request_log(k8s_emulator: K8sEmulator, k8s_a
         request = urllib.request.Request(f"{k8s_emulator.url}/_sim/{op}", method=method,
                                          data=b"{}" if method == "POST" else None,
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10,
+                                    context=k8s_emulator.client_context()) as resp:
             return json.loads(resp.read())
 
     assert "GET /api/v1/nodes" in control("requests", "GET")["requests"]

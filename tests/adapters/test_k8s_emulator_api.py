@@ -340,7 +340,8 @@ def test_a_handler_bug_is_a_500_internal_error_and_bad_input_a_400() -> None:
                 headers={"Authorization": f"Bearer {ke.ADMIN_TOKEN}",
                          "Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(request, timeout=10) as resp:
+                with urllib.request.urlopen(request, timeout=10,
+                                            context=emu.client_context()) as resp:
                     return resp.status, json.loads(resp.read())
             except urllib.error.HTTPError as err:
                 return err.code, json.loads(err.read())

@@ -27,7 +27,7 @@ def get(emu: K8sEmulator, path: str) -> tuple[int, Any]:
     request = urllib.request.Request(f"{emu.url}{path}",
                                      headers={"Authorization": f"Bearer {ke.ADMIN_TOKEN}"})
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10, context=emu.client_context()) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
@@ -119,7 +119,8 @@ def test_scoctl_sim_installs_a_crd_through_the_control_api(k8s_emulator: K8sEmul
             f"{k8s_emulator.url}/_sim/install-crd", data=json.dumps({"name": name}).encode(),
             method="POST", headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=10) as resp:
+            with urllib.request.urlopen(request, timeout=10,
+                                        context=k8s_emulator.client_context()) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read())

@@ -42,7 +42,7 @@ def call(emu: K8sEmulator, path: str, token: str | None, method: str = "GET",
     request = urllib.request.Request(f"{emu.url}{path}", data=data, method=method,
                                      headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10, context=emu.client_context()) as resp:
             text = resp.read()
             return resp.status, json.loads(text.splitlines()[0]) if text else None
     except urllib.error.HTTPError as err:

@@ -81,7 +81,8 @@ def sim_user_data(cwd: Path) -> list[str]:
 
     region = read_state(cwd / ".scoctl-sim")
     assert region is not None and region.k8s_url and region.nova_url
-    api = SimApi(region.k8s_url, region.nova_url, timeout=5.0)
+    api = SimApi(region.k8s_url, region.nova_url, timeout=5.0,
+                 k8s_ca=str(region.directory / "k8s-ca.crt"))
     try:
         return [base64.b64decode(s["user_data"]).decode() for s in api.servers()]
     finally:

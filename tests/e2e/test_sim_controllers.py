@@ -47,7 +47,8 @@ def emulators() -> Iterator[tuple[K8sEmulator, NovaEmulator]]:
 def make_agent(k8s: K8sEmulator, nova: NovaEmulator, clock: Clock) -> agent.Agent:
     settings: dict[str, Any] = {"k8s_url": k8s.url, "nova_url": nova.url,
                                 "podgc_quarantine": 40.0, "node_monitor_grace": 40.0}
-    return agent.Agent(settings, agent.SimApi(k8s.url, nova.url), clock=clock)
+    return agent.Agent(settings, agent.SimApi(k8s.url, nova.url, k8s_ca=k8s.client_context()),
+                       clock=clock)
 
 
 def test_podgc_replaces_the_pods_of_a_removed_node_only_after_its_quarantine(

@@ -57,7 +57,8 @@ class Region:
 
     def api(self) -> agent.SimApi:
         body = self.sim_status()
-        return agent.SimApi(str(body["k8s_url"]), str(body["nova_url"]))
+        return agent.SimApi(str(body["k8s_url"]), str(body["nova_url"]),
+                            k8s_ca=str(body["k8s_ca"]))
 
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.scoctl("events", "--json").splitlines()

@@ -63,7 +63,7 @@ class Loop:
                 if agent.server_of(n) is not None]
 
     def objects(self, kind: str) -> list[dict[str, Any]]:
-        api = agent.SimApi(*self._urls())
+        api = agent.SimApi(*self._urls(), k8s_ca=str(self.sim_status()["k8s_ca"]))
         try:
             return api.objects(kind)
         finally:
