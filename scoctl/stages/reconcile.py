@@ -64,6 +64,7 @@ from scoctl.errors import (
     EvictionRefused,
     NotLeader,
     ScoctlError,
+    StateUnavailable,
     StillTerminating,
 )
 from scoctl.host.discovery import host_hints
@@ -612,6 +613,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 worker = _Region(config, store, clock, reg, cloud, cluster, scheduler, dry_run,
                                  count, hurry)
                 outcome = worker.run()
+            except StateUnavailable:  # the state's outage, not Nova's: the stage ends
+                raise
             except ApiError as exc:
                 count("error")
                 problems.append(Problem.of(exc, api="nova", region=reg.name, what="Nova"))

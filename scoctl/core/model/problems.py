@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from scoctl.errors import StateUnavailable
+
 Api = Literal["nova", "kubernetes", "slurm", "state", "spool", "scoctl"]
 APIS: tuple[Api, ...] = ("nova", "kubernetes", "slurm", "state", "spool", "scoctl")
 
@@ -31,8 +33,9 @@ class Problem:
     @classmethod
     def of(cls, exc: BaseException, *, api: Api = "scoctl", region: str | None = None,
            what: str = "") -> Problem:
-        """The problem an exception raised by `api` stands for."""
-        return cls(api, region, what, str(exc))
+        """The problem an exception raised by `api` stands for; the state's own outage
+        (`StateUnavailable`, met in a step that called `api`) is the state's, never `api`'s."""
+        return cls("state" if isinstance(exc, StateUnavailable) else api, region, what, str(exc))
 
 
 def first_of(problems: Iterable[Problem], api: Api) -> Problem | None:
