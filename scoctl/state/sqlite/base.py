@@ -42,7 +42,8 @@ def outage_of(exc: BaseException, shown: str) -> StateUnavailable | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if not isinstance(exc, sqlite3.Error) or code is None or code & 0xFF not in OUTAGE_CODES:
         return None
-    why = "its filesystem is full" if code & 0xFF == SQLITE_FULL else "its filesystem is full or failing"
+    why = "its filesystem is full" if code & 0xFF == SQLITE_FULL else (
+        "its filesystem is full or failing")
     return StateUnavailable(f"state {shown}: {exc} ({why}; nothing was written)")
 
 
