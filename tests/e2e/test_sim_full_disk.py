@@ -6,9 +6,9 @@ CI). `scoctl run --once` on the full filesystem exits 1 with one line naming the
 traceback. The controller (`scoctl run --follow`) places the scenario's 42 pods, the test
 fills the filesystem and scales the Deployment up: the controller stays up, says once that the
 state is unavailable and waits (passes retry with back-off); once the filler is removed it
-resumes on its own and places the pods of a further scale-up. The outage is the state's (``STATE_UNAVAILABLE``,
-``STATE_RECOVERED``), never Nova's or Kubernetes'; the write-ahead log stays far below the 2 MB
-(before, it grew to 1.7 MB and the controller crash-looped on such a filesystem even with
+resumes on its own and places the pods of a further scale-up. The outage is the state's
+(``STATE_UNAVAILABLE``, ``STATE_RECOVERED``), never Nova's or Kubernetes'; the write-ahead log
+stays far below the 2 MB (before, it grew to 1.7 MB and the controller crash-looped on such a filesystem even with
 nothing else on it).
 """
 
