@@ -8,8 +8,8 @@ fills the filesystem and scales the Deployment up: the controller stays up, says
 state is unavailable and waits (passes retry with back-off); once the filler is removed it
 resumes on its own and places the pods of a further scale-up. The outage is the state's
 (``STATE_UNAVAILABLE``, ``STATE_RECOVERED``), never Nova's or Kubernetes'; the write-ahead log
-stays far below the 2 MB (before, it grew to 1.7 MB and the controller crash-looped on such a filesystem even with
-nothing else on it).
+stays far below the 2 MB (before, it grew to 1.7 MB and the controller crash-looped on such a
+filesystem even with nothing else on it).
 """
 
 from __future__ import annotations
