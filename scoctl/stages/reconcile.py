@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
+from scoctl.core.clockstep import ages_now
 from scoctl.core.demand import must_move
 from scoctl.core.model import (
     GangRecord,
@@ -67,6 +68,7 @@ from scoctl.errors import (
     StateUnavailable,
     StillTerminating,
 )
+from scoctl.host.clockstep import seen_steps
 from scoctl.host.discovery import host_hints
 from scoctl.services import drift as drift_inputs
 from scoctl.services.buffers import record_short
@@ -527,7 +529,9 @@ class _Region:
 
     def run(self) -> RegionOutcome:
         snapshot = self.snapshot()
-        decision = decide(snapshot, policy_of(self.config), self.clock.now())
+        # ages without the time of day's forward steps: a step never fires a timeout early
+        steps = seen_steps(self.config.budget_dir, self.clock)
+        decision = decide(snapshot, policy_of(self.config), ages_now(self.clock.now(), steps))
         if self.dry_run:
             return RegionOutcome(self.region.name, decision, problems=tuple(self.problems),
                                  servers=snapshot.servers)
