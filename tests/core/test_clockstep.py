@@ -40,3 +40,30 @@ def test_an_age_from_before_a_step_is_reckoned_without_it_and_a_later_one_as_is(
     assert type(later) is datetime and later == now + timedelta(seconds=10)
     assert aged == now and aged.isoformat() == now.isoformat()
     assert isinstance(aged, AgesNow) and ages_now(now, []) is now
+
+
+def test_a_forward_step_does_not_tear_a_booting_gang_down():
+    """The gang's deadline (600 s after its launch) on an age without the step: launched
+    100 s before a one-hour step, it is not late; the same gang without the step is."""
+    from scoctl.core.gang import DEFAULT_GANG_POLICY as GANG
+    from scoctl.core.model import GangRecord
+    from scoctl.core.reconcile import decide
+    from tests.core.test_reconcile import (
+        NOW,
+        POLICY,
+        make_instance,
+        make_node,
+        make_server,
+        snap,
+    )
+
+    t = NOW.timestamp()
+    servers = tuple(make_server(f"s{i}") for i in range(3))
+    insts = (make_instance("s0"), *(make_instance(f"s{i}", status="active") for i in (1, 2)))
+    nodes = (make_node(insts[0].name, sid="s0"),)
+    record = GangRecord("web", 3, launched_at=t - 3600 - 100)
+    view = snap(servers=servers, instances=insts, k8s_nodes=nodes, gangs={"web": record},
+                gang_policy=GANG, targets={"web": {"p-spot": 3}})
+    stepped = ages_now(NOW, [Step(t - 10, 3600.0)])
+    assert not decide(view, POLICY, stepped).deletions
+    assert {d.server_id for d in decide(view, POLICY, NOW).deletions} == {"s0", "s1", "s2"}
