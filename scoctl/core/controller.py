@@ -287,6 +287,7 @@ class OutageEvent:
     api: str
     detail: str = ""
     seconds: float = 0.0
+    at: str | None = None  # when it was seen (RFC 3339; None: when recorded)
 
     @property
     def starts(self) -> bool:

@@ -46,7 +46,7 @@ from scoctl.core.demand import demand_shape, is_provisionable, workload_of
 from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
-from scoctl.core.timefmt import parse_rfc3339
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
 from scoctl.errors import LockHeld, NotLeader, ScoctlError, StateUnavailable, TemporaryError
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
@@ -189,6 +189,7 @@ class Controller:
         self.outages, event = decide.api_result(self.outages, api, self.clock.monotonic(),
                                                 error=error)
         if event is not None:
+            event = replace(event, at=rfc3339(self.clock.now()))  # a state outage: written late
             self.outage_events.append(event)
             if event.starts:
                 self.report(f"{api} unavailable: {event.detail} (retrying with back-off)")
@@ -432,7 +433,7 @@ class Controller:
                 else:
                     detail["seconds"] = round(e.seconds, 1)
                 self.store.append_event(NewEvent(None, e.token, "warning" if e.starts
-                                                 else "info", detail))
+                                                 else "info", detail, ts=e.at))
         del self.outage_events[:len(events)]
 
     def reload(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from scoctl.core.timefmt import parse_rfc3339
 from tests.e2e.test_sim import kill_leftovers, run_scoctl, start_sim
 from tests.fixtures.small_fs import fill, small_filesystem
 
@@ -45,6 +47,21 @@ def scoctl(cwd: Path, *args: str) -> str:
 def pods(cwd: Path) -> dict[str, int]:
     body: dict[str, Any] = json.loads(scoctl(cwd, "sim", "status", "--json"))
     return dict(body["pods"])
+
+
+def checkpoint(path: Path) -> None:
+    """Copy the write-ahead log into the state file and cut it to nothing, from a connection
+    of the test's own (SQLite's TRUNCATE checkpoint waits for the controller's readers)."""
+    conn = sqlite3.connect(str(path), timeout=10, isolation_level=None)
+    try:
+        for _ in range(50):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the write-ahead log could not be checkpointed")
+    finally:
+        conn.close()
 
 
 def wait_for(what: str, check: Any, timeout: float, alive: subprocess.Popen[bytes] | None,
@@ -100,6 +117,9 @@ def test_the_controller_waits_out_a_full_disk_and_resumes_once_there_is_room(
             wait_for("the 42 pods running", lambda: pods(tmp_path)["running"] == 42, 120,
                      controller, log, sample)
 
+            # the log starts over (as after a restart), so the controller's next writes need
+            # room it does not have: a checkpoint of our own, then the filler takes the rest
+            checkpoint(where / "state.db")
             filler = fill(where)
             filled_at = time.monotonic()
             scoctl(tmp_path, "sim", "scale", "shop/orders-daily", "--replicas", "50")
@@ -126,6 +146,11 @@ def test_the_controller_waits_out_a_full_disk_and_resumes_once_there_is_room(
             tokens = [(e["token"], e["detail"].get("api")) for e in events
                       if e["token"].endswith(("_UNAVAILABLE", "_RECOVERED"))]
             assert tokens == [("STATE_UNAVAILABLE", "state"), ("STATE_RECOVERED", "state")]
+            down, up = (e for e in events if e["token"].startswith("STATE_"))
+            seconds = up["detail"]["seconds"]  # stamped when seen, though written afterwards
+            assert seconds >= 5 and down["ts"] < up["ts"]
+            apart = (parse_rfc3339(up["ts"]) - parse_rfc3339(down["ts"])).total_seconds()
+            assert abs(apart - seconds) < 2.0, (down, up)
             assert largest[0] < 1024 * 1024, largest[0]
             print(f"full for {full_for:.1f} s; largest write-ahead log {largest[0]} bytes")
         finally:
