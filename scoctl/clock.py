@@ -62,3 +62,8 @@ class FixedClock:
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)
         self._mono += seconds
+
+    def step(self, seconds: float) -> None:
+        """Step the time of day by `seconds` (forward or back) and leave the monotonic clock
+        where it is: what setting the clock, or NTP stepping it, does."""
+        self._now += timedelta(seconds=seconds)

@@ -298,12 +298,20 @@ def plan_unacquired(latest: int | None, acquired: int | None) -> bool:
 @dataclass(frozen=True)
 class OutageEvent:
     """One event to record: ``API_UNAVAILABLE`` (warning) when an outage starts,
-    ``API_RECOVERED`` (info) with how long it lasted when it ends."""
+    ``API_RECOVERED`` (info) with how long it lasted when it ends. The state's own outage (its
+    database lost, its filesystem full) is not an API's: ``STATE_UNAVAILABLE`` and
+    ``STATE_RECOVERED``."""
 
-    token: Literal["API_UNAVAILABLE", "API_RECOVERED"]
+    token: Literal["API_UNAVAILABLE", "API_RECOVERED", "STATE_UNAVAILABLE", "STATE_RECOVERED"]
     api: str
     detail: str = ""
     seconds: float = 0.0
+    at: str | None = None  # when it was seen (RFC 3339; None: when recorded)
+
+    @property
+    def starts(self) -> bool:
+        """Whether this event starts an outage (else it ends one)."""
+        return self.token in ("API_UNAVAILABLE", "STATE_UNAVAILABLE")
 
 
 @dataclass(frozen=True)
@@ -320,9 +328,13 @@ def api_result(o: Outages, api: str, now: float, *,
     if error is not None:
         if api in o.down:
             return o, None
+        if api == "state":
+            return Outages({**o.down, api: now}), OutageEvent("STATE_UNAVAILABLE", api, error)
         return Outages({**o.down, api: now}), OutageEvent("API_UNAVAILABLE", api, error)
     if api not in o.down:
         return o, None
     since = o.down[api]
+    seconds = max(0.0, now - since)
     return (Outages({k: v for k, v in o.down.items() if k != api}),
-            OutageEvent("API_RECOVERED", api, seconds=max(0.0, now - since)))
+            OutageEvent("STATE_RECOVERED", api, seconds=seconds) if api == "state"
+            else OutageEvent("API_RECOVERED", api, seconds=seconds))

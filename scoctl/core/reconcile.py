@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scoctl.core import disruption, drift
 from scoctl.core.budgets import Allowance, holding
+from scoctl.core.clockstep import held_back
 from scoctl.core.constraints import opted_out
 from scoctl.core.demand import effective_request, is_node_bound
 from scoctl.core.disruption import Blocked, Disruption, Unit
@@ -618,7 +619,7 @@ def _gangs(p: _Pass) -> None:
                       key=lambda i: i.id)
         members = [Member(i.id, i.pool or "", p.status(i), p.value(i, "fault") or "")
                    for i in mine if p.status(i) in MEMBER_STATES]
-        decision = gang_pass(record, members, gang_policy, p.now.timestamp())
+        decision = _gang_pass(p, record, members, gang_policy)
         held = p.gang_addresses.get(name, {})
         if held and not decision.delete:
             p.addresses.extend(held[sid] for sid in report_up(members, record.size)
@@ -632,6 +633,24 @@ def _gangs(p: _Pass) -> None:
             if inst.id in decision.delete and inst.id not in deleting:
                 p.delete(inst, f"gang failed: {reasons.get(inst.pool or '', 'a member failed')}",
                          status=InstanceStatus.DELETING)
+
+
+def _gang_pass(p: _Pass, record: GangRecord, members: list[Member],
+               policy: GangPolicy) -> GangDecision:
+    """`gang_pass` with its deadline reckoned without the forward clock steps seen since the
+    launch (`core.clockstep`: a step never tears a booting gang down); what it stamps is the
+    time of day."""
+    now = p.now.timestamp()
+    steps = getattr(p.now, "steps", ())
+    if record.launched_at is None or not steps:
+        return gang_pass(record, members, policy, now)
+    aged = now - held_back(steps, datetime.fromtimestamp(record.launched_at, UTC))
+    decision = gang_pass(record, members, policy, aged)
+    out = decision.record
+    out = replace(out, launched_at=now) if out.launched_at == aged else out
+    out = replace(out, failed_at=now) if out.failed_at == aged else out
+    out = replace(out, provisioned_at=now) if out.provisioned_at == aged else out
+    return replace(decision, record=out)
 
 
 def _booked(p: _Pass) -> set[str]:

@@ -7,6 +7,11 @@ across processes, retries and recovery alike. Each call holds its slot for the s
 small guard (`GUARD_S`): a token is taken just before the request is sent, and the guard absorbs
 the jitter between taking it and the request reaching Nova, so Nova too never sees more than N
 calls in any second.
+
+Its times are the host's monotonic clock (``CLOCK_MONOTONIC``: one clock for every process of
+the host, never stepped), so a step of the time of day never stretches or shrinks a window; a
+stamp from the future (a file older than the last boot) is taken as now and written back so,
+and no wait is ever longer than one window.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ class TokenBudget:
     """A host-wide sliding-window rate limit for one region."""
 
     def __init__(self, directory: Path, region: str, rate: int, *,
-                 clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep, guard: float = GUARD_S) -> None:
         if rate < 1:
             raise ValueError("rate must be at least 1 call per second")
@@ -72,17 +77,20 @@ class TokenBudget:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 now = self.clock()
-                calls = [t for t in _read(fd) if now - t < self.window]
+                stamps = _read(fd)
+                calls = [min(t, now) for t in stamps if now - t < self.window]
                 if len(calls) < self.rate:
                     calls.append(now)
                     _write(fd, calls)
                     self.spent += 1
                     return now
+                if any(t > now for t in stamps):  # from the future: now, for good
+                    _write(fd, calls)
                 wait = self.window - (now - calls[0]) + 0.001
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
-            self.sleep(max(wait, 0.001))
+            self.sleep(min(max(wait, 0.001), self.window))
 
     def __call__(self) -> None:
         self.acquire()
@@ -95,7 +103,8 @@ class TokenBudget:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             now = self.clock()
-            return max(0, self.rate - sum(1 for t in _read(fd) if now - t < self.window))
+            return max(0, self.rate - sum(1 for t in _read(fd) if now - min(t, now) <
+                                          self.window))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

@@ -439,11 +439,12 @@ class Pass:
         t0 = time.perf_counter()
         try:
             result, problems, detail = body()
+        except StateUnavailable:  # the state is gone: the pass ends (its caller waits)
+            raise
         except ApiError as exc:
             log.warning("%s failed: %s", name, exc)
-            failed: Api = "state" if isinstance(exc, StateUnavailable) else api
             self.reports.append(StepReport(name, time.perf_counter() - t0, False,
-                                           (Problem.of(exc, api=failed),)))
+                                           (Problem.of(exc, api=api),)))
             return None
         self.reports.append(StepReport(name, time.perf_counter() - t0, not problems,
                                        tuple(problems), detail=detail, result=result))

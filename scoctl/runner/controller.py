@@ -50,8 +50,15 @@ from scoctl.core.intake.k8s import is_managed_pod
 from scoctl.core.model import NewEvent, NodeEvent, PodEvent, PodInfo
 from scoctl.core.model.problems import Api, Problem, first_of
 from scoctl.core.model.vocabulary import ConfigReload
-from scoctl.core.timefmt import parse_rfc3339
-from scoctl.errors import ConfigError, LockHeld, NotLeader, ScoctlError, TemporaryError
+from scoctl.core.timefmt import parse_rfc3339, rfc3339
+from scoctl.errors import (
+    ConfigError,
+    LockHeld,
+    NotLeader,
+    ScoctlError,
+    StateUnavailable,
+    TemporaryError,
+)
 from scoctl.host.notify import Notifier
 from scoctl.host.spool import NOTICE_KIND, POWER_KIND, TOKEN_KIND, notice_dir, pending_events
 from scoctl.runner.compose import (
@@ -198,8 +205,9 @@ class Controller:
         self.outages, event = decide.api_result(self.outages, api, self.clock.monotonic(),
                                                 error=error)
         if event is not None:
+            event = replace(event, at=rfc3339(self.clock.now()))  # a state outage: written late
             self.outage_events.append(event)
-            if event.token == "API_UNAVAILABLE":
+            if event.starts:
                 self.report(f"{api} unavailable: {event.detail} (retrying with back-off)")
             else:
                 self.report(f"{api} available again after {event.seconds:.0f} s")
@@ -402,11 +410,11 @@ class Controller:
             self.lock_busy = True
             self.lock_retry_at = self.clock.monotonic() + LOCK_RETRY_S
             return
-        except TemporaryError as exc:  # the state's database is gone (a restart): reconnect
+        except TemporaryError as exc:  # the state is gone (a restart, a full disk): wait
             self._state_lost(exc)
             return
         if self.state_retry:
-            self.report("state: reachable again")
+            self.api("state", None)
         self.state_retry = 0.0
         self.lock_busy = False
         self.passes += 1
@@ -422,17 +430,17 @@ class Controller:
         """Try the next pass after a back-off (doubling, bounded): the store opens a new
         connection then. The lease keeper renews on its own connection; until it has, this
         controller leads nothing (`Leadership.leads`)."""
-        if not self.state_retry:
-            self.report(f"{exc}; passes wait for the state")
+        self.api("state", str(exc))  # one line and one STATE_UNAVAILABLE per outage
         first, most = STATE_RETRY_S
         self.state_retry = min(most, self.state_retry * 2 or first)
         self.lock_retry_at = self.clock.monotonic() + self.state_retry
 
     def _record_outages(self) -> None:
         """The outages' start and end events, and the events noted since the last pass (a
-        reload's), recorded under the pass's lock."""
-        events, self.outage_events = self.outage_events, []
-        noted, self.noted = self.noted, []
+        reload's), recorded under the pass's lock; kept for the next pass when the state
+        cannot take them (its own outage among them)."""
+        events = list(self.outage_events)
+        noted = list(self.noted)
         if not events and not noted:
             return
         with self.store.transaction():
@@ -440,12 +448,14 @@ class Controller:
                 self.store.append_event(event)
             for e in events:
                 detail: dict[str, Any] = {"api": e.api}
-                if e.token == "API_UNAVAILABLE":
+                if e.starts:
                     detail["error"] = e.detail
                 else:
                     detail["seconds"] = round(e.seconds, 1)
-                self.store.append_event(NewEvent(None, e.token, "warning" if e.token ==
-                                                 "API_UNAVAILABLE" else "info", detail))
+                self.store.append_event(NewEvent(None, e.token, "warning" if e.starts
+                                                 else "info", detail, ts=e.at))
+        del self.outage_events[:len(events)]
+        del self.noted[:len(noted)]
 
     def reload(self) -> bool:
         """SIGHUP: load the config again; an invalid one is refused and the old one kept.
@@ -554,6 +564,8 @@ class Steps:
         started = time.perf_counter()
         try:
             step(due, one)
+        except StateUnavailable:  # the pass ends: `Controller._state_lost` waits and retries
+            raise
         except ScoctlError as exc:  # unusable input, or a lease lost mid-step
             self.owner.report(f"{due.step}: {exc}")
             self.owner.schedule = _failed(self.owner, due)

@@ -65,6 +65,7 @@ from scoctl.errors import (
     ConfigError,
     NotLeader,
     ScoctlError,
+    StateUnavailable,
     TemporaryError,
     UsageError,
 )
@@ -593,6 +594,8 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
             worker = _Region(config, store, clock, reg, cloud, cluster, scheduler,
                              (servers or {}).get(reg.name))
             outcome = worker.run()
+        except StateUnavailable:  # the state's outage, not Nova's: the stage ends
+            raise
         except ApiError as exc:
             problems.append(Problem.of(exc, api="nova", region=reg.name, what="Nova"))
             continue

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from scoctl.clock import Clock
 from scoctl.config.schema import Config, Region
 from scoctl.core import pause
+from scoctl.core.clockstep import ages_now
 from scoctl.core.demand import must_move
 from scoctl.core.model import (
     GangRecord,
@@ -66,8 +67,10 @@ from scoctl.errors import (
     EvictionRefused,
     NotLeader,
     ScoctlError,
+    StateUnavailable,
     StillTerminating,
 )
+from scoctl.host.clockstep import seen_steps
 from scoctl.host.discovery import host_hints
 from scoctl.services import controls
 from scoctl.services import drift as drift_inputs
@@ -545,7 +548,9 @@ class _Region:
 
     def run(self) -> RegionOutcome:
         snapshot = self.snapshot()
-        decision = decide(snapshot, policy_of(self.config), self.clock.now())
+        # ages without the time of day's forward steps: a step never fires a timeout early
+        steps = seen_steps(self.config.budget_dir, self.clock)
+        decision = decide(snapshot, policy_of(self.config), ages_now(self.clock.now(), steps))
         if self.dry_run:
             return RegionOutcome(self.region.name, decision, problems=tuple(self.problems),
                                  servers=snapshot.servers)
@@ -631,6 +636,8 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
                 worker = _Region(config, store, clock, reg, cloud, cluster, scheduler, dry_run,
                                  count, hurry)
                 outcome = worker.run()
+            except StateUnavailable:  # the state's outage, not Nova's: the stage ends
+                raise
             except ApiError as exc:
                 count("error")
                 problems.append(Problem.of(exc, api="nova", region=reg.name, what="Nova"))

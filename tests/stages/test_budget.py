@@ -60,3 +60,36 @@ def test_two_processes_share_one_budget(tmp_path):
         p.join(timeout=30)
     assert len(calls) == 16
     assert windows_hold(calls, 5)
+
+
+def test_a_stamp_from_the_future_costs_at_most_one_window_and_never_an_hour(tmp_path):
+    """Issue 49 item 12: a burst, then the clock the stamps were taken on goes back an hour
+    (a budget file written before a reboot, or by the time of day stepped back): before, the
+    next call slept 3,601 s. A stamp from the future is taken as now (and written back so),
+    no wait is longer than one window, and the calls after it go on at the rate."""
+    fake = FakeTime()
+    budget = TokenBudget(tmp_path, "region-a", 10, clock=fake.clock, sleep=fake.sleep, guard=0)
+    for _ in range(10):
+        budget.acquire()  # the burst: the window is full
+    fake.now -= 3600.0
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        fake.sleep(seconds)
+
+    budget.sleep = sleep
+    calls = [budget.acquire() for _ in range(25)]
+    assert waits and max(waits) <= budget.window, waits
+    assert sum(waits) < 4.0  # 25 calls at 10/s after a full window: about 3 s, not an hour
+    assert windows_hold(calls, 10)
+    assert budget.available() >= 0
+
+
+def test_the_budget_counts_on_the_monotonic_clock(tmp_path):
+    """A step of the time of day neither stretches nor shrinks the window: the default clock
+    is the host's monotonic one."""
+    import time
+
+    budget = TokenBudget(tmp_path, "region-a", 10)
+    assert budget.clock is time.monotonic

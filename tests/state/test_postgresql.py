@@ -254,3 +254,19 @@ def test_the_dialect_translates_upserts_on_the_tables_primary_key(pg_state: PgSt
         text, returning = store.pg.translate(
             "INSERT INTO plan_generations (created, ranking, changed, full) VALUES (?, ?, ?, ?)")
         assert '"full"' in text and text.endswith("RETURNING generation") and returning
+
+
+def test_a_shared_budget_call_stamped_in_the_future_waits_one_window_at_most(
+        pg_state: PgState) -> None:
+    """Issue 49 item 12: the database's clock stepped back an hour after a burst (its calls
+    are stamped an hour ahead): before, the next call was told to wait 3,601 s. A call from the
+    future started now: the wait is one window at most, and the calls then expire."""
+    with open_store(pg_state, create=True), raw(pg_state) as conn:
+        conn.execute("INSERT INTO budget_calls (region, at) SELECT 'region-c', "
+                     "extract(epoch FROM clock_timestamp())::float8 + 3600 FROM "
+                     "generate_series(1, 3)")
+        _, wait = leases.spend_token(conn, "region-c", 3, 1.0)
+        assert 0 < wait <= 1.0
+        time.sleep(wait + 0.05)
+        granted, wait = leases.spend_token(conn, "region-c", 3, 1.0)
+        assert wait == 0.0 and granted > 0

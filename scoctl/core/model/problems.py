@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from scoctl.errors import StateUnavailable
+
 # ``config``: an API answered that it lacks something the config names (an image, a flavor,
 # a network, a security group, a zone): no outage, and nothing to retry with back-off
 Api = Literal["nova", "kubernetes", "slurm", "state", "spool", "scoctl", "config"]
@@ -33,8 +35,9 @@ class Problem:
     @classmethod
     def of(cls, exc: BaseException, *, api: Api = "scoctl", region: str | None = None,
            what: str = "") -> Problem:
-        """The problem an exception raised by `api` stands for."""
-        return cls(api, region, what, str(exc))
+        """The problem an exception raised by `api` stands for; the state's own outage
+        (`StateUnavailable`, met in a step that called `api`) is the state's, never `api`'s."""
+        return cls("state" if isinstance(exc, StateUnavailable) else api, region, what, str(exc))
 
 
 def first_of(problems: Iterable[Problem], api: Api) -> Problem | None:

@@ -147,13 +147,16 @@ def spend_token(conn: psycopg.Connection[Any], region: str, rate: int,
             now = float(now_row[0])
             conn.execute("DELETE FROM budget_calls WHERE region = %s AND at <= %s",
                          [region, now - window])
+            # a call stamped in the future (the database's clock stepped back) started now
+            conn.execute("UPDATE budget_calls SET at = %s WHERE region = %s AND at > %s",
+                         [now, region, now])
             calls = [float(t) for (t,) in conn.execute(
                 "SELECT at FROM budget_calls WHERE region = %s ORDER BY at", [region])]
             if len(calls) < rate:
                 conn.execute("INSERT INTO budget_calls (region, at) VALUES (%s, %s)",
                              [region, now])
                 return now, 0.0
-            return 0.0, max(window - (now - calls[-rate]), 0.001)
+            return 0.0, min(max(window - (now - calls[-rate]), 0.001), window)
 
     return retrying(attempt)
 

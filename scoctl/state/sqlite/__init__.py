@@ -9,6 +9,7 @@ connection and transaction in `base`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -17,10 +18,15 @@ from typing import TYPE_CHECKING
 
 from scoctl.clock import Clock, SystemClock
 from scoctl.core import model
-from scoctl.errors import StateError
+from scoctl.errors import StateError, StateUnavailable
 from scoctl.state.checks import check_tables
 from scoctl.state.migrations import MIGRATIONS, SCHEMA_VERSION
-from scoctl.state.sqlite.base import BUSY_TIMEOUT_S
+from scoctl.state.sqlite.base import (
+    BUSY_TIMEOUT_S,
+    JOURNAL_SIZE_LIMIT,
+    WAL_AUTOCHECKPOINT_PAGES,
+    StateConnection,
+)
 from scoctl.state.sqlite.controls import ControlTables
 from scoctl.state.sqlite.fleet import FleetTables
 from scoctl.state.sqlite.latency import LatencyTables
@@ -59,7 +65,8 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
                                  f"{exc.strerror or exc}") from exc
         try:
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
+                                   check_same_thread=False, factory=StateConnection)
+            conn.shown = str(path)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
@@ -84,6 +91,8 @@ class SqliteStore(WorkloadTables, PlanTables, FleetTables, LatencyTables, Notice
             if mode != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StateError(f"{path}: cannot set WAL mode ({exc})") from exc
@@ -178,7 +187,9 @@ def run_migrations(conn: sqlite3.Connection, migrations: Sequence[str], current:
             conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled it back itself (a full disk)
+                with contextlib.suppress(sqlite3.Error, StateUnavailable):
+                    conn.execute("ROLLBACK")
             raise
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
