@@ -20,6 +20,7 @@ from typing import Any
 
 from scoctl.config.schema import Config, Region
 from scoctl.core import drift
+from scoctl.core.constraints import workload_taint
 from scoctl.core.model import InstanceRecord, NewEvent
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 from scoctl.core.reconcile import DriftView
@@ -36,9 +37,11 @@ DRIFT_TOKENS = frozenset({"UNIT_DRIFTED", "DRIFT_ROLLOUT_HALTED", "DRIFT_RESUMED
 
 def specs_of(config: Config, region: Region, template: str,
              pairs: Iterable[tuple[str, str]],
-             image_id: str | None = None) -> dict[tuple[str, str], LaunchSpec]:
+             image_id: str | None = None,
+             slurm: frozenset[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], LaunchSpec]:
     """The current launch spec of each (workload, pool) of `pairs` whose pool is the region's
-    (none when the region has no launch settings), the image by `image_id` when known."""
+    (none when the region has no launch settings), the image by `image_id` when known; the
+    pairs in `slurm` are Slurm CLOUD nodes (no workload taint)."""
     launch = region.launch
     if launch is None:
         return {}
@@ -52,7 +55,9 @@ def specs_of(config: Config, region: Region, template: str,
             flavor=pool.flavor, az=pool.az, tier=pool.tier, image=launch.image,
             networks=launch.networks, security_groups=launch.security_groups,
             key_name=launch.key_name, server_group=launch.server_group,
-            user_data_template=template, image_id=image_id)
+            user_data_template=template, image_id=image_id,
+            workload_taints=(workload_taint(workload),)
+            if config.exclusive(workload) and (workload, name) not in slurm else ())
     return out
 
 
@@ -86,7 +91,8 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
     launch image by `image_id` (what its name resolves to now)."""
     rows = list(tracked)
     pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
-    specs = specs_of(config, region, template, pairs, image_id)
+    slurm = frozenset((i.workload, i.pool) for i in rows if i.workload and i.pool and i.node_name)
+    specs = specs_of(config, region, template, pairs, image_id, slurm)
     labels = labels_of(config, region, pairs)
     ready = [i for i in rows if i.status == InstanceStatus.READY]
     found = drift.drifted(ready, specs)

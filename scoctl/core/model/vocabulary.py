@@ -97,6 +97,14 @@ class RebalanceTrigger(StrEnum):
     GAIN = "gain"  # the fresh plan's mean key better by rebalance.min_gain
 
 
+class PlacementToken(StrEnum):
+    """Placement truth: why a workload's pods do not run on its units (the workload is
+    queued with the reason)."""
+
+    NOT_ISOLATED = "POD_NOT_ISOLATED"  # managed pods lack the workload's toleration / selector
+    UNPLACED = "PODS_UNPLACED"  # pending pods its Ready units have no room for
+
+
 # Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
 TAG_MANAGED = "sco:managed"
 TAG_WORKLOAD = "sco:workload"
