@@ -35,7 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from scoctl.core.constraints import NAME_FIELD, ZONE_LABEL, pod_refusal, pool_labels, pools_for
+from scoctl.core.constraints import (
+    HOSTNAME_LABEL,
+    NAME_FIELD,
+    ZONE_LABEL,
+    pod_refusal,
+    pool_labels,
+    pools_for,
+)
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -51,7 +58,7 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
-from scoctl.core.gang import GANG_SIZE_ANNOTATION, pod_group_of, pod_group_size
+from scoctl.core.gang import GANG_SIZE_ANNOTATION, pack_gang, pod_group_of, pod_group_size
 from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
@@ -841,16 +848,19 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
             # shared: the room others took is claimed again, until the pods place
             grown = (_plus(w.requests, lost.requests) if lost and policy.shared(slug)
                      else w.requests)
+            overhead = daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
+                                       policy.capacity.pools, placed.ineligible)
+            pods, largest = len(w.demand), w.largest
+            if gang:
+                gang, pods, largest = _packed(w, gang, placed, overhead, policy.capacity)
             claims.append(ClaimDecision(
                 workload=slug, contract=w.contract, kind=w.kind, source="k8s",
                 requests={k: v for k, v in grown.items() if v},
-                largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
+                largest_pod={k: v for k, v in largest.items() if v}, pods=pods,
                 tolerates_reclaimable=w.tolerates, namespace=w.namespace,
                 created=tuple(p.created for p in w.demand if p.created is not None),
                 ineligible=placed.ineligible, zone_spread=placed.zone_spread,
-                overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
-                                         policy.capacity.pools, placed.ineligible),
-                parts=placed.parts, preferred=placed.preferred, gang=gang))
+                overhead=overhead, parts=placed.parts, preferred=placed.preferred, gang=gang))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,
@@ -863,6 +873,35 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
                                     largest_pod={}, pods=0))
     return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
                           workloads=len(found))
+
+
+def _packed(w: _K8sWorkload, size: int, placed: _Placed,
+            overhead: Mapping[str, Mapping[str, int]], capacity: Capacity
+            ) -> tuple[int, int, Mapping[str, int]]:
+    """A gang of pods packed by their requests (`core.gang.pack_gang`, DESIGN §19, §23): its
+    members per gang are units, each holding an even share of the gang's pods; the claim
+    counts members (as a Slurm gang's counts nodes) and its largest pod is one member's
+    pods. One pod per unit where they ask for one per node (a ``DoNotSchedule`` spread over
+    ``kubernetes.io/hostname``). Returns members per gang, members, the largest member."""
+    flavors = {f.name: f for f in capacity.flavors}
+    allocatable = []
+    for pool in capacity.pools:
+        flavor = flavors.get(pool.flavor)
+        if flavor is None or pool.name in placed.ineligible or (
+                pool.tier == "reclaimable" and not w.tolerates):
+            continue
+        alloc = flavor_allocatable(flavor, capacity.node_reserve)
+        taken = overhead.get(flavor.name, {})
+        allocatable.append({k: v - taken.get(k, 0) for k, v in alloc.items()})
+    one_per_node = any(s.topology_key == HOSTNAME_LABEL and s.when_unsatisfiable ==
+                       "DoNotSchedule" for place, _ in w.placements if place is not None
+                       for s in place.spread)
+    packing = pack_gang(size, w.largest, allocatable, one_per_node=one_per_node)
+    if packing.pods <= 1:
+        return size, len(w.demand), w.largest
+    gangs = max(1, len(w.demand) // size)
+    return (packing.units, gangs * packing.units,
+            {k: v * packing.pods for k, v in w.largest.items()})
 
 
 def _plus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
