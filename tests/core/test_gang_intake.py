@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scoctl.core.claims import ObservedClaim, claim_write
+from scoctl.core.gang import Packing, pack_gang
 from scoctl.core.intake.k8s import gang_of
 from scoctl.core.intake.slurm import SlurmSnapshot, decide_slurm_intake
-from scoctl.core.gang import Packing, pack_gang
 from scoctl.core.model import (
     ClaimRecord,
     Container,

@@ -850,7 +850,8 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
                      else w.requests)
             overhead = daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
                                        policy.capacity.pools, placed.ineligible)
-            pods, largest = len(w.demand), w.largest
+            pods = len(w.demand)
+            largest: Mapping[str, int] = w.largest
             if gang:
                 gang, pods, largest = _packed(w, gang, placed, overhead, policy.capacity)
             claims.append(ClaimDecision(
