@@ -85,13 +85,23 @@ def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, dict[str
     return dict(_SEEN)
 
 
+def _slurm(config: Config, store: Store, workload: str) -> bool:
+    """A Slurm workload (configured so, or its claim's source): its units are Slurm CLOUD
+    nodes, which carry no workload taint."""
+    spec = config.workload(workload)
+    if spec is not None:
+        return spec.source == "slurm"
+    claim = store.claim(workload)
+    return claim is not None and claim.source == "slurm"
+
+
 def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
          template: str, image_id: str | None = None) -> DriftView:
     """What drift compares the region's `tracked` instances against (module docstring), the
     launch image by `image_id` (what its name resolves to now)."""
     rows = list(tracked)
     pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
-    slurm = frozenset((i.workload, i.pool) for i in rows if i.workload and i.pool and i.node_name)
+    slurm = frozenset(pair for pair in pairs if _slurm(config, store, pair[0]))
     specs = specs_of(config, region, template, pairs, image_id, slurm)
     labels = labels_of(config, region, pairs)
     ready = [i for i in rows if i.status == InstanceStatus.READY]
