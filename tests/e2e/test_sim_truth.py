@@ -209,3 +209,63 @@ def test_a_shared_workloads_claim_grows_by_what_others_take_until_its_pods_run(
         api.close()
     assert tenants_on_units  # the tenant did fill units planned for the owner
     print(f"PODS_UNPLACED {unplaced[0]}; planned units {units}")
+
+
+SEED = REPO / "scoctl" / "data" / "scenario.yaml"
+
+
+@pytest.fixture
+def seed(tmp_path: Path) -> Iterator[Region]:
+    """The seed's 42 pods of orders-daily; idle units go after 5 s, a rebalance may move a
+    unit 20 s after its trigger (and a unit 5 s old), so a plan a rebalance disagreed with
+    would launch again well within the window watched."""
+    [orders] = yaml.safe_load(SEED.read_text())["kubernetes"]["deployments"]
+    orders["requests"] = {"cpu": 4, "memory": "16Gi"}
+    region = Region(tmp_path, [orders], [{"name": "orders-daily"}])
+    config = yaml.safe_load(region.config.read_text())
+    config.pop("disruption_budget", None)
+    config["timeouts"].update(idle="5s")
+    config["disruption"] = {"budgets": [{"units": "100%"}],
+                            "rebalance": {"stabilize": "20s", "min_age": "5s"}}
+    region.config.write_text(yaml.safe_dump(config))
+    try:
+        yield region
+    finally:
+        region.down()
+
+
+def _units(status: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """orders-daily's live units and its plan, per pool."""
+    live: dict[str, int] = {}
+    for inst in status["instances"]:
+        if inst["workload"] == "orders-daily" and inst["status"] not in ("deleted", "error"):
+            live[inst["pool"]] = live.get(inst["pool"], 0) + 1
+    plans = [w for w in status["plan"]["workloads"] if w["workload"] == "orders-daily"]
+    return live, {p["pool"]: p["units"] for w in plans for p in w["pools"] if p["units"]}
+
+
+def test_after_42_to_10_the_fleet_settles_on_the_plan_and_nothing_launches_again(
+        seed: Region) -> None:
+    def running(count: int, most: int) -> Callable[[agent.SimApi], bool]:
+        """`count` pods run, the plan holds at most `most` units and the live ones are it."""
+        def check(api: agent.SimApi) -> bool:
+            live, plan = _units(seed.json("status"))
+            pods = pods_of(api, "shop")
+            return (len(pods) == count and all(agent.is_running(p) for p in pods)
+                    and 0 < sum(plan.values()) <= most and live == plan)
+        return check
+
+    seed.follow(running(42, 22), timeout=120)
+    seed.scoctl("sim", "scale", "shop/orders-daily", "--replicas", "10")
+    settled = seed.follow(running(10, 21), timeout=240)  # the shrunk plan gave units back
+    launched = len([e for e in seed.events() if e["token"] == "INSTANCES_LAUNCHED"])
+    _, plan = _units(seed.json("status"))
+    started = time.monotonic()
+    seed.follow(lambda api: time.monotonic() - started >= 90, timeout=120)
+    live, plan_after = _units(seed.json("status"))
+    assert (live, plan_after) == (plan, plan)  # the fleet stayed on the one target
+    again = [e for e in seed.events() if e["token"] == "INSTANCES_LAUNCHED"][launched:]
+    assert again == [], again  # no second launch wave
+    assert not [e for e in seed.events() if e["token"] == "REBALANCE_PLANNED"]
+    print(f"42 -> 10 settled on {sum(plan.values())} units in {len(plan)} pools in "
+          f"{settled:.1f} s; nothing launched in the 90 s after")
