@@ -201,3 +201,10 @@ def test_pack_gang_deals_the_pods_evenly_over_the_fewest_units() -> None:
     assert pack_gang(9, {"cpu": 4000}, alloc, one_per_node=False) == Packing(2, 5)
     assert pack_gang(4, {"cpu": 8000}, alloc, one_per_node=True) == Packing(4, 1)
     assert pack_gang(4, {"cpu": 8000}, [], one_per_node=False) == Packing(4, 1)
+
+
+def test_a_gang_whose_pods_keep_apart_by_anti_affinity_keeps_one_member_per_unit() -> None:
+    pods = tuple(replace(_eight_vcpu(f"p{i}"), placement=Placement(alone=True))
+                 for i in range(4))
+    (claim,) = decide(pods).claims
+    assert (claim.gang, claim.pods) == (4, 4)

@@ -2,7 +2,8 @@
 
 Real processes started by the real CLI: the Kubernetes and Nova emulators and the node agent.
 Six pods of one pod group (``scheduling.x-k8s.io/pod-group``, ``sco/gang-size: 6``), one per
-node (a ``DoNotSchedule`` hostname spread), wait for capacity; the best pool's availability zone has a host too small for the whole multi-create
+node (a ``DoNotSchedule`` hostname spread), wait for capacity;
+the best pool's availability zone has a host too small for the whole multi-create
 (`nova.az_capacity`), so Nova fails all of it (NoValidHost). The controller (`run --follow`)
 records ``GANG_FAILED`` there, never holds more live servers than the gang needs, and after
 the back-off provisions the gang whole in the other group, with every pod running.

@@ -883,7 +883,8 @@ def _packed(w: _K8sWorkload, size: int, placed: _Placed,
     members per gang are units, each holding an even share of the gang's pods; the claim
     counts members (as a Slurm gang's counts nodes) and its largest pod is one member's
     pods. One pod per unit where they ask for one per node (a ``DoNotSchedule`` spread over
-    ``kubernetes.io/hostname``). Returns members per gang, members, the largest member."""
+    ``kubernetes.io/hostname``, or a required pod anti-affinity over it). Returns members
+    per gang, members, the largest member."""
     flavors = {f.name: f for f in capacity.flavors}
     allocatable = []
     for pool in capacity.pools:
@@ -894,9 +895,9 @@ def _packed(w: _K8sWorkload, size: int, placed: _Placed,
         alloc = flavor_allocatable(flavor, capacity.node_reserve)
         taken = overhead.get(flavor.name, {})
         allocatable.append({k: v - taken.get(k, 0) for k, v in alloc.items()})
-    one_per_node = any(s.topology_key == HOSTNAME_LABEL and s.when_unsatisfiable ==
-                       "DoNotSchedule" for place, _ in w.placements if place is not None
-                       for s in place.spread)
+    one_per_node = any(place.alone or any(
+        s.topology_key == HOSTNAME_LABEL and s.when_unsatisfiable == "DoNotSchedule"
+        for s in place.spread) for place, _ in w.placements if place is not None)
     packing = pack_gang(size, w.largest, allocatable, one_per_node=one_per_node)
     if packing.pods <= 1:
         return size, len(w.demand), w.largest
