@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeGuard, TypeVar
 
 from scoctl.adapters.kube_client import Raw
-from scoctl.core.constraints import NAME_FIELD
+from scoctl.core.constraints import HOSTNAME_LABEL, NAME_FIELD
 from scoctl.core.model import (
     Condition,
     Container,
@@ -221,8 +221,17 @@ def _term(raw: Any) -> tuple[Requirement, ...]:
     return _requirements(raw.get("matchExpressions")) + fields_
 
 
+def _alone(affinity: Any) -> bool:
+    """A required podAntiAffinity term over ``kubernetes.io/hostname`` (one per node)."""
+    anti = (affinity.get("podAntiAffinity") if _is_map(affinity) else None) or {}
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") if _is_map(anti) else ()
+    return any(_is_map(t) and t.get("topologyKey") == HOSTNAME_LABEL
+               for t in terms or () if isinstance(terms, list))
+
+
 def _placement_of(selector: Any, affinity: Any, spread_raws: Any, volumes: list[Raw]
                   ) -> Placement | None:
+    alone = _alone(affinity)
     affinity = (affinity.get("nodeAffinity") if _is_map(affinity) else None) or {}
     required_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = (tuple(_term(t) for t in required_raw.get("nodeSelectorTerms") or ())
@@ -237,7 +246,8 @@ def _placement_of(selector: Any, affinity: Any, spread_raws: Any, volumes: list[
                            for v in volumes if _is_map(v["persistentVolumeClaim"])}))
     placement = Placement(
         node_selector=tuple(sorted(_str_map(selector).items())) if _is_map(selector) else (),
-        required=required, preferred=preferred, spread=spread, volume_claims=claims)
+        required=required, preferred=preferred, spread=spread, volume_claims=claims,
+        alone=alone)
     return None if placement == Placement() else placement
 
 

@@ -81,6 +81,7 @@ def plan(
                              claims_path=claims, dry_run=dry_run, explain=explain,
                              blast=blast)
             waits = _waits(config, store, explain) if explain is not None else []
+            placement = _placement(store, explain) if explain is not None else None
         result = view.result
         if result.ranking.stale:
             render.warn(f"ranking URL unreachable: using the last good ranking {result.ranking.id}")
@@ -91,7 +92,8 @@ def plan(
                 "workloads": [plan_workload_json(r, explain=(r.workload == explain),
                                                  blast=view.blasts[name].as_json()
                                                  if name in view.blasts else None)
-                              | ({"disruption": waits, "rebalance": _rebalance_json(view)}
+                              | ({"disruption": waits, "rebalance": _rebalance_json(view),
+                                  "placement": placement}
                                  if r.workload == explain else {})
                               for name, r in view.records.items()]},
                 pretty=pretty or sys.stdout.isatty())
@@ -104,6 +106,7 @@ def plan(
             if explain is not None:
                 _show_waits(explain, waits)
                 _show_rebalance(view, dry_run)
+                _show_placement(explain, placement)
         if check and any(not r.feasible or r.degraded for r in view.records.values()):
             raise typer.Exit(EXIT_PLAN_CHECK)
 
@@ -167,6 +170,32 @@ def _show_rebalance(view: PlanView, dry_run: bool) -> None:
                    if shown["into"] else ""))
     render.table(f"{view.explain}: rebalance moves", ["server", "name", "from pool"],
                  [(m["server"], m["name"], m["pool"]) for m in shown["moves"]])
+
+
+def _placement(store: Store, workload: str) -> dict[str, Any] | None:
+    """Why the workload's pods do not run on its units, when it is queued for that
+    (``POD_NOT_ISOLATED`` / ``PODS_UNPLACED``: the token and its latest detail), else None."""
+    from scoctl.core.model.vocabulary import WorkloadStatus
+    from scoctl.core.tokens import PLACEMENT_TOKENS
+
+    row = store.latest_workload(workload)
+    if row is None or row.status != WorkloadStatus.QUEUED or row.last_token not in PLACEMENT_TOKENS:
+        return None
+    found = [e for e in store.events(workload=workload, after_id=0) if e.token == row.last_token]
+    detail = dict(found[-1].detail) if found else {}
+    return {"token": row.last_token, **detail}
+
+
+def _show_placement(workload: str, placement: dict[str, Any] | None) -> None:
+    from scoctl.cli import render
+
+    if placement is None:
+        render.line(f"{workload}: its pods run on its units, or wait for units on their way")
+        return
+    render.line(f"{workload}: queued, {placement['token']}: {placement.get('reason', '')}")
+    for key in ("names", "missing", "occupants"):
+        if placement.get(key):
+            render.line(f"  {key}: {', '.join(map(str, placement[key]))}")
 
 
 def _waits(config: Config, store: Store, workload: str) -> list[dict[str, Any]]:

@@ -104,7 +104,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         render.line("PAUSED: " + pause.describe(held_by))
     render.table("Workloads", ["slug", "kind", "source", "contract", "status", "last token"],
                  [(w.slug, w.kind, w.source, w.contract, render.styled(w.status),
-                   w.last_token or "") for w in workloads])
+                   workload_json(w).get("reason") or w.last_token or "") for w in workloads])
     render.table("Claims", ["workload", "version", "pods", "requests", "largest pod"],
                  [(c.workload, c.version, c.pods, format_resources(c.requests),
                    format_resources(c.largest_pod)) for c in claims])

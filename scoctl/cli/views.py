@@ -17,9 +17,10 @@ from scoctl.core.model import (
     WorkloadRecord,
 )
 from scoctl.core.model.pools import part_name
-from scoctl.core.model.vocabulary import InstanceStatus, PartSource
+from scoctl.core.model.vocabulary import InstanceStatus, PartSource, WorkloadStatus
 from scoctl.core.quantity import to_json_resources
 from scoctl.core.timefmt import rfc3339
+from scoctl.core.tokens import PLACEMENT_TOKENS
 
 if TYPE_CHECKING:
     from scoctl.core.disruption import ReasonStatus
@@ -32,6 +33,8 @@ def workload_json(w: WorkloadRecord) -> dict[str, Any]:
                            "contract": w.contract, "status": w.status}
     if w.job_id:
         out["job_id"] = w.job_id
+    if w.status == WorkloadStatus.QUEUED and w.last_token in PLACEMENT_TOKENS:
+        out["reason"] = f"{w.last_token}: {w.last_queued_reason or ''}".rstrip(": ")
     return out
 
 

@@ -33,12 +33,14 @@ from scoctl.config.ranking import score_problem
 from scoctl.config.yamlsrc import Located, load_located, read_text
 from scoctl.core.cron import Cron, CronError, parse_cron
 from scoctl.core.model import (
+    ISOLATIONS,
     KINDS,
     OLDEST_REST_API,
     SOURCES,
     TIERS,
     Contract,
     Flavor,
+    Isolation,
     Limits,
     Pool,
     Source,
@@ -161,6 +163,9 @@ class WorkloadSpec:
     tolerates_reclaimable: bool = setting(True, "boolean")
     # labels the workload's units' Nodes carry beyond scoctl's own (DESIGN §22)
     node_labels: Mapping[str, str] = field(default_factory=dict, metadata=read_as("labels"))
+    # exclusive: its units' Nodes carry the taint sco/workload=<name>:NoSchedule, so only its
+    # own pods (which tolerate it) land there; shared: no workload taint
+    isolation: Isolation = setting("exclusive", "string")
     # at most this much for the workload (cpu, memory, accelerators, units); read by _workload
     limits: Limits = field(default_factory=Limits)
     # `disruption` given for this workload, merged over the top-level block (None: not given)
@@ -232,6 +237,9 @@ class Timeouts:
     launch_settle: float = setting(30.0, "duration")
     # connect and read timeout of every call to Nova and Kubernetes
     api: float = setting(30.0, "duration")
+    # managed pods still pending this long after the units that should hold them are Ready
+    # are unplaced (PODS_UNPLACED)
+    unplaced: float = setting(30.0, "duration")
     # a pass stops cleanly after this long (exit 1), within `api`
     run: float = setting(600.0, "duration")
     # seconds of retry waits per region and pass, all calls together
@@ -395,6 +403,13 @@ class Config:
             if spec.name == name:
                 return spec
         return None
+
+    def exclusive(self, workload: str) -> bool:
+        """Whether `workload`'s Kubernetes units carry its taint (``isolation: exclusive``, the
+        default, also for a workload the config does not name; a Slurm workload's nodes join
+        no Kubernetes cluster)."""
+        spec = self.workload(workload)
+        return spec is None or (spec.isolation == "exclusive" and spec.source != "slurm")
 
     def disruption_of(self, workload: str) -> DisruptionSettings:
         """The `disruption` settings of `workload`: its own block merged over the top-level
@@ -803,6 +818,8 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
     kind = r.string(data, path, "kind", default=default_kind) or default_kind
     if kind not in KINDS:
         raise r.fail((*path, "kind"), f"must be one of {', '.join(KINDS)}")
+    if settings["isolation"] not in ISOLATIONS:
+        raise r.fail((*path, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
     own = None
     if data.get("disruption") is not None:
         own = _disruption(r, data["disruption"], (*path, "disruption"), disruption)

@@ -46,6 +46,13 @@ _UNKNOWN_VALUE = frozenset({HOSTNAME_LABEL, NAME_FIELD})
 # What kubelet itself puts on every Linux node it registers.
 KUBELET_LABELS: Mapping[str, str] = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 _FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# an exclusive workload's units carry its name as this label and as a NoSchedule taint
+WORKLOAD_KEY = "sco/workload"
+
+
+def workload_taint(workload: str) -> str:
+    """The taint an exclusive workload's units register with (kubelet's form)."""
+    return f"{WORKLOAD_KEY}={workload}:NoSchedule"
 
 
 def unit_labels(*, workload: str, contract: str, pool: str, tier: str, group: str, region: str,

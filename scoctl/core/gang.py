@@ -8,6 +8,8 @@ Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``
 - `plan_gang`: N members per gang, each on its own node, every gang inside one placement
   bucket (a correlation group by default), in at most `max_pools` pools; the pool cap and
   `min_pools` count gangs, not members.
+- `pack_gang`: how a Kubernetes gang's pods map to units — packed by their requests, one per
+  node only where the pods ask for it (a Slurm job's member is a node).
 - `gang_launch_count`: all members in one pass, or none (never more than N servers).
 - `gang_step`: after a pass, whether the gang is provisioned, still booting, or failed — and
   then every member is deleted, the failing pools are excluded and the retry waits
@@ -56,6 +58,31 @@ _MAX_COMBINATIONS = 20_000
 
 
 # --------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How one gang of pods maps to units: `units` per gang, each holding `pods` of them."""
+
+    units: int
+    pods: int
+
+
+def pack_gang(size: int, largest_pod: Mapping[str, int],
+              allocatable: Iterable[Mapping[str, int]], *, one_per_node: bool) -> Packing:
+    """A Kubernetes gang of `size` pods packed by their requests (DESIGN §19): the most pods
+    of `largest_pod` that one unit of the best of the eligible flavors (`allocatable`: each
+    one's, DaemonSet overhead taken off) holds, at most `size`; then as few units as hold the
+    gang, its pods dealt evenly (4 pods that fit 3 to a unit: 2 units of 2). One pod per unit
+    where the pods ask for one per node (`one_per_node`), or no flavor is known."""
+    most = 1
+    if not one_per_node:
+        for alloc in allocatable:
+            fit = min((alloc.get(name, 0) // amount for name, amount in largest_pod.items()
+                       if amount > 0), default=1)
+            most = max(most, min(size, fit))
+    units = math.ceil(size / most)
+    return Packing(units, math.ceil(size / units))
 
 
 def slurm_gang_size(num_nodes: int) -> int:

@@ -7,6 +7,9 @@ What scoctl says, and on what:
   units: how many units, in which pools, from which plan generation (Karpenter's ``Nominated``);
 * ``FailedProvisioning`` (Warning) on such a pod whose workload's plan is infeasible, or whose
   workload failed (the gate, a quota block): the reason;
+* ``NotIsolated`` / ``Unplaced`` (Warning) on such a pod whose workload is queued because its
+  pods lack the workload's toleration or node selector (``POD_NOT_ISOLATED``), or because its
+  Ready units have no room for them (``PODS_UNPLACED``): the reason;
 * ``DisruptionStarted`` (Normal) on a Node scoctl drains (its instance is ``draining``), and
   ``DisruptionBlocked`` (Warning) on a Node whose disruption the budget holds back;
 * ``ReclaimNoticed`` (Warning) on a Node under an open reclaim notice.
@@ -54,7 +57,12 @@ from scoctl.core.model import (
     WorkloadRecord,
     WorkloadRef,
 )
-from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus, WorkloadStatus
+from scoctl.core.model.vocabulary import (
+    DisruptionReason,
+    InstanceStatus,
+    PlacementToken,
+    WorkloadStatus,
+)
 
 COMPONENT = "scoctl"  # source.component and reportingComponent (reportingController)
 NOMINATED = "Nominated"
@@ -62,8 +70,13 @@ FAILED_PROVISIONING = "FailedProvisioning"
 DISRUPTION_STARTED = "DisruptionStarted"
 DISRUPTION_BLOCKED = "DisruptionBlocked"
 RECLAIM_NOTICED = "ReclaimNoticed"
+NOT_ISOLATED = "NotIsolated"
+UNPLACED = "Unplaced"
 REASONS = (NOMINATED, FAILED_PROVISIONING, DISRUPTION_STARTED, DISRUPTION_BLOCKED,
-           RECLAIM_NOTICED)
+           RECLAIM_NOTICED, NOT_ISOLATED, UNPLACED)
+# the placement-truth tokens of a queued workload, and the Event its pending pods get
+_PLACEMENT_EVENTS = {PlacementToken.NOT_ISOLATED: NOT_ISOLATED,
+                     PlacementToken.UNPLACED: UNPLACED}
 NODE_EVENT_NAMESPACE = "default"
 REFRESH_S = 1800.0  # half the apiserver's default --event-ttl (1 h)
 FORGET_S = 3600.0  # an ended series older than the TTL is gone from the API: forget it too
@@ -377,6 +390,11 @@ def _pod_event(name: str, plan: PlanWorkloadRecord | None, record: WorkloadRecor
         why = record.last_queued_reason or record.last_token or "failed"
         return (FAILED_PROVISIONING, f"scoctl cannot provision workload {name}: {why}",
                 "Warning")
+    if (record is not None and record.status == WorkloadStatus.QUEUED
+            and record.last_token in _PLACEMENT_EVENTS):
+        reason = _PLACEMENT_EVENTS[PlacementToken(record.last_token)]
+        return (reason, f"scoctl: workload {name} is queued ({record.last_token}): "
+                f"{record.last_queued_reason or 'see scoctl status'}", "Warning")
     if plan is not None and not plan.feasible:
         why = "; ".join(plan.reasons) or "no pool can hold it"
         return (FAILED_PROVISIONING, f"scoctl cannot place workload {name}: {why}", "Warning")

@@ -1424,6 +1424,7 @@ def plan_all(
     idle_by_workload: Mapping[str, Mapping[str, int]] | None = None,
     fresh: dict[str, WorkloadPlan] | None = None,
     gang_policy: GangPolicy | None = None,
+    moves_again: Callable[[WorkloadPlan, WorkloadPlan, Contract], bool] | None = None,
 ) -> dict[str, WorkloadPlan]:
     """Plan every claim, or re-plan only some of them, sharing pool depth between workloads.
 
@@ -1440,8 +1441,11 @@ def plan_all(
     current units (one that holds none has nothing to move), planned first
     in the same context, so the pools' order, bounds and coverages are worked out once for
     both. A gang claim (`Claim.gang`) is planned by `core.gang.plan_gang` under `gang_policy`
-    (the config's `gang` defaults when None). Raises `ConfigError` for a claim naming an
-    unknown contract or a slug planned twice.
+    (the config's `gang` defaults when None). `moves_again(plan, fresh, contract)`: whether
+    a rebalance would move `plan` to the fresh plan (`core.rebalance.triggers`); a shrunk
+    plan it would move is made again toward the fresh plan (`_shrunk_onto`, DESIGN §23: one
+    target after a shrink). Raises `ConfigError` for a claim naming an unknown contract or a
+    slug planned twice.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     ordered = planning_order(claims)
@@ -1503,9 +1507,37 @@ def plan_all(
             plan = _plan_one(ctx, claim, contracts[claim.contract], current, depth_left,
                              slug in explain_set, prune=True,
                              idle=(idle_by_workload or {}).get(slug))
+            if moves_again is not None and sum(plan.units().values()) < sum(current.values()):
+                target = (fresh or {}).get(slug) or _fresh(
+                    ctx, [claim], contracts, {slug: current}, depth_left)[slug]
+                plan = _shrunk_onto(ctx, claim, contracts[claim.contract], plan, target,
+                                    current, depth_left, moves_again, slug in explain_set)
         _consume(depth_left, plan, current)
         out[slug] = plan
     return out
+
+
+def _shrunk_onto(ctx: _Context, claim: Claim, contract: Contract, plan: WorkloadPlan,
+                 target: WorkloadPlan, current: Mapping[str, int],
+                 depth_left: Mapping[str, int],
+                 moves_again: Callable[[WorkloadPlan, WorkloadPlan, Contract], bool],
+                 want_explain: bool) -> WorkloadPlan:
+    """A shrunk `plan` a rebalance would move to the fresh plan `target` (its committed units
+    beyond the floor's need, too few pools, a cap broken) is made again from the current units
+    the fresh plan keeps (per pool, at most what it holds there): consolidation then moves the
+    fleet once, onto the plan a rebalance leaves alone, rather than shrinking it to a plan a
+    rebalance moves again (the 42 → 10 second launch wave). Kept as it is when the target
+    is not a plan to move to, or the plan made again is no better."""
+    if (not target.feasible or target.degraded or target.coverage < 1 - EPS
+            or not moves_again(plan, target, contract)):
+        return plan
+    want = target.units()
+    kept = {pool: min(n, want.get(pool, 0)) for pool, n in current.items()}
+    again = _plan_one(ctx, claim, contract, kept, depth_left, want_explain, prune=False)
+    if not again.feasible or again.degraded or again.coverage < 1 - EPS \
+            or moves_again(again, target, contract):
+        return plan
+    return again
 
 
 def initial_depth(pools: Iterable[Pool],

@@ -107,13 +107,16 @@ RECLAIMABLE_TAINT = "reclaimable=true:NoSchedule"  # the taint a reclaimable poo
 
 def pool_spec(*, flavor: str, az: str | None, tier: str, image: str, networks: Iterable[str],
               security_groups: Iterable[str], key_name: str | None, server_group: str | None,
-              user_data_template: str, image_id: str | None = None) -> LaunchSpec:
+              user_data_template: str, image_id: str | None = None,
+              workload_taints: Iterable[str] = ()) -> LaunchSpec:
     """The spec a pool's units are launched from (its flavor, AZ and tier's taints, the
-    region's launch settings, the template's text): one rule for acquire, which records it,
+    workload's isolation taint in `workload_taints`, the region's launch settings, the
+    template's text): one rule for acquire, which records it,
     and reconcile, which compares against it."""
     return LaunchSpec(flavor=flavor, image=image, networks=tuple(networks),
                       security_groups=tuple(security_groups), key_name=key_name,
                       server_group=server_group, az=az or None,
                       user_data_template=user_data_template,
-                      taints=(RECLAIMABLE_TAINT,) if tier == "reclaimable" else (),
+                      taints=((RECLAIMABLE_TAINT,) if tier == "reclaimable" else ())
+                      + tuple(workload_taints),
                       image_id=image_id if image_id and image_id != image else None)

@@ -17,6 +17,8 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
   why (`core.jobend`)
 * ``*_QUEUED`` -> queued (warning); ``*_FAILED`` -> failed (error)
 * ``POD_INITIALIZING`` -> preparing; ``DEPLOYMENT_AVAILABLE`` -> running
+* placement truth: ``POD_NOT_ISOLATED``, ``PODS_UNPLACED`` -> queued (warning), the detail's
+  ``reason`` kept as the row's queued reason
 * ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
 * gangs (DESIGN §19): ``GANG_FAILED`` -> log only (warning: the gang is retried);
   ``GANG_PROVISIONED`` -> log only; ``GANG_UNSATISFIABLE`` -> failed (error)
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from scoctl.core.model import TokenRecord, WorkloadRecord
-from scoctl.core.model.vocabulary import WorkloadStatus
+from scoctl.core.model.vocabulary import PlacementToken, WorkloadStatus
 
 Level = Literal["info", "warning", "error"]
 
@@ -65,6 +67,9 @@ LOG_ONLY_TOKENS: Mapping[str, Level] = {"POD_CREATION_BLOCKED": "warning",
                                         "CAPACITY_EXCEEDED": "error",
                                         # a failed gang is retried (DESIGN §19)
                                         "GANG_FAILED": "warning", "GANG_PROVISIONED": "info"}
+
+# placement truth: the workload waits, and its row keeps the detail's reason
+PLACEMENT_TOKENS = frozenset(PlacementToken)
 
 # Pending reasons that waiting cannot clear: the gate's capacity check decides.
 HOPELESS_SLURM_REASONS = frozenset(
@@ -119,6 +124,8 @@ def map_token(token: str, detail: Mapping[str, object] | None = None) -> TokenMe
         return TokenMeaning(WorkloadStatus.FAILED, "error")
     if token in LOG_ONLY_TOKENS:
         return TokenMeaning(None, LOG_ONLY_TOKENS[token])
+    if token in PLACEMENT_TOKENS:
+        return TokenMeaning(WorkloadStatus.QUEUED, "warning")
     if token == "GANG_UNSATISFIABLE":
         return TokenMeaning(WorkloadStatus.FAILED, "error")
     if token.endswith("_QUEUED"):
@@ -191,7 +198,7 @@ def decide_token(row: WorkloadRecord | None, slug: str, token: str,
     if outcome.note:
         extra.setdefault("note", outcome.note)
     reason = (str(extra.get("reason", "")) if token == "SLURM_JOB_QUEUED"
-              else row.last_queued_reason)
+              or token in PLACEMENT_TOKENS else row.last_queued_reason)
     return outcome, TokenRecord(
         workload=slug, token=token, level=outcome.level, detail=extra, workload_id=row.id,
         status=outcome.status, update_row=is_active(row.status), last_queued_reason=reason,

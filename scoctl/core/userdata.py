@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
 
-from scoctl.core.constraints import KUBELET_LABELS, unit_labels
+from scoctl.core.constraints import KUBELET_LABELS, unit_labels, workload_taint
 from scoctl.errors import ConfigError
 
 NOVA_USER_DATA_LIMIT = 65535
@@ -59,6 +59,8 @@ class BootContract:
     slurm_features: Sequence[str] = field(default_factory=tuple)
     group: str = ""
     extra_labels: Mapping[str, str] = field(default_factory=dict)  # pools[].labels, node_labels
+    # workloads[].isolation exclusive: the Node carries the taint sco/workload=<name>:NoSchedule
+    exclusive: bool = False
 
     @property
     def reclaimable(self) -> bool:
@@ -74,8 +76,13 @@ class BootContract:
                 if KUBELET_LABELS.get(k) != v or k in self.extra_labels}
 
     def taints(self) -> list[str]:
-        """Reclaimable nodes register with the `reclaimable=true:NoSchedule` taint."""
-        return [RECLAIMABLE_TAINT] if self.reclaimable else []
+        """Reclaimable nodes register with the `reclaimable=true:NoSchedule` taint, the units
+        of an exclusive workload with ``sco/workload=<name>:NoSchedule`` (a Slurm CLOUD
+        node, which joins no Kubernetes cluster, with neither workload taint)."""
+        taints = [RECLAIMABLE_TAINT] if self.reclaimable else []
+        if self.exclusive and not self.slurm_node_name:
+            taints.append(workload_taint(self.workload))
+        return taints
 
     def as_json(self) -> dict[str, object]:
         return {

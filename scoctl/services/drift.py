@@ -21,6 +21,7 @@ from typing import Any
 
 from scoctl.config.schema import Config, Region
 from scoctl.core import drift
+from scoctl.core.constraints import workload_taint
 from scoctl.core.model import InstanceRecord, NewEvent
 from scoctl.core.model.vocabulary import DisruptionReason, InstanceStatus
 from scoctl.core.reconcile import DriftView
@@ -37,9 +38,11 @@ DRIFT_TOKENS = frozenset({"UNIT_DRIFTED", "DRIFT_ROLLOUT_HALTED", "DRIFT_RESUMED
 
 def specs_of(config: Config, region: Region, template: str,
              pairs: Iterable[tuple[str, str]],
-             image_id: str | None = None) -> dict[tuple[str, str], LaunchSpec]:
+             image_id: str | None = None,
+             slurm: frozenset[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], LaunchSpec]:
     """The current launch spec of each (workload, pool) of `pairs` whose pool is the region's
-    (none when the region has no launch settings), the image by `image_id` when known."""
+    (none when the region has no launch settings), the image by `image_id` when known; the
+    pairs in `slurm` are Slurm CLOUD nodes (no workload taint)."""
     launch = region.launch
     if launch is None:
         return {}
@@ -53,7 +56,9 @@ def specs_of(config: Config, region: Region, template: str,
             flavor=pool.flavor, az=pool.az, tier=pool.tier, image=launch.image,
             networks=launch.networks, security_groups=launch.security_groups,
             key_name=launch.key_name, server_group=launch.server_group,
-            user_data_template=template, image_id=image_id)
+            user_data_template=template, image_id=image_id,
+            workload_taints=(workload_taint(workload),)
+            if config.exclusive(workload) and (workload, name) not in slurm else ())
     return out
 
 
@@ -81,6 +86,16 @@ def _remember(specs: Mapping[tuple[str, str], LaunchSpec]) -> dict[str, dict[str
     return dict(_SEEN)
 
 
+def _slurm(config: Config, store: Store, workload: str) -> bool:
+    """A Slurm workload (configured so, or its claim's source): its units are Slurm CLOUD
+    nodes, which carry no workload taint."""
+    spec = config.workload(workload)
+    if spec is not None:
+        return spec.source == "slurm"
+    claim = store.claim(workload)
+    return claim is not None and claim.source == "slurm"
+
+
 def view(config: Config, store: Store, region: Region, tracked: Iterable[InstanceRecord],
          template: str, image_id: str | None = None,
          unresolved_image: str | None = None) -> DriftView:
@@ -89,7 +104,8 @@ def view(config: Config, store: Store, region: Region, tracked: Iterable[Instanc
     region does not have the image the config names (every rollout halts)."""
     rows = list(tracked)
     pairs = {(i.workload, i.pool) for i in rows if i.workload and i.pool}
-    specs = specs_of(config, region, template, pairs, image_id)
+    slurm = frozenset(pair for pair in pairs if _slurm(config, store, pair[0]))
+    specs = specs_of(config, region, template, pairs, image_id, slurm)
     labels = labels_of(config, region, pairs)
     ready = [i for i in rows if i.status == InstanceStatus.READY]
     found = drift.drifted(ready, specs)

@@ -15,6 +15,8 @@ the pass.
     scoctl_budget_tokens_spent_total{region} tokens this host's scoctl spent (all runs)
     scoctl_instances{state}                  instances by lifecycle state
     scoctl_workloads{status}                 workloads (newest row per slug) by status
+    scoctl_workloads_misplaced{workload,token}  1 per workload queued by POD_NOT_ISOLATED /
+                                             PODS_UNPLACED (placement truth)
     scoctl_stage_duration_seconds{stage}     the last pass's time per stage
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
@@ -40,8 +42,9 @@ from scoctl.core import pause as pauses
 from scoctl.core.latency import cumulative
 from scoctl.core.model import Histogram, MetricCounters
 from scoctl.core.model.latency import DECISION, READY
-from scoctl.core.model.vocabulary import InstanceStatus, PauseScope
+from scoctl.core.model.vocabulary import InstanceStatus, PauseScope, WorkloadStatus
 from scoctl.core.notice import LEAD_BUCKETS, READY_BUCKETS, histogram, reclaim_figures
+from scoctl.core.tokens import PLACEMENT_TOKENS
 
 if TYPE_CHECKING:
     from scoctl.config.schema import Config
@@ -239,8 +242,11 @@ def collect(store: Store, sample: RunSample) -> str:
             if inst.status != InstanceStatus.DELETED:
                 flying[inst.disruption] = flying.get(inst.disruption, 0) + 1
     statuses: dict[str, int] = {}
+    misplaced: list[tuple[dict[str, str], int]] = []
     for row in store.workloads():
         statuses[row.status] = statuses.get(row.status, 0) + 1
+        if row.status == WorkloadStatus.QUEUED and row.last_token in PLACEMENT_TOKENS:
+            misplaced.append(({"workload": row.slug, "token": str(row.last_token)}, 1))
 
     t = _Text()
     t.metric("scoctl_claim_pods", "gauge",
@@ -274,6 +280,10 @@ def collect(store: Store, sample: RunSample) -> str:
              [({"reason": r}, n) for r, n in sorted(flying.items())])
     t.metric("scoctl_workloads", "gauge", "Workloads by status (newest row per slug).",
              [({"status": s}, n) for s, n in sorted(statuses.items())])
+    t.metric("scoctl_workloads_misplaced", "gauge",
+             "1 per workload queued because its pods cannot reach its units (POD_NOT_ISOLATED) "
+             "or its units have no room for them (PODS_UNPLACED).", sorted(
+                 misplaced, key=lambda m: (m[0]["workload"], m[0]["token"])))
     t.metric("scoctl_stage_duration_seconds", "gauge", "Duration of each stage in the last pass.",
              [({"stage": s.name}, round(s.seconds, 6)) for s in sample.stages])
     t.metric("scoctl_stage_success", "gauge", "1 when the stage's last pass succeeded.",

@@ -324,11 +324,12 @@ def up(directory: Path, scenario: Scenario, config: Config, *, timeout: float = 
         started = time.monotonic()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         k8s_seed = directory / "k8s-seed.json"
+        shared = frozenset(w.name for w in config.workloads if w.isolation == "shared")
         nova_seed_file = directory / "nova-seed.json"
         # scoctl's shipped role first: the region holds scoctl to it, as a cluster would
         _write(k8s_seed, json.dumps({"crds": kubernetes_crds(scenario),
                                      "objects": [*shipped_rbac(),
-                                                 *kubernetes_objects(scenario, stamp)]}))
+                                                 *kubernetes_objects(scenario, stamp, shared)]}))
         tokens = {secrets.token_hex(16): SCOCTL, secrets.token_hex(16): ADMIN}
         _write(directory / TOKENS_FILE, json.dumps({
             t: {"user": u.name, "groups": list(u.groups)} for t, u in tokens.items()}), 0o600)

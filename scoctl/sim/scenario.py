@@ -28,6 +28,7 @@ from typing import Any
 
 from scoctl.config.schema import Config
 from scoctl.config.yamlsrc import Located, load_located, read_text
+from scoctl.core.constraints import WORKLOAD_KEY
 from scoctl.core.quantity import (
     CPU,
     MEMORY,
@@ -593,9 +594,12 @@ def node_shapes(config: Config) -> dict[str, dict[str, dict[str, str]]]:
     }
 
 
-def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
+def kubernetes_objects(scenario: Scenario, stamp: str,
+                       shared: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The Kubernetes emulator's seed, in creation order (owners before what they own);
-    `stamp` (RFC 3339) dates the status conditions."""
+    `stamp` (RFC 3339) dates the status conditions. `shared`: the workloads whose units
+    carry no workload taint (`isolation: shared`): their pods get neither the toleration nor
+    the node selector the platform gives an exclusive workload's (`isolation_of`)."""
     from scoctl.sim import k8s_emulator as k8s
 
     objects: list[dict[str, Any]] = []
@@ -613,7 +617,7 @@ def kubernetes_objects(scenario: Scenario, stamp: str) -> list[dict[str, Any]]:
     node_count = max(1, len(scenario.nodes))
     pending_by_ns: dict[str, list[Mapping[str, int]]] = {}
     for dep in scenario.deployments:
-        objects += _deployment_objects(dep, node_count, stamp)
+        objects += _deployment_objects(dep, node_count, stamp, shared)
         pending_by_ns.setdefault(dep.namespace, []).extend([dep.requests] * dep.replicas)
     for quota in scenario.quotas:
         used = _quota_used(quota.hard, pending_by_ns.get(quota.namespace, []))
@@ -675,19 +679,31 @@ def _quota_used(hard: Mapping[str, str], pods: Sequence[Mapping[str, int]]) -> d
     return used
 
 
-def _deployment_objects(dep: DeploymentSeed, node_count: int,
-                        stamp: str) -> list[dict[str, Any]]:
+def isolation_of(dep: DeploymentSeed, shared: frozenset[str] = frozenset()
+                 ) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """The toleration and node selector the platform puts on the pods of a managed Deployment
+    of an exclusive workload, as it puts the reclaimable toleration (none for another
+    tenant's Deployment, one not `managed`, or a shared workload's)."""
+    if not dep.workload or not dep.managed or dep.workload in shared:
+        return [], {}
+    return ([{"key": WORKLOAD_KEY, "operator": "Equal", "value": dep.workload,
+              "effect": "NoSchedule"}], {WORKLOAD_KEY: dep.workload})
+
+
+def _deployment_objects(dep: DeploymentSeed, node_count: int, stamp: str,
+                        shared: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     from scoctl.sim import k8s_emulator as k8s
 
     pod_labels = {**dep.labels, **({"sco/workload": dep.workload} if dep.workload else {})}
-    tolerations = [dict(t) for t in dep.tolerations]
+    own, selector = isolation_of(dep, shared)
+    tolerations = [dict(t) for t in dep.tolerations] + own
     if dep.tolerate_reclaimable:
         tolerations.append({"key": "reclaimable", "operator": "Equal", "value": "true",
                             "effect": "NoSchedule"})
     deployment = k8s.make_deployment(
         dep.name, dep.namespace, replicas=dep.replicas, pod_labels=pod_labels,
         managed=dep.managed, pod_annotations=dep.annotations, tolerations=tolerations,
-        node_selector=dep.node_selector, affinity=dep.affinity,
+        node_selector={**selector, **dep.node_selector}, affinity=dep.affinity,
         topology_spread_constraints=dep.topology_spread_constraints)
     spec = deployment["spec"]["template"]["spec"]
     spec["containers"][0]["resources"] = {"requests": resource_strings(dep.requests)}

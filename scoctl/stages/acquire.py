@@ -53,6 +53,7 @@ from scoctl.clock import Clock, rfc3339
 from scoctl.config.schema import Config, LaunchSettings, Region
 from scoctl.core import pause
 from scoctl.core.acquire import LaunchSnapshot, decide_launches, region_targets
+from scoctl.core.constraints import workload_taint
 from scoctl.core.diff import LaunchPlan, Shortfall, clamp_to_headroom
 from scoctl.core.drift import label_keys
 from scoctl.core.faults import fault_text, is_quota_fault, judge_fault, merge_exclusions
@@ -469,7 +470,8 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
         region=plan.region, az=plan.az, flavor=plan.flavor,
         slurm_node_name=plan.node_names[0] if plan.node_names else None,
         slurm_features=(pool.name, pool.flavor, pool.tier) if plan.node_names else (),
-        group=pool.group, extra_labels={**pool.labels, **_node_labels(reg, plan.workload)})
+        group=pool.group, extra_labels={**pool.labels, **_node_labels(reg, plan.workload)},
+        exclusive=reg.run.config.exclusive(plan.workload))
     files, settings = reg.run.boot, reg.run.config.bootstrap
     slurm_node = bool(plan.node_names)
     secret = None if reg.run.dry_run else files.tokens.credential(
@@ -513,7 +515,15 @@ def launch_spec(reg: _Region, plan: LaunchPlan) -> LaunchSpec:
     return pool_spec(flavor=plan.flavor, az=plan.az, tier=plan.tier, image=launch.image,
                      networks=launch.networks, security_groups=launch.security_groups,
                      key_name=launch.key_name, server_group=launch.server_group,
-                     user_data_template=reg.run.boot.template(), image_id=reg.image_id())
+                     user_data_template=reg.run.boot.template(), image_id=reg.image_id(),
+                     workload_taints=_workload_taints(reg, plan))
+
+
+def _workload_taints(reg: _Region, plan: LaunchPlan) -> tuple[str, ...]:
+    """The isolation taint of `plan`'s units (none for Slurm CLOUD nodes or a shared
+    workload)."""
+    exclusive = reg.run.config.exclusive(plan.workload) and not plan.node_names
+    return (workload_taint(plan.workload),) if exclusive else ()
 
 
 def _launch(reg: _Region, plan: LaunchPlan) -> LaunchOutcome:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,7 +29,14 @@ from scoctl.config.schema import Config, is_url
 from scoctl.core import planner, rebalance
 from scoctl.core.blast import Blast, blast_radii
 from scoctl.core.fleet import IN_FLIGHT_LAUNCHES, idle_units_of, units_of
-from scoctl.core.model import Claim, InstanceRecord, NewEvent, PlanWorkloadRecord, RankingCache
+from scoctl.core.model import (
+    Claim,
+    Contract,
+    InstanceRecord,
+    NewEvent,
+    PlanWorkloadRecord,
+    RankingCache,
+)
 from scoctl.core.plan_inputs import (
     changed_workloads,
     claims_of,
@@ -154,7 +161,7 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
             inputs.claims, config.contracts, config.pools, config.flavors,
             inputs.ranking.scores, current, excluded=inputs.excluded,
             depth_premium=config.depth_premium, explain=set(explain), idle_by_workload=idle,
-            fresh=fresh, gang_policy=config.gang.policy())
+            fresh=fresh, gang_policy=config.gang.policy(), moves_again=_moves_again(config))
     # Incremental: plan just the changed claims. Every kept plan's new units arrive as
     # `promised` depth (one pass over plain rows), and the plans being replaced or removed
     # give theirs back, so the 10,000s of kept plans are never rebuilt as values.
@@ -166,7 +173,20 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
         current, excluded=inputs.excluded, depth_premium=config.depth_premium,
         only=set(reasons), previous=previous, explain=set(explain),
         promised=planner.promised_depth(store.planned_units(), current),
-        idle_by_workload=idle, fresh=fresh, gang_policy=config.gang.policy())
+        idle_by_workload=idle, fresh=fresh, gang_policy=config.gang.policy(),
+        moves_again=_moves_again(config))
+
+
+def _moves_again(config: Config) -> Callable[[planner.WorkloadPlan, planner.WorkloadPlan,
+                                              Contract], bool]:
+    """Whether a rebalance would move a plan to its fresh plan (`core.rebalance.triggers`,
+    the workload's own `rebalance.min_gain`): a shrunk plan it would move is planned toward
+    the fresh one at once (`core.planner.plan_all`'s `moves_again`)."""
+    def moves_again(plan: planner.WorkloadPlan, fresh: planner.WorkloadPlan,
+                    contract: Contract) -> bool:
+        gain = config.disruption_of(plan.workload).rebalance.min_gain
+        return bool(rebalance.triggers(plan, fresh, contract, gain))
+    return moves_again
 
 
 def _commit(store: Store, inputs: _Inputs, records: Mapping[str, PlanWorkloadRecord],

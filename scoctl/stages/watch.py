@@ -15,7 +15,7 @@ controller (`runner.controller`) feed from their pod watches; each commit is one
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -54,11 +54,12 @@ from scoctl.core.intake.slurm import (
 )
 from scoctl.core.jobend import HELD_NOTE, hold_record, job_ends, recorded_end
 from scoctl.core.latency import first_sight
-from scoctl.core.model import FinishedJob, NewEvent, PodInfo, WorkloadRecord
+from scoctl.core.model import FinishedJob, InstanceRecord, NewEvent, PodInfo, WorkloadRecord
 from scoctl.core.model.problems import Problem
-from scoctl.core.model.vocabulary import LABEL_MANAGED
+from scoctl.core.model.vocabulary import LABEL_MANAGED, InstanceStatus
 from scoctl.core.timefmt import parse_rfc3339
 from scoctl.core.tokens import INACTIVE_STATUSES, is_active
+from scoctl.core.truth import Units
 from scoctl.errors import ApiError, ConfigError, UsageError
 from scoctl.host.discovery import host_hints
 from scoctl.host.spool import SpoolEvent, discard, pending_events
@@ -180,7 +181,10 @@ def k8s_policy(config: Config) -> K8sPolicy:
     return K8sPolicy(workloads=_rules(config.workloads), contracts=frozenset(config.contracts),
                      default_contract=_default_contract(config), workload_label=k.workload_label,
                      contract_label=k.contract_label, quota_block=config.quota_block,
-                     capacity=capacity_of(config))
+                     capacity=capacity_of(config),
+                     isolation={w.name: w.isolation for w in config.workloads
+                                if w.source == "k8s"},
+                     unplaced_after=config.timeouts.unplaced)
 
 
 def slurm_policy(config: Config) -> SlurmPolicy:
@@ -255,6 +259,26 @@ def read_k8s(cluster: Cluster, config: Config,
                        deployments=tuple(deployments), replicasets=tuple(replicasets),
                        jobs=tuple(jobs), inference_services=tuple(isvcs), events=tuple(events),
                        volume_zones=zones, daemonsets=daemonsets, pod_groups=groups)
+
+
+_BOOTING = frozenset({InstanceStatus.REQUESTED, InstanceStatus.BUILDING, InstanceStatus.ACTIVE})
+
+
+def units_of(instances: Iterable[InstanceRecord]) -> dict[str, Units]:
+    """Per workload, its units as the truth loop needs them (`core.truth.Units`): how many
+    boot, when the newest Ready one turned Ready."""
+    booting: dict[str, int] = {}
+    ready: dict[str, float] = {}
+    for inst in instances:
+        if not inst.workload:
+            continue
+        if inst.status in _BOOTING:
+            booting[inst.workload] = booting.get(inst.workload, 0) + 1
+        elif inst.status == InstanceStatus.READY and inst.ready_at:
+            at = parse_rfc3339(inst.ready_at).timestamp()
+            ready[inst.workload] = max(ready.get(inst.workload, at), at)
+    return {name: Units(booting=booting.get(name, 0), last_ready=ready.get(name))
+            for name in {*booting, *ready}}
 
 
 def read_slurm(scheduler: BatchScheduler) -> SlurmSnapshot:
@@ -523,7 +547,8 @@ def _run_pass(config: Config, store: Store, clock: Clock, *, sources: Collection
         states = _states(store)
         if k8s_read is not None:
             snap = K8sSnapshot(**{**k8s_read.__dict__, "workloads": states,
-                                  "claims": _claimed(store, "k8s")})
+                                  "claims": _claimed(store, "k8s"), "now": now,
+                                  "units": units_of(store.instances())})
             _record(store, decide_k8s_intake(snap, k8s_policy(config), memo),
                     result.sources["k8s"],
                     result, pending, now, config, "k8s")

@@ -67,3 +67,18 @@ def test_pods_that_differ_only_in_what_scoctl_does_not_read_share_their_values()
     assert a.containers is b.containers and a.owners is b.owners
     second["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     assert pod_info(second).containers[0].requests["cpu"] == 2000  # a read field: its own
+
+
+def test_a_required_pod_anti_affinity_over_the_hostname_keeps_the_pod_alone():
+    """core/v1 PodAntiAffinity `requiredDuringSchedulingIgnoredDuringExecution` terms with
+    `topologyKey: kubernetes.io/hostname` (upstream's InterPodAffinity filter): one per node."""
+    raw = copy.deepcopy(_pods(1)[0])
+    term = {"labelSelector": {"matchLabels": {"app": "orders"}},
+            "topologyKey": "kubernetes.io/hostname"}
+    raw["spec"]["affinity"] = {  # type: ignore[index]
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    placement = pod_info(raw).placement
+    assert placement is not None and placement.alone
+    term["topologyKey"] = "topology.kubernetes.io/zone"
+    zonal = pod_info(copy.deepcopy(raw)).placement
+    assert zonal is None or not zonal.alone

@@ -79,6 +79,8 @@ CONFIGS = {
     "quantity Infinity": ("node_reserve: {cpu: Infinity}\n", ["node_reserve.cpu"]),
     "quantity NaN": ("node_reserve: {cpu: NaN}\n", ["node_reserve.cpu"]),
     "quantity .inf": ("node_reserve: {cpu: .inf}\n", ["node_reserve.cpu", "finite"]),
+    "an unknown isolation": ("workloads: [{name: w, isolation: private}]\n",
+                             ["workloads[0].isolation", "exclusive, shared"]),
     "a depth of 10**30": ("pools: [{name: q, az: a, flavor: f, group: g, tier: committed, "
                           "depth: 1000000000000000000000000000000}]\n", ["pools[0].depth"]),
 }

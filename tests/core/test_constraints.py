@@ -64,6 +64,7 @@ def pools() -> tuple[Pool, ...]:
 
 def policy(**rule: object) -> K8sPolicy:
     return K8sPolicy(workloads=(WorkloadRule("orders-daily", "T1", "k8s", **rule),),  # type: ignore[arg-type]
+                     default_isolation="shared",  # the pods here carry no isolation
                      capacity=Capacity(pools=pools(), flavors=tuple(FLAVORS.values())))
 
 

@@ -6,9 +6,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scoctl.core.claims import ObservedClaim, claim_write
+from scoctl.core.gang import Packing, pack_gang
 from scoctl.core.intake.k8s import gang_of
 from scoctl.core.intake.slurm import SlurmSnapshot, decide_slurm_intake
-from scoctl.core.model import ClaimRecord, PodInfo, SlurmNode
+from scoctl.core.model import (
+    ClaimRecord,
+    Container,
+    Placement,
+    PodInfo,
+    SlurmNode,
+    Spread,
+    Toleration,
+)
 from tests.core.test_intake import SNODES, SPOLICY, decide, make_pod, sjob
 
 GROUP = "scheduling.x-k8s.io/pod-group"
@@ -156,3 +165,46 @@ def test_a_changed_gang_size_is_a_new_claim_version() -> None:
     assert claim_write(stored, base) is None
     write = claim_write(stored, replace(base, gang=2))
     assert write is not None and (write.version, write.delta) == (3, True)
+
+
+# --- a gang of pods packs (DESIGN §19, §23) -----------------------------------------------------
+
+
+def _eight_vcpu(name: str, **spread: object) -> PodInfo:
+    pod = replace(grouped(name, size="4"), tolerations=(
+        Toleration("reclaimable", "Equal", "true", "NoSchedule"),))
+    pod = replace(pod, containers=(Container("main", {"cpu": 8000, "memory": 8 * 2**30}),))
+    if spread:
+        pod = replace(pod, placement=Placement(spread=(Spread(**spread),)))  # type: ignore[arg-type]
+    return pod
+
+
+def test_a_gang_of_four_8_vcpu_pods_packs_onto_two_32_vcpu_units() -> None:
+    """The issue's gang: 4 pods of 8 vCPU took 4 nodes of 32 vCPU. A 32 vCPU flavor (31
+    allocatable) holds 3 of them; 2 units of 2 pods hold the gang (64 vCPU for 32 asked)."""
+    (claim,) = decide(tuple(_eight_vcpu(f"p{i}") for i in range(4))).claims
+    assert (claim.gang, claim.pods, claim.largest_pod["cpu"]) == (2, 2, 16000)
+    assert claim.requests["cpu"] == 32000
+
+
+def test_a_gang_whose_pods_ask_for_one_node_each_keeps_one_member_per_unit() -> None:
+    pods = tuple(_eight_vcpu(f"p{i}", max_skew=1, topology_key="kubernetes.io/hostname",
+                             when_unsatisfiable="DoNotSchedule") for i in range(4))
+    (claim,) = decide(pods).claims
+    assert (claim.gang, claim.pods, claim.largest_pod["cpu"]) == (4, 4, 8000)
+
+
+def test_pack_gang_deals_the_pods_evenly_over_the_fewest_units() -> None:
+    alloc = [{"cpu": 31000}, {"cpu": 7000}]
+    assert pack_gang(4, {"cpu": 8000}, alloc, one_per_node=False) == Packing(2, 2)
+    assert pack_gang(7, {"cpu": 4000}, alloc, one_per_node=False) == Packing(1, 7)
+    assert pack_gang(9, {"cpu": 4000}, alloc, one_per_node=False) == Packing(2, 5)
+    assert pack_gang(4, {"cpu": 8000}, alloc, one_per_node=True) == Packing(4, 1)
+    assert pack_gang(4, {"cpu": 8000}, [], one_per_node=False) == Packing(4, 1)
+
+
+def test_a_gang_whose_pods_keep_apart_by_anti_affinity_keeps_one_member_per_unit() -> None:
+    pods = tuple(replace(_eight_vcpu(f"p{i}"), placement=Placement(alone=True))
+                 for i in range(4))
+    (claim,) = decide(pods).claims
+    assert (claim.gang, claim.pods) == (4, 4)

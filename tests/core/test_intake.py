@@ -114,7 +114,11 @@ def deployment(name: str = "orders-daily", *, namespace: str = "shop", managed: 
                           replicas=replicas, available_replicas=available, conditions=conds)
 
 
+# the demand rules these tests judge hold whatever the isolation: the pods are built without the
+# workload's toleration and selector, so their workloads are shared (isolation has its own
+# tests, tests/core/test_truth.py)
 POLICY = K8sPolicy(
+    default_isolation="shared",
     workloads=(WorkloadRule("orders-daily", "T1", "k8s", namespace="shop"),),
     contracts=frozenset({"T1", "T2"}),
     capacity=Capacity(
@@ -313,7 +317,8 @@ def test_pod_beyond_every_node_and_flavor_fails_and_names_the_teardown() -> None
 def test_elastic_flavor_that_could_hold_it_keeps_it_queued() -> None:
     pod = make_pod("a", cpu="24", memory="100Gi")  # nodes have 16 CPUs; the flavor 31
     assert tokens(decide((pod,))) == ["POD_QUEUED"]
-    no_elastic = K8sPolicy(workloads=POLICY.workloads, capacity=Capacity(
+    no_elastic = K8sPolicy(workloads=POLICY.workloads, default_isolation="shared",
+                           capacity=Capacity(
         pools=POLICY.capacity.pools, flavors=POLICY.capacity.flavors, elastic=False))
     assert tokens(decide((pod,), policy=no_elastic)) == ["POD_SCHEDULING_FAILED"]
 
@@ -347,7 +352,8 @@ def test_quota_block_on_the_newest_replicaset_counts_too() -> None:
 
 
 def test_quota_block_queue_mode_keeps_a_busy_quota_queued() -> None:
-    queue = K8sPolicy(workloads=POLICY.workloads, quota_block="queue")
+    queue = K8sPolicy(workloads=POLICY.workloads, quota_block="queue",
+                      default_isolation="shared")
     busy = deployment(conditions=(Condition("ReplicaFailure", "True", "FailedCreate", QUOTA),))
     assert tokens(decide((), deployments=(busy,), policy=queue)) == ["POD_QUEUED"]
     too_small = QUOTA.replace("requested: requests.cpu=4", "requested: requests.cpu=12")

@@ -1,8 +1,9 @@
 """A gang on the simulated region under the controller (DESIGN §19), end to end.
 
 Real processes started by the real CLI: the Kubernetes and Nova emulators and the node agent.
-Six pods of one pod group (``scheduling.x-k8s.io/pod-group``, ``sco/gang-size: 6``) wait for
-capacity; the best pool's availability zone has a host too small for the whole multi-create
+Six pods of one pod group (``scheduling.x-k8s.io/pod-group``, ``sco/gang-size: 6``), one per
+node (a ``DoNotSchedule`` hostname spread), wait for capacity;
+the best pool's availability zone has a host too small for the whole multi-create
 (`nova.az_capacity`), so Nova fails all of it (NoValidHost). The controller (`run --follow`)
 records ``GANG_FAILED`` there, never holds more live servers than the gang needs, and at once
 (a NoValidHost excludes the zone: no back-off) provisions the gang whole in the other group,
@@ -52,7 +53,13 @@ def scenario(cwd: Path) -> Path:
     [dep] = data["kubernetes"]["deployments"]
     dep.update(name="train", replicas=MEMBERS, workload="train",
                labels={"scheduling.x-k8s.io/pod-group": "train"},
-               annotations={"sco/gang-size": str(MEMBERS)})
+               annotations={"sco/gang-size": str(MEMBERS)},
+               # one member per node, as the pods ask (a gang of pods otherwise packs by
+               # requests: six of these fit one c4.2xlarge), so the multi-create is six
+               topology_spread_constraints=[{
+                   "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                   "whenUnsatisfiable": "DoNotSchedule",
+                   "labelSelector": {"matchLabels": {"app": "train"}}}])
     dep.pop("pdb", None)
     path = cwd / "scenario.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -195,8 +195,10 @@ def test_servers_carry_the_tags_metadata_and_user_data_of_their_contract(
         assert (contract["workload"], contract["pool"], contract["generation"],
                 contract["launch"], contract["reclaimable"]) == (
             "web", "small.a", generation, launch_id, True)
-        assert contract["taints"] == [RECLAIMABLE_TAINT]
-        assert f"--register-with-taints={RECLAIMABLE_TAINT}" in user_data
+        # exclusive, the default isolation: the workload's own taint beside the reclaimable one
+        assert contract["taints"] == [RECLAIMABLE_TAINT, "sco/workload=web:NoSchedule"]
+        assert (f"--register-with-taints={RECLAIMABLE_TAINT},sco/workload=web:NoSchedule"
+                in user_data)
 
 
 def test_the_join_secret_never_reaches_the_state_or_the_result(

@@ -138,8 +138,10 @@ def test_acquire_records_the_hash_reconcile_compares_against(
                      [("web", "small.a"), ("web", "res.a")])
     assert {i.pool: i.spec_hash for i in store.instances()} == {
         pool: hash_of(spec) for (_, pool), spec in specs.items()}
-    assert specs[("web", "small.a")].taints == ("reclaimable=true:NoSchedule",)
-    assert specs[("web", "res.a")].taints == ()
+    # web is exclusive (the default isolation): its own taint, beside the reclaimable one
+    assert specs[("web", "small.a")].taints == ("reclaimable=true:NoSchedule",
+                                                "sco/workload=web:NoSchedule")
+    assert specs[("web", "res.a")].taints == ("sco/workload=web:NoSchedule",)
 
 
 def test_an_image_uploaded_again_under_its_name_drifts_the_units_named_by_field(

@@ -95,9 +95,14 @@ def nodes(emu: K8sEmulator, count: int = 3, *, cpu: str = "16", managed: bool = 
 def orders(emu: K8sEmulator, pods: int = 42, *, managed: bool = True, cpu: str = "4",
            name: str = "orders-daily", namespace: str = "shop",
            labels: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A Deployment with its ReplicaSet and `pods` unschedulable pods of 4 vCPU / 16Gi."""
+    """A Deployment with its ReplicaSet and `pods` unschedulable pods of 4 vCPU / 16Gi, which
+    carry the toleration and node selector of their (exclusive) workload's units, as the
+    platform that creates managed workloads gives them."""
     dep = emu.add(ke.make_deployment(name, namespace, replicas=pods, cpu=cpu, memory="16Gi",
-                                     managed=managed, labels=labels))
+                                     managed=managed, labels=labels,
+                                     tolerations=[{"key": "sco/workload", "operator": "Equal",
+                                                   "value": name, "effect": "NoSchedule"}],
+                                     node_selector={"sco/workload": name}))
     rs = emu.add(ke.make_replicaset(dep))
     emu.add_many(ke.pods_for(rs, pods, unschedulable=BUSY))
     return dep, rs

@@ -35,7 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from scoctl.core.constraints import NAME_FIELD, ZONE_LABEL, pod_refusal, pool_labels, pools_for
+from scoctl.core.constraints import (
+    HOSTNAME_LABEL,
+    NAME_FIELD,
+    ZONE_LABEL,
+    pod_refusal,
+    pool_labels,
+    pools_for,
+)
 from scoctl.core.demand import (
     JOB_NAME_LABELS,
     KSERVE_ISVC_LABEL,
@@ -51,7 +58,7 @@ from scoctl.core.demand import (
     tolerates_reclaimable,
     workload_of,
 )
-from scoctl.core.gang import GANG_SIZE_ANNOTATION, pod_group_of, pod_group_size
+from scoctl.core.gang import GANG_SIZE_ANNOTATION, pack_gang, pod_group_of, pod_group_size
 from scoctl.core.intake.common import (
     Capacity,
     ClaimDecision,
@@ -68,6 +75,7 @@ from scoctl.core.model import (
     DeploymentInfo,
     EventInfo,
     InferenceServiceInfo,
+    Isolation,
     JobInfo,
     NodeInfo,
     Placement,
@@ -85,9 +93,10 @@ from scoctl.core.model.kubernetes import (
     VolumeClaimInfo,
     VolumeInfo,
 )
-from scoctl.core.model.vocabulary import LABEL_MANAGED, WorkloadStatus
+from scoctl.core.model.vocabulary import LABEL_MANAGED, PlacementToken, WorkloadStatus
 from scoctl.core.quantity import CPU, MEMORY, QuantityError, Resources, fits, parse_quantity
 from scoctl.core.tokens import INACTIVE_STATUSES, map_token
+from scoctl.core.truth import Cluster, Units, Unplaced, not_isolated, unplaced
 
 # Resources a Nova flavor does not describe: ignored when asking whether a flavor could hold a pod.
 _NOT_FLAVOR_RESOURCES = frozenset({"ephemeral-storage", "pods"})
@@ -107,6 +116,16 @@ class K8sPolicy:
     contract_label: str = "sco/contract"
     quota_block: Literal["fail", "queue"] = "fail"
     capacity: Capacity = field(default_factory=Capacity)
+    # `workloads[].isolation` by workload, and that of the others: an exclusive workload's
+    # pending pods must tolerate and select its units (`core.truth`); a shared one's claim
+    # grows by what others keep from its units
+    isolation: Mapping[str, Isolation] = field(default_factory=dict)
+    default_isolation: Isolation = "exclusive"
+    unplaced_after: float = 30.0  # timeouts.unplaced
+
+    def shared(self, workload: str) -> bool:
+        """Whether `workload`'s units carry no workload taint."""
+        return self.isolation.get(workload, self.default_isolation) == "shared"
 
 
 @dataclass(frozen=True)
@@ -127,6 +146,10 @@ class K8sSnapshot:
     daemonsets: tuple[DaemonSetInfo, ...] = ()
     # each PodGroup's spec.minMember by (namespace, name), where that API is served (DESIGN §19)
     pod_groups: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # placement truth (`core.truth`): now (Unix s; None: the truth loop does not run) and each
+    # workload's units as the state knows them
+    now: float | None = None
+    units: Mapping[str, Units] = field(default_factory=dict)
 
 
 def pod_group_sizes(groups: Iterable[PodGroupInfo]) -> dict[tuple[str, str], int]:
@@ -866,15 +889,17 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
     rules = {r.name for r in policy.workloads if r.source == "k8s"}
     objects = _Objects.of(snap, label)
     holds: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]] = {}
+    truth: list[Cluster] = []  # built once, for the first workload with pods waiting
     for slug in sorted(found):
         w = found[slug]
         current = snap.workloads.get(slug)
         placed = _placed(w, snap, policy)
+        lost = _unplaced(w, snap, policy, truth)
         token = None
         # settled workloads are no longer watched, unless a running one grew
         if current is None or not current.settled or _grown(w, current, objects,
                                                              configured=slug in rules):
-            token = _k8s_token(w, current, snap, policy, objects, holds, placed,
+            token = _k8s_token(w, current, snap, policy, objects, holds, placed, lost,
                                configured=slug in rules)
             if token is not None:
                 tokens.append(token)
@@ -883,16 +908,23 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
         if w.demand and not inactive:
             gang, problems = gang_of(w.groups, snap.pod_groups)
             warnings.extend(f"workload {slug}: {problem}" for problem in problems)
+            # shared: the room others took is claimed again, until the pods place
+            grown = (_plus(w.requests, lost.requests) if lost and policy.shared(slug)
+                     else w.requests)
+            overhead = daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
+                                       policy.capacity.pools, placed.ineligible)
+            pods = len(w.demand)
+            largest: Mapping[str, int] = w.largest
+            if gang:
+                gang, pods, largest = _packed(w, gang, placed, overhead, policy.capacity)
             claims.append(ClaimDecision(
                 workload=slug, contract=w.contract, kind=w.kind, source="k8s",
-                requests={k: v for k, v in w.requests.items() if v},
-                largest_pod={k: v for k, v in w.largest.items() if v}, pods=len(w.demand),
+                requests={k: v for k, v in grown.items() if v},
+                largest_pod={k: v for k, v in largest.items() if v}, pods=pods,
                 tolerates_reclaimable=w.tolerates, namespace=w.namespace,
                 created=tuple(p.created for p in w.demand if p.created is not None),
                 ineligible=placed.ineligible, zone_spread=placed.zone_spread,
-                overhead=daemon_overhead(w.slug, w.contract, w.node_labels, snap.daemonsets,
-                                         policy.capacity.pools, placed.ineligible),
-                parts=placed.parts, preferred=placed.preferred, gang=gang))
+                overhead=overhead, parts=placed.parts, preferred=placed.preferred, gang=gang))
         elif slug in snap.claims:
             claims.append(ClaimDecision(workload=slug, contract=w.contract, kind=w.kind,
                                         source="k8s", requests={}, largest_pod={}, pods=0,
@@ -905,6 +937,53 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
                                     largest_pod={}, pods=0))
     return IntakeDecision(claims=tuple(claims), tokens=tuple(tokens), warnings=tuple(warnings),
                           workloads=len(found))
+
+
+def _packed(w: _K8sWorkload, size: int, placed: _Placed,
+            overhead: Mapping[str, Mapping[str, int]], capacity: Capacity
+            ) -> tuple[int, int, Mapping[str, int]]:
+    """A gang of pods packed by their requests (`core.gang.pack_gang`, DESIGN §19, §23): its
+    members per gang are units, each holding an even share of the gang's pods; the claim
+    counts members (as a Slurm gang's counts nodes) and its largest pod is one member's
+    pods. One pod per unit where they ask for one per node (a ``DoNotSchedule`` spread over
+    ``kubernetes.io/hostname``, or a required pod anti-affinity over it). Returns members
+    per gang, members, the largest member."""
+    flavors = {f.name: f for f in capacity.flavors}
+    allocatable = []
+    for pool in capacity.pools:
+        flavor = flavors.get(pool.flavor)
+        if flavor is None or pool.name in placed.ineligible or (
+                pool.tier == "reclaimable" and not w.tolerates):
+            continue
+        alloc = flavor_allocatable(flavor, capacity.node_reserve)
+        taken = overhead.get(flavor.name, {})
+        allocatable.append({k: v - taken.get(k, 0) for k, v in alloc.items()})
+    one_per_node = any(place.alone or any(
+        s.topology_key == HOSTNAME_LABEL and s.when_unsatisfiable == "DoNotSchedule"
+        for s in place.spread) for place, _ in w.placements if place is not None)
+    packing = pack_gang(size, w.largest, allocatable, one_per_node=one_per_node)
+    if packing.pods <= 1:
+        return size, len(w.demand), w.largest
+    gangs = max(1, len(w.demand) // size)
+    return (packing.units, gangs * packing.units,
+            {k: v * packing.pods for k, v in w.largest.items()})
+
+
+def _plus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
+
+
+def _unplaced(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy,
+              truth: list[Cluster]) -> Unplaced | None:
+    """The truth loop of `w` (`core.truth.unplaced`): None unless pods wait, the snapshot
+    says when it is and the workload has units."""
+    units = snap.units.get(w.slug)
+    if not w.waiting or snap.now is None or units is None:
+        return None
+    if not truth:
+        truth.append(Cluster(snap.nodes, snap.pods))
+    return unplaced(w.slug, w.waiting, truth[0], units, now=snap.now,
+                    after=policy.unplaced_after, label=policy.workload_label)
 
 
 def gang_of(groups: Mapping[tuple[str, str], Sequence[str | None]],
@@ -946,7 +1025,8 @@ def _grown(w: _K8sWorkload, state: WorkloadState, objects: _Objects, *,
 def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
                policy: K8sPolicy, objects: _Objects,
                holds_memo: dict[tuple[tuple[str, int], ...], tuple[bool | None, str]],
-               placed: _Placed, *, configured: bool) -> TokenDecision | None:
+               placed: _Placed, lost: Unplaced | None, *,
+               configured: bool) -> TokenDecision | None:
     deployments, isvcs, jobs = _objects_of(w, objects, configured)
     kind = w.kind
     if isvcs and kind == "deployment":
@@ -1006,12 +1086,19 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
         if ready_isvc or (deployments and all(deployment_available(d) for d in deployments)):
             names = [f"{d.namespace}/{d.name}" for d in deployments]
             return make("DEPLOYMENT_AVAILABLE", {"deployments": names})
-    # 4. waiting for capacity
+    # 4. placement truth (DESIGN §23): pods that cannot reach their units, or whose units
+    # others fill
+    lacking = None if policy.shared(w.slug) else not_isolated(w.waiting, w.slug)
+    if lacking is not None:
+        return make(PlacementToken.NOT_ISOLATED, lacking.detail())
+    if lost is not None:
+        return make(PlacementToken.UNPLACED, lost.detail())
+    # 5. waiting for capacity
     if w.waiting:
         first = w.waiting[0]
         return make("POD_QUEUED", {"pods": len(w.waiting),
                                    "message": scheduling_message(first)})
-    # 5. scheduled, starting
+    # 6. scheduled, starting
     if w.starting:
         return make("POD_INITIALIZING", {"pods": len(w.starting),
                                          "nodes": sorted({p.node_name for p in w.starting})})

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         RankingCache,
     )
     from scoctl.core.model.pools import (
+        ISOLATIONS,
         KINDS,
         SLUG_RE,
         SOURCES,
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         ClaimPart,
         Contract,
         Flavor,
+        Isolation,
         Kind,
         Limits,
         Pool,
@@ -112,6 +114,7 @@ __all__ = [
     "TokenRecord", "TokenSecret", "WorkloadRecord", "flavor_allocatable", "is_slug",
     "rest_api_version",
 ]
+__all__ += ["ISOLATIONS", "Isolation"]  # workloads[].isolation
 __all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
 __all__ += ["APIS", "Api", "Problem"]
 __all__ += [  # the Kubernetes objects of the `Cluster` seam
@@ -140,8 +143,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "ledger": ("ClaimRecord", "MetricCounters"),
     "notices": ("NoticedRecord", "NoticeKind", "NoticeOutcome", "NoticeRecord", "NoticeSource"),
     "problems": ("APIS", "Api", "Problem"),
-    "pools": ("KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart", "Contract", "Flavor",
-              "Kind",
+    "pools": ("ISOLATIONS", "KINDS", "SLUG_RE", "SOURCES", "TIERS", "Claim", "ClaimPart",
+              "Contract", "Flavor", "Isolation", "Kind",
               "Limits", "Pool", "Source", "Tier", "flavor_allocatable", "is_slug"),
     "fleet": ("KEEP", "ExclusionRecord", "GangRecord", "InstanceRecord", "InstanceUpdate", "Keep",
               "LaunchRecord", "RebalanceRecord"),

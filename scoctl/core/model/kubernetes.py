@@ -99,6 +99,8 @@ class Placement:
     preferred: tuple[tuple[int, tuple[Requirement, ...]], ...] = ()
     spread: tuple[Spread, ...] = ()
     volume_claims: tuple[str, ...] = ()
+    # a required podAntiAffinity term over kubernetes.io/hostname: one such pod per node
+    alone: bool = False
 
 
 @dataclass(frozen=True)

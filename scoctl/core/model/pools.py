@@ -17,11 +17,14 @@ from scoctl.core.quantity import Resources
 Tier = Literal["committed", "reclaimable"]
 Source = Literal["k8s", "slurm"]
 Kind = Literal["job", "deployment", "inference"]
+Isolation = Literal["exclusive", "shared"]
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,46}$")
 KINDS: tuple[Kind, ...] = ("job", "deployment", "inference")
 SOURCES: tuple[Source, ...] = ("k8s", "slurm")
 TIERS: tuple[Tier, ...] = ("committed", "reclaimable")
+# workloads[].isolation: exclusive units carry the workload's taint, shared ones do not
+ISOLATIONS: tuple[Isolation, ...] = ("exclusive", "shared")
 # the one default of the config's planner.depth_premium (`Config`): the share of a pool's score
 # its depth may add when the planner orders pools (`core.planner`)
 DEFAULT_DEPTH_PREMIUM = 0.05

@@ -128,13 +128,21 @@ class RebalanceTrigger(StrEnum):
     GAIN = "gain"  # the fresh plan's mean key better by rebalance.min_gain
 
 
-
 class ConfigReload(StrEnum):
     """The event a controller records for a SIGHUP: the config reloaded (info), or refused
     for an error — naming its file, line and field — while the old config stays (warning)."""
 
     RELOADED = "CONFIG_RELOADED"
     REFUSED = "CONFIG_RELOAD_REFUSED"
+
+
+class PlacementToken(StrEnum):
+    """Placement truth: why a workload's pods do not run on its units (the workload is
+    queued with the reason)."""
+
+    NOT_ISOLATED = "POD_NOT_ISOLATED"  # managed pods lack the workload's toleration / selector
+    UNPLACED = "PODS_UNPLACED"  # pending pods its Ready units have no room for
+
 
 # Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
 TAG_MANAGED = "sco:managed"
