@@ -63,7 +63,7 @@ POD_SPEC = _fields(
     "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName", "priority",
     "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks",
     "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os",
-    "hostUsers", "schedulingGates", "resourceClaims", "ephemeralContainers",
+    "hostUsers", "schedulingGates", "resourceClaims", "ephemeralContainers", "hostnameOverride",
     containers=[CONTAINER], initContainers=[CONTAINER], resources=RESOURCES)
 TEMPLATE = _fields(metadata=OBJECT_META, spec=POD_SPEC)
 
