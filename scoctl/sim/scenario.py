@@ -624,12 +624,15 @@ def kubernetes_objects(scenario: Scenario, stamp: str,
         objects.append(k8s.make_resource_quota(quota.name, quota.namespace, quota.hard, used))
     objects += [k8s.make_pod_group(g.name, g.namespace, min_member=g.min_member)
                 for g in scenario.pod_groups]
-    objects += [_inference_service_object(i) for i in scenario.inference_services]
+    objects += [_inference_service_object(i, shared) for i in scenario.inference_services]
     return objects
 
 
-def _inference_service_object(seed: InferenceServiceSeed) -> dict[str, Any]:
-    """The InferenceService as a user applies it; its predictor is the region's to make."""
+def _inference_service_object(seed: InferenceServiceSeed,
+                              shared: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The InferenceService as a user applies it; its predictor is the region's to make. A
+    managed one of an exclusive workload carries the workload's toleration and node selector
+    on its predictor, as the platform puts them on a managed Deployment's pods."""
     labels = {**({"sco/workload": seed.workload} if seed.workload else {}),
               **({"sco/managed": "true"} if seed.managed else {})}
     requests = resource_strings(seed.requests)
@@ -638,9 +641,16 @@ def _inference_service_object(seed: InferenceServiceSeed) -> dict[str, Any]:
     predictor: dict[str, Any] = {"minReplicas": seed.replicas, "model": {
         "modelFormat": {"name": "huggingface"}, "storageUri": f"pvc://models/{seed.name}",
         "resources": {"requests": requests, **({"limits": limits} if limits else {})}}}
+    tolerations: list[dict[str, str]] = []
+    if seed.workload and seed.managed and seed.workload not in shared:
+        tolerations.append({"key": WORKLOAD_KEY, "operator": "Equal", "value": seed.workload,
+                            "effect": "NoSchedule"})
+        predictor["nodeSelector"] = {WORKLOAD_KEY: seed.workload}
     if seed.tolerate_reclaimable:
-        predictor["tolerations"] = [{"key": "reclaimable", "operator": "Equal",
-                                     "value": "true", "effect": "NoSchedule"}]
+        tolerations.append({"key": "reclaimable", "operator": "Equal", "value": "true",
+                            "effect": "NoSchedule"})
+    if tolerations:
+        predictor["tolerations"] = tolerations
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
             "metadata": {"name": seed.name, "namespace": seed.namespace, "labels": labels,
                          "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"},

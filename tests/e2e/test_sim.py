@@ -512,3 +512,25 @@ def test_a_bad_scenario_pod_group_names_its_field(text, where):
     with pytest.raises(ConfigError) as caught:
         parse_scenario(load_located(text, "scenario.yaml"), base=None)
     assert str(caught.value).startswith(where)
+
+
+def test_a_managed_inference_service_carries_its_exclusive_workloads_isolation():
+    """The platform gives a managed InferenceService's predictor its workload's toleration
+    and node selector (KServe copies the predictor's onto its pods), as it gives a managed
+    Deployment's pods; a shared workload's gets neither, an unmanaged one neither."""
+    text = ("kubernetes:\n  inference_services:\n"
+            "    - {name: llm, namespace: ml, workload: llm, managed: true,\n"
+            "       tolerate_reclaimable: true, requests: {cpu: 2, memory: 4Gi}}\n"
+            "    - {name: shared, namespace: ml, workload: pool, managed: true,\n"
+            "       requests: {cpu: 2, memory: 4Gi}}\n"
+            "    - {name: theirs, namespace: ml, workload: other,\n"
+            "       requests: {cpu: 2, memory: 4Gi}}\n")
+    scenario = parse_scenario(load_located(text, "scenario.yaml"), base=None)
+    objects = kubernetes_objects(scenario, "2026-01-01T00:00:00Z", frozenset({"pool"}))
+    predictors = {o["metadata"]["name"]: o["spec"]["predictor"] for o in objects
+                  if o["kind"] == "InferenceService"}
+    assert predictors["llm"]["nodeSelector"] == {"sco/workload": "llm"}
+    assert [t["key"] for t in predictors["llm"]["tolerations"]] == ["sco/workload",
+                                                                   "reclaimable"]
+    assert "nodeSelector" not in predictors["shared"] and "tolerations" not in predictors["shared"]
+    assert "nodeSelector" not in predictors["theirs"] and "tolerations" not in predictors["theirs"]

@@ -56,7 +56,13 @@ def scenario(cwd: Path) -> Path:
     dep.update(name="train", replicas=MEMBERS, workload="train",
                requests={"cpu": 12, "memory": "16Gi"},
                labels={"scheduling.x-k8s.io/pod-group": "train"},
-               annotations={"sco/gang-size": str(MEMBERS)})
+               annotations={"sco/gang-size": str(MEMBERS)},
+               # one member per node, as the pods ask (a gang of pods otherwise packs by
+               # requests), so the multi-create is six members
+               topology_spread_constraints=[{
+                   "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                   "whenUnsatisfiable": "DoNotSchedule",
+                   "labelSelector": {"matchLabels": {"app": "train"}}}])
     dep.pop("pdb", None)
     path = cwd / "scenario.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -62,8 +62,10 @@ class Region(PlacementRegion):
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
         config = yaml.safe_load(DEMO.read_text())
+        # shared: llm-small runs on the cluster's own worker, which carries no workload
+        # label; the paths here are DD-0018's statuses, isolation has tests of its own
         config["workloads"] = [{"name": name, "contract": "T1", "source": "k8s",
-                                "kind": "inference", "namespace": ns}
+                                "kind": "inference", "namespace": ns, "isolation": "shared"}
                                for name, ns in NAMESPACE.items()]
         config["timeouts"]["reconcile_interval"] = "2s"
         self.config = cwd / "config.yaml"

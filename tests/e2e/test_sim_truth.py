@@ -89,7 +89,8 @@ class Region:
 
     def api(self) -> agent.SimApi:
         body = self.json("sim", "status")
-        return agent.SimApi(str(body["k8s_url"]), str(body["nova_url"]))
+        return agent.SimApi(str(body["k8s_url"]), str(body["nova_url"]),
+                            k8s_ca=str(body["k8s_ca"]))
 
     def down(self) -> None:
         result = run_scoctl(self.cwd, "sim", "down")
