@@ -880,9 +880,16 @@ class K8sEmulator:
                 if context is None:
                     return sock, addr
                 # the handshake runs in the connection's own thread (`_Handler.setup`), so
-                # that a slow or silent client does not hold the accept loop
-                return context.wrap_socket(sock, server_side=True,
-                                           do_handshake_on_connect=False), addr
+                # that a slow or silent client does not hold the accept loop; the connection
+                # is tracked from here (a stop closes it even mid-handshake)
+                wrapped = context.wrap_socket(sock, server_side=True,
+                                              do_handshake_on_connect=False)
+                emulator._conns.add(wrapped)
+                return wrapped, addr
+
+            def shutdown_request(self, request: Any) -> None:
+                emulator._conns.discard(request)
+                super().shutdown_request(request)
 
             def handle_error(self, request: Any, client_address: Any) -> None:
                 if isinstance(sys.exc_info()[1], OSError):  # ssl.SSLError, a reset: no bug
@@ -917,6 +924,7 @@ class K8sEmulator:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            conn.close()  # its handler's own close is then a no-op
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._reaper is not None:
