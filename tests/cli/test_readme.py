@@ -97,8 +97,9 @@ REPO = README.parent
 DEMO_CONFIG = REPO / "scoctl" / "data" / "demo.yaml"
 CONFIG_PATH = re.compile(r"^([a-z_]+(?:\[\])?(?:\.[a-z_]+(?:\[\])?)*)(?:: .*)?$")
 # spans that look like config paths but name a simulated scenario's keys
-SCENARIO_KEYS = {"kubernetes.deployments[]": "deployments:",
-                 "kubernetes.pod_groups[]": "pod_groups:"}
+SCENARIO_KEYS = {"kubernetes.deployments[]": "deployments",
+                 "kubernetes.pod_groups[]": "pod_groups",
+                 "kubernetes.inference_services[]": "inference_services"}
 
 
 def readme_text() -> str:
@@ -150,9 +151,9 @@ def test_every_config_field_the_readme_names_is_one_the_config_accepts() -> None
     assert len(paths) > 40  # a positive control: the pattern finds the README's fields
     assert {"timeouts.api", "disruption.budgets", "regions[].launch"} <= set(paths)
     assert [p for p in paths if not resolves(p)] == []
-    scenario = (REPO / "scoctl" / "data" / "scenario.yaml").read_text(encoding="utf-8")
-    for key in SCENARIO_KEYS.values():
-        assert key in scenario
+    parser = (REPO / "scoctl" / "sim" / "scenario.py").read_text(encoding="utf-8")
+    for key in SCENARIO_KEYS.values():  # keys of a simulated scenario, as its parser reads
+        assert f'"{key}"' in parser
 
 
 def test_the_demo_config_scenario_and_plan_are_what_the_readme_says(tmp_path: Path) -> None:

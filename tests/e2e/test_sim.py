@@ -199,8 +199,12 @@ def test_sim_up_serves_the_42_pending_pods_to_the_kubernetes_client(sim):
         scheduled = next(c for c in pod.status.conditions if c.type == "PodScheduled")
         assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
         assert pod.spec.containers[0].resources.requests == {"cpu": "4", "memory": "16Gi"}
+        # managed pods of an exclusive workload: its toleration and selector, as the platform
+        # gives them, beside the reclaimable toleration
         assert [(t.key, t.operator, t.value, t.effect) for t in pod.spec.tolerations] == [
+            ("sco/workload", "Equal", "orders-daily", "NoSchedule"),
             ("reclaimable", "Equal", "true", "NoSchedule")]
+        assert pod.spec.node_selector == {"sco/workload": "orders-daily"}
     deployment = sim.apps().read_namespaced_deployment("orders-daily", "shop")
     assert deployment.metadata.labels["sco/managed"] == "true"
     assert deployment.spec.replicas == 42

@@ -55,10 +55,22 @@ kubernetes: {{kubeconfig: {k8s_kubeconfig}, context: scoctl-sim}}
     return load_config(path)
 
 
+# the gang's pods, as its platform gives them: the workload's toleration and selector
+# (exclusive isolation), and one pod per node (a hostname spread), so that a member is a pod
+# and the gang's size is what these tests read (pods of a gang otherwise pack by requests)
+ISOLATED = {"key": "sco/workload", "operator": "Equal", "value": "train",
+            "effect": "NoSchedule"}
+ONE_PER_NODE = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "train"}}}
+
+
 def pod_group(emu: K8sEmulator, pods: int, size: str | None) -> None:
     dep = emu.add(ke.make_deployment(
         "train", "ml", replicas=pods, cpu="4", memory="16Gi", managed=True,
-        pod_labels={GROUP: "train"}, tolerations=[TOLERATE],
+        pod_labels={GROUP: "train"}, tolerations=[TOLERATE, ISOLATED],
+        node_selector={"sco/workload": "train"},
+        topology_spread_constraints=[ONE_PER_NODE],
         pod_annotations={"sco/gang-size": size} if size is not None else None))
     emu.add_many(ke.pods_for(emu.add(ke.make_replicaset(dep)), pods, unschedulable=BUSY))
 
