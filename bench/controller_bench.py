@@ -11,7 +11,8 @@ placed, it makes `--trials` demand changes of different sizes (orders-daily scal
   holds a plan of the workload's new claim version;
 * change → nodes Ready: until every live instance's node is Ready and no pod is pending.
 
-Prints p50 / p99 of both, and the p99 against the target of DESIGN §13 (batch idle + 0.5 s) as a
+Prints p50 / p99 of both, and the p99 against the target of design: Controller (batch idle + 0.5 s)
+as a
 ratio. Usage: ``python bench/controller_bench.py [--trials 20]``. Not part of the test command.
 """
 

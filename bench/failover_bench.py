@@ -1,4 +1,4 @@
-"""Benchmark: failover after kill -9 of the leader, with the default lease (DESIGN §15).
+"""Benchmark: failover after kill -9 of the leader, with the default lease (design: Runners).
 
 Two runners share one PostgreSQL state (a private cluster started here, as the tests do) and
 the Nova emulator; nothing else: `scoctl run --interval` loops (``--mode interval``) or

@@ -1,4 +1,4 @@
-"""Benchmark: intake of pending pods with mixed scheduling constraints (DESIGN §22).
+"""Benchmark: intake of pending pods with mixed scheduling constraints (design: Constraints).
 
 Builds N pending, unschedulable pod objects (40,000 by default) as the API returns them, over
 40 Deployments whose templates mix a zone nodeSelector, a required instance-type affinity

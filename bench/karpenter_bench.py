@@ -5,7 +5,7 @@ This one seeds the Kubernetes emulator (in this process) with 40,000 pending, un
 of mixed shapes — CPU-only and GPU pods, 250m to 16 vCPU — owned by the ReplicaSets of 1,000
 Deployments (1 to 79 pods each, labelled with their workload and contract tier; nine in ten
 tolerate the reclaimable taint, the rest may only use committed pools; one Deployment in
-five places its pods, DESIGN §22: a zone nodeSelector, a required
+five places its pods, design: Constraints: a zone nodeSelector, a required
 ``node.kubernetes.io/instance-type In [...]`` affinity, a zone spread with DoNotSchedule or a
 preferred instance-type term, in turn; ``--no-constraints`` leaves them out), and writes a
 config of 400 flavors (8 families x 5 generations x 10 sizes) in 5 availability zones: 2,000
@@ -17,7 +17,7 @@ Timed, end to end, from the pods to a committed generation:
   1,000 claims, record them in a fresh SQLite state;
 * plan — `scoctl.stages.plan.run_plan`: read the claims, plan every workload over the 2,000
   pools under its contract, plan afresh each workload that holds units (the fresh plan
-  rebalance compares with, DESIGN §18: `run_plan` computes it in `planner.plan_all` and
+  rebalance compares with, design: Rebalance: `run_plan` computes it in `planner.plan_all` and
   decides the rebalances before it returns), commit one generation.
 
 Between the two, untimed, every other workload (`--held`, a fraction) is given its plan's
@@ -118,7 +118,7 @@ def pod_counts(rnd: random.Random) -> list[int]:
 
 
 def placement(w: int, name: str, gpus: int) -> dict[str, Any]:
-    """The scheduling constraints (DESIGN §22) of workload `w`'s pods, as `make_deployment`
+    """The scheduling constraints (design: Constraints) of workload `w`'s pods, as `make_deployment`
     takes them: one workload in five has some, in turn a zone nodeSelector, a required
     instance-type ``In`` (three generations of three large sizes of one family, the committed
     one included, so every pod shape fits), a zone spread with DoNotSchedule, a preferred
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--constraints", action=argparse.BooleanOptionalAction, default=True,
-                        help="a fifth of the Deployments place their pods (DESIGN §22)")
+                        help="a fifth of the Deployments place their pods (design: Constraints)")
     parser.add_argument("--held", type=float, default=0.5,
                         help="the fraction of workloads that hold their plan's units")
     parser.add_argument("--dump", type=Path, help="write the last run's plans as JSON")

@@ -24,7 +24,7 @@ from scoctl.core.planner import WorkloadPlan, plan_all, plan_rows, promised_dept
 
 GI = 2**30
 INCREMENTAL_AIM_MS = 50.0  # issue 6: one changed claim in a 10,000-workload state, p99
-FULL_BUDGET_S = 10.0  # DESIGN §1: pending pod to committed plan under 10 s
+FULL_BUDGET_S = 10.0  # design: Pipeline: pending pod to committed plan under 10 s
 FLAVOR_SHAPES = [  # name, vcpus, ram GiB
     ("m5.large", 8, 32), ("c4.xlarge", 16, 64), ("m5.xlarge", 16, 64), ("r5.large", 8, 64),
     ("c4.2xlarge", 32, 128), ("m5.2xlarge", 32, 128), ("r5.xlarge", 16, 128),

@@ -32,7 +32,7 @@ from scoctl.stages.plan import run_plan  # noqa: E402
 from scoctl.state import open_store  # noqa: E402
 
 GI = 2**30
-BUDGET_S = 10.0  # DESIGN §1: steps 1-8 (pending pod to committed plan) under 10 s at p99
+BUDGET_S = 10.0  # design: Pipeline: steps 1-8 (pending pod to committed plan) under 10 s at p99
 
 
 def pct(values: list[float], q: float) -> float:

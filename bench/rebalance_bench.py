@@ -1,4 +1,4 @@
-"""The cost of rebalance's fresh plan (DESIGN §18) at Karpenter's scale.
+"""The cost of rebalance's fresh plan (design: Rebalance) at Karpenter's scale.
 
 The inputs of `karpenter_bench.py` as core values: 400 flavors (8 families x 5 generations x 10
 sizes) in 5 availability zones, 2,000 pools (one generation committed, 25 correlation groups),

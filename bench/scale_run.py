@@ -19,10 +19,11 @@ previous one has settled and the controller has recorded its samples) and times 
 committed plan and change → settled, and reads:
 
 * decision p99: of the bench's change → committed plan (all, then the scale-ups — new demand,
-  DESIGN §13's latency — and the scale-downs, whose deleted running pods are no new demand and
+  design: Controller's latency — and the scale-downs, whose deleted running pods are no new demand
+  and
   wait for the next intake poll), and of the controller's own
   ``placement_decision_seconds`` samples (first sight of the demand → committed plan, per
-  workload, DESIGN §13: `services/latency.py`);
+  workload, design: Controller: `services/latency.py`);
 * pending → Ready p99: the controller's ``pending_to_ready_seconds`` samples (per workload:
   first sight → every unit of its plan Ready), and the bench's change → settled;
 * controller peak RSS: ``VmHWM`` of /proc/<pid>/status just before it is stopped;
@@ -79,7 +80,7 @@ class Run:
     first_plan: float = 0.0  # controller start → every workload's first plan committed
     plans: list[float] = field(default_factory=list)  # change → committed plan
     # of them, the scale-downs: demand that leaves (running pods deleted) is no new demand
-    # (DESIGN §13's latency is new demand's); the next intake poll takes it in
+    # (design: Controller's latency is new demand's); the next intake poll takes it in
     downs: list[float] = field(default_factory=list)
     ups: list[float] = field(default_factory=list)  # and the scale-ups
     settles: list[float] = field(default_factory=list)  # change → every pod running

@@ -1,4 +1,5 @@
-"""Time is injected (STYLE §8): stages take a Clock — the time of day, a monotonic clock for
+"""Time is injected (design: Decisions): stages take a Clock — the time of day, a monotonic clock
+for
 durations, and `sleep` for the waits a stage makes (a retry round, a poll) — and tests pass a
 FixedClock, on which a sleep returns at once and moves the clock by as much."""
 

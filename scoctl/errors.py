@@ -84,7 +84,7 @@ class LockHeld(ScoctlError):
 
 
 class NotLeader(LockHeld):
-    """Another runner holds the region's lease (DESIGN §15): this one makes no mutating call.
+    """Another runner holds the region's lease (design: Runners): this one makes no mutating call.
 
     Raised before an `acquire` or `reconcile` for a region led elsewhere, and by a fenced write
     (a launch intent, a delete) of a runner whose term ended: a deposed leader's write fails.

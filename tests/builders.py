@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from scoctl.core.model import Source
 
 # What a config that serves Kubernetes with the bundled user-data template must give
-# (`bootstrap.api_endpoint` / `bootstrap.ca_cert_hash`, DESIGN §11): the API a node's kubeadm
+# (`bootstrap.api_endpoint` / `bootstrap.ca_cert_hash`, design: Operating): the API a node's kubeadm
 # join reaches and the CA hash its discovery checks. Tests never run kubeadm: any well-formed
 # pair will do.
 JOIN_ENDPOINT = "127.0.0.1:6443"

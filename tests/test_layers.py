@@ -1,4 +1,5 @@
-"""Import contracts (STYLE §1, §3, §7): the layering holds in the code, not only in the docs.
+"""Import contracts (design: Decisions, Statuses, Reconciler): the layering holds in the code, not
+only in the docs.
 
 The contracts live in pyproject.toml (`[tool.importlinter]`) and `scripts/check` runs them; these
 tests run the same `lint-imports`, and show that a deliberately wrong import breaks it.

@@ -1,4 +1,4 @@
-"""The join-credential seam: bootstrap token Secrets in the Kubernetes API (DESIGN §11).
+"""The join-credential seam: bootstrap token Secrets in the Kubernetes API (design: Operating).
 
 `KubernetesCluster` implements `BootstrapTokens`; `services.join_tokens` uses it to create one
 token per launch and delete it once the launch no longer needs it (`core.jointoken`). The

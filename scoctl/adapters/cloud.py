@@ -90,7 +90,7 @@ class Cloud(Protocol):
 
     def image_id(self, ref: str) -> str:
         """The id of the image `ref` names now (an id is its own answer): what a launch of
-        `ref` boots and what its spec hash names (DESIGN §17), so an image uploaded again under
+        `ref` boots and what its spec hash names (design: Drift), so an image uploaded again under
         the same name is a new spec. Answers may be up to a minute old.
 
         Raises ConfigError (no image, or several, of that name), TemporaryError, PermanentError.

@@ -112,7 +112,7 @@ class Cluster(Protocol):
 
     def pod_groups(self, namespace: str | None = None) -> list[PodGroupInfo]:
         """scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1) and their
-        ``spec.minMember`` (DESIGN §19); an empty list when the API is not served (the CRD is
+        ``spec.minMember`` (design: Gangs); an empty list when the API is not served (the CRD is
         not installed: 404).
 
         Raises TemporaryError or PermanentError.
@@ -124,7 +124,7 @@ class Cluster(Protocol):
         ...
 
     def volume_claims(self, namespace: str | None = None) -> list[VolumeClaimInfo]:
-        """PersistentVolumeClaims and the volume each is bound to (DESIGN §22).
+        """PersistentVolumeClaims and the volume each is bound to (design: Constraints).
 
         Raises TemporaryError or PermanentError.
         """
@@ -132,11 +132,11 @@ class Cluster(Protocol):
 
     def daemonsets(self) -> list[DaemonSetInfo]:
         """Every namespace's DaemonSets (their pods count against a new node's allocatable,
-        DESIGN §22). Raises TemporaryError or PermanentError."""
+        design: Constraints). Raises TemporaryError or PermanentError."""
         ...
 
     def volumes(self) -> list[VolumeInfo]:
-        """PersistentVolumes and their zones (DESIGN §22). Raises TemporaryError or
+        """PersistentVolumes and their zones (design: Constraints). Raises TemporaryError or
         PermanentError."""
         ...
 
@@ -168,8 +168,8 @@ class Cluster(Protocol):
         ...
 
     def label_node(self, node: str, labels: Mapping[str, str | None]) -> None:
-        """Set these labels on the node, remove those given as None (others untouched; DESIGN
-        §17 meta drift). Raises
+        """Set these labels on the node, remove those given as None (others untouched; design:
+        Drift meta drift). Raises
         TemporaryError or PermanentError (also if gone)."""
         ...
 

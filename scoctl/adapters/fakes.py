@@ -1,7 +1,7 @@
-"""In-package fakes of scoctl's own Protocols, for stage tests (STYLE §4).
+"""In-package fakes of scoctl's own Protocols, for stage tests (design: Testing).
 
 `FakeCloud` is a `Cloud` kept in memory. It follows the Nova behaviour the stages rely on
-(DESIGN §6, the Nova recipe): one `launch` is one multi-create whose servers are named
+(design: Acquirer, the Nova recipe): one `launch` is one multi-create whose servers are named
 `<name>-<i>` (a single server keeps `<name>`) and share a reservation id; the quota check shrinks
 `max_count` to the headroom when at least `min_count` fits and raises `QuotaExceeded` otherwise;
 ERROR servers count against the quota until deleted; list views carry no fault, `server(id)`

@@ -1,4 +1,4 @@
-"""A stalled API stops only its own calls (DESIGN §13; issue 28 item 6).
+"""A stalled API stops only its own calls (design: Controller; issue 28 item 6).
 
 A call that gets no answer within `timeouts.api` raises `Unanswered`, which is never retried.
 The `Guard` of that API (one per Nova region, one per Kubernetes client) remembers it: until

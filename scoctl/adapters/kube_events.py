@@ -1,4 +1,5 @@
-"""scoctl's own core/v1 Events (DESIGN §21) over the official client's CoreV1Api: create one,
+"""scoctl's own core/v1 Events (design: Visibility) over the official client's CoreV1Api: create
+one,
 read one back (a create that found it: scoctl restarted), patch a repeat of its series. The
 Events are built by `scoctl.core.kube_events`; `services.kube_events` decides and rate-limits."""
 

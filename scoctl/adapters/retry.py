@@ -18,7 +18,7 @@ budget once, not 15 s per call) — and the pass's deadline, after which no atte
 (`DeadlineExceeded`: nothing is sent).
 
 A caller may also bound the calls it makes (`calls_until`): a runner's mutating calls must end
-before its lease does (DESIGN §15). Inside, every attempt first asks `call_time_left`, just
+before its lease does (design: Runners). Inside, every attempt first asks `call_time_left`, just
 before it is sent: `DeadlineExceeded` (nothing sent) when too little is left, else the seconds
 the attempt may take (the adapter's timeout for it).
 

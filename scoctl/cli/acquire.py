@@ -1,4 +1,4 @@
-"""`scoctl acquire`: turn the latest plan into Nova instances (DESIGN §6)."""
+"""`scoctl acquire`: turn the latest plan into Nova instances (design: Acquirer)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def acquire(
     observer = _Bar(enabled=not g.json and g.verbosity >= 0)
     try:
         with g.leading() as lead, store_cm as store:
-            if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
+            if not dry_run:  # a non-leader exits 75 naming the leader (design: Runners)
                 lead.require([region] if region else [r.name for r in config.regions])
                 lead.fence(store)
             result = acquire_with_fallback(

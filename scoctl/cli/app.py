@@ -98,7 +98,7 @@ def _leave(code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the command line and map errors to DESIGN §8's exit codes. As the
+    """Entry point: run the command line and map errors to design: CLI's exit codes. As the
     ``scoctl`` program (no `argv`), a gate line that ran without typer and a help line end
     the process at once (`_leave`): short-lived lines whose teardown is all cost."""
     args = sys.argv[1:] if argv is None else list(argv)

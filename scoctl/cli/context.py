@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class Globals:
-    """The global options of DESIGN §8, and lazily loaded config and state.
+    """The global options of design: CLI, and lazily loaded config and state.
 
     A plain class: `scoctl COMMAND --help` would import `dataclasses` for it alone.
     """
@@ -103,7 +103,7 @@ class Globals:
 
     @contextmanager
     def leading(self) -> Iterator[Leadership]:
-        """This runner's leadership of the regions (DESIGN §15), ended when the block ends."""
+        """This runner's leadership of the regions (design: Runners), ended when the block ends."""
         from scoctl.services.leadership import leadership_for
 
         lead = leadership_for(self.config(), self.state_path())

@@ -1,4 +1,4 @@
-"""`scoctl drift resume`: go on with a drift rollout that halted (DESIGN §17)."""
+"""`scoctl drift resume`: go on with a drift rollout that halted (design: Drift)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from scoctl.cli.common import JsonOption, WaitOption
 
 app = typer.Typer(rich_markup_mode=None, name="drift", no_args_is_help=True,
                   help="Drift rollouts: a changed image or launch spec rolled through the "
-                       "fleet (DESIGN §17).")
+                       "fleet (design: Drift).")
 
 
 @app.command("resume")

@@ -1,4 +1,4 @@
-"""`scoctl notice`: announce a reclaim (DESIGN §14) through the spool."""
+"""`scoctl notice`: announce a reclaim (design: Notices) through the spool."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def _show(view: PlanView, dry_run: bool) -> None:
 
 
 def _rebalance_json(view: PlanView) -> dict[str, Any] | None:
-    """The explained workload's rebalance (DESIGN §18): None when nothing triggers; else the
+    """The explained workload's rebalance (design: Rebalance): None when nothing triggers; else the
     trigger, since when, whether the moves are planned, the units that move and where."""
     decided = view.rebalance
     if decided is None or decided.pending is None:
@@ -199,7 +199,7 @@ def _show_placement(workload: str, placement: dict[str, Any] | None) -> None:
 
 
 def _waits(config: Config, store: Store, workload: str) -> list[dict[str, Any]]:
-    """What waits on which budget for `workload` (DESIGN §16): the blocks the last reconcile
+    """What waits on which budget for `workload` (design: Disruption): the blocks the last reconcile
     stored, and per reason what its budgets allow now (`core.disruption.status`, over the
     instance rows and the recent starts the rates count)."""
     from datetime import timedelta

@@ -36,7 +36,7 @@ def reconcile(
     time out or fail (a capacity fault excludes the pool for a while), adopt the servers of
     crashed launches, report orphans, scale down idle units the plan no longer needs (under
     the disruption budget) and tear down failed deployments. Then, on the same server listing,
-    handle reclaim notices (DESIGN §14): take in spooled ones (`scoctl notice`) and the
+    handle reclaim notices (design: Notices): take in spooled ones (`scoctl notice`) and the
     sco:reclaim-at metadata key, record RECLAIM_NOTICED, exclude the pool, cordon and drain
     the node, and delete the server once it is empty or at its deadline — so a timer that runs
     the stages one by one handles notices too (the replacements follow in the next plan and
@@ -63,7 +63,7 @@ def reconcile(
     store_cm: contextlib.AbstractContextManager[Store] = (
         g.open_store() if dry_run else g.writer(wait))
     with g.leading() as lead, store_cm as store:
-        if not dry_run:  # a non-leader exits 75 naming the leader (DESIGN §15)
+        if not dry_run:  # a non-leader exits 75 naming the leader (design: Runners)
             lead.require([region] if region else [r.name for r in config.regions])
             lead.fence(store)
         result, notices = reconcile_with_notices(

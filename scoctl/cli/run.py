@@ -25,7 +25,7 @@ def run(
                         ] = None,
     follow: Annotated[bool, typer.Option(
         "--follow", help="The controller: one process that watches Kubernetes, polls Slurm and "
-        "the spool, and runs each stage as soon as it is due (DESIGN §13).")] = False,
+        "the spool, and runs each stage as soon as it is due (design: Controller).")] = False,
     region: Annotated[str | None, typer.Option("--region", help="Only this region.")] = None,
     no_teardown: Annotated[bool, typer.Option(
         "--no-teardown", help="Never delete the Kubernetes objects of failed workloads.")
@@ -52,7 +52,7 @@ def run(
     is held per pass only. SIGTERM finishes the pass in hand and exits 0; SIGHUP reloads the
     config (an invalid one is refused and the old one kept). On a PostgreSQL state the
     controller of each host competes for every region's lease and makes mutating Nova calls
-    only for the regions it leads (DESIGN §15).
+    only for the regions it leads (design: Runners).
 
     \b
     Example:

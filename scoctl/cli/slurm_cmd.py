@@ -17,7 +17,7 @@ HostList = Annotated[str, typer.Argument(help="A Slurm hostlist, e.g. gpu-a100-[
 
 def _spool(ctx: typer.Context, action: str, hostlist: str, json_out: bool,
            workload: str | None = None) -> None:
-    """Record one power request through the spool: no state, no lock (DESIGN §9)."""
+    """Record one power request through the spool: no state, no lock (design: State)."""
     import os
 
     from scoctl.cli import render

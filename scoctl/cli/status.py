@@ -66,7 +66,7 @@ def status(ctx: typer.Context, json_out: JsonOption = False) -> None:
         notices = {row.server_id: row for row in store.noticed()}  # the open ones
         disrupted = store.disrupted(rfc3339(now - timedelta(seconds=rate_horizon(config))))
         rollouts = drift_progress(config, store, now)
-        rebalancing = list(store.rebalances().values())  # DESIGN §18
+        rebalancing = list(store.rebalances().values())  # design: Rebalance
         paused = pause.active(store.pauses(), now)
     rebalances = [{"workload": r.workload, "trigger": r.trigger, "since": r.since,
                    "moves": list(r.moves), "planned": r.planned} for r in rebalancing]

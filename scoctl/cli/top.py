@@ -1,4 +1,4 @@
-"""`scoctl top`: a live view of the fleet from the state (DESIGN §21)."""
+"""`scoctl top`: a live view of the fleet from the state (design: Visibility)."""
 
 from __future__ import annotations
 

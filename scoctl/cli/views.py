@@ -1,4 +1,4 @@
-"""State records as the JSON objects of DESIGN §12 (shared by status, plan and events)."""
+"""State records as the JSON objects of design: Schemas (shared by status, plan and events)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def claim_json(c: ClaimRecord) -> dict[str, Any]:
 
 
 def part_json(workload: str, n: int, part: ClaimPart) -> dict[str, Any]:
-    """A claim's `n`th part (DESIGN §20, §22): named as plans name it, with its source
+    """A claim's `n`th part (design: Buffers, Constraints): named as plans name it, with its source
     (``pods``, or ``buffer`` with its chunks) and demand."""
     size = "chunks" if part.source == PartSource.BUFFER else "pods"
     return {"part": part_name(workload, n, part), "source": str(part.source), size: part.pods,
@@ -120,7 +120,7 @@ def latency_json(samples: Mapping[str, Sequence[LatencySample]]) -> dict[str, An
 
 
 def budget_json(b: Budget) -> dict[str, Any]:
-    """One `disruption.budgets[]` entry as the config gives it (DESIGN §16)."""
+    """One `disruption.budgets[]` entry as the config gives it (design: Disruption)."""
     out: dict[str, Any] = {"units": str(b.units),
                            "reasons": sorted(r.value for r in b.reasons)}
     if b.schedule is not None:
@@ -148,7 +148,8 @@ def reason_status_json(r: ReasonStatus) -> dict[str, Any]:
 
 def budget_waits_json(statuses: Iterable[ReasonStatus], blocks: Iterable[DisruptionBlock],
                       budgets: Sequence[Budget]) -> list[dict[str, Any]]:
-    """`plan --explain`'s disruption view (DESIGN §16), per reason of `statuses`: how many are
+    """`plan --explain`'s disruption view (design: Disruption), per reason of `statuses`: how many
+    are
     in flight and may start now (`allowed`; None: no limit), when the window of a scheduled
     budget counting it that is open now closes (`window_end`) and when the next one opens
     (`next_window`), and what waits on which budget — the budget the

@@ -79,7 +79,7 @@ def _claim(raw: Any, where: str, file: str, contracts: Mapping[str, Any]) -> Cla
 
 
 def _gang(raw: Any, pods: int, where: str, file: str) -> int:
-    """``gang: {size: N}`` (DESIGN §19): N members per gang, `largest_pod` one member."""
+    """``gang: {size: N}`` (design: Gangs): N members per gang, `largest_pod` one member."""
     if raw is None:
         return 0
     if not isinstance(raw, Mapping) or set(raw) != {"size"}:

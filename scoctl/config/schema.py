@@ -1,4 +1,4 @@
-"""The scoctl config file (DESIGN §12): load, validate with file/line/field errors, summarise.
+"""The scoctl config file (design: Schemas): load, validate with file/line/field errors, summarise.
 
 Relative paths in the config (state, spool, bootstrap files, metrics) are relative to the
 current working directory, as the example config's ``configs/user-data.yaml`` shows.
@@ -161,7 +161,7 @@ class WorkloadSpec:
     # Slurm: jobs in this partition are this workload's demand
     partition: str | None = setting(None, "string")
     tolerates_reclaimable: bool = setting(True, "boolean")
-    # labels the workload's units' Nodes carry beyond scoctl's own (DESIGN §22)
+    # labels the workload's units' Nodes carry beyond scoctl's own (design: Constraints)
     node_labels: Mapping[str, str] = field(default_factory=dict, metadata=read_as("labels"))
     # exclusive: its units' Nodes carry the taint sco/workload=<name>:NoSchedule, so only its
     # own pods (which tolerate it) land there; shared: no workload taint
@@ -292,7 +292,7 @@ def is_url(state: Path | str) -> bool:
 
 @dataclass(frozen=True)
 class Gang:
-    """The `gang` section (DESIGN §19), defaults from `core.model.gangs.DEFAULT_GANG_POLICY`."""
+    """The `gang` section (design: Gangs), defaults from `core.model.gangs.DEFAULT_GANG_POLICY`."""
 
     placement: str = setting(DEFAULT_GANG_POLICY.placement, "string")  # same_group|same_az|any
     max_pools: int = setting(DEFAULT_GANG_POLICY.max_pools, "integer", low=1)
@@ -363,11 +363,12 @@ class Config:
     state_password_file: Path | None = setting(None, "path")
     quota_block: Literal["fail", "queue"] = setting("fail", "string")
     gc_orphans: bool = setting(False, "boolean")
-    # DESIGN §16; legacy `disruption_budget: 0.5` is read into it as budgets [{units: "50%"}]
+    # design: Disruption; legacy `disruption_budget: 0.5` is read into it as budgets [{units:
+    # "50%"}]
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
     disruption_budget: float | None = setting(None, "number", low=0.0001, high=1)
     elastic: bool = setting(True, "boolean")
-    buffers: tuple[Buffer, ...] = ()  # DESIGN §20
+    buffers: tuple[Buffer, ...] = ()  # design: Buffers
     tiers: Mapping[str, TierSettings] = field(default_factory=dict)  # showback: price factors
 
     @property
@@ -504,8 +505,9 @@ SECTIONS: Mapping[tuple[str, ...], type] = {
 }
 
 
-_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})  # `limits:` (DESIGN §22)
-_CHUNK_KEYS = frozenset({"cpu", "memory", "accelerators"})  # `buffers[].chunk` (DESIGN §20)
+# `limits:` (design: Constraints)
+_LIMIT_KEYS = frozenset({"cpu", "memory", "accelerators", "units"})
+_CHUNK_KEYS = frozenset({"cpu", "memory", "accelerators"})  # `buffers[].chunk` (design: Buffers)
 
 
 def _field_table() -> dict[tuple[str, ...], frozenset[str]]:
@@ -828,7 +830,7 @@ def _workload(r: _Reader, raw: Any, path: Path_, contracts: Mapping[str, Contrac
 
 
 def _limits(r: _Reader, raw: Any, path: Path_) -> Limits:
-    """``limits: {cpu, memory, accelerators: {name: count}, units}`` (DESIGN §22)."""
+    """``limits: {cpu, memory, accelerators: {name: count}, units}`` (design: Constraints)."""
     data = r.mapping(raw, path, allowed=_LIMIT_KEYS)
     amounts = {k: data[k] for k in ("cpu", "memory") if data.get(k) is not None}
     resources = r.resources(amounts, path)
@@ -1038,7 +1040,7 @@ REBALANCE_SPECS: Mapping[str, Spec] = {
     "min_gain": Spec("number", low=0, high=1e9),
 }
 _PERCENT = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,6})?)\s*%\s*$")
-_NEVER_HELD = DisruptionReason.NOTICED  # never held back (DESIGN §14): no budget names it
+_NEVER_HELD = DisruptionReason.NOTICED  # never held back (design: Notices): no budget names it
 
 
 def _disruption_section(r: _Reader, root: Mapping[str, Any]) -> DisruptionSettings:
@@ -1151,7 +1153,7 @@ def _reason(r: _Reader, value: Any, path: Path_) -> DisruptionReason:
 
 def _buffers(r: _Reader, root: Mapping[str, Any],
              workloads: tuple[WorkloadSpec, ...]) -> tuple[Buffer, ...]:
-    """`buffers:` (DESIGN §20), each naming a configured workload, at most one per workload."""
+    """`buffers:` (design: Buffers), each naming a configured workload, at most one per workload."""
     names = {w.name for w in workloads}
     out: list[Buffer] = []
     seen: dict[str, int] = {}
@@ -1384,7 +1386,7 @@ def load_config(path: Path | None, deferred: list[ConfigError] | None = None) ->
 
 
 def resolve_config_path(option: Path | None) -> tuple[Path | None, str | None]:
-    """DESIGN §8 order: --config, $SCOCTL_CONFIG, /etc/scoctl/config.yaml, bundled demo.
+    """design: CLI order: --config, $SCOCTL_CONFIG, /etc/scoctl/config.yaml, bundled demo.
 
     Returns the path (None = bundled demo) and a warning to print when falling back to the demo.
     """

@@ -1,4 +1,5 @@
-"""The acquirer's decision for one region (DESIGN §6), pure: what to launch, and how much of it
+"""The acquirer's decision for one region (design: Acquirer), pure: what to launch, and how much of
+it
 the quota allows.
 
 `decide_launches(snapshot, scope)` reads the latest plan rows, the live and in-flight units and
@@ -30,7 +31,8 @@ class LaunchSnapshot:
 
     `claim_nodes` holds every Slurm claim, with the node names Slurm asked for (none yet for a
     job still pending): a Slurm claim launches one server per name no unit holds, never an
-    unnamed one — its slurmd could register under no name (DESIGN §11, §19: a pending gang's
+    unnamed one — its slurmd could register under no name (design: Operating, Gangs: a pending
+    gang's
     members are the nodes Slurm allocates and resumes by name)."""
 
     plans: Mapping[str, PlanWorkloadRecord]

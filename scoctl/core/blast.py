@@ -1,4 +1,4 @@
-"""Blast radius (DESIGN §14), pure: what a workload loses if one of its pools, or one of its
+"""Blast radius (design: Notices), pure: what a workload loses if one of its pools, or one of its
 correlation groups, were reclaimed at once — and whether its floor and its coverage would
 still hold.
 

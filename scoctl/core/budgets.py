@@ -1,4 +1,4 @@
-"""Disruption budgets (DESIGN §16), pure: when a budget is active, and how many more
+"""Disruption budgets (design: Disruption), pure: when a budget is active, and how many more
 disruptions of a workload it allows.
 
 A budget without a `schedule` is always active. One with a schedule is active from each firing

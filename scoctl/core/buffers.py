@@ -1,4 +1,4 @@
-"""Capacity buffers (DESIGN §20), pure: how many chunks a buffer wants, the claim that holds
+"""Capacity buffers (design: Buffers), pure: how many chunks a buffer wants, the claim that holds
 them, and how many its workload's Ready units hold.
 
 A buffer is part of its workload's claim (source `buffer`): the watch stage adds ``desired ×

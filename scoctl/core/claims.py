@@ -1,10 +1,10 @@
-"""The claim delta (DESIGN §2): when an observed demand is a new claim version.
+"""The claim delta (design: Words): when an observed demand is a new claim version.
 
 A claim gets a new version only when its normalised demand changed — requests, largest pod,
 contract, whether it tolerates reclaimable capacity, the Slurm node names it asks for, the pools
 its pods' placement rules out, the zone spread its pods ask for, the DaemonSet overhead of its
-flavors, its parts (its pods' and its buffer's, DESIGN §20, §22), the members per gang
-(DESIGN §19). That change wakes the planner. A pod count that
+flavors, its parts (its pods' and its buffer's, design: Buffers, Constraints), the members per gang
+(design: Gangs). That change wakes the planner. A pod count that
 changed alone is saved in place (the same version). The state saves what this decides; it
 never compares claims itself.
 """
@@ -33,9 +33,9 @@ class ObservedClaim:
     ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint
     zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread (0: none)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # DaemonSets
-    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (Constraints)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
-    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
+    gang: int = 0  # members per gang (design: Gangs), 0: not a gang
 
 
 @dataclass(frozen=True)

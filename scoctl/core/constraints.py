@@ -1,4 +1,5 @@
-"""Where pods may run (DESIGN §22), pure: the labels a unit's Node will carry, whether a pod's
+"""Where pods may run (design: Constraints), pure: the labels a unit's Node will carry, whether a
+pod's
 placement (nodeSelector, required node affinity, tolerations, the zones of its volumes) admits
 a node with given labels and taints, which pools a group of pods may use, and which pods keep
 their node from voluntary disruption.
@@ -248,7 +249,7 @@ def undisruptable_nodes(pods: Iterable[PodInfo]) -> frozenset[str]:
                      ("Succeeded", "Failed") and blocks_disruption(p))
 
 
-# the voluntary disruptions an opting-out pod holds back (DESIGN §16): not a repair
+# the voluntary disruptions an opting-out pod holds back (design: Disruption): not a repair
 # (unhealthy), a failed launch (late) or a reclaim (noticed)
 VOLUNTARY = frozenset({DisruptionReason.EMPTY, DisruptionReason.UNDERUTILIZED,
                        DisruptionReason.EXPIRED, DisruptionReason.DRIFTED,

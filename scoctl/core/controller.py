@@ -1,10 +1,11 @@
-"""The controller's scheduling decisions (DESIGN §13), pure: what runs now, given the timers,
+"""The controller's scheduling decisions (design: Controller), pure: what runs now, given the
+timers,
 the deltas seen and the clock — and what the last step changes.
 
 The controller (`scoctl.runner.controller`) feeds this module facts: a demand delta from the
 pod watch (`demand_changed`), events waiting in the spool (`spool_waiting`), a node that
 changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came to lead
-(`leader_gained`, DESIGN §15), and how each step it ran went
+(`leader_gained`, design: Runners), and how each step it ran went
 (`after_intake`, `after_act`, `after_reconcile`). `next_step` answers with the one step due now
 (or how long to wait until one is):
 
@@ -15,8 +16,8 @@ changed or a stage that wants a reconcile (`reconcile_wanted`), a region it came
 * ``act`` — plan and acquire, at once after an intake that changed a claim, after a stage left
   workloads to re-plan (an exclusion, a reclaim), and again after a failed acquire;
 * ``reconcile`` — every `reconcile` seconds (every `notice` seconds while the fleet holds
-  reclaimable capacity: the server listing is where a `sco:reclaim-at` notice shows, DESIGN
-  §14), right after launches, every `follow_up` seconds while launched servers boot or a
+  reclaimable capacity: the server listing is where a `sco:reclaim-at` notice shows, design:
+  Notices), right after launches, every `follow_up` seconds while launched servers boot or a
   noticed instance drains, and when asked (at most once per `gap`).
 
 A step that failed (an API down) is retried with exponential back-off (`backoff`), never in a
@@ -277,7 +278,7 @@ def plans_stale(excluded_then: Collection[str] | None, excluded: Collection[str]
                 rebalances_due: Iterable[float], now: float) -> bool:
     """A pool excluded when the plan step last ran (`excluded_then`; None: it has not run) is
     no longer (the exclusion lapsed or was lifted: the stable re-plan may differ now, and the
-    fresh plan with it, DESIGN §18), or a pending rebalance's stabilize window has run out
+    fresh plan with it, design: Rebalance), or a pending rebalance's stabilize window has run out
     (`rebalances_due`: when each waiting one may be planned, on the `now` clock): the plan
     step runs again though no claim changed."""
     if excluded_then is not None and any(pool not in excluded for pool in excluded_then):

@@ -1,4 +1,5 @@
-"""Five-field cron schedules (DESIGN §16's budget windows), pure: parse once, then ask for the
+"""Five-field cron schedules (design: Disruption's budget windows), pure: parse once, then ask for
+the
 next firing after an instant, in an IANA time zone.
 
 Fields: minute (0-59), hour (0-23), day of month (1-31), month (1-12 or ``jan``-``dec``), day of

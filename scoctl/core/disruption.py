@@ -1,8 +1,9 @@
-"""Disruption (DESIGN §16), pure: every voluntary change to a live unit, and a reclaim, goes
+"""Disruption (design: Disruption), pure: every voluntary change to a live unit, and a reclaim, goes
 through one decision — candidates per reason, then the budget, then replace-before-remove.
 
 A rule per reason turns what the caller read into candidate `Disruption`s: `empty` (the idle
-scale-down of DESIGN §7), `underutilized` (a unit the plan no longer holds whose pods fit on the
+scale-down of design: Reconciler), `underutilized` (a unit the plan no longer holds whose pods fit
+on the
 workload's kept units), `expired` (older than `expire_after`, each unit within ±10 %, stable per
 server id: `jitter`), `unhealthy` (its node not ready for `repair_after`, never in a pool where
 too many units are: `unhealthy_pools`) and `late` (the units of a launch that was failed before
@@ -16,7 +17,8 @@ start now and those blocked, each with the `Budget` that blocked it and until wh
 
 Budgets count disruptions *in flight* (from cordon until the server is deleted or the unit is
 back in service), not per pass, so faster passes do not mean more churn. `noticed` (a reclaim
-notice, DESIGN §14) is never held back; it still counts against the budgets that name no reason.
+notice, design: Notices) is never held back; it still counts against the budgets that name no
+reason.
 
 No I/O, no clock: time comes in as `now`.
 """
@@ -36,7 +38,8 @@ from scoctl.core.model.vocabulary import BudgetLimit, DisruptionReason, Instance
 from scoctl.core.quantity import Resources, add, fits
 from scoctl.core.timefmt import parse_rfc3339
 
-# whether a unit disrupted for a reason is replaced before it is removed (DESIGN §16's table)
+# whether a unit disrupted for a reason is replaced before it is removed (design: Disruption's
+# table)
 REPLACE_FIRST: Mapping[DisruptionReason, bool] = {
     DisruptionReason.EMPTY: False,
     DisruptionReason.UNDERUTILIZED: False,  # its pods move by eviction
@@ -171,7 +174,8 @@ def _oldest(entry: tuple[str, str, Unit]) -> tuple[str, str]:
 def empty(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
           held: Mapping[str, Mapping[str, int]], in_flight: Sequence[Disruption],
           now: datetime, idle_timeout: float) -> tuple[Disruption, ...]:
-    """`empty` (DESIGN §7's scale-down): ready units idle for `idle_timeout` seconds or more,
+    """`empty` (design: Reconciler's scale-down): ready units idle for `idle_timeout` seconds or
+    more,
     in the (workload, pool)s that hold more units (`held`, in flight included) than the plan
     (`targets`) wants, at most that surplus less the (workload, pool)'s disruptions already in
     flight; by (workload, pool), longest idle first."""
@@ -193,7 +197,7 @@ def empty(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
 def late(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
          held: Mapping[str, Mapping[str, int]],
          in_flight: Sequence[Disruption]) -> tuple[Disruption, ...]:
-    """`late` (DESIGN §15): live units of a launch that was failed before its servers appeared
+    """`late` (design: Runners): live units of a launch that was failed before its servers appeared
     (a deposed leader's call carried out late; the launch's units were launched again), in the
     (workload, pool)s that hold more units (`held`) than the plan (`targets`) wants: at once,
     idle or not, at most that surplus less the (workload, pool)'s disruptions in flight; by
@@ -231,7 +235,7 @@ def kept_units(units: Iterable[Unit], targets: Mapping[str, Mapping[str, int]],
 def underutilized(units: Iterable[Unit], *, targets: Mapping[str, Mapping[str, int]],
                   held: Mapping[str, Mapping[str, int]], in_flight: Sequence[Disruption],
                   chosen: Sequence[Disruption]) -> tuple[Disruption, ...]:
-    """`underutilized` (DESIGN §16, consolidation): in the (workload, pool)s that hold more
+    """`underutilized` (design: Disruption, consolidation): in the (workload, pool)s that hold more
     units than the plan wants, after the disruptions in flight and those already `chosen`
     (`empty`, `late`), the busy Kubernetes units the plan does not keep (`kept_units`) whose
     movable pods all fit, by requests, on the free allocatable of the workload's kept units;
@@ -291,7 +295,7 @@ def jitter(server_id: str) -> float:
 
 def expired(units: Iterable[Unit], *, now: datetime,
             expire_after: Mapping[str, float | None]) -> tuple[Disruption, ...]:
-    """`expired` (DESIGN §16): ready units older (since `created`) than their workload's
+    """`expired` (design: Disruption): ready units older (since `created`) than their workload's
     `expire_after[workload]` seconds times their `jitter`; oldest first. None: never."""
     found: list[tuple[str, str, Unit]] = []
     for unit in units:
@@ -327,7 +331,8 @@ def unhealthy_pools(units: Iterable[Unit], *,
 
 def unhealthy(units: Iterable[Unit], *, now: datetime, repair_after: Mapping[str, float],
               excluded: Iterable[str] = ()) -> tuple[Disruption, ...]:
-    """`unhealthy` (DESIGN §16, repair): ready units whose node has been unhealthy (Kubernetes
+    """`unhealthy` (design: Disruption, repair): ready units whose node has been unhealthy
+    (Kubernetes
     NotReady or Unknown, Slurm DOWN or NOT_RESPONDING) for their workload's `repair_after`
     seconds, outside the `excluded` pools (`unhealthy_pools`); longest unhealthy first."""
     skip = set(excluded)

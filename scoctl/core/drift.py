@@ -1,4 +1,4 @@
-"""Drift (DESIGN §17), pure: which units no longer run what the config says, in what order
+"""Drift (design: Drift), pure: which units no longer run what the config says, in what order
 they are replaced, and whether a workload's rollout may go on.
 
 - `drifted`: the ready units whose recorded spec hash is not their (workload, pool)'s current
@@ -66,7 +66,7 @@ class Rollout:
     def room(self, in_flight: int) -> int | None:
         """How many more drifted units may start now, before the budgets (None: only the
         budgets limit): none when halted; a canary is one at a time, and none more while a
-        unit on the new spec soaks (DESIGN §17: it stays Ready for the soak before the rest
+        unit on the new spec soaks (design: Drift: it stays Ready for the soak before the rest
         of the rollout starts, even once its old unit is gone)."""
         if self.phase is Phase.HALTED:
             return 0
@@ -78,7 +78,7 @@ class Rollout:
 def kept_after_revert(noted: Iterable[tuple[str, str, str]],
                       specs: Mapping[tuple[str, str], LaunchSpec]) -> frozenset[tuple[str, str]]:
     """The (workload, hash)s whose units are ordinary units although their hash is not the
-    current spec (DESIGN §17: reverting the config mid-rollout ends the rollout, and the
+    current spec (design: Drift: reverting the config mid-rollout ends the rollout, and the
     replacements already launched stay). `noted` is each recorded `UNIT_DRIFTED` as
     (workload, the unit's hash, the hash it was to be replaced on): a rollout from a hash the
     workload's spec is again to one it no longer is was reverted, and its target is kept —

@@ -1,4 +1,5 @@
-"""Launch faults (DESIGN §6, §7), pure: quota or capacity, and what each one leads to.
+"""Launch faults (design: Acquirer, Reconciler), pure: quota or capacity, and what each one leads
+to.
 
 A create call Nova refused with 403, or servers that went ERROR before they ever ran, are judged
 here — by acquire while it watches its new servers and by reconcile on a later pass — so both

@@ -15,7 +15,7 @@ IN_FLIGHT_LAUNCHES = (LaunchStatus.INTENT, LaunchStatus.CALLED)
 def units_of(instances: Iterable[InstanceRecord],
              in_flight: Iterable[LaunchRecord]) -> dict[str, dict[str, int]]:
     """Units per workload and pool: the live `instances` plus the `in_flight` launches (pure).
-    A unit being disrupted (DESIGN §16: a `disruption` reason set, e.g. expired or unhealthy
+    A unit being disrupted (design: Disruption: a `disruption` reason set, e.g. expired or unhealthy
     units awaiting their replacement) counts toward neither coverage nor caps, as a noticed
     one (not live): its replacement is launched."""
     out: dict[str, dict[str, int]] = {}
@@ -33,7 +33,7 @@ def units_of(instances: Iterable[InstanceRecord],
 def idle_units_of(instances: Iterable[InstanceRecord]) -> dict[str, dict[str, int]]:
     """Idle units per workload and pool (pure): ready instances that run no work
     (`idle_since` set by reconcile) and no disruption holds. The planner gives these back
-    first when a claim shrinks (DESIGN §16)."""
+    first when a claim shrinks (design: Disruption)."""
     out: dict[str, dict[str, int]] = {}
     for inst in instances:
         if inst.status == InstanceStatus.READY and inst.idle_since and inst.workload \

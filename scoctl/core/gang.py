@@ -1,4 +1,4 @@
-"""Gangs: all-or-nothing for multi-node work (DESIGN §19), as pure decisions over values.
+"""Gangs: all-or-nothing for multi-node work (design: Gangs), as pure decisions over values.
 
 A gang is work that is useless until every member runs: a Slurm job needing more than one node,
 Kubernetes pods sharing ``scheduling.x-k8s.io/pod-group``, or a claims file's ``gang: {size}``.
@@ -70,7 +70,7 @@ class Packing:
 
 def pack_gang(size: int, largest_pod: Mapping[str, int],
               allocatable: Iterable[Mapping[str, int]], *, one_per_node: bool) -> Packing:
-    """A Kubernetes gang of `size` pods packed by their requests (DESIGN §19): the most pods
+    """A Kubernetes gang of `size` pods packed by their requests (design: Gangs): the most pods
     of `largest_pod` that one unit of the best of the eligible flavors (`allocatable`: each
     one's, DaemonSet overhead taken off) holds, at most `size`; then as few units as hold the
     gang, its pods dealt evenly (4 pods that fit 3 to a unit: 2 units of 2). One pod per unit
@@ -98,7 +98,7 @@ def pod_group_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> s
 
 def pod_group_size(annotations: Sequence[str | None], min_member: int | None,
                    pods_seen: int) -> tuple[int, str | None]:
-    """The size of a pod group (DESIGN §19) and a problem, if any.
+    """The size of a pod group (design: Gangs) and a problem, if any.
 
     `annotations`: each seen pod's ``sco/gang-size`` (None where absent); the size is that
     annotation, else the PodGroup's ``spec.minMember`` where the API is served (`min_member`),
@@ -211,7 +211,7 @@ def plan_gang(
     depth_premium: float = DEFAULT_DEPTH_PREMIUM,
     explain: bool = False,
 ) -> WorkloadPlan:
-    """Plan a gang claim (DESIGN §19): ``claim.pods // size`` gangs (at least one) of `size`
+    """Plan a gang claim (design: Gangs): ``claim.pods // size`` gangs (at least one) of `size`
     members, one member per unit, each gang inside one placement bucket in at most
     `policy.max_pools` pools.
 
@@ -409,7 +409,7 @@ def no_valid_host(fault: str) -> bool:
 
 def gang_step(record: GangRecord, members: Sequence[Member], policy: GangPolicy,
               now: float) -> GangDecision:
-    """The gang's next step (DESIGN §19), a pure function of what is stored and seen.
+    """The gang's next step (design: Gangs), a pure function of what is stored and seen.
 
     - Any member whose create failed or that went ERROR, or members not all Ready
       `policy.deadline` after the launch: every member is deleted, ``GANG_FAILED {pool,
@@ -504,7 +504,7 @@ BOOTED = frozenset({InstanceStatus.ACTIVE, InstanceStatus.READY})
 
 
 def report_up(members: Sequence[Member], size: int) -> tuple[str, ...]:
-    """Slurm (DESIGN §19): the members whose nodes are reported up to slurmctld (their
+    """Slurm (design: Gangs): the members whose nodes are reported up to slurmctld (their
     NodeAddr / NodeHostname): every member once all of them have booted (ACTIVE or Ready)
     and they make whole gangs of `size`; none while one is still being created, has failed,
     or the gang is short — so slurmctld never reaches part of a gang."""

@@ -1,4 +1,4 @@
-"""The capacity gate's decision (DESIGN §4): pure, over plain values, no I/O.
+"""The capacity gate's decision (design: Gate): pure, over plain values, no I/O.
 
 `decide_slurm` and `decide_k8s` answer one question: could any node, or (elastic) any
 configured pool, ever hold this request? Verdicts, first match wins:
@@ -12,7 +12,7 @@ configured pool, ever hold this request? Verdicts, first match wins:
    *Slurm* (our reading of "only where the partition has CLOUD nodes of that shape"): sbatch
    rejects shapes no node in slurm.conf has, and scoctl can only grow a partition through its
    CLOUD nodes, so a pool counts only if the partition has a power-saving node backing the
-   pool's flavor — one whose features name the flavor (DESIGN §11's ``Feature=<flavor>``), or
+   pool's flavor — one whose features name the flavor (design: Operating's ``Feature=<flavor>``), or
    one with the flavor's vCPU count and GPU count. With a GPU type, that node must have GPUs of
    the type. Slurm RealMemory is usually set below the flavor's RAM, so memory is not compared.
    *Kubernetes*: any pool of a flavor that holds the request counts.
@@ -86,7 +86,7 @@ class GateRequest:
 
 @dataclass(frozen=True)
 class CandidateNode:
-    """The node a verdict points at (DESIGN §12's gate ``node`` object)."""
+    """The node a verdict points at (design: Schemas's gate ``node`` object)."""
 
     name: str
     cpus: int | float
@@ -104,7 +104,7 @@ class GateVerdict:
     pool: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        """The verdict part of DESIGN §12's ``scoctl gate --json`` object."""
+        """The verdict part of design: Schemas's ``scoctl gate --json`` object."""
         node = None
         if self.node is not None:
             node = {

@@ -1,4 +1,4 @@
-"""How the row of a Slurm job that has left ``squeue`` ends (DESIGN §3), pure.
+"""How the row of a Slurm job that has left ``squeue`` ends (design: Statuses), pure.
 
 Without slurmdbd a finished job stays in ``squeue`` only MinJobAge seconds (300 by default); a
 watch pass that comes later finds nothing there. No row stays active after its job has ended:

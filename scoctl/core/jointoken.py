@@ -1,4 +1,4 @@
-"""Short-lived Kubernetes join credentials (DESIGN §11), pure.
+"""Short-lived Kubernetes join credentials (design: Operating), pure.
 
 Each Kubernetes launch gets its own bootstrap token: a ``bootstrap.kubernetes.io/token``
 Secret in ``kube-system`` that authenticates (and signs the cluster-info ConfigMap for

@@ -1,4 +1,5 @@
-"""Kubernetes Events from scoctl's decisions (DESIGN §21): which core/v1 Events should stand, and
+"""Kubernetes Events from scoctl's decisions (design: Visibility): which core/v1 Events should
+stand, and
 which writes bring the cluster's Events there. Pure: values in, values out.
 
 What scoctl says, and on what:

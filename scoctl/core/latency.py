@@ -1,5 +1,5 @@
 """Placement latency, pure: when demand was first seen, when its plan was committed, when its
-nodes were all Ready — and the histograms and quantiles those times make (DESIGN §13).
+nodes were all Ready — and the histograms and quantiles those times make (design: Controller).
 
 A workload's claim that grows opens a *sighting* when its new pending demand began (the pods'
 ``creationTimestamp``, the jobs' submit time: `first_sight`); a plan of that claim version or

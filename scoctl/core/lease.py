@@ -1,4 +1,4 @@
-"""The lease decision (DESIGN §15), pure: take, renew, or not, given the row and the time.
+"""The lease decision (design: Runners), pure: take, renew, or not, given the row and the time.
 
 A runner that wants to lead a region reads the region's lease row inside a transaction that
 locks it, together with the database's clock, and asks `decide`. It writes the returned row

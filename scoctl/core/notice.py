@@ -1,4 +1,4 @@
-"""Reclaim notices (DESIGN §14), pure: notices, instances, nodes and `now` in, the flow's steps
+"""Reclaim notices (design: Notices), pure: notices, instances, nodes and `now` in, the flow's steps
 out.
 
 A notice reaches scoctl as the server metadata key ``sco:reclaim-at`` (RFC 3339, read from the
@@ -57,7 +57,7 @@ from scoctl.core.timefmt import parse_rfc3339, rfc3339
 CAN_NOTICE = LIVE | {InstanceStatus.NOTICED}
 # A reclaim is announced minutes to months ahead; a time farther ahead (9999-12-31, a year
 # typed wrong) is a broken reclaimer, not a notice, and would keep a pool excluded for ever.
-# A time in the past, however far, is a reclaim due now (DESIGN §14).
+# A time in the past, however far, is a reclaim due now (design: Notices).
 NOTICE_HORIZON = timedelta(days=366)
 _LATEST = datetime.max.replace(tzinfo=UTC)
 _EARLIEST = datetime.min.replace(tzinfo=UTC)

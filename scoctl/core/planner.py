@@ -1,4 +1,5 @@
-"""The portfolio planner (DESIGN §5): a pure function from claims, pools and rankings to plans.
+"""The portfolio planner (design: Planner): a pure function from claims, pools and rankings to
+plans.
 
 No I/O, clock, randomness or logging: the `plan` stage gathers the inputs, calls `plan_all` and
 records the result.
@@ -52,7 +53,8 @@ Fill (per workload)
     fewer than ``min_pools`` pools hold reclaimable units only pools holding none are candidates;
     until the claim is covered and, once any reclaimable unit is placed, ``min_pools`` pools
     hold one. (d) drop waste, a pool's idle units first (``idle``: when a claim shrinks, the
-    units that run no work go before busy ones, so fewer pods move, DESIGN §16), then worst key
+    units that run no work go before busy ones, so fewer pods move, design: Disruption), then worst
+    key
     first: reclaimable units while the plan stays covered and
     keeps the pool count (all of them when committed units alone cover the claim), then
     committed units above the floor while the plan stays covered. (d) looks at every unit, kept
@@ -78,7 +80,7 @@ Degraded, infeasible (invariant 6)
     floor that committed depth cannot reach is reported (``floor_shortfall`` and a reason) but
     neither degrades nor fails the plan: reclaimable units cover the rest (invariant 2).
 
-Where pods may run (DESIGN §22)
+Where pods may run (design: Constraints)
     Pools the claim's pods rule out (`Claim.ineligible`) are not eligible. A flavor's
     allocatable is less the DaemonSet pods a new unit would run (`Claim.overhead`). A claim with
     a zone spread (`Claim.zone_spread`) is planned per zone (`_plan_spread`). Workload limits
@@ -87,7 +89,7 @@ Where pods may run (DESIGN §22)
     back is feasible, degraded, with ``LIMIT_REACHED`` naming it. A claim of parts
     (`Claim.parts`) is planned part by part (`_plan_parts`).
 
-Capacity buffers (DESIGN §20)
+Capacity buffers (design: Buffers)
     A buffer is a part of its workload's claim (source ``buffer``, after the pods' parts),
     planned like the others in the pools its tier leaves it. A buffer no pool can hold is
     planned nowhere: the plan stays feasible (the pods' demand is what it speaks of), is
@@ -206,7 +208,7 @@ def _cov(bound: Mapping[str, int], requests: _RESOURCE_KEY) -> float:
 
 
 def coverage(flavor: Flavor, claim: Claim) -> float:
-    """The fraction of `claim` one instance of `flavor` covers (DESIGN §5 ``cov(f)``).
+    """The fraction of `claim` one instance of `flavor` covers (design: Planner ``cov(f)``).
 
     0 when the flavor cannot hold the claim's largest pod, lacks a requested resource, or the
     claim requests nothing.
@@ -262,7 +264,7 @@ class _Entry(NamedTuple):
 class _Order:
     """The eligible pools of one workload shape, best key first, split by tier. An excluded
     pool is in `by_name` only: it keeps a workload's current units and takes no new ones
-    (DESIGN §14: a notice excludes the pool for new units)."""
+    (design: Notices: a notice excludes the pool for new units)."""
 
     __slots__ = ("entries", "max_depth", "by_name", "excluded", "committed", "reclaimable",
                  "ranked", "_ranked_of", "_ranked_flavors", "_live", "flavors", "has_committed",
@@ -399,7 +401,8 @@ class _Context:
         """The eligible pools of a workload shape, best key first; `ruled_out` are the pools
         its pods' placement rules out (`Claim.ineligible`); `preferred` (pool, weight) puts
         the pools the pods' soft terms prefer first, the heaviest first (`Claim.preferred`:
-        soft terms only order pools, DESIGN §22), the key ordering pools of equal weight."""
+        soft terms only order pools, design: Constraints), the key ordering pools of equal
+        weight."""
         names = frozenset(name for name, _ in requests)
         cache_key = (largest_pod, names, tolerates, ruled_out, preferred)
         found = self._orders.get(cache_key)
@@ -501,7 +504,7 @@ class _Context:
                   requests: _RESOURCE_KEY) -> dict[str, float]:
         """`_cov` of every flavor of `order` (the shape's, `requests` not empty), by columns:
         this runs for every claim, over hundreds of flavors (the same floats, the same min).
-        Kept per `requests` (a workload's fresh plan asks again, DESIGN §18); the caller must
+        Kept per `requests` (a workload's fresh plan asks again, design: Rebalance); the caller must
         not change it."""
         found = order.covs.get(requests)
         if found is not None:
@@ -526,7 +529,7 @@ class _Context:
             return "reclaimable, and the workload's pods do not tolerate the reclaimable taint"
         constraint = claim.ineligible.get(pool.name)
         if constraint is not None:
-            # a buffer's part inherits the pods' constraints beside its tier's (DESIGN §20)
+            # a buffer's part inherits the pods' constraints beside its tier's (design: Buffers)
             whose = "the buffer's" if claim.buffer else "the pods'"
             return f"{whose} {constraint} rules it out"
         alloc = self.alloc.get(pool.flavor)
@@ -564,7 +567,7 @@ class _Fill:
         idle: Mapping[str, int] | None = None,
     ) -> None:
         self.order = order
-        self.idle = idle or {}  # per pool: current units that run no work (DESIGN §16)
+        self.idle = idle or {}  # per pool: current units that run no work (design: Disruption)
         # (c) as written spreads one unit over min_pools pools first; when that leaves the
         # claim uncovered, the next try covers first and then spreads as far as the caps allow
         # (min_pools is the first thing to give).
@@ -816,7 +819,7 @@ class _Fill:
 
     def _waste_order(self, tier: str) -> list[tuple[_Entry, int | None]]:
         """The pools of `tier` in the order (d) removes their units, each with at most how
-        many it gives in that turn (None: any): first the pools' idle units (DESIGN §16: a
+        many it gives in that turn (None: any): first the pools' idle units (design: Disruption: a
         shrunk claim removes empty units first, so fewer pods move), worst key first, then
         every unit, worst key first."""
         by_name = self.order.by_name
@@ -1187,7 +1190,7 @@ def _plan_spread(
     want_explain: bool,
     prune: bool,
 ) -> WorkloadPlan | None:
-    """A claim whose pods spread over zones (``DoNotSchedule``, DESIGN §22): its pods are
+    """A claim whose pods spread over zones (``DoNotSchedule``, design: Constraints): its pods are
     dealt to the zones of its eligible pools as evenly as they go (zone name order takes the
     extra ones), so two zones' shares differ by at most one pod, within any maxSkew; each
     zone's share (its pods' fraction of the requests, rounded up) is planned in that zone's
@@ -1265,8 +1268,9 @@ def _plan_parts(
     prune: bool,
     idle: Mapping[str, int] | None,
 ) -> WorkloadPlan:
-    """A claim whose pods differ in where they may run (DESIGN §22, `Claim.parts`: the claims
-    `<workload>/<n>`), or that keeps a buffer (DESIGN §20, the part `<workload>/buffer`, its
+    """A claim whose pods differ in where they may run (design: Constraints, `Claim.parts`: the
+    claims
+    `<workload>/<n>`), or that keeps a buffer (design: Buffers, the part `<workload>/buffer`, its
     chunks counted as pods): each part is planned in its own eligible pools, in order (the
     part that may use the fewest pools first, the buffer last), under the contract scaled to
     its share of the pods (as a zone spread's shares are), with its share of the limits, from
@@ -1357,7 +1361,7 @@ def _over(held: Mapping[str, int], by_name: Mapping[str, _Entry], flavors: Mappi
 
 
 def _limit(ctx: _Context, fill: _Fill, limits: Limits) -> str | None:
-    """Trim the fill to the workload's limits (DESIGN §22): units are removed worst key
+    """Trim the fill to the workload's limits (design: Constraints): units are removed worst key
     first, reclaimable before committed, while the units' flavors' capacity or their count
     exceeds a limit. Returns the limit that bound, or None when none did."""
     if not limits:
@@ -1391,14 +1395,14 @@ def plan_workload(
     explain: bool = False,
     idle: Mapping[str, int] | None = None,
 ) -> WorkloadPlan:
-    """Plan one workload's whole claim (DESIGN §5 fill (a)–(d)).
+    """Plan one workload's whole claim (design: Planner fill (a)–(d)).
 
     `current`: units the workload already holds per pool (live and in-flight instances).
     `depth_left`: new units (beyond `current`) each pool may still give this workload; a pool
     missing from it offers its whole `Pool.depth`. `scores`: the ranking; unranked pools are not
     eligible. With `explain`, the plan lists why each other pool was skipped or capped.
     `idle`: how many of `current`'s units per pool run no work; a shrunk claim gives those
-    back first (DESIGN §16), then units worst key first.
+    back first (design: Disruption), then units worst key first.
     """
     ctx = _Context(pools, flavors, scores, excluded, depth_premium)
     if ctx.pool_limits:
@@ -1437,13 +1441,13 @@ def plan_all(
     `promised_depth(plan_rows(previous), current_by_workload)`: a caller that keeps it up to
     date saves a pass over every previous plan. `idle_by_workload[slug]`: the workload's
     current units per pool that run no work (`plan_workload`'s `idle`). `fresh`, when given,
-    receives the fresh plan (`plan_fresh`, DESIGN §18) of each re-planned workload that holds
+    receives the fresh plan (`plan_fresh`, design: Rebalance) of each re-planned workload that holds
     current units (one that holds none has nothing to move), planned first
     in the same context, so the pools' order, bounds and coverages are worked out once for
     both. A gang claim (`Claim.gang`) is planned by `core.gang.plan_gang` under `gang_policy`
     (the config's `gang` defaults when None). `moves_again(plan, fresh, contract)`: whether
     a rebalance would move `plan` to the fresh plan (`core.rebalance.triggers`); a shrunk
-    plan it would move is made again toward the fresh plan (`_shrunk_onto`, DESIGN §23: one
+    plan it would move is made again toward the fresh plan (`_shrunk_onto`, design: Truth: one
     target after a shrink). Raises `ConfigError` for a claim naming an unknown contract or a
     slug planned twice.
     """
@@ -1598,7 +1602,7 @@ def plan_fresh(
     excluded: Collection[str] = frozenset(),
     depth_premium: float = DEFAULT_DEPTH_PREMIUM,
 ) -> dict[str, WorkloadPlan]:
-    """Each claim planned afresh (DESIGN §18): the same claim, contract, exclusions, scores
+    """Each claim planned afresh (design: Rebalance): the same claim, contract, exclusions, scores
     and depth, as if the workload held no unit. A pool offers what it has beyond every
     workload's current units (`initial_depth`, so a committed pool's reserved instances others
     hold stay theirs) plus this workload's own units there (they would be given back). Each

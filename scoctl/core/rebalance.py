@@ -1,7 +1,8 @@
-"""Rebalance (DESIGN §18), pure: whether a workload's fleet should move back to its fresh plan,
+"""Rebalance (design: Rebalance), pure: whether a workload's fleet should move back to its fresh
+plan,
 which units move, and when.
 
-The planner is stable (DESIGN §5 invariant 5): a plan degraded by reclaims or exclusions stays
+The planner is stable (design: Planner invariant 5): a plan degraded by reclaims or exclusions stays
 degraded after the cause is gone. Each workload is therefore also planned afresh
 (`core.planner.plan_fresh`: the same claim, exclusions, depth and scores, as if it held no unit)
 and the two plans are compared:
@@ -11,7 +12,7 @@ and the two plans are compared:
   ``min_pools`` pools; committed units beyond the floor's need (more than the fresh plan
   holds); the fresh plan's mean key (per unit) better by ``rebalance.min_gain``. There are none
   when the fresh plan is infeasible or degraded — a rebalance never moves into a plan that
-  breaks an invariant of §5, so a strict contract never rebalances into a degraded plan — and
+  breaks an invariant of Planner, so a strict contract never rebalances into a degraded plan — and
   none when no unit would move (a fleet that matches its fresh plan gets no churn).
 - `moves`: the units the current plan holds beyond the fresh plan, per pool, the worst-keyed
   pool first and each pool's oldest unit first (by creation, then name), round-robin over
@@ -175,7 +176,7 @@ def moves(current: WorkloadPlan, fresh: WorkloadPlan, held: Iterable[Held], *,
 def decide(workload: str, current: WorkloadPlan, fresh: WorkloadPlan, contract: Contract,
            held: Sequence[Held], pending: Pending | None, settings: Rebalance, *,
            now: datetime) -> Decision:
-    """One pass of a workload's rebalance (DESIGN §18): no trigger, or nothing old enough to
+    """One pass of a workload's rebalance (design: Rebalance): no trigger, or nothing old enough to
     move → nothing pending; a trigger → pending since `pending.since` (or `now`, when none
     held before); once some trigger has held for `settings.stabilize` → planned, with the
     moves to start now."""

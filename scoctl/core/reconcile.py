@@ -1,4 +1,5 @@
-"""The reconciler's decision (DESIGN §7), pure: what Nova, Kubernetes and Slurm hold in, the
+"""The reconciler's decision (design: Reconciler), pure: what Nova, Kubernetes and Slurm hold in,
+the
 changes to make out.
 
 `decide(snapshot, policy, now)` reads plain values only — the region's servers tagged
@@ -130,7 +131,7 @@ class Policy:
 
 @dataclass(frozen=True)
 class DriftView:
-    """What drift (DESIGN §17, `core.drift`) compares against: see `Snapshot.drift`."""
+    """What drift (design: Drift, `core.drift`) compares against: see `Snapshot.drift`."""
 
     specs: Mapping[tuple[str, str], LaunchSpec] = field(default_factory=dict)
     known: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # hash -> `spec.stored`
@@ -141,7 +142,7 @@ class DriftView:
     # the rows, deleted ones included, launched on the current specs while units drifted:
     # the failed replacements in a row are counted over them
     launched: tuple[InstanceRecord, ...] = ()
-    # (workload, hash)s of replacements a reverted rollout left: ordinary units (§17)
+    # (workload, hash)s of replacements a reverted rollout left: ordinary units (Drift)
     kept: frozenset[tuple[str, str]] = frozenset()
     # the launch image the region does not have (None: it resolved): every rollout halts
     unresolved_image: str | None = None
@@ -159,7 +160,7 @@ class Snapshot:
     `orphans_seen[server id]` is when an orphan (a server whose `sco:launch` names no launch in
     `launches`) was first seen. `tiers[pool]` is
     ``committed`` or ``reclaimable``. `intents_held`: another runner's launch call may still
-    be in flight (this runner took the region less than the longest call ago, DESIGN §15), so
+    be in flight (this runner took the region less than the longest call ago, design: Runners), so
     no intent is failed yet.
     """
 
@@ -175,7 +176,7 @@ class Snapshot:
     tiers: Mapping[str, str] = field(default_factory=dict)
     orphans_seen: Mapping[str, str] = field(default_factory=dict)
     intents_held: bool = False
-    # DESIGN §16: instances of every region with a disruption in flight or recently started
+    # design: Disruption: instances of every region with a disruption in flight or recently started
     # (`Store.disrupted`; this region's rows are read from `instances`), the pods on each
     # Kubernetes node (consolidation), the region's pools, the pools excluded now, and the
     # (workload, reason)s a budget held back at the last pass
@@ -184,15 +185,15 @@ class Snapshot:
     pools: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()
     blocks: tuple[DisruptionBlock, ...] = ()
-    # DESIGN §17: each (workload, pool)'s current launch spec (None: drift is not checked),
+    # design: Drift: each (workload, pool)'s current launch spec (None: drift is not checked),
     # the specs seen before by hash (to name the fields that changed), the Node labels the
     # config wants per (workload, pool) (None: meta drift is not checked), the units whose
     # UNIT_DRIFTED is recorded, the (workload, hashes) whose DRIFT_ROLLOUT_HALTED is, and when
     # each workload's rollout was last resumed (`scoctl drift resume`)
     drift: DriftView | None = None
-    # DESIGN §18: the units a planned rebalance moves (server ids), started as `rebalanced`
+    # design: Rebalance: the units a planned rebalance moves (server ids), started as `rebalanced`
     rebalance_moves: tuple[str, ...] = ()
-    # DESIGN §19: the record of each gang claim served in this region (sized to the claim),
+    # design: Gangs: the record of each gang claim served in this region (sized to the claim),
     # and the config's gang policy (None: no gang is followed)
     gangs: Mapping[str, GangRecord] = field(default_factory=dict)
     gang_policy: GangPolicy | None = None
@@ -240,7 +241,7 @@ class ScaleDown:
     pool: str
     node: str | None = None
     slurm_node: str | None = None
-    # why (DESIGN §16): `empty` and `expired` units are checked idle again after the cordon
+    # why (design: Disruption): `empty` and `expired` units are checked idle again after the cordon
     # (work that landed meanwhile calls it off), `underutilized` ones are drained busy
     reason: DisruptionReason = DisruptionReason.EMPTY
 
@@ -258,7 +259,7 @@ class NodeAddress:
 
 @dataclass(frozen=True)
 class LabelPatch:
-    """Patch these labels onto Kubernetes Node `node` (meta drift, DESIGN §17)."""
+    """Patch these labels onto Kubernetes Node `node` (meta drift, design: Drift)."""
 
     node: str
     labels: Mapping[str, str | None]  # None: remove the label
@@ -306,8 +307,8 @@ class Decision:
     # (`block_workloads`): stored to write DISRUPTION_BLOCKED once per change
     blocks: tuple[DisruptionBlock, ...] = ()
     block_workloads: tuple[str, ...] = ()
-    label_patches: tuple[LabelPatch, ...] = ()  # meta drift (DESIGN §17)
-    # DESIGN §19: each gang whose record changes or whose members are deleted this pass
+    label_patches: tuple[LabelPatch, ...] = ()  # meta drift (design: Drift)
+    # design: Gangs: each gang whose record changes or whose members are deleted this pass
     gangs: tuple[GangDecision, ...] = ()
     # the disruptions an operator's pause held back (`Snapshot.paused`): nothing changes
     paused: tuple[Disruption, ...] = ()
@@ -363,7 +364,7 @@ def k8s_ready(node: NodeInfo | None, *, workload: str | None, pool: str | None,
 
 
 def node_server_id(node: NodeInfo) -> str | None:
-    """The Nova server behind a Kubernetes Node (DESIGN §7): its ``spec.providerID``
+    """The Nova server behind a Kubernetes Node (design: Reconciler): its ``spec.providerID``
     (``openstack:///<server id>``, with or without a region part), else its
     ``sco/instance=<server id>`` label; None for a Node that names no server. A Node is never
     matched to a server by its name: clouds name Nodes ``<server>.novalocal`` or by IP."""
@@ -385,7 +386,7 @@ def slurm_up(node: SlurmNode | None) -> bool:
 
 
 def slurm_unhealthy(node: SlurmNode | None) -> bool:
-    """A Slurm node is unhealthy (DESIGN §16): DOWN or NOT_RESPONDING (not merely powered
+    """A Slurm node is unhealthy (design: Disruption): DOWN or NOT_RESPONDING (not merely powered
     down, which power saving does); a node Slurm does not list is not judged."""
     if node is None:
         return False
@@ -553,7 +554,7 @@ class _Pass:
                          slurm_node=slurm_node, reason=reason)
 
     def unhealthy(self, inst: InstanceRecord) -> bool | None:
-        """The unit's node is unhealthy (DESIGN §16): a Kubernetes Node not Ready (NotReady,
+        """The unit's node is unhealthy (design: Disruption): a Kubernetes Node not Ready (NotReady,
         Unknown) or gone, a Slurm node DOWN or NOT_RESPONDING; None when not read."""
         if inst.node_name:
             if self.snapshot.slurm_nodes is None:
@@ -605,7 +606,7 @@ def decide(snapshot: Snapshot, policy: Policy, now: datetime) -> Decision:
 
 
 def _gangs(p: _Pass) -> None:
-    """Gangs (DESIGN §19, `core.gang.gang_pass`) over the statuses this pass gave their
+    """Gangs (design: Gangs, `core.gang.gang_pass`) over the statuses this pass gave their
     members: a failed member or a gang not Ready by the deadline deletes every member;
     all Ready is `GANG_PROVISIONED`. Only decisions that change something are kept. A Slurm
     gang's nodes are reported up (their addresses) only once every member has booted
@@ -688,7 +689,7 @@ def _adopt(p: _Pass) -> set[str]:
         tags = server_tags(server)
         launch = p.launches.get(tags.get("launch", ""))
         if launch is None:
-            continue  # no known intent: an orphan (DESIGN §7), never adopted
+            continue  # no known intent: an orphan (design: Reconciler), never adopted
         record = _adopted_record(p, server, tags, launch)
         workload = record.workload
         p.new.append(record)
@@ -737,7 +738,7 @@ def _track(p: _Pass, inst: InstanceRecord, server: ServerInfo | None) -> None:
     """The lifecycle rules for one tracked instance."""
     status = inst.status
     if status in (InstanceStatus.DELETED, InstanceStatus.NOTICED):
-        return  # a noticed instance is the notice stage's until its end (DESIGN §14)
+        return  # a noticed instance is the notice stage's until its end (design: Notices)
     if server is None or server.status == ServerStatus.DELETED:
         _track_gone(p, inst)
     elif status == InstanceStatus.DELETING:
@@ -917,7 +918,8 @@ def _follow_idle(p: _Pass, deleting: set[str]) -> None:
 
 
 def _in_flight(p: _Pass) -> list[Disruption]:
-    """Every disruption in flight of the workloads (DESIGN §16): this region's instances with
+    """Every disruption in flight of the workloads (design: Disruption): this region's instances
+    with
     a reason and not deleted, after this pass's changes (a draining row without one, a
     scale-down a crash left half done, counts as `empty`), its noticed ones (`noticed`), and
     the other regions' (`Snapshot.disrupted`)."""
@@ -989,7 +991,7 @@ def _units(p: _Pass, deleting: set[str], only: Collection[str] | None = None) ->
 
 
 def _retire(p: _Pass, deleting: set[str]) -> None:
-    """Replace-before-remove (DESIGN §16): a unit disrupted for a reason that is replaced
+    """Replace-before-remove (design: Disruption): a unit disrupted for a reason that is replaced
     first (expired, unhealthy) stays in service, out of coverage, while its replacement
     comes; it is removed once that leaves the workload at least its planned units in this
     region that are ready and healthy (`REPLACEMENT_READY {old, new}`): an expired unit is
@@ -1053,7 +1055,7 @@ def _retirees(p: _Pass, workload: str, retiring: Sequence[InstanceRecord]
 
 
 def _unhealthy_pools(p: _Pass, units: Sequence[Unit]) -> set[str]:
-    """Pools with too many unhealthy units at once (DESIGN §16): `POOL_UNHEALTHY`, the pool
+    """Pools with too many unhealthy units at once (design: Disruption): `POOL_UNHEALTHY`, the pool
     excluded for the negative cache (as a capacity fault is), no repair there."""
     limits = {u.workload: p.policy.settings_of(u.workload).repair_max_unhealthy for u in units}
     sick = disruption.unhealthy_pools(units, max_unhealthy=limits)
@@ -1073,7 +1075,7 @@ def _unhealthy_pools(p: _Pass, units: Sequence[Unit]) -> set[str]:
 
 def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
              deleting: set[str]) -> tuple[Blocked, ...]:
-    """The disruptions (DESIGN §16): scale-downs in flight go on (draining), units awaiting
+    """The disruptions (design: Disruption): scale-downs in flight go on (draining), units awaiting
     their replacement are removed once it is ready (`_retire`); then the candidates — `late`,
     `empty`, `unhealthy`, `underutilized`, `expired`, `rebalanced` (a planned rebalance's
     moves), `drifted`, in that order — go through the budgets
@@ -1099,7 +1101,7 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
     draining = [d for d in in_flight if not d.replace_first]
     candidates = disruption.late(late, targets=targets, held=held, in_flight=draining)
     chosen = {c.server_id for c in candidates}
-    booked = _booked(p)  # a Ready gang waiting for its job is kept (DESIGN §19)
+    booked = _booked(p)  # a Ready gang waiting for its job is kept (design: Gangs)
     candidates += disruption.empty(
         [u for u in units if u.server_id not in chosen and u.workload not in booked],
         targets=targets,
@@ -1120,7 +1122,7 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
         expire_after={w: p.policy.settings_of(w).expire_after for w in names})
     chosen = {c.server_id for c in candidates}
     ready = {u.server_id: u for u in units}
-    candidates += tuple(  # §18: a planned rebalance's moves in its order, replaced first
+    candidates += tuple(  # Rebalance: a planned rebalance's moves in its order, replaced first
         Disruption(u.server_id, u.name, u.workload, u.pool, DisruptionReason.REBALANCED,
                    disruption.REPLACE_FIRST[DisruptionReason.REBALANCED])
         for u in (ready.get(s) for s in p.snapshot.rebalance_moves)
@@ -1132,7 +1134,7 @@ def _disrupt(p: _Pass, held: Mapping[str, Mapping[str, int]],
         if d.replace_first and d.server_id in p.instances \
                 and p.status(p.instances[d.server_id]) in LIVE:
             registered[d.workload] = registered.get(d.workload, 0) + 1
-    candidates = opted_out(candidates, p.snapshot.pods,  # §22: pods that opt out
+    candidates = opted_out(candidates, p.snapshot.pods,  # Constraints: pods that opt out
                            lambda c: p.node_of(p.instances[c.server_id]))
     if p.snapshot.paused:  # an operator's pause: none starts, the budgets' blocks stand
         p.paused = tuple(candidates)
@@ -1203,7 +1205,7 @@ def _record_blocks(p: _Pass, blocked: Sequence[Blocked], workloads: Iterable[str
 
 
 def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
-    """Drift (DESIGN §17, `core.drift`): Node labels the config changed are patched in place
+    """Drift (design: Drift, `core.drift`): Node labels the config changed are patched in place
     (`DRIFT_PATCHED`); each ready unit whose spec hash no longer matches is recorded once
     (`UNIT_DRIFTED {server, fields}`); a drifted unit awaiting its replacement whose spec
     matches again (the config reverted) or whose workload's rollout halted
@@ -1258,7 +1260,7 @@ def _drift(p: _Pass, deleting: set[str]) -> tuple[Disruption, ...]:
 
 
 def _patch_meta(p: _Pass, view: DriftView, deleting: set[str]) -> None:
-    """Meta drift (DESIGN §17): the labels a ready unit's Node lacks or holds otherwise than
+    """Meta drift (design: Drift): the labels a ready unit's Node lacks or holds otherwise than
     the config's `pools[].labels` and `workloads[].node_labels` say, patched in place."""
     if view.node_labels is None:
         return

@@ -1,4 +1,4 @@
-"""What the state keeps (DESIGN §9), pure: from the config's `retention` and `now`, the cutoffs
+"""What the state keeps (design: State), pure: from the config's `retention` and `now`, the cutoffs
 before which rows are pruned, and how many rows one pass may prune.
 
 Events older than ``retention.events`` (default 30 days) go, and so do instances that ended

@@ -1,4 +1,5 @@
-"""Slurm power saving as claims (DESIGN §11), pure: which workload a resumed CLOUD node serves,
+"""Slurm power saving as claims (design: Operating), pure: which workload a resumed CLOUD node
+serves,
 what a set of node names asks for, and which claims lose which nodes when Slurm hands them back.
 
 A claim of Slurm nodes is the sum of their shapes (cpu millicores, memory bytes, GPUs under the
@@ -80,7 +81,7 @@ def resume_file_jobs(data: Any) -> dict[str, str]:
 
 def resume_gang_size(nodes: Iterable[str], jobs: Mapping[str, str],
                      node_counts: Mapping[str, int]) -> int:
-    """The gang a resume of `nodes` serves (DESIGN §19): of the resume file's jobs (`jobs`:
+    """The gang a resume of `nodes` serves (design: Gangs): of the resume file's jobs (`jobs`:
     node → job id), the most nodes one asks for — Slurm's count (`node_counts`: job id →
     NumNodes, for the jobs Slurm still knows), since a resume lists only the nodes not up yet,
     else how many of `nodes` the file gives it — when that is more than one; else 0."""

@@ -1,4 +1,4 @@
-"""A unit's launch spec and its hash (DESIGN §17), pure: 12 hex digits of SHA-256 over a
+"""A unit's launch spec and its hash (design: Drift), pure: 12 hex digits of SHA-256 over a
 canonical form (sorted-key JSON, with a version) of what a server is launched from — flavor,
 image, networks, security groups, key name, server group, availability zone, the user-data
 template's text and the node taints. Per-launch secrets never enter it (the template, not the

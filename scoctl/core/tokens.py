@@ -1,4 +1,4 @@
-"""The workload status model and the token vocabulary (DESIGN §3, DD-0018).
+"""The workload status model and the token vocabulary (design: Statuses, DD-0018).
 
 Pure: `map_token` turns a token (plus its detail) into a status change and a level,
 `apply_token` decides what happens to a workload that receives it, and `decide_token` turns that
@@ -20,7 +20,7 @@ Rules, in order (exact tokens first, then prefixes and suffixes):
 * placement truth: ``POD_NOT_ISOLATED``, ``PODS_UNPLACED`` -> queued (warning), the detail's
   ``reason`` kept as the row's queued reason
 * ``POD_CREATION_BLOCKED`` -> log only (warning); ``CAPACITY_EXCEEDED`` -> log only (error)
-* gangs (DESIGN §19): ``GANG_FAILED`` -> log only (warning: the gang is retried);
+* gangs (design: Gangs): ``GANG_FAILED`` -> log only (warning: the gang is retried);
   ``GANG_PROVISIONED`` -> log only; ``GANG_UNSATISFIABLE`` -> failed (error)
 * anything else -> logged, no status change
 
@@ -65,7 +65,7 @@ SLURM_REQUEUE_STATES = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 # log only, at their level: the gate's over-capacity verdict is an error wherever it is recorded
 LOG_ONLY_TOKENS: Mapping[str, Level] = {"POD_CREATION_BLOCKED": "warning",
                                         "CAPACITY_EXCEEDED": "error",
-                                        # a failed gang is retried (DESIGN §19)
+                                        # a failed gang is retried (design: Gangs)
                                         "GANG_FAILED": "warning", "GANG_PROVISIONED": "info"}
 
 # placement truth: the workload waits, and its row keeps the detail's reason

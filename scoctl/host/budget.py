@@ -1,6 +1,6 @@
 """The token budget: at most N mutating cloud calls per second per region, host-wide.
 
-Shared by every scoctl process on the host through one small file per region (DESIGN §2), not
+Shared by every scoctl process on the host through one small file per region (design: Words), not
 the state file. The file holds the start times of the calls of the last second (a sliding-window
 log), updated under an exclusive `flock`, so no 1-second window ever holds more than N calls —
 across processes, retries and recovery alike. Each call holds its slot for the second plus a

@@ -14,12 +14,12 @@ every driver alike — ``run --once``, ``run --interval`` (`runner.loop`) and ``
   reconcile, and act again when a new notice left workloads to re-plan.
 - the compositions: `acquire_with_fallback` (``scoctl acquire``), `reconcile_and_release` and
   `reconcile_with_notices` (``scoctl reconcile``: a timer that runs the stages one by one
-  handles reclaim notices too, DESIGN §7), `notices_and_release`.
+  handles reclaim notices too, design: Reconciler), `notices_and_release`.
 
 An API failure in one stage does not stop the others — every later stage is safe on the state
 the earlier ones left (plan works on the claims already recorded, acquire on the latest plan,
 reconcile on what Nova says) — but the pass is reported as failed and its exit code is 1
-(DESIGN §8). A ConfigError (exit 2) or a lost lease (NotLeader, exit 75) stops the pass.
+(design: CLI). A ConfigError (exit 2) or a lost lease (NotLeader, exit 75) stops the pass.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def acquire_with_fallback(
     scheduler: BatchScheduler | None = None, join_tokens: JoinTokens | None = None,
     leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
-    """``scoctl acquire`` (DESIGN §6): launch what the plan needs, fall back in the same run
+    """``scoctl acquire`` (design: Acquirer): launch what the plan needs, fall back in the same run
     from pools that fail with a capacity fault (re-planned without them, at most `MAX_ROUNDS`
     rounds in all), and hand the Slurm nodes of launches that failed for sure back to Slurm
     (`scheduler`; without it they only leave their claims).
@@ -289,7 +289,8 @@ def reconcile_with_notices(config: Config, store: Store, clock: Clock, *,
                            scheduler: BatchScheduler | None = None,
                            leads: Callable[[str], bool] | None = None,
                            ) -> tuple[ReconcileResult, NoticeResult | None]:
-    """``scoctl reconcile`` (DESIGN §7, §14): reconcile, then — on the same server listing —
+    """``scoctl reconcile`` (design: Reconciler, Notices): reconcile, then — on the same server
+    listing —
     take in spooled notices and carry every reclaim notice one step on (record it, exclude the
     pool, cordon and drain, delete at the deadline); the replacements follow in the next plan
     and acquire. Adapters not passed in are built from the config (and closed here). A dry run
@@ -376,7 +377,7 @@ class PassReport:
 
     @property
     def exit_code(self) -> int:
-        """0, or 1 when a step's API failed (DESIGN §8)."""
+        """0, or 1 when a step's API failed (design: CLI)."""
         return EXIT_FAILURE if self.failed else EXIT_OK
 
     def step(self, name: str) -> StepReport | None:
@@ -505,7 +506,7 @@ class Pass:
         return planned, acquired
 
     def reconcile(self) -> tuple[ReconcileResult | None, NoticeResult | None]:
-        """reconcile, then the notice stage on reconcile's own server listing (DESIGN §14):
+        """reconcile, then the notice stage on reconcile's own server listing (design: Notices):
         a new notice leaves its workloads to re-plan (`NoticeResult.replan`)."""
         d = self.deps
         self.view = None
@@ -531,7 +532,8 @@ class Pass:
         noticed: NoticeResult | None = self.stage("notice", notice, api="nova")
         return reconciled, noticed
 
-    # -- last: Kubernetes Events (DESIGN §21) -----------------------------------------------
+    # -- last: Kubernetes Events (design: Visibility)
+    # -----------------------------------------------
 
     def kube_events(self, live_pods: Sequence[PodInfo] | None = None, *, skip: str = ""
                     ) -> SyncResult | None:
@@ -666,7 +668,8 @@ def run_once(deps: Deps) -> PassReport:
     (exit 1) with what it did recorded, and a `RUN_DEADLINE_EXCEEDED` event.
     """
     one = Pass(deps)
-    sizes = claim_sizes(deps.store)  # the placement latency (DESIGN §13), as the controller's
+    # the placement latency (design: Controller), as the controller's
+    sizes = claim_sizes(deps.store)
     watched = one.intake()
     if watched is not None:
         record_sightings(deps.store, watched.changed, sizes, watched.seen,

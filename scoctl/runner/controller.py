@@ -1,4 +1,4 @@
-"""`scoctl run --follow`: the controller (DESIGN §13).
+"""`scoctl run --follow`: the controller (design: Controller).
 
 One process that does what the timer does, as soon as something changes. The pure
 `core.controller` decides what runs when; this module does the I/O around it:
@@ -15,7 +15,7 @@ One process that does what the timer does, as soon as something changes. The pur
 * record — placement latency (`services.latency`), one warning event per API outage, and the
   metrics textfile after every pass.
 
-Several hosts on one PostgreSQL state (DESIGN §15): the controller competes for every region it
+Several hosts on one PostgreSQL state (design: Runners): the controller competes for every region it
 serves through its `Leadership` (`services.leadership`: a lease keeper that renews every
 ``lease.ttl / 3`` from a thread of its own, so an idle controller keeps its terms), acquires and
 reconciles only the regions it leads, its writes fenced by its terms, and plans and acquires at
@@ -278,7 +278,7 @@ class Controller:
             if ref is not None:
                 self.first_seen.setdefault(ref.name, stamp)
 
-    # -- leadership (DESIGN §15) -------------------------------------------------------------
+    # -- leadership (design: Runners) -------------------------------------------------------------
 
     def follow_lead(self, *, now: bool = False) -> None:
         """Compete for the regions served (a reload may add some; `now`: ask the lease keeper
@@ -377,7 +377,7 @@ class Controller:
                                                 waiting=waiting, notices=notices)
 
     def _drain_events(self) -> None:
-        """Write the Kubernetes Events the last pass left for the rate limit (DESIGN §21),
+        """Write the Kubernetes Events the last pass left for the rate limit (design: Visibility),
         as the bucket allows now; like the pass's own writes, this never fails the loop."""
         try:
             self.steps.events.drain(cast("EventRecorder", self.cached))
@@ -396,7 +396,7 @@ class Controller:
                         break
                     self.steps.run(due, one)
                 self._record_outages()  # what this pass found out, before anyone stops it
-                # last, never failing the pass (DESIGN §21); not while new demand waits for
+                # last, never failing the pass (design: Visibility); not while new demand waits for
                 # its intake: that pass, due when the batch window closes, syncs the Events on
                 # fresher facts, and a sync here (a full one takes 0.3–0.6 s at 40,000 pending
                 # pods) would only hold it
@@ -591,7 +591,8 @@ class Steps:
         self.heard(problems, ["kubernetes" if name == "k8s" else "slurm" for name in sources])
         self.pending.update(pending_of(watched))
         changed = watched.changed if watched is not None else []
-        if watched is not None:  # the objects' own times over the watch events' (DESIGN §13)
+        # the objects' own times over the watch events' (design: Controller)
+        if watched is not None:
             seen = {**seen, **watched.seen}
         record_sightings(o.store, changed, o.sizes, seen, o.clock.now().timestamp())
         o.schedule = decide.after_intake(o.schedule, o.timers, o.clock.monotonic(), due,
@@ -668,7 +669,7 @@ class Steps:
                 o.api(api, None if found is None else str(found))
 
     def gang_due(self) -> bool:
-        """A failed gang's back-off ended (DESIGN §19): plan and acquire for its retry."""
+        """A failed gang's back-off ended (design: Gangs): plan and acquire for its retry."""
         o = self.owner
         return retry_due(o.store, o.config.gang.policy(), o.clock.now().timestamp())
 

@@ -42,7 +42,7 @@ def run_loop(config: Config, clock: Clock, writer: Callable[[], AbstractContextM
     """Run passes until stopped (one pass when `period` is 0). `writer()` holds the run lock
     and opens the state for one pass; `on_pass` gets every pass's result, `on_skip` the reason
     a pass was skipped. With `lead` (a shared state) every pass competes for the regions it
-    serves and acquires and reconciles only those it leads, its writes fenced (DESIGN §15).
+    serves and acquires and reconciles only those it leads, its writes fenced (design: Runners).
     Raises LockHeld (a single pass only) and ConfigError."""
     leadership = lead or LocalLeadership()
     served = [region] if region else [r.name for r in config.regions]

@@ -1,4 +1,4 @@
-"""Capacity buffers as the state shows them (DESIGN §20): desired and held chunks per buffer.
+"""Capacity buffers as the state shows them (design: Buffers): desired and held chunks per buffer.
 
 Reads the stored claims (the buffer is part of each) and the workload's Ready instances, with
 their pools' tiers and their flavors' allocatable from the config; the arithmetic is

@@ -1,4 +1,4 @@
-"""Recording a workload's claim (DESIGN §2): read the stored claim, decide, save.
+"""Recording a workload's claim (design: Words): read the stored claim, decide, save.
 
 The decision is `core.claims.claim_write` (pure): a new version only when the normalised
 demand changed (the claim delta that wakes the planner); the `Store` only saves it.

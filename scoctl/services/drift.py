@@ -1,4 +1,4 @@
-"""Drift's inputs (DESIGN §17) read from the config and the state, and `scoctl drift resume`.
+"""Drift's inputs (design: Drift) read from the config and the state, and `scoctl drift resume`.
 
 `view` builds what `core.reconcile.decide` compares a region's units against
 (`core.reconcile.DriftView`): each (workload, pool)'s current launch spec (`core.spec.pool_spec`,
@@ -183,7 +183,7 @@ def halted_or_why(config: Config, store: Store, now: datetime,
 
 
 def progress(config: Config, store: Store, now: datetime) -> list[dict[str, object]]:
-    """Each workload's rollout (`status`, DESIGN §17), for workloads with drifted units or
+    """Each workload's rollout (`status`, design: Drift), for workloads with drifted units or
     units replaced for drift: ready units not on the current spec (`drifted`, those in flight
     included), in flight, replaced (deleted for drift), the rollout's phase and its failed
     replacements in a row. Empty when the template cannot be read."""

@@ -1,4 +1,4 @@
-"""Gangs between passes (DESIGN §19): what acquire and reconcile share.
+"""Gangs between passes (design: Gangs): what acquire and reconcile share.
 
 The decisions are `core.gang` (pure: `gang_pass`, `may_launch_gang`); this block reads what
 they need from the state (the gang claims, each gang's record, its members) and records what

@@ -1,4 +1,4 @@
-"""List-then-watch caches of a cluster's pods and nodes, for the controller (DESIGN §13).
+"""List-then-watch caches of a cluster's pods and nodes, for the controller (design: Controller).
 
 `Informer` runs one watch thread per namespace for the unfinished pods and one for the nodes
 (`pump`: resume from the last resourceVersion, re-list on 410 Gone, back off and
@@ -10,7 +10,7 @@ cache lives here.
 from the caches once they have synced (so a pass lists no pods and no nodes: the intake cost
 follows demand, not the fleet), everything else — and `pods_on_node`, the fresh look a
 scale-down takes before it drains, and the bootstrap token calls (`BootstrapTokens`: reconcile
-prunes the join tokens through it, DESIGN §11) — goes to the API.
+prunes the join tokens through it, design: Operating) — goes to the API.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-launch Kubernetes join tokens (DESIGN §11): create, revoke, prune.
+"""Per-launch Kubernetes join tokens (design: Operating): create, revoke, prune.
 
 `JoinTokens` is what acquire asks for a launch's join credential: with
 ``bootstrap.join_tokens`` on and a Kubernetes launch (not a Slurm CLOUD node) it creates a

@@ -1,4 +1,5 @@
-"""The Kubernetes Event writer (DESIGN §21): what should stand (`core.kube_events`), written at
+"""The Kubernetes Event writer (design: Visibility): what should stand (`core.kube_events`),
+written at
 most `RATE` a second, never failing a pass.
 
 `EventWriter.sync` takes one pass's facts — the pods, plans, workloads, instances, open notices
@@ -40,7 +41,7 @@ from scoctl.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-RATE = 10.0  # Event writes per second at most (DESIGN §21)
+RATE = 10.0  # Event writes per second at most (design: Visibility)
 BURST = 10
 WAIT_S = 1.0  # the longest one pass waits for tokens; the rest is the next pass's
 

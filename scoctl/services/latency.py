@@ -1,4 +1,4 @@
-"""Placement latency (DESIGN §13): read the sightings, plans and instances → `core.latency`
+"""Placement latency (design: Controller): read the sightings, plans and instances → `core.latency`
 decides → record the histograms, the recent samples and what is still open.
 
 `record_sightings` runs after an intake with the claims it changed and when their demand

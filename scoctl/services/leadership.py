@@ -1,4 +1,4 @@
-"""One leader per region (DESIGN §15): who may make mutating Nova calls for it.
+"""One leader per region (design: Runners): who may make mutating Nova calls for it.
 
 `leadership_for` gives `LocalLeadership` for a SQLite state (one host: its run lock is the
 lease, so it leads every region) or a `LeaseKeeper` for a PostgreSQL state. A keeper competes

@@ -20,7 +20,7 @@ the pass.
     scoctl_stage_duration_seconds{stage}     the last pass's time per stage
     scoctl_stage_success{stage}              1 when the stage's last pass succeeded
     scoctl_last_success_timestamp_seconds    when a whole pass last succeeded (Unix time)
-    scoctl_leader{region}                    1 when this runner leads the region (DESIGN §15)
+    scoctl_leader{region}                    1 when this runner leads the region (design: Runners)
     scoctl_controller_pass_timestamp_seconds when `run --follow` last finished a pass
     scoctl_config_last_reload_successful     `run --follow`: 0 while its last SIGHUP was refused
     scoctl_config_last_reload_success_timestamp_seconds  when it last loaded its config
@@ -237,7 +237,7 @@ def collect(store: Store, sample: RunSample) -> str:
     flying: dict[str, int] = {}
     for inst in store.instances(include_deleted=True):
         states[inst.status] = states.get(inst.status, 0) + 1
-        if inst.disruption and inst.disruption_at:  # DESIGN §16
+        if inst.disruption and inst.disruption_at:  # design: Disruption
             started[inst.disruption] = started.get(inst.disruption, 0) + 1
             if inst.status != InstanceStatus.DELETED:
                 flying[inst.disruption] = flying.get(inst.disruption, 0) + 1

@@ -1,4 +1,4 @@
-"""Rebalance between passes (DESIGN §18): the plan stage's decisions over the state.
+"""Rebalance between passes (design: Rebalance): the plan stage's decisions over the state.
 
 The decision is `core.rebalance.decide` (pure). This module gives it what it needs from the
 state — each workload's ready units, and the trigger's `since` carried from the last pass
@@ -48,7 +48,7 @@ def decide_all(config: Config, instances: Iterable[InstanceRecord],
                plans: Mapping[str, WorkloadPlan], fresh: Mapping[str, WorkloadPlan],
                stored: Mapping[str, RebalanceRecord], *,
                now: datetime) -> dict[str, rebalance.Decision]:
-    """Each workload planned now and afresh: its rebalance this pass (DESIGN §18)."""
+    """Each workload planned now and afresh: its rebalance this pass (design: Rebalance)."""
     names = [n for n in plans if n in fresh and plans[n].contract in config.contracts]
     held = held_units(instances, set(names))
     return {name: rebalance.decide(name, plans[name], fresh[name],

@@ -1,4 +1,5 @@
-"""Teardown: the one code path that deletes a failed workload's Kubernetes objects (DESIGN §3).
+"""Teardown: the one code path that deletes a failed workload's Kubernetes objects (design:
+Statuses).
 
 When a deployment or inference workload turns inactive (DD-0018's fail-fast on a quota block,
 or a pod no node can ever hold), whichever stage saw it — `watch` or `reconcile` — calls

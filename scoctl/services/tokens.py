@@ -1,4 +1,4 @@
-"""Recording one workload token (DESIGN §3): read the row it lands on, decide, save.
+"""Recording one workload token (design: Statuses): read the row it lands on, decide, save.
 
 The decision is `core.tokens.decide_token` (pure); the `Store` only saves its `TokenRecord`.
 Every stage that records tokens (watch, from the clusters and from the spool) comes here.

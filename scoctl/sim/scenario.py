@@ -111,7 +111,7 @@ class InferenceServiceSeed:
 
 @dataclass(frozen=True)
 class PodGroupSeed:
-    """A scheduler-plugins PodGroup (DESIGN §19): the pods labelled
+    """A scheduler-plugins PodGroup (design: Gangs): the pods labelled
     ``scheduling.x-k8s.io/pod-group: <name>`` in its namespace are a gang of `min_member`."""
 
     name: str
@@ -141,7 +141,7 @@ class Scenario:
     reclaim_mode: str = "delete"
     seed: int | None = None
     node_suffix: str = ""  # Nodes are named <server><suffix> (e.g. ".novalocal"), as clouds do
-    # DESIGN §17: images Nova offers beyond the config's (`nova.images`), and those whose
+    # design: Drift: images Nova offers beyond the config's (`nova.images`), and those whose
     # servers boot but never register a Node (`agent.unregistered_images`: a bad image)
     images: tuple[str, ...] = ()
     unregistered_images: tuple[str, ...] = ()
@@ -281,7 +281,7 @@ def parse_scenario(doc: Located, *, base: Path | None) -> Scenario:
     cap_raw = nova.get("capacity", "unlimited")
     if cap_raw != "unlimited":
         capacity = _host(r, cap_raw, (*npath, "capacity"))
-    # DESIGN §19: one AZ's host size; a multi-create it cannot take whole is NoValidHost
+    # design: Gangs: one AZ's host size; a multi-create it cannot take whole is NoValidHost
     azpath = (*npath, "az_capacity")
     az_raw = nova.get("az_capacity") or {}
     az_map = r.mapping(az_raw, azpath,

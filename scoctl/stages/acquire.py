@@ -381,7 +381,7 @@ class _Region:
         self.pools: dict[str, Pool] = {p.name: p for p in run.config.pools
                                        if p.region == region.name}
         self.contracts: dict[str, str] = {}
-        self.gangs: dict[str, GangClaim] = {}  # this pass's gang workloads (DESIGN §19)
+        self.gangs: dict[str, GangClaim] = {}  # this pass's gang workloads (design: Gangs)
         self._connect = connect
         self._cloud: Cloud | None = None
         self._image: str | None = None
@@ -389,7 +389,7 @@ class _Region:
     @property
     def cloud(self) -> Cloud:
         if self._cloud is None:
-            from scoctl.services.leadership import FencedCloud  # deletes fenced (DESIGN §15)
+            from scoctl.services.leadership import FencedCloud  # deletes fenced (design: Runners)
 
             self._cloud = FencedCloud(self._connect(self.run.config, self.region, self.budget),
                                       self.region.name, self.store)
@@ -401,7 +401,7 @@ class _Region:
 
     def image_id(self) -> str:
         """The id the region's launch image resolves to now, asked once per pass: what each
-        launch boots and its spec hash names (DESIGN §17). Raises as `Cloud.image_id`."""
+        launch boots and its spec hash names (design: Drift). Raises as `Cloud.image_id`."""
         if self._image is None:
             self._image = self.cloud.image_id(self.run.config.launch_settings(self.region).image)
         return self._image
@@ -411,7 +411,7 @@ class _Region:
 def _fenced(reg: _Region) -> Iterator[None]:
     """One transaction that writes only while this runner still leads the region (NotLeader
     otherwise, nothing written): every record after a call is fenced, as the intent before it
-    (DESIGN §15), so a deposed leader never overwrites what the new one decided."""
+    (design: Runners), so a deposed leader never overwrites what the new one decided."""
     with reg.store.transaction():
         check_fence(reg.store, reg.name)
         yield
@@ -504,7 +504,7 @@ def _call_spec(reg: _Region, plan: LaunchPlan, launch_id: str) -> tuple[LaunchRe
 
 
 def spec_of(reg: _Region, plan: LaunchPlan) -> str:
-    """The launch spec hash of `plan`'s units (DESIGN §17, `core.spec.pool_spec`), the image
+    """The launch spec hash of `plan`'s units (design: Drift, `core.spec.pool_spec`), the image
     by the id it resolves to now."""
     return hash_of(launch_spec(reg, plan))
 
@@ -708,7 +708,7 @@ def _adopt_intents(reg: _Region) -> None:
     intents = [launch for launch in reg.store.launches(status=IN_FLIGHT_LAUNCHES)
                if launch.region == reg.name]
     settle = reg.run.config.timeouts.launch_settle
-    # another runner's call may still be in flight: fail none yet (DESIGN §15)
+    # another runner's call may still be in flight: fail none yet (design: Runners)
     held = intents_held(reg.store, reg.name, reg.run.clock.monotonic())
     for launch in intents:
         found = reg.cloud.servers(tags=[tag(TAG_LAUNCH, launch.launch_id)])
@@ -887,7 +887,7 @@ def _launch_of(server: ServerInfo) -> str:
 
 def _gang_gate(reg: _Region, snapshot: LaunchSnapshot,
                wanted: list[LaunchPlan]) -> list[LaunchPlan]:
-    """Gang workloads (DESIGN §19) launch whole or not at all (`core.gang.may_launch_gang`):
+    """Gang workloads (design: Gangs) launch whole or not at all (`core.gang.may_launch_gang`):
     not while a launch of theirs is in flight, not during the back-off after a failure, never
     after they were found unsatisfiable, never part of a gang."""
     reg.gangs = gang_claims(reg.store, {p.workload for p in wanted})
@@ -1014,7 +1014,7 @@ def run_acquire(
     join_tokens: JoinTokens | None = None,
     leads: Callable[[str], bool] | None = None,
 ) -> AcquireResult:
-    """Launch what the latest plan needs beyond live and in-flight units (DESIGN §6).
+    """Launch what the latest plan needs beyond live and in-flight units (design: Acquirer).
 
     The caller holds the run lock. `watch` bounds how long new servers are polled for ERROR
     (0 disables it). `scope` limits the launches to those workloads and `round_no` numbers a
@@ -1028,7 +1028,7 @@ def run_acquire(
     Capacity faults come back in
     `lost`, the Slurm nodes of failed launches in `release`: the caller acts on them
     (`scoctl.runner.compose.acquire_with_fallback`). With `leads`, regions this runner does not
-    lead are left to their leader (DESIGN §15).
+    lead are left to their leader (design: Runners).
     """
     started = clock.monotonic()
     regions = [config.region(region)] if region else list(config.regions)

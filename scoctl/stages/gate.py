@@ -1,4 +1,4 @@
-"""The gate stage (DESIGN §4, DD-0018 §3 and §4a): can any node or pool ever hold a request?
+"""The gate stage (design: Gate, DD-0018 §3 and Gatea): can any node or pool ever hold a request?
 
 read: node capacity (sinfo / slurmrestd, or Kubernetes node allocatable) · decide:
 `core.gate.decide_slurm` / `decide_k8s` (pure) · record (with a workload): the row, and on
@@ -51,7 +51,7 @@ class GateOutcome:
     spooled: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """DESIGN §12's ``scoctl gate --json`` object (plus ``partition`` / ``spooled``)."""
+        """design: Schemas's ``scoctl gate --json`` object (plus ``partition`` / ``spooled``)."""
         out = self.verdict.as_dict()
         out["workload"] = ({"slug": self.workload.slug, "status": self.workload.status}
                            if self.workload else None)
@@ -176,7 +176,7 @@ def run_gate(config: Config, request: GateRequest, *, backend: Backend,
         state = state_path or config.state
         try:
             if is_url(state):
-                # hooks and wrappers hold no database credentials (DESIGN §9, §15)
+                # hooks and wrappers hold no database credentials (design: State, Runners)
                 raise StateError("the state is a shared database: hooks record through the "
                                  "spool")
             path = Path(state)

@@ -1,4 +1,4 @@
-"""The notice stage (DESIGN §14): drain and replace an instance before its capacity goes.
+"""The notice stage (design: Notices): drain and replace an instance before its capacity goes.
 
 read: the spool's notice folder (what ``scoctl notice`` dropped); per region the servers tagged
 ``sco:managed`` — the listing the caller made already (reconcile's), else one listing; their
@@ -568,7 +568,7 @@ def run_notices(config: Config, store: Store, clock: Clock, *, region: str | Non
 
     A region whose Nova cannot be read is skipped and reported in `errors`; API failures never
     raise. ConfigError (an unusable clouds.yaml entry) does. With `leads`, regions this runner
-    does not lead are left to their leader (DESIGN §15: it alone cordons, drains and deletes);
+    does not lead are left to their leader (design: Runners: it alone cordons, drains and deletes);
     server deletes are fenced (`FencedCloud`) like reconcile's.
     """
     spooled = ingest_spool(config, store)

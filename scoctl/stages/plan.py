@@ -6,7 +6,7 @@ the previous plans · decide: which workloads changed (`core.plan_inputs`), then
 changed workloads' rows.
 
 ``--claims FILE`` with ``--dry-run`` is a what-if over the file's claims alone (written nowhere;
-with no state file, over an empty one). Without ``--dry-run`` it commits (DESIGN §8): the
+with no state file, over an empty one). Without ``--dry-run`` it commits (design: CLI): the
 file's claims are recorded as those workloads' claims (source ``file``, a new claim version when
 the demand changed) and planned in the same transaction, so the next ``plan`` keeps them; a
 later watch pass that observes the workload replaces them as usual.
@@ -64,7 +64,7 @@ class PlanResult:
     committed: bool
     seconds: float
     reasons_for_change: Mapping[str, str] = field(default_factory=dict)
-    # DESIGN §18: each re-planned workload's rebalance this run (recorded unless a dry run)
+    # design: Rebalance: each re-planned workload's rebalance this run (recorded unless a dry run)
     rebalances: Mapping[str, rebalance.Decision] = field(default_factory=dict)
 
 
@@ -77,7 +77,7 @@ class PlanView:
     records: Mapping[str, PlanWorkloadRecord]
     explain: str | None = None
     blasts: Mapping[str, Blast] = field(default_factory=dict)  # when asked: per workload
-    rebalance: rebalance.Decision | None = None  # the `explain` workload's (DESIGN §18)
+    rebalance: rebalance.Decision | None = None  # the `explain` workload's (design: Rebalance)
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def _decide(config: Config, store: Store, inputs: _Inputs, reasons: Mapping[str,
             instances: Sequence[InstanceRecord],
             fresh: dict[str, planner.WorkloadPlan] | None) -> dict[str, planner.WorkloadPlan]:
     current = units_of(instances, store.launches(status=IN_FLIGHT_LAUNCHES))
-    idle = idle_units_of(instances)  # a shrunk claim gives these back first (DESIGN §16)
+    idle = idle_units_of(instances)  # a shrunk claim gives these back first (design: Disruption)
     if full:
         return planner.plan_all(
             inputs.claims, config.contracts, config.pools, config.flavors,
@@ -346,7 +346,7 @@ def plan_view(config: Config, store: Store, clock: Clock, *, only: Collection[st
 
 def rebalance_of(config: Config, store: Store, clock: Clock, slug: str,
                  planned: PlanResult | None = None) -> rebalance.Decision:
-    """What a rebalance (DESIGN §18) does for one workload now: its plan as the planner gives
+    """What a rebalance (design: Rebalance) does for one workload now: its plan as the planner gives
     it now (`planned`, the run that planned it, else a dry re-plan: an unchanged claim
     re-plans to its stored plan) against its fresh plan (`planner.plan_fresh`: the same
     claim, exclusions, depth and scores, as if it held no unit), with its ready units and the

@@ -289,7 +289,7 @@ class _Region:
     def gangs(self, tracked: Sequence[InstanceRecord],
               plans: Mapping[str, PlanWorkloadRecord]) -> dict[str, GangRecord]:
         """The record of each gang claim this region serves: planned in its pools, or
-        holding instances here (DESIGN §19)."""
+        holding instances here (design: Gangs)."""
         claims = gang_claims(self.store)
         if not claims:
             return {}
@@ -301,7 +301,7 @@ class _Region:
                                     and {u.pool for u in plans[name].pools} & pools)}
 
     def drift_view(self, tracked: Sequence[InstanceRecord]) -> DriftView | None:
-        """What drift compares against (DESIGN §17, `services.drift.view`); None (drift not
+        """What drift compares against (design: Drift, `services.drift.view`); None (drift not
         checked this pass) when the region launches nothing or the template is unreadable."""
         if self.region.launch is None:
             return None
@@ -352,7 +352,7 @@ class _Region:
                 store.save_disruption_blocks(decision.block_workloads, decision.blocks)
             if store.orphans_seen(self.region.name) != dict(decision.orphans_seen):
                 store.save_orphans_seen(self.region.name, decision.orphans_seen)
-            for gang in decision.gangs:  # before the deletes, as every record (DESIGN §19)
+            for gang in decision.gangs:  # before the deletes, as every record (design: Gangs)
                 record_gang(store, gang, now=self.clock.now().timestamp(),
                             negative_cache=self.config.timeouts.negative_cache,
                             pools=self.config.pools, flavors=self.config.flavors)
@@ -369,7 +369,7 @@ class _Region:
             self._note("nova", f"delete {name}", exc)
             return False
         with self.store.transaction():
-            check_fence(self.store, self.region.name)  # a record after a call (DESIGN §15)
+            check_fence(self.store, self.region.name)  # a record after a call (design: Runners)
             if instance is None:
                 self.store.append_event(NewEvent(workload, "INSTANCE_DELETED", "info", {
                     "server": server_id, "name": name, "reason": reason}))
@@ -419,7 +419,7 @@ class _Region:
             self._note("slurm", f"set the address of Slurm node {target.node}", exc)
 
     def patch_labels(self, patch: LabelPatch) -> None:
-        """Meta drift (DESIGN §17): the config's labels onto a Node in place."""
+        """Meta drift (design: Drift): the config's labels onto a Node in place."""
         if self.cluster is None:
             return
         try:
@@ -442,15 +442,15 @@ class _Region:
         return done
 
     def back_in_service(self, unit: ScaleDown) -> None:
-        """A scale-down called off: the unit is ready again, its disruption ended (DESIGN
-        §16: no longer in flight)."""
+        """A scale-down called off: the unit is ready again, its disruption ended (design:
+        Disruption: no longer in flight)."""
         self.store.update_instance(InstanceUpdate(
             unit.instance, status=InstanceStatus.READY, idle_since=None, disruption=None))
 
     def scale_down(self, unit: ScaleDown) -> ScaleDownOutcome:
         """cordon → check idle again → drain → delete Node → delete server; KEPT if busy,
         WAITING while its evicted pods still terminate (`DRAIN_TIMED_OUT`) or disruption budgets
-        still refuse their eviction (`DRAIN_BLOCKED`). An `underutilized` unit (DESIGN §16,
+        still refuse their eviction (`DRAIN_BLOCKED`). An `underutilized` unit (design: Disruption,
         consolidation) is drained busy: its pods move to the workload's kept units through the
         Eviction API (PodDisruptionBudgets respected); an expired one, replaced already,
         too."""
@@ -537,7 +537,7 @@ class _Region:
     def _drain_slurm(self, name: str, node: SlurmNode | None,
                      reason: DisruptionReason = DisruptionReason.UNDERUTILIZED) -> None:
         """Slurm consolidation and drift: DRAIN the node (no new jobs; the running ones
-        finish); a drifted node's reason is ``sco: drifted`` (DESIGN §17)."""
+        finish); a drifted node's reason is ``sco: drifted`` (design: Drift)."""
         if self.scheduler is None or node is None or "DRAIN" in node.flags:
             return
         text = "sco: drifted" if reason is DisruptionReason.DRIFTED else f"scoctl: {reason}"
@@ -593,7 +593,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
     A region whose Nova cannot be read is skipped and reported in `errors`; the other regions
     and the teardown still run. API failures never raise: the caller picks the exit code from
     `errors`. ConfigError (an unusable clouds.yaml entry) does raise. With `leads`, regions
-    this runner does not lead are left to their leader (DESIGN §15). With `hurry`, a
+    this runner does not lead are left to their leader (design: Runners). With `hurry`, a
     scale-down's drain stops waiting for its pods once `hurry` answers True (the controller:
     new demand is waiting), leaving the unit draining for the next pass.
     """
@@ -652,7 +652,7 @@ def run_reconcile(config: Config, store: Store, clock: Clock, *, region: str | N
         if not dry_run and outcomes:
             forget_gangs(store, gang_claims(store))  # gangs whose claim ended
         if not dry_run and outcomes:
-            record_short(config, store, clock.now())  # buffers still unmet (DESIGN §20)
+            record_short(config, store, clock.now())  # buffers still unmet (design: Buffers)
         torn: tuple[str, ...] = ()
         if teardown and not dry_run:
             torn = _teardown(config, store, cluster, problems)

@@ -1,4 +1,4 @@
-"""The retention stage (DESIGN §9): prune what the state no longer has to keep.
+"""The retention stage (design: State): prune what the state no longer has to keep.
 
 read: the config's `retention` and the clock · decide: `scoctl.core.retention.pruning` (pure:
 the cutoffs and the batch) · act + record: the Store's prune methods, one short transaction per

@@ -1,4 +1,4 @@
-"""The Slurm power stage (DESIGN §9, §11): Slurm's power saving meets the fleet.
+"""The Slurm power stage (design: State, Operating): Slurm's power saving meets the fleet.
 
 Slurm runs its power-saving programs (ResumeProgram, SuspendProgram, ResumeFailProgram) as
 SlurmUser, who may not write the state: `scoctl slurm resume|suspend|resume-fail` only drop a

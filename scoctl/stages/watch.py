@@ -1,4 +1,4 @@
-"""The watch stage (DESIGN §1; DD-0018 §4b, §5; placement steps 1-3).
+"""The watch stage (design: Pipeline; DD-0018 §4b, Planner; placement steps 1-3).
 
 read: the event spool, Kubernetes pods / nodes / Deployments / ReplicaSets / Jobs /
 InferenceServices / quota events (and, where pods need them, volumes, DaemonSets and the
@@ -243,14 +243,14 @@ def read_k8s(cluster: Cluster, config: Config,
         jobs.extend(cluster.jobs(ns))
         isvcs.extend(cluster.inference_services(ns))
         events.extend(cluster.events(ns, involved_kind="Job", reason="FailedCreate"))
-    # the zones of the volumes pending pods mount (DESIGN §22), read only when some do
+    # the zones of the volumes pending pods mount (design: Constraints), read only when some do
     mounting = sorted({pod.namespace for pod in pods if pod.phase == "Pending"
                        and pod.placement is not None and pod.placement.volume_claims})
     zones = volume_zones([c for ns in mounting for c in cluster.volume_claims(ns)],
                          cluster.volumes()) if mounting else {}
-    # DaemonSet pods count against a new unit's allocatable (§22): read while pods wait
+    # DaemonSet pods count against a new unit's allocatable (Constraints): read while pods wait
     daemonsets = tuple(cluster.daemonsets()) if any(p.phase == "Pending" for p in pods) else ()
-    # a gang's PodGroup (§19), in the namespaces of the pods of a pod group only: pending ones,
+    # a gang's PodGroup (Gangs), in the namespaces of the pods of a pod group only: pending ones,
     # and those on scoctl's nodes (a gang keeps its size while its members run); not served
     # (the CRD is not installed) is no PodGroup
     grouped = sorted({pod.namespace for pod in pods if pod_group_of(pod.labels, pod.annotations)})
@@ -324,7 +324,7 @@ def _spool_create(config: Config, event: SpoolEvent) -> tuple[str, str, str]:
 
 def _ingest_spool(config: Config, store: Store, events: Sequence[SpoolEvent],
                   pending: _Pending, *, slurm_watched: bool = False) -> int:
-    """Record each spool event (DESIGN §2 "spool"); returns how many tokens were recorded.
+    """Record each spool event (design: Words "spool"); returns how many tokens were recorded.
 
     With `slurm_watched`, the EpilogSlurmctld's job-end records are held: logged against the
     row without a status change, for `_record_job_ends` once the job has left squeue.
@@ -413,7 +413,7 @@ def _record_tokens(store: Store, tokens: Sequence[TokenDecision], counts: Source
 def _buffered(config: Config, store: Store, claims: Sequence[ClaimDecision], source: Source,
               now: float) -> tuple[ClaimDecision, ...]:
     """`claims` with the chunks of the buffers of `source`'s workloads added, each a part
-    planned in the pools of its tier (DESIGN §20, `core.buffers.with_buffers`); read with the
+    planned in the pools of its tier (design: Buffers, `core.buffers.with_buffers`); read with the
     config as it is now, so a SIGHUP reload applies a changed buffer in the next pass."""
     specs = {w.name: w for w in config.workloads if w.source == source}
     buffers = [b for b in config.buffers if b.workload in specs]

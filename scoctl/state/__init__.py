@@ -1,4 +1,4 @@
-"""The state: all SQL lives in this package (DESIGN §9).
+"""The state: all SQL lives in this package (design: State).
 
 `Store` (scoctl.state.store) is the Protocol the stages and commands type against;
 `open_store` picks the backend from the config's ``state`` value. `scoctl.state.sqlite`

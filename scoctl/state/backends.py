@@ -2,7 +2,7 @@
 
 A path (``./scoctl.db``, ``/var/lib/scoctl/state.db``) or a ``sqlite://`` URL
 (``sqlite:///var/lib/scoctl/state.db``) is a SQLite file; ``postgresql://USER@HOST:PORT/DB``
-(or ``postgres://``) a PostgreSQL database shared by several runners (DESIGN §15). Any other
+(or ``postgres://``) a PostgreSQL database shared by several runners (design: Runners). Any other
 ``scheme://`` must name a backend in `BACKENDS`; the stages only ever see the `Store` it opens.
 """
 

@@ -1,4 +1,4 @@
-"""What several runners share beside the state, where the backend is shared (DESIGN §15).
+"""What several runners share beside the state, where the backend is shared (design: Runners).
 
 With SQLite there is one host: its file lock is the lease and the token budget is a host-wide
 file (`scoctl.host.budget`), so `coordination_for` gives None. With PostgreSQL it gives the

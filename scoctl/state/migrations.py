@@ -238,7 +238,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX instances_ended ON instances(status, updated);
     CREATE INDEX launches_settled ON launches(status, updated);
     """,
-    # 4: placement latency (DESIGN §13): open sightings of demand, histograms, recent samples
+    # 4: placement latency (design: Controller): open sightings of demand, histograms, recent
+    # samples
     """
     CREATE TABLE demand_sightings (
         workload TEXT PRIMARY KEY,
@@ -265,7 +266,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
     """,
-    # 5: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # 5: reclaim notices (design: Notices): what `scoctl notice` announced, and every noticed
     # instance from the notice to its end (kept afterwards: the reclaim metrics count them)
     """
     CREATE TABLE reclaim_notices (
@@ -300,13 +301,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
     """,
-    # 6: the pools a claim's pod placement rules out, each with the constraint (DESIGN §22)
+    # 6: the pools a claim's pod placement rules out, each with the constraint (design: Constraints)
     """
     ALTER TABLE claims ADD COLUMN ineligible TEXT NOT NULL DEFAULT '{}';
     """,
-    # 7: disruptions (DESIGN §16): each instance's disruption reason and start (in flight from
+    # 7: disruptions (design: Disruption): each instance's disruption reason and start (in flight
+    # from
     # its start until the server is gone or the unit is back in service; the start stays for
-    # the budgets' rates), since when its node is unhealthy, its launch spec hash (§17); and
+    # the budgets' rates), since when its node is unhealthy, its launch spec hash (Drift); and
     # the (workload, reason)s a budget holds back now (DISRUPTION_BLOCKED once per change)
     """
     ALTER TABLE instances ADD COLUMN disruption TEXT;
@@ -323,16 +325,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 8: the maxSkew of a claim's pods' DoNotSchedule zone topology spread, 0: none; per
-    # flavor, what the DaemonSet pods on a new unit of the claim request (§22)
+    # flavor, what the DaemonSet pods on a new unit of the claim request (Constraints)
     """
     ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE claims ADD COLUMN overhead TEXT NOT NULL DEFAULT '{}';
     """,
-    # 9: drift (DESIGN §17): each recorded launch spec's canonical values by hash (the
+    # 9: drift (design: Drift): each recorded launch spec's canonical values by hash (the
     # template as its digest), so `UNIT_DRIFTED` names the fields in any process; the id each
     # region's launch image name resolved to when last asked (what `status` compares with);
     # each instance's configured Node label keys (a key the config drops is removed); a
-    # claim's parts, split by where its pods may run, and its soft terms' weight per pool (§22)
+    # claim's parts, split by where its pods may run, and its soft terms' weight per pool
+    # (Constraints)
     """
     CREATE TABLE launch_specs (
         hash TEXT PRIMARY KEY,
@@ -350,7 +353,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN parts TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE claims ADD COLUMN preferred TEXT NOT NULL DEFAULT '{}';
     """,
-    # 10: rebalance (DESIGN §18): each workload's trigger and since when it has held, carried
+    # 10: rebalance (design: Rebalance): each workload's trigger and since when it has held, carried
     # between passes for `rebalance.stabilize`, the units it moves, and when it was planned
     """
     CREATE TABLE rebalances (
@@ -361,7 +364,7 @@ MIGRATIONS: tuple[str, ...] = (
         planned TEXT
     );
     """,
-    # 11: gangs (DESIGN §19): a claim's members per gang (0: not a gang); each gang's launch,
+    # 11: gangs (design: Gangs): a claim's members per gang (0: not a gang); each gang's launch,
     # failures and when it was provisioned, carried between passes (Unix seconds)
     """
     ALTER TABLE claims ADD COLUMN gang INTEGER NOT NULL DEFAULT 0;
@@ -404,7 +407,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE metric_cost (workload TEXT PRIMARY KEY, cost REAL NOT NULL);
     CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at REAL NOT NULL);
     """,
-    # 13: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # 13: gangs (design: Gangs): the last failure was a NoValidHost zone, now excluded, so the
     # next launch goes elsewhere waiting for no back-off
     """
     ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;

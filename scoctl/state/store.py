@@ -1,4 +1,4 @@
-"""The `Store` Protocol: the state as the stages and commands see it (DESIGN §9).
+"""The `Store` Protocol: the state as the stages and commands see it (design: State).
 
 Stages and commands type against `Store` and never know the backend; `open_store` picks one from
 the config's ``state`` value (today SQLite, `scoctl.state.sqlite.SqliteStore`). A Store loads and
@@ -277,7 +277,7 @@ class FleetState(Protocol):
 
     def rebalances(self) -> dict[str, RebalanceRecord]:
         """Each workload's rebalance that waits out its stabilize window or is planned
-        (DESIGN §18), by workload."""
+        (design: Rebalance), by workload."""
         ...
 
     def save_rebalances(self, workloads: Iterable[str],
@@ -286,7 +286,7 @@ class FleetState(Protocol):
         ...
 
     def gangs(self) -> dict[str, GangRecord]:
-        """Each gang's record between passes (DESIGN §19), by workload."""
+        """Each gang's record between passes (design: Gangs), by workload."""
         ...
 
     def gang_claims(self) -> dict[str, tuple[int, int]]:
@@ -320,7 +320,7 @@ class FleetState(Protocol):
         ...
 
     def save_launch_specs(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
-        """Record each launch spec hash's canonical values (DESIGN §17; a hash recorded once
+        """Record each launch spec hash's canonical values (design: Drift; a hash recorded once
         keeps its first values)."""
         ...
 
@@ -359,7 +359,8 @@ class FleetState(Protocol):
 
 
 class LatencyState(Protocol):
-    """Placement latency (DESIGN §13): demand first seen and not yet placed, the histograms of
+    """Placement latency (design: Controller): demand first seen and not yet placed, the histograms
+    of
     the time to a committed plan and to Ready nodes, and their latest samples."""
 
     def sightings(self) -> list[Sighting]:
@@ -385,7 +386,7 @@ class LatencyState(Protocol):
 
 
 class NoticeState(Protocol):
-    """Reclaim notices (DESIGN §14): what ``scoctl notice`` announced, and each noticed
+    """Reclaim notices (design: Notices): what ``scoctl notice`` announced, and each noticed
     instance from the notice to its end (kept afterwards for the reclaim metrics)."""
 
     def add_notice(self, notice: NoticeRecord) -> None:

@@ -202,7 +202,7 @@ def test_one_call_per_gaining_pool_with_tags_metadata_and_user_data(env: Env) ->
             assert server is not None
             by_pool.setdefault(launch.pool, set()).add(server.reservation_id)
             recorded = env.store.instance(server_id)
-            assert recorded is not None and recorded.spec_hash  # DESIGN §17: tagged as recorded
+            assert recorded is not None and recorded.spec_hash  # design: Drift: tagged as recorded
             assert server.tags == {"sco:managed", "sco:workload=web", f"sco:pool={launch.pool}",
                                    f"sco:gen={generation}", f"sco:launch={launch.launch_id}",
                                    f"sco:spec={recorded.spec_hash}"}

@@ -1,6 +1,6 @@
 """configs/kubernetes/bootstrap-bindings.yaml gives scoctl's bootstrap-token group exactly what a
 kubeadm cluster gives its own (``system:bootstrappers:kubeadm:default-node-token``), so that a
-node scoctl launched can ``kubeadm join`` with its per-launch token (DESIGN §11)."""
+node scoctl launched can ``kubeadm join`` with its per-launch token (design: Operating)."""
 
 from __future__ import annotations
 

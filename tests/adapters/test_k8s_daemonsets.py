@@ -1,4 +1,4 @@
-"""DaemonSets read through the real kubernetes client from the emulator (DESIGN §22): each
+"""DaemonSets read through the real kubernetes client from the emulator (design: Constraints): each
 one's pod template as a pod — the node selector, required affinity, tolerations and requests
 the DaemonSet controller's `NodeShouldRunDaemonPod` (`pkg/controller/daemon/
 daemon_controller.go`) matches against a node — and the overhead intake derives from them."""

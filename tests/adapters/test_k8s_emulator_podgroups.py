@@ -1,4 +1,4 @@
-"""scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1, DESIGN §19) in the emulator,
+"""scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1, design: Gangs) in the emulator,
 through the real kubernetes client: served as the apiextensions-apiserver serves a custom
 resource — only while the CRD (scheduler-plugins ``manifests/coscheduling/crd.yaml``) is
 installed, with discovery, list, get, create, watch and delete, and the CRD schema's

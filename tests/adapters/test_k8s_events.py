@@ -1,7 +1,7 @@
 """scoctl's Kubernetes Events against the emulator, through the real client and the shipped role:
 one Event per object and reason as ``kubectl describe`` finds it, a series (count,
 lastTimestamp) instead of new Events, no writes in a steady state, at most 10 writes a second,
-and a failure that never raises into the pass (DESIGN §21)."""
+and a failure that never raises into the pass (design: Visibility)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A steady controller's Event syncs (DESIGN §21): facts the same as the last sync's (the very
+"""A steady controller's Event syncs (design: Visibility): facts the same as the last sync's (the
+very
 same cached pod values, equal records) are not worked out again over every pod — the sync
 writes on from the backlog — yet a refresh or a forgetting that comes due, a failed write, a
 changed pod or a changed plan is still seen at the next sync, as a full sync sees it. Against

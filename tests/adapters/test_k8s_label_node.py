@@ -1,4 +1,4 @@
-"""Meta drift's Node label patch (DESIGN §17), through the real client against the emulator.
+"""Meta drift's Node label patch (design: Drift), through the real client against the emulator.
 
 The client sends a dict body to PATCH as a strategic merge patch (kubernetes-client's
 ``ApiClient.select_header_content_type``); for ``metadata.labels``, a map, apimachinery's

@@ -1,4 +1,4 @@
-"""scoctl reads scheduler-plugins PodGroups (DESIGN §19) through the real kubernetes client
+"""scoctl reads scheduler-plugins PodGroups (design: Gangs) through the real kubernetes client
 from the emulator: each one's ``spec.minMember``, a 404 (the CRD not installed: the API not
 served) being no PodGroup, and only while a pod of a pod group is seen."""
 

@@ -290,7 +290,7 @@ def test_a_role_without_a_rule_scoctl_needs_is_a_403_that_scoctl_reports_as_an_e
         lacking_eviction: tuple[K8sEmulator, KubernetesCluster]) -> None:
     """The shipped role minus ``pods/eviction create``: the drain's eviction gets the 403 of
     rbac.go + ForbiddenStatus, and scoctl raises it as a PermanentError naming the refusal
-    (DESIGN: 401/403 are permanent), never a crash; the reads still work."""
+    (design: 401/403 are permanent), never a crash; the reads still work."""
     emu, cluster = lacking_eviction
     emu.add(ke.make_node("n1", labels=MANAGED))
     emu.add(ke.make_pod("p", "default"))

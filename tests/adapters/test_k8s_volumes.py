@@ -1,4 +1,5 @@
-"""The zones of the volumes pending pods mount (DESIGN §22), read through the real kubernetes
+"""The zones of the volumes pending pods mount (design: Constraints), read through the real
+kubernetes
 client from the emulator: PersistentVolumeClaims (``spec.volumeName``) and PersistentVolumes.
 
 A PersistentVolume's zones are read as kube-scheduler reads them: the required node affinity

@@ -374,7 +374,7 @@ def test_retry_after_waits_are_never_shorter_and_differ_between_callers() -> Non
 
 def test_an_image_name_resolves_to_its_id_again_once_the_answer_is_old(
         emulator: NovaEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # DESIGN §17: a controller that lives for months must launch (and hash) the image uploaded
+    # design: Drift: a controller that lives for months must launch (and hash) the image uploaded
     # again under its name, not the id it resolved on its first day
     monkeypatch.setenv(
         "OS_CLIENT_CONFIG_FILE", str(write_clouds_yaml(tmp_path, "emu", emulator.url, "demo")))

@@ -1,4 +1,4 @@
-"""Server metadata after create, as a reclaimer sets ``sco:reclaim-at`` (DESIGN §14): the real
+"""Server metadata after create, as a reclaimer sets ``sco:reclaim-at`` (design: Notices): the real
 openstacksdk against BOTH backends (the emulator and the real Nova harness), the same code.
 """
 

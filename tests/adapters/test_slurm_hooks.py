@@ -1,5 +1,5 @@
 """scoctl's Slurm hooks (slurm/) called by a real slurmctld, running as an unprivileged user
-that cannot open the state (DESIGN §9): PrologSlurmctld / EpilogSlurmctld tokens and the
+that cannot open the state (design: State): PrologSlurmctld / EpilogSlurmctld tokens and the
 power-saving programs' requests (ResumeProgram / SuspendProgram / ResumeFailProgram) land in
 the spool, a failing hook never drains a node or costs a job, the submit wrapper gates and
 submits as the submitting user, and the next pass (`scoctl slurm apply`, `scoctl watch`, as the

@@ -1,4 +1,4 @@
-"""What the notice stage asks of real Slurm (DESIGN §14): DRAIN a node with the reclaim reason
+"""What the notice stage asks of real Slurm (design: Notices): DRAIN a node with the reclaim reason
 while its job runs on, requeue that job, and refuse to requeue what Slurm does not know."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""slurmrestd's data-parser versions (DESIGN §11): the adapter negotiates the newest one the
+"""slurmrestd's data-parser versions (design: Operating): the adapter negotiates the newest one the
 server offers (or the pinned one) and reads every supported shape into the same values.
 
 tests/fixtures/slurmrestd/v0.0.NN.json are responses written for these tests from SchedMD's

@@ -1,4 +1,4 @@
-"""The command-line contract of DESIGN §8: global options, exit codes, JSON, start-up."""
+"""The command-line contract of design: CLI: global options, exit codes, JSON, start-up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""configs/example.yaml documents every field the config accepts (DESIGN §12, issue 2 item 5).
+"""configs/example.yaml documents every field the config accepts (design: Schemas, issue 2 item 5).
 
 The parser's own table of fields (`scoctl.config.schema.FIELDS`) is walked: a field added
 to the parser without an example line fails here, and so does an example key the parser would
@@ -71,7 +71,7 @@ def test_every_example_key_is_a_field_the_parser_accepts():
     data = yaml.safe_load(EXAMPLE.read_text())
     free = {("flavors", "[]", "accelerators"), ("flavors", "[]", "allocatable"),
             ("node_reserve",), ("ranking", "scores"), ("slurm", "gres_map"),
-            # the user's own label keys and accelerator names (DESIGN §22)
+            # the user's own label keys and accelerator names (design: Constraints)
             ("pools", "[]", "labels"), ("workloads", "[]", "node_labels"),
             ("pools", "[]", "limits", "accelerators"),
             ("workloads", "[]", "limits", "accelerators"),

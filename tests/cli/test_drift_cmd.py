@@ -1,4 +1,4 @@
-"""`scoctl drift resume` and the rollouts `status --json` shows (DESIGN §17)."""
+"""`scoctl drift resume` and the rollouts `status --json` shows (design: Drift)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §8: bad usage or input exits 2 with one line naming the argument, for every command.
+"""design: CLI: bad usage or input exits 2 with one line naming the argument, for every command.
 
 (Exit 3 is covered by the gate tests, 4 by `plan --check`, 75 by the lock tests and 1 by the
 unreachable-API tests.)

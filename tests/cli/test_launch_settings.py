@@ -1,4 +1,5 @@
-"""Launch settings are needed only where instances are launched (DESIGN §6, §12): a what-if
+"""Launch settings are needed only where instances are launched (design: Acquirer, Schemas): a
+what-if
 config without `regions[].launch` runs gate, watch and plan; `acquire` and `config check` name
 the missing field (exit 2) before anything is called or written."""
 

@@ -1,5 +1,5 @@
-"""`plan --explain WORKLOAD` shows, per disruption reason, what waits on which budget (DESIGN
-§16): the block the last reconcile stored (the budget's index in the workload's budgets, the
+"""`plan --explain WORKLOAD` shows, per disruption reason, what waits on which budget (design:
+Disruption): the block the last reconcile stored (the budget's index in the workload's budgets, the
 budget itself, until when) and what the budgets allow now, with the next window."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`plan --explain WORKLOAD` says whether a rebalance is pending (DESIGN §18), in text and
+"""`plan --explain WORKLOAD` says whether a rebalance is pending (design: Rebalance), in text and
 under `rebalance` in `--json` (null when nothing triggers)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The commands on a PostgreSQL state: init, status leaders, a non-leader's exit 75, the gate
-and hooks through the spool, and the state URL's checks (DESIGN §8, §9, §15)."""
+and hooks through the spool, and the state URL's checks (design: CLI, State, Runners)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`scoctl status --json` and `scoctl events` against DESIGN §12: fields, numbers, --since,
+"""`scoctl status --json` and `scoctl events` against design: Schemas: fields, numbers, --since,
 --follow."""
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ def test_status_json_matches_the_design_schema_with_quantities_as_numbers(cli, t
     assert isinstance(body, dict)
     assert list(body) == ["workloads", "claims", "plan", "instances", "leaders", "latency",
                           "disruption", "drift", "rebalance", "buffers", "paused"]
-    assert body["buffers"] == []  # DESIGN §20: none configured
-    assert body["drift"] == []  # DESIGN §17: every unit on its pool's current spec
-    assert body["rebalance"] == []  # DESIGN §18: nothing waits or moves
-    # DESIGN §16: per workload and reason, what the budgets allow (the default 10 % of its
+    assert body["buffers"] == []  # design: Buffers: none configured
+    assert body["drift"] == []  # design: Drift: every unit on its pool's current spec
+    assert body["rebalance"] == []  # design: Rebalance: nothing waits or moves
+    # design: Disruption: per workload and reason, what the budgets allow (the default 10 % of its
     # registered units, rounded up), nothing in flight, no scheduled budget
     for entry in body["disruption"]:
         assert set(entry) == {"workload", "reason", "allowed", "in_flight", "next_window",

@@ -1,4 +1,5 @@
-"""`scoctl top` (DESIGN §21): one frame with --once (plain when piped), and the live view in a
+"""`scoctl top` (design: Visibility): one frame with --once (plain when piped), and the live view
+in a
 real terminal (tmux) as a person sees it."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`buffers:` in the config (DESIGN §20): read into frozen values; bad input exits 2 naming it."""
+"""`buffers:` in the config (design: Buffers): read into frozen values; bad input exits 2 naming
+it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 23 item 2: the `disruption` block (DESIGN §16), top level and per workload, parsed into
+"""Issue 23 item 2: the `disruption` block (design: Disruption), top level and per workload, parsed
+into
 `scoctl.core.model.disruption`; a bad cron, zone, duration, percentage, reason or key is exit 2
 naming the field; legacy `disruption_budget` is one budget."""
 

@@ -1,4 +1,4 @@
-"""DESIGN §19 in the config: the `gang` section and its defaults; a bad value is exit 2 naming
+"""design: Gangs in the config: the `gang` section and its defaults; a bad value is exit 2 naming
 the field."""
 
 from __future__ import annotations

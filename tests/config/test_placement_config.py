@@ -1,4 +1,4 @@
-"""DESIGN §22 in the config: `pools[].labels`, `workloads[].node_labels` and
+"""design: Constraints in the config: `pools[].labels`, `workloads[].node_labels` and
 `workloads[].limits` parsed into the core values; a bad limit is exit 2 naming the field."""
 
 from __future__ import annotations

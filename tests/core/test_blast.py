@@ -1,4 +1,4 @@
-"""Blast radius (DESIGN §14): what one pool or one correlation group reclaimed at once costs a
+"""Blast radius (design: Notices): what one pool or one correlation group reclaimed at once costs a
 workload's plan, and whether its floor and coverage hold."""
 
 from __future__ import annotations

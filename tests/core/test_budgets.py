@@ -1,4 +1,5 @@
-"""Disruption budgets (DESIGN §16, scoctl.core.budgets): windows exact to the second in their
+"""Disruption budgets (design: Disruption, scoctl.core.budgets): windows exact to the second in
+their
 zone across DST changes, the one `allowed` rule, and `select` never exceeding a budget."""
 
 from __future__ import annotations

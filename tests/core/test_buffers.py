@@ -1,4 +1,4 @@
-"""Capacity buffers (DESIGN §20): desired chunks, windows, the claim that holds them, held."""
+"""Capacity buffers (design: Buffers): desired chunks, windows, the claim that holds them, held."""
 
 from __future__ import annotations
 
@@ -164,7 +164,8 @@ def test_a_claim_without_pods_keeps_the_largest_pod_outside_the_window() -> None
     assert back.requests == {"cpu": 12000, "memory": 48 * GIB}
 
 
-# --- the buffer's part of the claim and its tier (DESIGN §20; parts as in §22) ----------------
+# --- the buffer's part of the claim and its tier (design: Buffers; parts as in Constraints)
+# ----------------
 
 FLAVORS = {"c16": Flavor("c16", 16, 64 * GIB)}  # holds four 4-vCPU / 16 GiB pods
 POOLS = tuple(Pool(f"{tier[:4]}-{i}", "region-a", f"az{i}", "c16", f"row-{i}", tier, 10)

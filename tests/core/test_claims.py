@@ -62,7 +62,7 @@ def test_a_new_version_comes_exactly_when_the_demand_changes(
 
 
 def test_a_parts_source_is_stored_read_back_and_a_change_of_it_is_a_new_version() -> None:
-    # DESIGN §20: the buffer is a part of the claim with source `buffer`
+    # design: Buffers: the buffer is a part of the claim with source `buffer`
     buffer = ClaimPart({"cpu": 3000}, {"cpu": 1000}, 3, {"p1": "tier committed"},
                        source=PartSource.BUFFER)
     assert part_json(buffer)["source"] == "buffer" and part_of(part_json(buffer)) == buffer

@@ -1,4 +1,5 @@
-"""Where pods may run (DESIGN §22): placement matching, pool eligibility through intake and the
+"""Where pods may run (design: Constraints): placement matching, pool eligibility through intake
+and the
 planner, never-satisfiable pods, opt-outs from voluntary disruption, workload limits.
 
 The matching rules are kube-scheduler's: `k8s.io/component-helpers/scheduling/corev1/
@@ -603,7 +604,7 @@ def test_parts_share_the_workloads_limits_and_a_pools_depth() -> None:
 
 
 def test_preferred_terms_only_order_pools_the_heaviest_match_first() -> None:
-    # DESIGN §22: a soft term rules nothing out, it puts the pools it matches first
+    # design: Constraints: a soft term rules nothing out, it puts the pools it matches first
     soft = Placement(preferred=((10, (Requirement(ZONE, "In", ("az3",)),)),
                                 (5, (Requirement(ITYPE, "In", ("m5.2xlarge",)),))))
     pods = tuple(placed(make_pod(f"p{i}", cpu="2", memory="4Gi"), soft) for i in range(3))

@@ -244,7 +244,7 @@ def test_a_plan_generation_newer_than_the_last_acquire_is_owed_an_acquire() -> N
 
 
 def test_a_lapsed_exclusion_or_a_rebalance_out_of_its_window_runs_the_plan_step() -> None:
-    # DESIGN §18: nothing else changes when an exclusion lapses or a trigger has held long
+    # design: Rebalance: nothing else changes when an exclusion lapses or a trigger has held long
     assert c.plans_stale({"p0", "p1"}, {"p1"}, [], now=100.0)  # p0 lapsed since the plan
     assert not c.plans_stale({"p1"}, {"p1", "p2"}, [], now=100.0)  # only a new exclusion
     assert not c.plans_stale(None, set(), [], now=100.0)  # no plan step yet: nothing to redo

@@ -41,7 +41,7 @@ def test_a_slurm_claim_whose_nodes_are_all_held_launches_nothing():
 
 
 def test_a_slurm_claim_with_no_node_named_yet_launches_nothing():
-    """DESIGN §11/§19: a pending job's claim is planned, but its servers wait for the names
+    """design: Operating/Gangs: a pending job's claim is planned, but its servers wait for the names
     Slurm resumes (an unnamed server's slurmd could register under no node)."""
     plans = {"hpc": PlanWorkloadRecord("hpc", 1, 1, "T2", None, True, False, (),
                                        (PlanUnitRecord("a", "reclaimable", "g1", 4, 1.0, 0.9),))}

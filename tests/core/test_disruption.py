@@ -1,4 +1,5 @@
-"""The disruption seam (DESIGN §16), pure: candidates per reason, one budget, replace first."""
+"""The disruption seam (design: Disruption), pure: candidates per reason, one budget, replace
+first."""
 
 from __future__ import annotations
 

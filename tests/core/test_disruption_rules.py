@@ -1,4 +1,4 @@
-"""The day-2 disruption rules (DESIGN §16), pure: consolidation, expiry, repair, in-flight
+"""The day-2 disruption rules (design: Disruption), pure: consolidation, expiry, repair, in-flight
 counting across passes, rates over recorded starts, replace-before-remove and the events."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Drift (DESIGN §17), pure: detection once per unit, the `drifted` candidates in order under
+"""Drift (design: Drift), pure: detection once per unit, the `drifted` candidates in order under
 the budgets, canary, halt, revert, and Node labels patched in place."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fault → exclusion or quota (DESIGN §6, §7): one rule, one event detail shape."""
+"""Fault → exclusion or quota (design: Acquirer, Reconciler): one rule, one event detail shape."""
 
 from __future__ import annotations
 

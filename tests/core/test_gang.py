@@ -1,4 +1,4 @@
-"""Gangs (DESIGN §19): sources, planning in one group, all-or-nothing launch and failure."""
+"""Gangs (design: Gangs): sources, planning in one group, all-or-nothing launch and failure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gang intake (DESIGN §19): Slurm jobs needing more than one node and Kubernetes pod groups
+"""Gang intake (design: Gangs): Slurm jobs needing more than one node and Kubernetes pod groups
 become gang claims, the gang size carried with the claim; a changed size is a claim delta."""
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def test_a_changed_gang_size_is_a_new_claim_version() -> None:
     assert write is not None and (write.version, write.delta) == (3, True)
 
 
-# --- a gang of pods packs (DESIGN §19, §23) -----------------------------------------------------
+# --- a gang of pods packs (design: Gangs, Truth)
+# -----------------------------------------------------
 
 
 def _eight_vcpu(name: str, **spread: object) -> PodInfo:

@@ -1,4 +1,4 @@
-"""Gangs in the pure reconcile decision and the loop's gang rules (DESIGN §19): all Ready is
+"""Gangs in the pure reconcile decision and the loop's gang rules (design: Gangs): all Ready is
 provisioned once, a failed member or a late gang deletes every member, a provisioned gang is
 left alone while it drains, a booked gang is not idle-scaled down, and a gang launches whole."""
 
@@ -165,7 +165,7 @@ def test_a_retry_is_due_once_the_backoff_ended_and_not_after_giving_up() -> None
 
 
 def test_a_slurm_gangs_nodes_are_reported_up_only_once_every_member_has_booted() -> None:
-    """DESIGN §19: slurmctld is given no member's address (NodeAddr) while another member is
+    """design: Gangs: slurmctld is given no member's address (NodeAddr) while another member is
     still building; once all have booted, every member's address goes out in one pass."""
     names = [f"hpc-{i}" for i in range(3)]
     servers = tuple(replace(make_server(f"s{i}", workload="hpc", name=f"sco-hpc-s{i}"),

@@ -1,4 +1,4 @@
-"""How the row of a Slurm job that left squeue ends (DESIGN §3, `core.jobend`): accounting,
+"""How the row of a Slurm job that left squeue ends (design: Statuses, `core.jobend`): accounting,
 else the EpilogSlurmctld's record, else "ended, final state unknown" — never still active."""
 
 from __future__ import annotations

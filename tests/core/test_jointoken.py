@@ -1,4 +1,5 @@
-"""The join-token decisions (DESIGN §11, `core.jointoken`): the token, its Secret, its expiry,
+"""The join-token decisions (design: Operating, `core.jointoken`): the token, its Secret, its
+expiry,
 and which Secrets no launch needs any more."""
 
 from __future__ import annotations

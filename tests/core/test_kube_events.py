@@ -1,4 +1,5 @@
-"""`core.kube_events`: which Kubernetes Events stand, and their series writes (DESIGN §21)."""
+"""`core.kube_events`: which Kubernetes Events stand, and their series writes (design:
+Visibility)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reclaim-notice decision (DESIGN §14), pure: each rule as a sentence, plus properties."""
+"""The reclaim-notice decision (design: Notices), pure: each rule as a sentence, plus properties."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Examples of the planner's rules (DESIGN §5), including the seed's Placement Decision."""
+"""Examples of the planner's rules (design: Planner), including the seed's Placement Decision."""
 
 from __future__ import annotations
 
@@ -312,7 +312,7 @@ def test_a_tightened_pool_cap_trims_units_and_places_them_elsewhere():
 
 
 def test_an_excluded_pool_keeps_its_current_units_and_takes_no_new_ones():
-    # issue 28 item 9: a notice on 1 of 4 units of a pool dropped the 3 others; DESIGN §14
+    # issue 28 item 9: a notice on 1 of 4 units of a pool dropped the 3 others; design: Notices
     # excludes the pool for new units only (the noticed unit is not current: not live)
     pools = [make_pool("spot0", group="g0"), make_pool("spot1", group="g1")]
     scores = {"spot0": 0.9, "spot1": 0.5}

@@ -1,4 +1,4 @@
-"""A shrunk claim gives back its idle units first, then worst key first (DESIGN §16: "the
+"""A shrunk claim gives back its idle units first, then worst key first (design: Disruption: "the
 planner removes empty units first, then worst key, so fewer pods move")."""
 
 from __future__ import annotations

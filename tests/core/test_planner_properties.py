@@ -1,4 +1,4 @@
-"""Hypothesis properties of the planner: DESIGN §5 invariants 1–6 over random inputs."""
+"""Hypothesis properties of the planner: design: Planner invariants 1–6 over random inputs."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 
 def _eligible(s: Scenario, pool: Pool, *, keeping: bool = False) -> bool:
     """The pool may take new units of the claim (with `keeping`: may keep current ones, which
-    an excluded pool does, DESIGN §14)."""
+    an excluded pool does, design: Notices)."""
     flavor = FLAVORS[pool.flavor]
     return (
         (keeping or pool.name not in s.excluded)
@@ -125,7 +125,7 @@ def _room(s: Scenario, pool: Pool, units: int) -> int:
 
 
 def check_invariants(s: Scenario, plan: WorkloadPlan) -> None:
-    """Every invariant of DESIGN §5 holds, or the plan says why it cannot."""
+    """Every invariant of design: Planner holds, or the plan says why it cannot."""
     c = s.contract
     by_name = {p.name: p for p in s.pools}
     units = plan.units()
@@ -231,7 +231,8 @@ def test_same_inputs_give_the_same_plan_whatever_their_order(s: Scenario, rnd) -
 @given(scenarios(), st.data())
 def test_pools_the_pods_rule_out_plan_as_if_they_were_not_configured(s: Scenario,
                                                                     data: st.DataObject) -> None:
-    # DESIGN §22: a pool the pods rule out is not eligible, and §5: the key scales depth by
+    # design: Constraints: a pool the pods rule out is not eligible, and Planner: the key scales
+    # depth by
     # the deepest pool the claim may use; a soft term orders the pools left the same way
     names = [p.name for p in s.pools]
     ruled = data.draw(st.sets(st.sampled_from(names)), label="ruled out")
@@ -251,7 +252,7 @@ def test_pools_the_pods_rule_out_plan_as_if_they_were_not_configured(s: Scenario
 @given(scenarios(), st.data())
 def test_a_plan_lists_its_pools_in_the_order_soft_terms_give(s: Scenario,
                                                              data: st.DataObject) -> None:
-    # DESIGN §22: preferred terms put the pools they match first, the heaviest first, the
+    # design: Constraints: preferred terms put the pools they match first, the heaviest first, the
     # key ordering pools of equal weight (names, equal keys); a plan lists its pools
     # committed first, each tier in that order
     names = [p.name for p in s.pools]

@@ -1,4 +1,4 @@
-"""Rebalance (DESIGN §18): triggers, moves and the stabilize window, by example and by
+"""Rebalance (design: Rebalance): triggers, moves and the stabilize window, by example and by
 Hypothesis properties over the planner's generated scenarios."""
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_a_rebalance_never_breaks_an_invariant_the_current_plan_keeps(
     found = rebalance.triggers(current, fresh, s.contract, min_gain)
     if not found:
         return
-    # the plan moved into is a plan of §5 over the same inputs, as if holding no unit ...
+    # the plan moved into is a plan of Planner over the same inputs, as if holding no unit ...
     pools = [replace(p, depth=s.depth_left.get(p.name, p.depth) + current.units().get(p.name, 0))
              for p in s.pools]
     check_invariants(replace(s, pools=pools, current={}, depth_left={}), fresh)

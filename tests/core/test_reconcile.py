@@ -1,4 +1,5 @@
-"""The reconciler's pure decision: each rule of DESIGN §7 as a sentence, plus properties."""
+"""The reconciler's pure decision: each rule of design: Reconciler as a sentence, plus
+properties."""
 
 from __future__ import annotations
 
@@ -469,7 +470,7 @@ def test_surplus_idle_units_are_scaled_down_under_the_disruption_budget() -> Non
     assert len(d.scale_downs) == 2  # 10% of 20
     assert all(fields(d, s.instance)["status"] == "draining" for s in d.scale_downs)
     assert all(fields(d, s.instance)["disruption"] == "empty" for s in d.scale_downs)
-    # each start is announced, and the budget's block once (DESIGN §16)
+    # each start is announced, and the budget's block once (design: Disruption)
     assert tokens(d) == ["DISRUPTION_STARTED", "INSTANCE_SCALE_DOWN"] * 2 + ["DISRUPTION_BLOCKED"]
     assert [(b.workload, b.reason, b.budget) for b in d.blocks] == [("web", "empty", 0)]
 

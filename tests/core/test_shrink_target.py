@@ -1,4 +1,4 @@
-"""One target after a shrink (DESIGN §18, §23): the seed's 42 → 10 pods on the bundled demo
+"""One target after a shrink (design: Rebalance, Truth): the seed's 42 → 10 pods on the bundled demo
 config. The stable planner used to shrink 22 units in 11 pools to 4 committed units in 2 pools
 (committed units alone covered the claim, so every reclaimable one went), a plan the fresh plan
 (1 committed unit and 8 reclaimable pools: `min_pools`) disagreed with — so rebalance launched

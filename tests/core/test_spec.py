@@ -1,4 +1,4 @@
-"""The launch spec hash (DESIGN §17), pure: canonical (key order, set-like lists), secrets
+"""The launch spec hash (design: Drift), pure: canonical (key order, set-like lists), secrets
 never in it, versioned so a new canonical form does not roll the fleet."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The token vocabulary and status model of DESIGN §3 / DD-0018."""
+"""The token vocabulary and status model of design: Statuses / DD-0018."""
 
 from __future__ import annotations
 

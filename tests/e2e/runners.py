@@ -1,4 +1,4 @@
-"""Several scoctl runners on one PostgreSQL state, against the Nova emulator (DESIGN §15).
+"""Several scoctl runners on one PostgreSQL state, against the Nova emulator (design: Runners).
 
 Shared by the failover tests and bench/failover_bench.py. Each runner is a real
 ``python -m scoctl run --interval`` loop or ``run --follow`` controller (`Fleet.mode`) of its
@@ -206,7 +206,7 @@ class Fleet:
     def in_flight(self) -> int:
         """Units of launch intents still in flight: a leader killed between an intent and its
         call leaves one, which counts as units (never launched again) until reconcile fails it
-        after the launch timeout (DESIGN §6)."""
+        after the launch timeout (design: Acquirer)."""
         return sum(launch.count for launch in self.store.launches(status=IN_FLIGHT_LAUNCHES))
 
     def planned(self) -> int:

@@ -1,4 +1,4 @@
-"""Several runners on one PostgreSQL state (DESIGN §15): failover after kill -9, a frozen
+"""Several runners on one PostgreSQL state (design: Runners): failover after kill -9, a frozen
 leader deposed and fenced, a standby controller that plans but makes no Nova call, and the
 token budget shared across processes.
 

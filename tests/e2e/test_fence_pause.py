@@ -1,4 +1,4 @@
-"""A leader paused at its launch call is deposed and never launches (issue 28 item 1, §15).
+"""A leader paused at its launch call is deposed and never launches (issue 28 item 1, Runners).
 
 Two `scoctl run --follow` controllers on one PostgreSQL state and one Nova emulator, as two
 hosts (their own holder names, directories and budget dirs). The leader commits a launch

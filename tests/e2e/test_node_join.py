@@ -1,4 +1,5 @@
-"""The image side of the node bootstrap (DESIGN §11): the bundled user-data, rendered as acquire
+"""The image side of the node bootstrap (design: Operating): the bundled user-data, rendered as
+acquire
 renders it, is unpacked into a throw-away root the way cloud-init would (write_files, then
 runcmd), and configs/node/scoctl-node-join runs there with recording `kubeadm` / `slurmd` on
 PATH. The exact command lines and the kubelet flags they leave behind are checked."""

@@ -1,5 +1,5 @@
 """The whole loop against Nova's own harness on a PostgreSQL state, with no SQLite file anywhere
-(DESIGN §15).
+(design: Runners).
 
 Real processes only: ``python -m scoctl`` (init, then ``run --once`` passes) with ``state:`` a
 database of the session's private PostgreSQL cluster, the real openstacksdk against the real Nova

@@ -1,4 +1,4 @@
-"""A PostgreSQL restart under two runners (issue 28 item 2, DESIGN §15).
+"""A PostgreSQL restart under two runners (issue 28 item 2, design: Runners).
 
 Two `scoctl run --follow` controllers, or two `run --interval` loops (two "hosts": their own
 directories, holder names and budget dirs), lead and follow one region of a PostgreSQL state

@@ -1,4 +1,4 @@
-"""Secrets are never printed or stored (issue 2 item 7, DESIGN §6, §11).
+"""Secrets are never printed or stored (issue 2 item 7, design: Acquirer, Operating).
 
 Four secrets, each proven to have been used (a positive control, so the test cannot pass by
 never touching it) and then looked for in stdout, stderr, the state file (with its WAL), the

@@ -1,4 +1,4 @@
-"""A capacity buffer on the simulated region under the controller (DESIGN §20), end to end.
+"""A capacity buffer on the simulated region under the controller (design: Buffers), end to end.
 
 Real processes, as in ``test_sim_disruption``: ``scoctl sim up`` and the controller ``scoctl
 run --follow``, stopped by PID. orders-daily keeps a buffer of 3 chunks (its largest pod): with

@@ -1,4 +1,4 @@
-"""Day 2 on the simulated region under the controller (DESIGN §16), end to end.
+"""Day 2 on the simulated region under the controller (design: Disruption), end to end.
 
 Real processes: ``scoctl sim up`` (the Kubernetes and Nova emulators, the node agent, the
 scenario's 42 pending pods of orders-daily) and the controller ``scoctl run --follow --json``,

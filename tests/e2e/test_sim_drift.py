@@ -1,4 +1,4 @@
-"""Drift on the simulated region under the controller (DESIGN §17), end to end.
+"""Drift on the simulated region under the controller (design: Drift), end to end.
 
 Real processes started by the real CLI: the Kubernetes and Nova emulators and the node agent,
 with a scenario whose Nova offers two more images (`nova.images`) — ``ubuntu-26.04`` and

@@ -1,4 +1,4 @@
-"""Kubernetes Events on the simulated region under the controller (DESIGN §21), end to end.
+"""Kubernetes Events on the simulated region under the controller (design: Visibility), end to end.
 
 Real processes: ``scoctl sim up`` (the Kubernetes and Nova emulators, the node agent, the
 scenario's 42 pending pods of orders-daily) and the controller ``scoctl run --follow --json``.
@@ -36,7 +36,7 @@ REPLICAS = 42
 
 SCENARIO = REPO / "scoctl" / "data" / "scenario.yaml"
 # Nodes turn Ready this long after they register: 42 Nominated Events take 3.2 s at the
-# 10-a-second limit (DESIGN §21) after the first pass, and a pod that runs before its turn
+# 10-a-second limit (design: Visibility) after the first pass, and a pod that runs before its turn
 # is no longer pending, so needs none (the bundled 2 s made the test a race on the machine)
 READY_AFTER = "10s"
 

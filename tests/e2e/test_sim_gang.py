@@ -1,4 +1,4 @@
-"""A gang on the simulated region under the controller (DESIGN §19), end to end.
+"""A gang on the simulated region under the controller (design: Gangs), end to end.
 
 Real processes started by the real CLI: the Kubernetes and Nova emulators and the node agent.
 Six pods of one pod group (``scheduling.x-k8s.io/pod-group``, ``sco/gang-size: 6``), one per

@@ -1,4 +1,4 @@
-"""A 60 s reclaim notice on the simulated region (DESIGN §14), end to end.
+"""A 60 s reclaim notice on the simulated region (design: Notices), end to end.
 
 Real processes started by the real CLI: the Kubernetes emulator (with the bundled scenario's
 PodDisruptionBudget, maxUnavailable 1, over the 42 pods of orders-daily), the Nova emulator and

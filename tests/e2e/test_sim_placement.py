@@ -1,4 +1,5 @@
-"""Where pods may run (DESIGN §22) on the simulated region under the controller, end to end.
+"""Where pods may run (design: Constraints) on the simulated region under the controller, end to
+end.
 
 Real processes: ``scoctl sim up`` with a scenario of four Deployments in front of the demo
 config's 71 pools (three zones, eight flavors), and the controller ``scoctl run --follow``.

@@ -1,4 +1,4 @@
-"""Rebalance on the simulated region under the controller (DESIGN §18), end to end.
+"""Rebalance on the simulated region under the controller (design: Rebalance), end to end.
 
 Real processes started by the real CLI: the Kubernetes and Nova emulators and the node agent,
 on a config of five reclaimable pools of one flavor, one per correlation group, best score
@@ -7,7 +7,7 @@ first (p0 … p4), and contract T1 {pool_cap 0.3, group_cap 0.3, min_pools 4}: 1
 running alone, two units get a 20 s reclaim notice (`scoctl sim reclaim`): their pools are
 excluded until 10 s after the deadline, the plan is degraded (three pools left for four
 units) and the noticed units are replaced in what is left. Once the exclusions lapse the
-stable planner keeps the worse pool's unit (DESIGN §5 invariant 5); the fresh plan's mean key
+stable planner keeps the worse pool's unit (design: Planner invariant 5); the fresh plan's mean key
 is better by more than `min_gain`, the trigger holds for `stabilize` (10 s),
 `REBALANCE_PLANNED` names the move, and the unit is replaced before it is removed, within the
 `rebalanced` budget (1 in flight), Ready units never below the plan, until the fleet sits in

@@ -6,7 +6,7 @@ until the 42 pods run on Ready instance nodes, `scoctl sim scale shop/orders-dai
 reconcile has deleted every scoctl-managed server. The config is the bundled demo config with
 `timeouts.idle: 1s` and `disruption.budgets: [{units: "100%"}]`; the scenario is the bundled one
 with Nodes named `<server>.novalocal`, as a real cloud names them, so readiness, idle detection,
-cordon, drain and Node deletion all have to match Nodes to servers by identity (DESIGN §7).
+cordon, drain and Node deletion all have to match Nodes to servers by identity (design: Reconciler).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A stalled region stops only itself (issue 28 item 6, DESIGN §13).
+"""A stalled region stops only itself (issue 28 item 6, design: Controller).
 
 One `scoctl run --follow` controller serves two regions: region-a's Nova is a real emulator
 process that the test pauses (SIGSTOP: it accepts connections and never answers, as a frozen

@@ -175,7 +175,7 @@ def test_servers_carry_the_tags_metadata_and_user_data_of_their_contract(
     result = acquire(config, store, clock, fake)
 
     launch_id = result.launches[0].launch_id
-    [spec] = {i.spec_hash for i in store.instances()}  # DESIGN §17: recorded at launch
+    [spec] = {i.spec_hash for i in store.instances()}  # design: Drift: recorded at launch
     assert spec is not None and len(spec) == 12 and int(spec, 16) >= 0
     expected_tags = {"sco:managed", "sco:workload=web", "sco:pool=small.a",
                      f"sco:gen={generation}", f"sco:launch={launch_id}", f"sco:spec={spec}"}

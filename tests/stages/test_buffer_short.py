@@ -1,4 +1,4 @@
-"""`BUFFER_SHORT` (DESIGN §20): a buffer still unmet a launch timeout after its claim was
+"""`BUFFER_SHORT` (design: Buffers): a buffer still unmet a launch timeout after its claim was
 written is reported once per claim write; a held one is not. Real temporary SQLite."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_an_unmet_buffer_is_reported_once_after_the_launch_timeout(config: Confi
 @pytest.mark.parametrize(("tier", "held"), [("any", 3), ("committed", 3), ("reclaimable", 0)])
 def test_a_tiered_buffer_is_held_only_by_units_of_its_tier(store: Store, tier: str,
                                                            held: int) -> None:
-    # DESIGN §20: p1 is committed, so its Ready units hold a committed (or any) buffer alone
+    # design: Buffers: p1 is committed, so its Ready units hold a committed (or any) buffer alone
     config = parse_config(load_located(CONFIG.replace(
         "replicas: 3}", f"replicas: 3, tier: {tier}}}") + BOOTSTRAP, "c.yaml"), path=None)
     record_claim(store, "web", contract="T1", requests={"cpu": 16000, "memory": 64 * GI},

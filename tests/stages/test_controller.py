@@ -233,7 +233,8 @@ def test_sighup_reloads_and_an_invalid_config_is_refused_naming_file_line_and_fi
 
 
 def test_sighup_applies_a_new_buffer_at_once(region: Region) -> None:
-    # DESIGN §16/§20: a reload applies `buffers` without a restart and without a pod event
+    # design: Disruption/Buffers: a reload applies `buffers` without a restart and without a pod
+    # event
     controller = region.follow()
     web_pods(region.k8s, 2)
     controller.read_until(planned("web"), timeout=30)

@@ -1,4 +1,4 @@
-"""The controller's leadership on a PostgreSQL state (DESIGN §15), in process and exact: a
+"""The controller's leadership on a PostgreSQL state (design: Runners), in process and exact: a
 controller deposed behind its back (another runner took the region while its lease keeper had
 not yet looked) has its launch refused by the fence, makes no call and stops acting; one that
 comes to lead a region plans and acquires at once, without waiting for demand to change.
@@ -133,7 +133,7 @@ def test_a_controller_that_comes_to_lead_acquires_at_once(lead: Lead) -> None:
 
 
 def test_a_plan_another_runner_committed_is_acquired_by_the_leader(lead: Lead) -> None:
-    """A standby (or a leader deposed since) plans too (DESIGN §15: any host may plan), so the
+    """A standby (or a leader deposed since) plans too (design: Runners: any host may plan), so the
     plan of new demand may be committed by another runner: no claim then looks behind to the
     leader, and its next intake must still acquire what that plan adds."""
     from dataclasses import replace

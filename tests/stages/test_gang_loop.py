@@ -1,4 +1,4 @@
-"""Gangs through acquire and reconcile (DESIGN §19), on both state backends, with the
+"""Gangs through acquire and reconcile (design: Gangs), on both state backends, with the
 in-package `FakeCloud`: a gang is launched whole in one pass or not at all, a failed member or
 a late gang deletes every member (`GANG_FAILED`, the pool excluded) and the retry waits the
 back-off, the last retry is `GANG_UNSATISFIABLE` and fails the workload, and all Ready is

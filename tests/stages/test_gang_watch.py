@@ -1,4 +1,4 @@
-"""Gang intake through the stages (DESIGN §19), on both state backends: pods of a pod group
+"""Gang intake through the stages (design: Gangs), on both state backends: pods of a pod group
 in the Kubernetes emulator, read by the real client, become a claim that carries the gang
 size (the pods' annotation, else their PodGroup's minMember where that API is served, else the
 pods seen), and `plan` plans it whole in one correlation group."""

@@ -1,4 +1,5 @@
-"""Intake cost follows demand, not the fleet (DESIGN §13), counted at the Kubernetes emulator:
+"""Intake cost follows demand, not the fleet (design: Controller), counted at the Kubernetes
+emulator:
 one watch pass over 2,000 scoctl nodes makes one pod list (not one per node), and a controller
 whose watches have synced lists no pods and no nodes at all in its passes."""
 

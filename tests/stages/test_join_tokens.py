@@ -1,4 +1,4 @@
-"""Short-lived join credentials end to end through acquire and reconcile (DESIGN §11): one
+"""Short-lived join credentials end to end through acquire and reconcile (design: Operating): one
 bootstrap token Secret per Kubernetes launch (the real client against the Kubernetes emulator,
 Nova as the in-package fake), only that token in the user-data, deleted when the launch fails
 or its nodes registered, expired leftovers removed by reconcile — and the token never in the

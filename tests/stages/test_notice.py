@@ -1,4 +1,4 @@
-"""The notice stage inside `scoctl run` (DESIGN §14): the real openstacksdk against the Nova
+"""The notice stage inside `scoctl run` (design: Notices): the real openstacksdk against the Nova
 emulator, the official Kubernetes client against the Kubernetes emulator, a real state file
 and an injected clock, so that deadlines pass without sleeping.
 """
@@ -360,7 +360,7 @@ def test_a_notice_on_a_server_without_scoctls_tags_touches_nothing(world: World)
 
 def test_a_runner_that_does_not_lead_the_region_leaves_the_notice_to_its_leader(
         world: World) -> None:
-    """DESIGN §15: only the leader of a region cordons, drains and deletes for it; a standby's
+    """design: Runners: only the leader of a region cordons, drains and deletes for it; a standby's
     notice stage still records what the spool brought but touches neither Nova nor the node."""
     inst = serving(world)
     world.notice(inst.id, 0)  # due now: a leader would delete at once

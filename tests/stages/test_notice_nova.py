@@ -1,4 +1,4 @@
-"""A reclaim notice against Nova itself (DESIGN §14): the real openstacksdk on the real Nova
+"""A reclaim notice against Nova itself (design: Notices): the real openstacksdk on the real Nova
 harness (and on the emulator, the same code). The reclaimer sets ``sco:reclaim-at`` through
 Nova's metadata API; `scoctl run` replaces the server in another pool in the same pass and
 deletes it at the deadline (no Kubernetes here: nothing says the node is empty earlier). A
@@ -133,7 +133,7 @@ def test_a_timer_running_the_stages_one_by_one_handles_a_notice_end_to_end(
     """`scoctl plan`, `acquire` and `reconcile` as separate commands (a systemd timer's
     ExecStart lines), never `run`: `reconcile` itself records the notice, marks the unit
     noticed and excludes its pool; the next `plan` and `acquire` replace it in another pool;
-    the `reconcile` after the deadline deletes it (DESIGN §7, §14)."""
+    the `reconcile` after the deadline deletes it (design: Reconciler, Notices)."""
     (tmp_path / "config.yaml").write_text(
         config_text(tmp_path, nova_cloud).replace("drain_margin: 15s", "drain_margin: 2s"),
         encoding="utf-8")

@@ -1,9 +1,9 @@
-"""The notice stage with a Slurm CLOUD node (DESIGN §14): DRAIN with the reclaim reason, the
+"""The notice stage with a Slurm CLOUD node (design: Notices): DRAIN with the reclaim reason, the
 node dropped from its claim (no second server under its name), its jobs requeued at
 ``deadline − drain_margin``, then the empty node's server deleted and the node powered down.
 
 Nova is the in-package `FakeCloud`, Slurm a recording fake of scoctl's own `BatchScheduler`
-(STYLE §4); `tests/adapters/test_slurm_requeue.py` runs the same Slurm calls on real daemons.
+(design: Testing); `tests/adapters/test_slurm_requeue.py` runs the same Slurm calls on real daemons.
 """
 
 from __future__ import annotations

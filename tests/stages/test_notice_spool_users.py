@@ -1,5 +1,6 @@
 """`scoctl notice` as an operator and the notice stage as the runner's own user, neither root
-(DESIGN §9, §14): the spool is root-owned, setgid and writable by a group both users share, as
+(design: State, Notices): the spool is root-owned, setgid and writable by a group both users share,
+as
 `scoctl init` and an operator make it. Whoever spools the first notice creates the spool's
 `notices/` folder; the runner must still be able to take the notice in and remove its file.
 

@@ -1,4 +1,4 @@
-"""The plan stage gives a shrunk claim's idle units back first (DESIGN §16): it reads which
+"""The plan stage gives a shrunk claim's idle units back first (design: Disruption): it reads which
 of a workload's ready units run no work (`idle_since`, set by reconcile) from the state and
 hands them to the planner, so the pools holding idle units lose units before the worst-keyed
 busy ones."""

@@ -1,4 +1,4 @@
-"""`plan --explain` shows a pending rebalance (DESIGN §18): the stored plan against its fresh
+"""`plan --explain` shows a pending rebalance (design: Rebalance): the stored plan against its fresh
 plan, with the workload's ready units, over a real temporary state."""
 
 from __future__ import annotations

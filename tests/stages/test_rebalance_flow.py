@@ -1,8 +1,8 @@
-"""Rebalance through the plan and reconcile stages (DESIGN §18), on both state backends.
+"""Rebalance through the plan and reconcile stages (design: Rebalance), on both state backends.
 
 Six reclaimable pools of one flavor, best score first. While four are excluded the plan holds
-the two worst; once the exclusions lapse the stable re-plan keeps some of those units (DESIGN
-§5 invariant 5), and the fresh plan's mean key is better by more than `min_gain`: the trigger
+the two worst; once the exclusions lapse the stable re-plan keeps some of those units (design:
+Planner invariant 5), and the fresh plan's mean key is better by more than `min_gain`: the trigger
 is recorded with its since (`REBALANCE_PENDING`), carried between runs, planned once it held
 for `stabilize` (`REBALANCE_PLANNED {trigger, moves, into}`, the oldest units of the worst
 pools), and reconcile starts those moves as `rebalanced` disruptions (replaced first) within

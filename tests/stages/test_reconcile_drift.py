@@ -1,4 +1,4 @@
-"""Reconcile with drift (DESIGN §17) through the stage: the current spec comes from the config
+"""Reconcile with drift (design: Drift) through the stage: the current spec comes from the config
 (`services.drift.view`, the rule acquire records with), a drifted Slurm CLOUD node is drained
 with reason ``sco: drifted`` while it runs jobs and powered down once idle, a second pass
 changes nothing more; a unit on the current spec is left alone.
@@ -146,7 +146,7 @@ def test_acquire_records_the_hash_reconcile_compares_against(
 
 def test_an_image_uploaded_again_under_its_name_drifts_the_units_named_by_field(
         config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
-    # DESIGN §17: the image is hashed by the id its name resolved to at launch; the recorded
+    # design: Drift: the image is hashed by the id its name resolved to at launch; the recorded
     # spec (state, not process memory) names the changed field in a process that never saw it
     from scoctl.services import drift as drift_inputs
     from scoctl.services.drift import progress
@@ -181,7 +181,7 @@ def test_an_image_uploaded_again_under_its_name_drifts_the_units_named_by_field(
 
 def test_reverting_mid_rollout_keeps_the_replacements_as_ordinary_units(
         config: Config, store: Store, clock: FixedClock, fake: FakeCloud) -> None:
-    # DESIGN §17: reverting the config ends the rollout; replacements already launched are
+    # design: Drift: reverting the config ends the rollout; replacements already launched are
     # ordinary units (not drifted back), and no old unit is removed for drift any more
     from tests.stages.test_acquire import acquire
 

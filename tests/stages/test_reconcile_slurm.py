@@ -3,7 +3,7 @@
 reconcile's own failure paths, not only from ResumeFailProgram. A second pass changes nothing.
 
 Nova is the in-package `FakeCloud` and Slurm a recording fake of scoctl's own `BatchScheduler`
-Protocol (STYLE §4); the real-Slurm side of `update_node` is covered by the adapter tests.
+Protocol (design: Testing); the real-Slurm side of `update_node` is covered by the adapter tests.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ class BusySlurm(RecordingSlurm):
 def test_a_busy_slurm_unit_the_plan_no_longer_holds_is_drained_then_deleted_once_idle(
     config: Config, store: Store, clock: FixedClock, fake: FakeCloud,
 ) -> None:
-    """Slurm consolidation (DESIGN §16, `underutilized`): a unit running a job that the plan
+    """Slurm consolidation (design: Disruption, `underutilized`): a unit running a job that the plan
     no longer holds is DRAINed (its job ends in place, never killed), stays in flight while
     the job runs, and is powered down and deleted on the first pass after the node is idle."""
     server_id = idle_slurm_unit(store, clock, fake, config)

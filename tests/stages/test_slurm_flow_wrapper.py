@@ -1,4 +1,5 @@
-"""The Slurm flow of DESIGN §3 through the real commands a launcher runs: `scoctl emit` for the
+"""The Slurm flow of design: Statuses through the real commands a launcher runs: `scoctl emit` for
+the
 set-up, slurm/sbatch-gate in place of sbatch (real sbatch, options in every spelling), then
 `scoctl watch --source slurm --once` until the job has run:
 pending (gate) → preparing (set-up) → queued (submitted, held) → running → succeeded.

@@ -1,4 +1,4 @@
-"""A multi-node Slurm job is a gang (DESIGN §19), on a real slurmctld.
+"""A multi-node Slurm job is a gang (design: Gangs), on a real slurmctld.
 
 `sbatch -N 4` into the cloud partition: Slurm allocates four powered-down CLOUD nodes and
 calls ResumeProgram (scoctl's `slurm/resume` hook) with all four; the controller (`scoctl run
@@ -240,7 +240,7 @@ def test_a_four_node_job_runs_only_once_all_four_are_up_and_a_failed_member_powe
     # Slurm allocates the four powered-down nodes within a scheduling cycle and asks for them
     # by name; the controller starts once it has. After the requeue the job pends again
     # (Slurm's requeue delay): its claim plans four nodes, and no server is made for them
-    # until Slurm names them again (DESIGN §11, §19)
+    # until Slurm names them again (design: Operating, Gangs)
     job = world.cluster.sbatch("-p", "cloud", "-N", str(MEMBERS), "-J", "mpi", "-o", str(out),
                                "--wrap", "date +%s.%N; echo $SLURM_JOB_NODELIST $SLURM_NNODES")
     passes = (world.tmp / "controller.out").open("w", encoding="utf-8")

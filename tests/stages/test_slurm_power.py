@@ -2,7 +2,7 @@
 applied by the next pass — resumed nodes join their workload's claim, suspended and failed ones
 leave it (a failed resume goes back to powered-down, never DOWN) — in the order Slurm made them.
 
-Slurm is a recording fake of scoctl's own `BatchScheduler` Protocol (STYLE §4); the hooks
+Slurm is a recording fake of scoctl's own `BatchScheduler` Protocol (design: Testing); the hooks
 themselves run as an unprivileged user against real slurmctld in
 tests/adapters/test_slurm_hooks.py.
 """

@@ -1,4 +1,4 @@
-"""A capacity buffer joins its workload's claim in the watch pass (DESIGN §20), against the
+"""A capacity buffer joins its workload's claim in the watch pass (design: Buffers), against the
 Kubernetes emulator through the real client."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_the_buffer_is_part_of_the_claim_stays_at_zero_pods_and_leaves_outside_i
 def test_a_tiered_buffer_is_a_part_of_the_stored_claim_and_a_tier_without_pools_says_why(
         tmp_path: Path, k8s_emulator: K8sEmulator, k8s_kubeconfig: Path,
         k8s_cluster: KubernetesCluster, wstore: Store) -> None:
-    # DESIGN §20: the buffer is part of the claim (source buffer), planned in its tier's pools;
+    # design: Buffers: the buffer is part of the claim (source buffer), planned in its tier's pools;
     # a committed pool beside the reclaimable one (whose taint these pods do not tolerate)
     def tiered(tier: str) -> Config:
         path = buffered(tmp_path, k8s_kubeconfig,

@@ -1,5 +1,6 @@
 """`scoctl watch` against the Kubernetes emulator, through the real client: every Kubernetes
-flow of DESIGN §3 end to end, the 42-pod batch, quota blocks with teardown, 410 and restarts."""
+flow of design: Statuses end to end, the 42-pod batch, quota blocks with teardown, 410 and
+restarts."""
 
 from __future__ import annotations
 

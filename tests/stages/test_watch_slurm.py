@@ -1,4 +1,4 @@
-"""`scoctl watch` against the real Slurm daemons: the Slurm flows of DESIGN §3 end to end.
+"""`scoctl watch` against the real Slurm daemons: the Slurm flows of design: Statuses end to end.
 
 Jobs stay off the CLOUD nodes (``-x``) so nothing boots, and every wait is for one scheduler
 event (a second or so), never for slurmctld's periodic cycles.

@@ -1,4 +1,5 @@
-"""No Slurm row stays active after its job ended (DESIGN §3), against real Slurm daemons whose
+"""No Slurm row stays active after its job ended (design: Statuses), against real Slurm daemons
+whose
 EpilogSlurmctld is slurm/epilog-slurmctld and whose MinJobAge is 2 s, so finished jobs leave
 squeue before the next watch pass, as they do on a busy cluster or behind a stopped timer.
 

@@ -83,14 +83,14 @@ class ClaimDecision:
     namespace: str | None = None
     nodes: tuple[str, ...] = ()
     created: tuple[float, ...] = ()  # when each pod / job of the demand was made (Unix s)
-    # pools the pods' placement rules out, each with the constraint that does (DESIGN §22)
+    # pools the pods' placement rules out, each with the constraint that does (design: Constraints)
     ineligible: Mapping[str, str] = field(default_factory=dict)
-    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
-    # per flavor, what the DaemonSet pods on a new unit of the claim request (§22)
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (Constraints)
+    # per flavor, what the DaemonSet pods on a new unit of the claim request (Constraints)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (Constraints)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
-    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
+    gang: int = 0  # members per gang (design: Gangs), 0: not a gang
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,8 @@ class WorkloadRule:
     account: str | None = None
     partition: str | None = None
     tolerates_reclaimable: bool = True
-    node_labels: Mapping[str, str] = field(default_factory=dict)  # on its units' Nodes (§22)
+    # on its units' Nodes (Constraints)
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ Nothing here does I/O, reads a clock or logs. The watch stage gathers plain valu
 Deployments, ReplicaSets, Jobs, InferenceServices, quota events, the workload rows) into a
 `K8sSnapshot`, calls `decide_k8s_intake`, and records what it returns.
 
-Kubernetes (DESIGN §2-§3, DD-0018 §4b):
+Kubernetes (design: Words-Statuses, DD-0018 §4b):
 
 * demand: provisionable pods, and pods bound to nodes scoctl launched (label
   ``sco/managed=true``), of managed workloads only (named in the config, or pods carrying the
   workload label), their effective requests (`core.demand.effective_request`, computed once
   per distinct container set) summed per workload into one claim, with the largest pod as the
   envelope; pods sharing ``scheduling.x-k8s.io/pod-group`` (label or annotation) make it a gang
-  claim (DESIGN §19) of the group's ``sco/gang-size``, else its PodGroup's ``spec.minMember``
+  claim (design: Gangs) of the group's ``sco/gang-size``, else its PodGroup's ``spec.minMember``
   where that API is served (`K8sSnapshot.pod_groups`, by the pods' namespace and the group's
   name), else the pods seen;
 * backstop, first match wins per watched workload (settled ones, running or inactive, are no
@@ -144,7 +144,7 @@ class K8sSnapshot:
     # the zone of the PersistentVolume bound to each claim, by (namespace, claim name)
     volume_zones: Mapping[tuple[str, str], str] = field(default_factory=dict)
     daemonsets: tuple[DaemonSetInfo, ...] = ()
-    # each PodGroup's spec.minMember by (namespace, name), where that API is served (DESIGN §19)
+    # each PodGroup's spec.minMember by (namespace, name), where that API is served (design: Gangs)
     pod_groups: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # placement truth (`core.truth`): now (Unix s; None: the truth loop does not run) and each
     # workload's units as the state knows them
@@ -279,7 +279,7 @@ class _K8sWorkload:
     shapes: dict[tuple[tuple[str, int], ...], PodInfo] = field(default_factory=dict)  # waiting
     # per distinct placement (as `placements`): its demand pods' requests, largest, count
     by_place: dict[tuple[Placement | None, str], _Demand] = field(default_factory=dict)
-    # per pod group, by (namespace, name) as a PodGroup is named (DESIGN §19): each seen pod's
+    # per pod group, by (namespace, name) as a PodGroup is named (design: Gangs): each seen pod's
     # sco/gang-size annotation (None: absent)
     groups: dict[tuple[str, str], list[str | None]] = field(default_factory=dict)
     # pods counted per (placement, identity of their shared request value) until `settle`:
@@ -490,7 +490,7 @@ class IntakeMemo:
     """What `decide_k8s_intake` read of each bucket of pods — the pods of one namespace sharing
     one owners value (the adapter builds one per template, so a bucket is a template's pods) —
     kept between passes by a long-lived caller (the controller), so that a pass reads again
-    only the buckets whose pods changed (DESIGN §13, issue 29: a change costs what changed).
+    only the buckets whose pods changed (design: Controller, issue 29: a change costs what changed).
 
     A bucket's reading is reused only for the very same pod values in the same order, under
     the same managed nodes and policy; anything else reads it afresh. It holds the values it
@@ -724,7 +724,7 @@ def _volume_zones(pod: PodInfo, snap: K8sSnapshot) -> tuple[str, ...]:
 
 
 def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
-    """`_Placed` of `w` (DESIGN §22): a pool is eligible only if every demand pod could run
+    """`_Placed` of `w` (design: Constraints): a pool is eligible only if every demand pod could run
     on a node with its units' labels."""
     if all(placement is None for placement, _ in w.placements):
         return _UNPLACED
@@ -760,7 +760,7 @@ def _placed(w: _K8sWorkload, snap: K8sSnapshot, policy: K8sPolicy) -> _Placed:
         return _Placed(ineligible, tuple(nowhere), spread,
                        preferred={p: n for p, n in sorted(preferred.items())
                                   if p not in ineligible})
-    # pods that differ in where they may run are separate claims (DESIGN §22): the workload
+    # pods that differ in where they may run are separate claims (design: Constraints): the workload
     # rules out only the pools no part may use
     parts = tuple(_part(w, members) for _, members in sorted(
         groups.items(), key=lambda g: (-len(g[0]), sorted(g[0]))))
@@ -806,7 +806,8 @@ def daemon_overhead(workload: str, contract: str, node_labels: Mapping[str, str]
                     daemonsets: Sequence[DaemonSetInfo], pools: Sequence[Pool],
                     ineligible: Mapping[str, str]) -> dict[str, dict[str, int]]:
     """Per flavor, what the pods of the DaemonSets that would land on a new unit of the
-    workload request (DESIGN §22): a DaemonSet counts on a pool's unit when its pod template's
+    workload request (design: Constraints): a DaemonSet counts on a pool's unit when its pod
+    template's
     node selector, required affinity and tolerations admit that unit's labels and taints (the
     reclaimable taint on reclaimable pools), as the DaemonSet controller's
     `NodeShouldRunDaemonPod` decides; a flavor takes the most of its eligible pools'."""
@@ -942,7 +943,7 @@ def decide_k8s_intake(snap: K8sSnapshot, policy: K8sPolicy,
 def _packed(w: _K8sWorkload, size: int, placed: _Placed,
             overhead: Mapping[str, Mapping[str, int]], capacity: Capacity
             ) -> tuple[int, int, Mapping[str, int]]:
-    """A gang of pods packed by their requests (`core.gang.pack_gang`, DESIGN §19, §23): its
+    """A gang of pods packed by their requests (`core.gang.pack_gang`, design: Gangs, Truth): its
     members per gang are units, each holding an even share of the gang's pods; the claim
     counts members (as a Slurm gang's counts nodes) and its largest pod is one member's
     pods. One pod per unit where they ask for one per node (a ``DoNotSchedule`` spread over
@@ -1069,7 +1070,7 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
             return make("POD_SCHEDULING_FAILED",
                         {"pod": f"{pod.namespace}/{pod.name}", "request": _json_request(request),
                          "reason": why, "message": scheduling_message(pod)}, teardown)
-    # 2b. a pod whose placement no pool's units and no node could ever satisfy (DESIGN §22)
+    # 2b. a pod whose placement no pool's units and no node could ever satisfy (design: Constraints)
     for pod, why, zones in placed.nowhere:
         request = effective_request(pod)
         if pod.node_name or _node_admits(pod, request, snap.nodes, zones):
@@ -1086,7 +1087,7 @@ def _k8s_token(w: _K8sWorkload, state: WorkloadState | None, snap: K8sSnapshot,
         if ready_isvc or (deployments and all(deployment_available(d) for d in deployments)):
             names = [f"{d.namespace}/{d.name}" for d in deployments]
             return make("DEPLOYMENT_AVAILABLE", {"deployments": names})
-    # 4. placement truth (DESIGN §23): pods that cannot reach their units, or whose units
+    # 4. placement truth (design: Truth): pods that cannot reach their units, or whose units
     # others fill
     lacking = None if policy.shared(w.slug) else not_isolated(w.waiting, w.slug)
     if lacking is not None:

@@ -4,13 +4,13 @@ Nothing here does I/O, reads a clock or logs. The watch stage gathers plain valu
 `squeue` knows, the nodes, the workload rows) into a `SlurmSnapshot`, calls
 `decide_slurm_intake`, and records what it returns.
 
-Slurm (DESIGN §2-§3, DD-0018 §3):
+Slurm (design: Words-Statuses, DD-0018 §3):
 
 * demand: pending jobs of managed workloads (a ``sco:workload=<slug>`` comment, or the config's
   account / partition mapping) that more capacity could start, plus running jobs on CLOUD nodes
   (the nodes Slurm resumed for them), normalised per node from CPUs, memory per node or per CPU,
   GRES and the node count; a job needing more than one node makes its workload's claim a gang
-  of that many members (DESIGN §19: jobs of different node counts, the largest);
+  of that many members (design: Gangs: jobs of different node counts, the largest);
 * tracked jobs (rows with a job id): ``PENDING`` → ``SLURM_JOB_QUEUED`` with the reason, once per
   distinct reason; a reason waiting cannot clear gets the gate's capacity check
   (`core.gate.decide_slurm`) and ``SLURM_JOB_SCHEDULING_FAILED`` when nothing could ever hold

@@ -115,7 +115,7 @@ __all__ = [
     "rest_api_version",
 ]
 __all__ += ["ISOLATIONS", "Isolation"]  # workloads[].isolation
-__all__ += ["LeaseRecord"]  # the leader lease (DESIGN §15)
+__all__ += ["LeaseRecord"]  # the leader lease (design: Runners)
 __all__ += ["APIS", "Api", "Problem"]
 __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "REVISION_ANNOTATION", "Condition", "Container", "DeploymentInfo", "EventInfo",
@@ -123,9 +123,9 @@ __all__ += [  # the Kubernetes objects of the `Cluster` seam
     "PodInfo", "ReplicaSetInfo", "ResourceQuotaInfo", "Taint", "Toleration", "WorkloadRef",
     "Placement", "Requirement", "Spread",
 ]
-__all__ += ["DisruptionBlock"]  # DESIGN §16
-__all__ += ["RebalanceRecord"]  # DESIGN §18
-__all__ += ["GangRecord"]  # DESIGN §19
+__all__ += ["DisruptionBlock"]  # design: Disruption
+__all__ += ["RebalanceRecord"]  # design: Rebalance
+__all__ += ["GangRecord"]  # design: Gangs
 __all__ += ["KEEP", "InstanceUpdate", "Keep", "NewEvent"]  # what a stage hands the store to save
 
 # name -> the submodule that defines it (the names of the imports above, by submodule)

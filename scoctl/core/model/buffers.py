@@ -1,4 +1,4 @@
-"""Capacity buffers (DESIGN §20): Ready headroom a workload keeps for the pods to come."""
+"""Capacity buffers (design: Buffers): Ready headroom a workload keeps for the pods to come."""
 
 from __future__ import annotations
 

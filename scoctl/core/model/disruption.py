@@ -1,4 +1,4 @@
-"""The `disruption` settings (DESIGN §16), top level and per workload: the budgets, and the
+"""The `disruption` settings (design: Disruption), top level and per workload: the budgets, and the
 knobs of the reasons that other stages act on (expiry, repair, drift, rebalance).
 
 Core values without config metadata (as `Contract`): `scoctl.config.schema` reads them, and
@@ -75,12 +75,13 @@ class Budget:
         return self.units.of(registered)
 
 
-DEFAULT_BUDGETS = (Budget(Units.share(10)),)  # DESIGN §7: 10 % of a workload's units, rounded up
+# design: Reconciler: 10 % of a workload's units, rounded up
+DEFAULT_BUDGETS = (Budget(Units.share(10)),)
 
 
 @dataclass(frozen=True)
 class Drift:
-    """`disruption.drift` (DESIGN §17): the canary's soak, and failed replacements in a row on
+    """`disruption.drift` (design: Drift): the canary's soak, and failed replacements in a row on
     one spec that halt a rollout."""
 
     soak: float = 120.0
@@ -89,7 +90,7 @@ class Drift:
 
 @dataclass(frozen=True)
 class Rebalance:
-    """`disruption.rebalance` (DESIGN §18): how long a trigger must hold, the youngest unit
+    """`disruption.rebalance` (design: Rebalance): how long a trigger must hold, the youngest unit
     that moves, and the least gain in mean key worth a move."""
 
     stabilize: float = 600.0

@@ -36,7 +36,8 @@ class InstanceRecord:
     pool: str | None
     generation: int | None
     launch_id: str | None
-    # requested building active ready noticed draining deleting deleted error (DESIGN §7, §14)
+    # requested building active ready noticed draining deleting deleted error (design: Reconciler,
+    # Notices)
     status: InstanceStatus
     created: str
     updated: str
@@ -45,13 +46,14 @@ class InstanceRecord:
     idle_since: str | None = None
     fault: str | None = None
     node_name: str | None = None
-    # DESIGN §16: the reason of its disruption and when it started (in flight while the status
+    # design: Disruption: the reason of its disruption and when it started (in flight while the
+    # status
     # is not deleted; kept afterwards for the budgets' rates), since when its node is unhealthy
     disruption: str | None = None
     disruption_at: str | None = None
     unhealthy_since: str | None = None
-    spec_hash: str | None = None  # DESIGN §17: the launch spec it was created from
-    # DESIGN §17: the keys of the config's labels (`pools[].labels`, `workloads[].node_labels`)
+    spec_hash: str | None = None  # design: Drift: the launch spec it was created from
+    # design: Drift: the keys of the config's labels (`pools[].labels`, `workloads[].node_labels`)
     # its Node was given, comma-separated: a key the config drops is removed (None: unknown)
     labels: str | None = None
 
@@ -92,7 +94,7 @@ class InstanceUpdate:
 
 @dataclass(frozen=True)
 class GangRecord:
-    """What the state remembers of a gang between passes (DESIGN §19; `core.gang`): its
+    """What the state remembers of a gang between passes (design: Gangs; `core.gang`): its
     members needed, and when (Unix seconds) it was launched, last failed and provisioned.
     `relocate`: the last failure was a zone that cannot hold the gang (NoValidHost), now
     excluded, so the next launch goes elsewhere at once, waiting for no back-off."""
@@ -108,7 +110,8 @@ class GangRecord:
 
 @dataclass(frozen=True)
 class RebalanceRecord:
-    """A workload's rebalance between passes (DESIGN §18): the first trigger that holds, since
+    """A workload's rebalance between passes (design: Rebalance): the first trigger that holds,
+    since
     when some trigger has held (RFC 3339), the units it moves (server ids), and when it was
     planned (None: waiting out `rebalance.stabilize`). Reconcile starts the planned moves as
     `rebalanced` disruptions under the budgets."""

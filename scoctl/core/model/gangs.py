@@ -1,4 +1,4 @@
-"""The gang policy (DESIGN §19): the config's `gang` section as the decisions take it.
+"""The gang policy (design: Gangs): the config's `gang` section as the decisions take it.
 
 Its own module so that reading a config (the Slurm gate does, before every ``sbatch``) does not
 import the gang decisions of `core.gang`, nor the planner they build on.

@@ -242,8 +242,8 @@ class DaemonSetInfo:
 class PodGroupInfo:
     """A scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1): its pods carry the label
     ``scheduling.x-k8s.io/pod-group: <name>`` in its namespace; `min_member` is its
-    ``spec.minMember`` (None when unset), the gang's size unless a pod says otherwise (DESIGN
-    §19)."""
+    ``spec.minMember`` (None when unset), the gang's size unless a pod says otherwise (design:
+    Gangs)."""
 
     name: str
     namespace: str

@@ -1,4 +1,4 @@
-"""The leader lease of a region (DESIGN §15): one row per region in the state."""
+"""The leader lease of a region (design: Runners): one row per region in the state."""
 
 from __future__ import annotations
 

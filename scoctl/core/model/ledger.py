@@ -22,13 +22,14 @@ class ClaimRecord:
     source: str
     updated: str
     nodes: tuple[str, ...] = ()  # Slurm: the node names this claim asks for
-    ineligible: Mapping[str, str] = field(default_factory=dict)  # pool -> the constraint (§22)
-    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (§22)
-    # per flavor, what the DaemonSet pods on a new unit request (§22)
+    # pool -> the constraint (Constraints)
+    ineligible: Mapping[str, str] = field(default_factory=dict)
+    zone_spread: int = 0  # maxSkew of the pods' DoNotSchedule zone spread, 0: none (Constraints)
+    # per flavor, what the DaemonSet pods on a new unit request (Constraints)
     overhead: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (§22)
+    parts: tuple[ClaimPart, ...] = ()  # split by where its pods may run (Constraints)
     preferred: Mapping[str, int] = field(default_factory=dict)  # soft terms' weight per pool
-    gang: int = 0  # members per gang (DESIGN §19), 0: not a gang
+    gang: int = 0  # members per gang (design: Gangs), 0: not a gang
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Values of reclaim notices (DESIGN §14): what was announced, and each noticed instance."""
+"""Values of reclaim notices (design: Notices): what was announced, and each noticed instance."""
 
 from __future__ import annotations
 

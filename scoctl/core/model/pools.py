@@ -37,7 +37,7 @@ def is_slug(value: str) -> bool:
 
 @dataclass(frozen=True)
 class Limits:
-    """At most this much (`workloads[].limits`, DESIGN §22): `resources`
+    """At most this much (`workloads[].limits`, design: Constraints): `resources`
     in canonical units (cpu millicores, memory bytes, accelerators counts) summed over the
     units' flavors' capacity, and `units` instances; what is absent is not limited."""
 
@@ -70,7 +70,8 @@ class Flavor:
 
 
 def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) -> dict[str, int]:
-    """What one instance of `flavor` offers to pods (DESIGN §5): ``flavors[].allocatable`` when
+    """What one instance of `flavor` offers to pods (design: Planner): ``flavors[].allocatable``
+    when
     set, else its capacity minus `node_reserve` (never below zero), else its capacity."""
     if flavor.allocatable:
         return dict(flavor.allocatable)
@@ -82,7 +83,7 @@ def flavor_allocatable(flavor: Flavor, node_reserve: Resources | None = None) ->
 class Pool:
     """One place instances can come from: a flavor in an availability zone of a region.
     `labels` are put on its units' Nodes (`core.constraints.unit_labels`); `limits` cap the
-    units every workload together holds in it (`pools[].limits`, DESIGN §22)."""
+    units every workload together holds in it (`pools[].limits`, design: Constraints)."""
 
     name: str
     region: str
@@ -98,7 +99,7 @@ class Pool:
 
 @dataclass(frozen=True)
 class Contract:
-    """The rules for a tier (DESIGN §2, §5)."""
+    """The rules for a tier (design: Words, Planner)."""
 
     name: str
     floor: float = 0.30
@@ -110,11 +111,11 @@ class Contract:
 
 @dataclass(frozen=True)
 class ClaimPart:
-    """The pods of a claim that may run in the same pools (DESIGN §22: pods of a workload
+    """The pods of a claim that may run in the same pools (design: Constraints: pods of a workload
     whose constraints differ are separate claims, `<workload>/<n>` with n from 1): their
     requests, largest pod, count, the pools their placement rules out (each with the
     constraint) and their zone spread's maxSkew (0: none). A part of `source` buffer is the
-    workload's capacity buffer (DESIGN §20, `<workload>/buffer`): its `pods` are its chunks,
+    workload's capacity buffer (design: Buffers, `<workload>/buffer`): its `pods` are its chunks,
     its `largest_pod` one chunk, its `ineligible` the pools its tier rules out."""
 
     requests: Resources
@@ -143,21 +144,21 @@ class Claim:
     pods: int = 1
     version: int = 0
     tolerates_reclaimable: bool = True
-    # pools the pods' placement rules out (DESIGN §22), each with the constraint that does
+    # pools the pods' placement rules out (design: Constraints), each with the constraint that does
     ineligible: Mapping[str, str] = field(default_factory=dict, hash=False)
     limits: Limits = field(default_factory=Limits, hash=False)  # workloads[].limits
     # the maxSkew of the pods' DoNotSchedule topology spread over topology.kubernetes.io/zone
-    # (0: none): the planner splits the claim's coverage across the eligible zones (§22)
+    # (0: none): the planner splits the claim's coverage across the eligible zones (Constraints)
     zone_spread: int = 0
-    # per flavor, what the DaemonSet pods that would land on a new unit request (§22)
+    # per flavor, what the DaemonSet pods that would land on a new unit request (Constraints)
     overhead: Mapping[str, Resources] = field(default_factory=dict, hash=False)
-    # the claim split by where its pods may run, when they differ (§22; two or more, else
+    # the claim split by where its pods may run, when they differ (Constraints; two or more, else
     # none): each is planned in its own pools, the plan is their sum
     parts: tuple[ClaimPart, ...] = field(default=(), hash=False)
     # per eligible pool, the summed weight of the pods' preferred node affinity terms it
-    # matches (§22: soft terms only order pools, the best-matched first)
+    # matches (Constraints: soft terms only order pools, the best-matched first)
     preferred: Mapping[str, int] = field(default_factory=dict, hash=False)
-    # DESIGN §19: members per gang (0: not a gang); `pods // gang` gangs, one member per unit
+    # design: Gangs: members per gang (0: not a gang); `pods // gang` gangs, one member per unit
     gang: int = 0
-    # DESIGN §20: the claim is a buffer's part (`parts`), planned as a claim of its own
+    # design: Buffers: the claim is a buffer's part (`parts`), planned as a claim of its own
     buffer: bool = False

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 
 class InstanceStatus(StrEnum):
-    """An instance's life (DESIGN §7, §14): requested → building → active → ready, then
+    """An instance's life (design: Reconciler, Notices): requested → building → active → ready, then
     noticed (a reclaim notice: between ready and draining) → draining → deleting → deleted,
     or error."""
 
@@ -28,7 +28,7 @@ class InstanceStatus(StrEnum):
 
 
 class WorkloadStatus(StrEnum):
-    """A managed workload's status (DESIGN §3): pending → queued → preparing → running, or
+    """A managed workload's status (design: Statuses): pending → queued → preparing → running, or
     failed at once when no node can ever hold it; then how it ended (a job succeeded, failed
     or was cancelled; a deployment stopped or was deleted)."""
 
@@ -44,7 +44,7 @@ class WorkloadStatus(StrEnum):
 
 
 class LaunchStatus(StrEnum):
-    """A launch intent (DESIGN §6): recorded before the call, then called, then recorded with
+    """A launch intent (design: Acquirer): recorded before the call, then called, then recorded with
     its servers; failed when the call failed for sure."""
 
     INTENT = "intent"
@@ -66,7 +66,7 @@ class ServerStatus(StrEnum):
 
 
 class DisruptionReason(StrEnum):
-    """Why a live unit is disrupted (DESIGN §16): every voluntary change, and a reclaim."""
+    """Why a live unit is disrupted (design: Disruption): every voluntary change, and a reclaim."""
 
     EMPTY = "empty"
     UNDERUTILIZED = "underutilized"
@@ -110,7 +110,8 @@ class EventLevel(StrEnum):
 
 
 class PartSource(StrEnum):
-    """What demand a claim part is (DESIGN §20, §22): some of the workload's pods (or jobs),
+    """What demand a claim part is (design: Buffers, Constraints): some of the workload's pods (or
+    jobs),
     or its capacity buffer's chunks."""
 
     PODS = "pods"
@@ -118,7 +119,7 @@ class PartSource(StrEnum):
 
 
 class RebalanceTrigger(StrEnum):
-    """Why a workload's fleet should move back (DESIGN §18), in the order they are named."""
+    """Why a workload's fleet should move back (design: Rebalance), in the order they are named."""
 
     DEGRADED = "degraded"  # the current plan is degraded, the fresh one is not
     POOL_CAP = "pool_cap"  # a reclaimable pool above the pool cap
@@ -144,14 +145,14 @@ class PlacementToken(StrEnum):
     UNPLACED = "PODS_UNPLACED"  # pending pods its Ready units have no room for
 
 
-# Nova tags on every server scoctl launches (DESIGN §6): `sco:managed`, then key=value ones
+# Nova tags on every server scoctl launches (design: Acquirer): `sco:managed`, then key=value ones
 TAG_MANAGED = "sco:managed"
 TAG_WORKLOAD = "sco:workload"
 TAG_POOL = "sco:pool"
 TAG_GENERATION = "sco:gen"
 TAG_LAUNCH = "sco:launch"
-TAG_SPEC = "sco:spec"  # DESIGN §17: the launch spec hash
-# server metadata: a reclaim notice's deadline (DESIGN §14)
+TAG_SPEC = "sco:spec"  # design: Drift: the launch spec hash
+# server metadata: a reclaim notice's deadline (design: Notices)
 META_RECLAIM_AT = "sco:reclaim-at"
 
 # Kubernetes labels scoctl reads and writes

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend (DESIGN §15): one database shared by several runners, via psycopg 3.
+"""The PostgreSQL backend (design: Runners): one database shared by several runners, via psycopg 3.
 
 `PostgresStore` is the `Store` of the SQLite backend on a PostgreSQL connection: its table
 groups' queries run through `dialect` (one home for every query), and only what is dialect

@@ -2,7 +2,7 @@
 
 `PgCoordination` holds a connection of its own (a lease renewal must never wait for, or join, a
 stage's transaction); `SharedBudget` is `scoctl.host.budget.TokenBudget`'s interface over the
-database, shared by every process on every host (DESIGN §2, §15).
+database, shared by every process on every host (design: Words, Runners).
 """
 
 from __future__ import annotations

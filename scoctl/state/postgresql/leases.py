@@ -1,4 +1,4 @@
-"""Leases, the fence check and the shared token budget in SQL (DESIGN §15).
+"""Leases, the fence check and the shared token budget in SQL (design: Runners).
 
 Each function runs on a psycopg connection in autocommit mode and opens its own short
 transaction, except `check_fence`, which runs inside the caller's write transaction. None of

@@ -235,7 +235,8 @@ PG_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX instances_ended ON instances(status, updated);
     CREATE INDEX launches_settled ON launches(status, updated);
     """,
-    # 4: placement latency (DESIGN §13): open sightings of demand, histograms, recent samples
+    # 4: placement latency (design: Controller): open sightings of demand, histograms, recent
+    # samples
     f"""
     CREATE TABLE demand_sightings (
         workload {T} PRIMARY KEY,
@@ -262,7 +263,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX latency_samples_metric ON latency_samples(metric, id);
     """,
-    # 5: reclaim notices (DESIGN §14): what `scoctl notice` announced, and every noticed
+    # 5: reclaim notices (design: Notices): what `scoctl notice` announced, and every noticed
     # instance from the notice to its end; one open row per server (a partial unique index)
     f"""
     CREATE TABLE reclaim_notices (
@@ -296,11 +297,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE UNIQUE INDEX noticed_one_open ON noticed_instances(server_id) WHERE outcome IS NULL;
     """,
-    # 6: the pools a claim's pod placement rules out, each with the constraint (DESIGN §22)
+    # 6: the pools a claim's pod placement rules out, each with the constraint (design: Constraints)
     """
     ALTER TABLE claims ADD COLUMN ineligible TEXT NOT NULL DEFAULT '{}';
     """,
-    # 7: disruptions (DESIGN §16): reason, start, unhealthy-since and launch spec hash per
+    # 7: disruptions (design: Disruption): reason, start, unhealthy-since and launch spec hash per
     # instance; the (workload, reason)s a budget holds back now
     f"""
     ALTER TABLE instances ADD COLUMN disruption {T};
@@ -317,12 +318,12 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 8: the maxSkew of a claim's pods' DoNotSchedule zone topology spread, 0: none; per
-    # flavor, what the DaemonSet pods on a new unit of the claim request (§22)
+    # flavor, what the DaemonSet pods on a new unit of the claim request (Constraints)
     """
     ALTER TABLE claims ADD COLUMN zone_spread INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE claims ADD COLUMN overhead TEXT NOT NULL DEFAULT '{}';
     """,
-    # 9: drift (DESIGN §17): recorded launch specs by hash; each region's resolved image ids
+    # 9: drift (design: Drift): recorded launch specs by hash; each region's resolved image ids
     f"""
     CREATE TABLE launch_specs (
         hash {T} PRIMARY KEY,
@@ -340,7 +341,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE claims ADD COLUMN parts {T} NOT NULL DEFAULT '[]';
     ALTER TABLE claims ADD COLUMN preferred {T} NOT NULL DEFAULT '{{}}';
     """,
-    # 10: rebalance (DESIGN §18): each workload's trigger, since, moves and when planned
+    # 10: rebalance (design: Rebalance): each workload's trigger, since, moves and when planned
     f"""
     CREATE TABLE rebalances (
         workload {T} PRIMARY KEY,
@@ -350,7 +351,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
         planned {T}
     );
     """,
-    # 11: gangs (DESIGN §19): a claim's members per gang; each gang's launch, failures and
+    # 11: gangs (design: Gangs): a claim's members per gang; each gang's launch, failures and
     # when it was provisioned (Unix seconds)
     f"""
     ALTER TABLE claims ADD COLUMN gang INTEGER NOT NULL DEFAULT 0;
@@ -391,7 +392,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE metric_cost (workload {T} PRIMARY KEY, cost DOUBLE PRECISION NOT NULL);
     CREATE TABLE metric_cost_at (only_row INTEGER PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
     """,
-    # 13: gangs (DESIGN §19): the last failure was a NoValidHost zone, now excluded, so the
+    # 13: gangs (design: Gangs): the last failure was a NoValidHost zone, now excluded, so the
     # next launch goes elsewhere waiting for no back-off (0/1, as sqlite's)
     """
     ALTER TABLE gangs ADD COLUMN relocate INTEGER NOT NULL DEFAULT 0;

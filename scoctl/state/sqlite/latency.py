@@ -1,4 +1,4 @@
-"""Placement latency tables (DESIGN §13): open sightings, histograms, the latest samples."""
+"""Placement latency tables (design: Controller): open sightings, histograms, the latest samples."""
 
 from __future__ import annotations
 

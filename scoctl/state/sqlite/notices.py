@@ -1,4 +1,4 @@
-"""Reclaim notices: what `scoctl notice` announced, and each noticed instance (DESIGN §14)."""
+"""Reclaim notices: what `scoctl notice` announced, and each noticed instance (design: Notices)."""
 
 from __future__ import annotations
 

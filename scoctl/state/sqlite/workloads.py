@@ -1,4 +1,4 @@
-"""Workloads, their token events and their claims (DESIGN §3, §2 "claim")."""
+"""Workloads, their token events and their claims (design: Statuses, Words "claim")."""
 
 from __future__ import annotations
 
