@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from scoctl.core.model import ServerInfo
 from scoctl.core.model.vocabulary import PauseScope
 from scoctl.services import controls
 from scoctl.stages.acquire import run_acquire
@@ -18,16 +19,17 @@ from tests.stages.test_reconcile import World, emulator_cloud, world  # noqa: F4
 pytestmark = pytest.mark.k8s
 
 
-def idle_surplus(at: World) -> None:
-    """Two Ready, idle units of web; the plan keeps one; both idle past the timeout."""
-    servers = at.launch(2)
+def idle_surplus(at: World, units: int = 2) -> list[ServerInfo]:
+    """`units` Ready, idle units of web; the plan keeps one; all idle past the timeout."""
+    servers = at.launch(units)
     at.settle()
     for server in servers:
         at.register(server)
-    at.plan({"tiny.spot": 2})
+    at.plan({"tiny.spot": units})
     at.reconcile()
     at.plan({"tiny.spot": 1})
     at.clock.advance(700)
+    return servers
 
 
 def test_no_disruption_starts_while_paused_and_the_held_ones_start_after_resume(
@@ -103,14 +105,7 @@ def test_explain_names_the_budget_that_allows_or_blocks_each_disruption(
 ) -> None:
     from scoctl.cli.reconcile import disruptions_json
 
-    servers = world.launch(3)
-    world.settle()
-    for server in servers:
-        world.register(server)
-    world.plan({"tiny.spot": 3})
-    world.reconcile()
-    world.plan({"tiny.spot": 1})
-    world.clock.advance(700)
+    servers = idle_surplus(world, 3)
     decision = world.reconcile(dry_run=True).regions[0].decision
     rows = [(x["verdict"], x["reason"], x["budget"], x["limit"], x["allowed"])
             for x in disruptions_json(decision)]
